@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Included by the extension modules that call BLAS/LAPACK from C: fills a
+# module-level, read-only table of function pointers from SciPy's
+# cython_blas / cython_lapack (we never link a BLAS ourselves).
+from scipy.linalg.cython_blas cimport dgemm as _sp_dgemm, dsyrk as _sp_dsyrk, dgemv as _sp_dgemv
+from scipy.linalg.cython_lapack cimport (dpotrf as _sp_dpotrf, dpotrs as _sp_dpotrs,
+                                         dsyevr as _sp_dsyevr)
+
+# Build-time check of the BLAS integer width: this assignment only compiles when
+# SciPy's cython_blas uses a 32-bit ``int`` like ``fedmm_blas_int``.
+cdef void (*_blas_width_check)(char *, char *, int *, int *, int *, double *, double *,
+                               int *, double *, int *, double *, double *,
+                               int *) noexcept nogil
+_blas_width_check = _sp_dgemm
+
+cdef fedmm_blas_t _BLAS
+_BLAS.dgemm = <fedmm_dgemm_t>_sp_dgemm
+_BLAS.dsyrk = <fedmm_dsyrk_t>_sp_dsyrk
+_BLAS.dgemv = <fedmm_dgemv_t>_sp_dgemv
+_BLAS.dpotrf = <fedmm_dpotrf_t>_sp_dpotrf
+_BLAS.dpotrs = <fedmm_dpotrs_t>_sp_dpotrs
+_BLAS.dsyevr = <fedmm_dsyevr_t>_sp_dsyevr
