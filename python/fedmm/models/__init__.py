@@ -1,0 +1,5 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Surrogate models (DESIGN §2): the statistic ``S̄``, the map ``T`` and the projection ``Π``."""
+from fedmm.models.base import StatisticLayout, SurrogateModel
+
+__all__ = ["StatisticLayout", "SurrogateModel"]

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The surrogate-model protocol of FedMM (DESIGN §2, FedMM paper MM-1/MM-2).
+
+A model describes one majorize-minimization problem whose surrogates are
+linearly parameterized by a statistic ``s`` in a convex set ``𝒮``::
+
+    U(θ; s) = g(θ) + ψ(θ) − ⟨s, φ(θ)⟩,          T(s) = argmin_θ U(θ; s),
+
+and a client's "oracle" is an unbiased estimate of the local mean field
+``E_{π_i}[S̄(Z, θ)]``.  Statistics always travel as **one flat float64 vector**
+whose blocks are described by a :class:`StatisticLayout`.
+
+Conventions
+-----------
+- A client's *data* is whatever the model documents (usually an ndarray of
+  shape ``(N_i, p)``, one sample per row); :meth:`SurrogateModel.check_data`
+  validates it and :meth:`SurrogateModel.n_samples` counts it.
+- ``statistic(data, theta, idx)`` is the deterministic primitive: the mean of
+  ``S̄(Z_j, θ)`` over the samples ``idx`` (all samples when ``idx`` is None).
+  Minibatch oracles, SPIDER/VR oracles and batched simulation are built on it
+  by the algorithms, so a model only implements the mathematics.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["StatisticLayout", "SurrogateModel"]
+
+
+class StatisticLayout:
+    """Named blocks of a flat statistic vector.
+
+    Parameters
+    ----------
+    blocks : sequence of (str, tuple of int)
+        Block names and shapes, in storage order.  Each block is stored in C
+        order inside the flat vector.
+
+    Examples
+    --------
+    >>> lay = StatisticLayout([("A", (2, 2)), ("B", (3, 2))])
+    >>> lay.size
+    10
+    >>> s = lay.join(A=np.eye(2), B=np.ones((3, 2)))
+    >>> lay.split(s)["A"]
+    array([[1., 0.],
+           [0., 1.]])
+    """
+
+    def __init__(self, blocks: Sequence[tuple[str, tuple[int, ...]]]) -> None:
+        names = [str(n) for n, _ in blocks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Expected distinct block names, got {names}")
+        self.blocks: tuple[tuple[str, tuple[int, ...]], ...] = tuple(
+            (str(n), tuple(int(d) for d in shape)) for n, shape in blocks
+        )
+        self._slices: dict[str, slice] = {}
+        start = 0
+        for name, shape in self.blocks:
+            size = int(np.prod(shape, dtype=np.int64))
+            self._slices[name] = slice(start, start + size)
+            start += size
+        self.size: int = start
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.blocks)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return dict(self.blocks)[name]
+
+    def block(self, s: np.ndarray, name: str) -> np.ndarray:
+        """A view of block ``name`` of the flat vector ``s`` with its shape."""
+        return s[self._slices[name]].reshape(self.shape(name))
+
+    def split(self, s: np.ndarray) -> dict[str, np.ndarray]:
+        """Views of every block of ``s`` (shape ``(size,)``)."""
+        self.check(s, "s")
+        return {name: self.block(s, name) for name in self.names}
+
+    def join(self, **blocks: np.ndarray) -> np.ndarray:
+        """Pack blocks given by name into a new flat float64 vector."""
+        missing = set(self.names) - set(blocks)
+        extra = set(blocks) - set(self.names)
+        if missing or extra:
+            raise ValueError(f"Expected blocks {self.names}, missing {sorted(missing)}, unknown {sorted(extra)}")
+        out = np.empty(self.size, dtype=np.float64)
+        for name, shape in self.blocks:
+            b = np.asarray(blocks[name], dtype=np.float64)
+            if b.shape != shape:
+                raise ValueError(f"Expected block '{name}' of shape {shape}, got {b.shape}")
+            out[self._slices[name]] = b.ravel()
+        return out
+
+    def check(self, s: Any, name: str = "s") -> np.ndarray:
+        s = np.asarray(s)
+        if s.shape != (self.size,):
+            raise ValueError(f"Expected '{name}' to be a flat statistic of shape ({self.size},), got {s.shape}")
+        return s
+
+    def __repr__(self) -> str:
+        return f"StatisticLayout({list(self.blocks)})"
+
+
+class SurrogateModel(ABC):
+    """Base class of FedMM surrogate models (DESIGN §2).
+
+    Subclasses set ``self.layout`` and implement :meth:`statistic`, :meth:`T`,
+    :meth:`objective` and :meth:`init_statistic`; they override
+    :meth:`project` when ``𝒮`` is not the whole space and
+    :meth:`statistic_batch` when several clients' statistics can be computed
+    in one compiled call.
+    """
+
+    layout: StatisticLayout
+
+    # -- client side --------------------------------------------------------
+    @abstractmethod
+    def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
+        """Mean of ``S̄(Z_j, θ)`` over samples ``idx`` of ``data`` (all if None).
+
+        Returns
+        -------
+        ndarray of shape (layout.size,), float64
+        """
+
+    def statistic_batch(
+        self, datas: Sequence[Any], theta: Any, idxs: Sequence[np.ndarray | None]
+    ) -> np.ndarray:
+        """Statistics of several clients at one ``θ``: shape ``(len(datas), layout.size)``.
+
+        The default loops over clients; models with a segmented kernel override it.
+        The result must equal, bit for bit, the stacked :meth:`statistic` calls.
+        """
+        out = np.empty((len(datas), self.layout.size), dtype=np.float64)
+        for i, (d, idx) in enumerate(zip(datas, idxs)):
+            out[i] = self.statistic(d, theta, idx)
+        return out
+
+    def n_samples(self, data: Any) -> int:
+        """Number of samples in a client's data (first axis by default)."""
+        return int(np.shape(data)[0])
+
+    def check_data(self, data: Any, name: str = "data") -> Any:
+        """Validate one client's data (shape, dtype, finiteness, non-empty) and return it."""
+        arr = np.asarray(data, dtype=np.float64)
+        if arr.ndim < 1 or arr.shape[0] == 0:
+            raise ValueError(f"Expected '{name}' to hold at least one sample, got shape {arr.shape}")
+        if not np.isfinite(arr).all():
+            raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
+        return arr
+
+    # -- server side --------------------------------------------------------
+    @abstractmethod
+    def T(self, s: np.ndarray) -> Any:
+        """``argmin_θ g(θ) + ψ(θ) − ⟨s, φ(θ)⟩`` for a statistic ``s`` in ``𝒮``."""
+
+    def project(self, s: np.ndarray) -> np.ndarray:
+        """Euclidean projection of ``s`` onto ``𝒮`` (identity by default: ``𝒮`` is the whole space)."""
+        return s
+
+    def in_domain(self, s: np.ndarray, tol: float = 1e-10) -> bool:
+        """Whether ``s`` lies in ``𝒮`` up to ``tol`` (used by tests and monitors)."""
+        return bool(np.allclose(self.project(np.array(s, copy=True)), s, rtol=0.0, atol=tol * max(1.0, float(np.abs(s).max(initial=0.0)))))
+
+    @abstractmethod
+    def init_statistic(self, datas: Sequence[Any], rng: np.random.Generator) -> np.ndarray:
+        """A valid starting statistic ``Ŝ_0`` in ``𝒮``."""
+
+    def theta_vector(self, theta: Any) -> np.ndarray:
+        """Flatten a parameter for distances such as ``‖T(Ŝ_{t+1}) − T(Ŝ_t)‖²``."""
+        if isinstance(theta, dict):
+            return np.concatenate([np.ravel(np.asarray(theta[k], dtype=np.float64)) for k in sorted(theta)])
+        if isinstance(theta, (tuple, list)):
+            return np.concatenate([np.ravel(np.asarray(t, dtype=np.float64)) for t in theta])
+        return np.ravel(np.asarray(theta, dtype=np.float64))
+
+    # -- monitoring ---------------------------------------------------------
+    @abstractmethod
+    def objective(self, data: Any, theta: Any) -> float:
+        """``f(θ) + g(θ)`` where ``f`` is the mean loss over ``data`` (reporting only)."""
