@@ -46,9 +46,11 @@ cdef fedmm_bitgen_t *_bitgen(object generator) except NULL:
     return <fedmm_bitgen_t *>PyCapsule_GetPointer(capsule, "BitGenerator")
 
 
-cdef int _raise(int status, str what) except -1:
+cdef int _raise(int status, str what, object x=None) except -1:
     if status == FEDMM_ENONFINITE:
         raise ValueError("Expected 'x' to contain only finite values (no NaN or inf)")
+    if x is not None and np.abs(x).max() > 2.0**1023:
+        raise ValueError("Expected 'x' with entries of magnitude at most 2**1023 (about 9e307)")
     raise ValueError(f"{what} failed: {fedmm_strerror(status).decode()}")
 
 
@@ -78,7 +80,7 @@ def quantize(cnp.ndarray x, Py_ssize_t block, int bits, int norm, object generat
         with generator.bit_generator.lock, nogil:
             status = fedmm_quantize_f32(&x32[0], q, block, bits, norm, rng, &out_v[0])
     if status != FEDMM_OK:
-        _raise(status, "quantize")
+        _raise(status, "quantize", x)
     return out
 
 
@@ -107,7 +109,7 @@ def encode(cnp.ndarray x, Py_ssize_t block, int bits, int norm, int scheme, obje
         with generator.bit_generator.lock, nogil:
             status = fedmm_encode_f32(&x32[0], q, block, bits, norm, scheme, rng, dst, nbytes)
     if status != FEDMM_OK:
-        _raise(status, "encode")
+        _raise(status, "encode", x)
     return payload
 
 

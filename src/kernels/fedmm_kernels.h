@@ -151,7 +151,9 @@ uint64_t fedmm_wire_nbytes(int scheme, uint64_t q, uint64_t block, int bits,
 /* Fused quantize-and-dequantize: out[j] = Q(x)_j (float64, length q), the
  * values a receiver decodes.  Consumes the random stream exactly like
  * fedmm_encode_*.  FEDMM_ENONFINITE on NaN/inf in x, FEDMM_EINVAL on bad
- * arguments (bits outside 2..16, norm not L2/LINF, block outside 1..q). */
+ * arguments (bits outside 2..16, norm not L2/LINF, block outside 1..q) or
+ * on |x_j| > 2^1023 (float64; norms are capped there so that decoded values
+ * stay finite). */
 int fedmm_quantize_f64(const double *x, size_t q, size_t block, int bits, int norm,
                        fedmm_bitgen_t *rng, double *out);
 /* float32 input: norms are computed in double and rounded to float32 (the

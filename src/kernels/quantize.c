@@ -155,9 +155,10 @@ static void write_header(uint8_t *p, int scheme, int value_nbytes, int norm,
 /* ------------------------------------------------------------------------ */
 /* block norms                                                               */
 
-/* Norm of one block of n >= 1 values.  Returns FEDMM_ENONFINITE on NaN/inf.
- * The result N satisfies max_j |x_j| <= N <= cap (N >= max|x_j| keeps the
- * probabilities <= 1).  The main loop runs on 8 independent lanes with a
+/* Norm of one block of n >= 1 values.  Returns FEDMM_ENONFINITE on NaN/inf
+ * and FEDMM_EINVAL when max|x_j| > cap.  The result N satisfies
+ * max_j |x_j| <= N <= cap (N >= max|x_j| keeps the probabilities <= 1;
+ * cap = 2^1023 for float64 keeps s * (N / s) finite, FLT_MAX for float32).  The main loop runs on 8 independent lanes with a
  * fixed trip count so that it vectorizes at -O2. */
 #define DEFINE_BLOCK_NORM(T, SUF)                                               \
     static FEDMM_HOT int block_norm_##SUF(const T *restrict x, size_t n,       \
@@ -186,6 +187,7 @@ static void write_header(uint8_t *p, int scheme, int value_nbytes, int norm,
             for (j = 0; j < n; ++j)                                             \
                 if (!isfinite((double)x[j])) return FEDMM_ENONFINITE;           \
         }                                                                       \
+        if (mx > cap) return FEDMM_EINVAL; /* |x| too large to quantize */     \
         double nrm = mx;                                                        \
         if (norm == FEDMM_NORM_L2 && mx > 0) {                                  \
             if (isfinite(ss) && mx >= 0x1p-450 && mx <= 0x1p+450) {             \
@@ -230,16 +232,18 @@ static int resolve_tie(double r, fedmm_bitgen_t *rng)
 
 /* Sign-magnitude codes (sign << (bits-1) | level) of the first n of QCHUNK
  * values xd (entries n..QCHUNK-1 must be readable; their codes are
- * garbage).  inv256 = 256 s / N.  With A = |x| * inv256 (= 256 a exactly:
+ * garbage).  nrm = N (in the units of xd), inv256 = 256 s / N; A = 256 s
+ * exactly where |x| == N.  With A = |x| * inv256 (= 256 a exactly:
  * scaling by 256 is exact), level = floor(A / 256) + [U < f] where
  * f = A/256 - floor(A/256); the first 8 bits of U are compared with
  * T = floor(A) mod 256 and ties go to resolve_tie with r = A - floor(A).
  * Level 0 never carries the sign bit, so a zero decodes to +0.0.
  * The fixed trip count QCHUNK lets the compiler vectorize the main loop. */
-static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n, double inv256,
-                        int32_t s, int bits, fedmm_bitgen_t *rng,
-                        uint16_t *restrict codes)
+static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n, double nrm,
+                                   double inv256, int32_t s, int bits,
+                                   fedmm_bitgen_t *rng, uint16_t *restrict codes)
 {
+    const double top = 256.0 * s;
     uint8_t u[QCHUNK];
     uint8_t tie[QCHUNK];
     const int shift = bits - 1;
@@ -254,7 +258,9 @@ static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n, double in
     }
     if (ngroups * 8 < QCHUNK) memset(u + ngroups * 8, 0, QCHUNK - ngroups * 8);
     for (size_t j = 0; j < QCHUNK; ++j) {
-        double A = fabs(xd[j]) * inv256;
+        double ax = fabs(xd[j]);
+        /* |x| == N maps to level s exactly (no rounding of 256 s / N) */
+        double A = ax == nrm ? top : ax * inv256;
         int32_t Ai = (int32_t)A;
         int32_t T = Ai & 255;
         int32_t uj = u[j];
@@ -270,7 +276,8 @@ static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n, double in
         if (word == 0) continue;
         for (size_t j = 8 * g; j < 8 * g + 8 && j < n; ++j) {
             if (!tie[j]) continue;
-            double A = fabs(xd[j]) * inv256;
+            double ax = fabs(xd[j]);
+            double A = ax == nrm ? top : ax * inv256;
             int32_t Ai = (int32_t)A;
             if (resolve_tie(A - (double)Ai, rng)) {
                 int32_t c = (Ai >> 8) + 1;
@@ -406,7 +413,8 @@ static void pack_codes(uint8_t *dst, uint64_t *bitpos, const uint16_t *codes,
                     for (; j < QCHUNK; ++j) xbuf[j] = 0.0;                      \
                     xd = xbuf;                                                  \
                 }                                                               \
-                chunk_codes(xd, n, inv256, s, bits, rng, codes);                \
+                chunk_codes(xd, n, tiny ? nrm * 0x1p600 : nrm, inv256, s, bits, \
+                            rng, codes);                                        \
                 if (out) dequantize_chunk(codes, n, bits, scale, out + start + c0); \
                 else pack_codes(packed, &bitpos, codes, n, bits);               \
             }                                                                   \
@@ -428,7 +436,7 @@ static int block_norm_f32r(const float *x, size_t n, int norm, double cap, doubl
     return st;
 }
 
-DEFINE_DRIVER(double, f64, block_norm_f64, DBL_MAX, norm_store_f64, 8)
+DEFINE_DRIVER(double, f64, block_norm_f64, 0x1p1023, norm_store_f64, 8)
 DEFINE_DRIVER(float, f32, block_norm_f32r, (double)FLT_MAX, norm_store_f32, 4)
 
 static int check_quant_args(size_t q, size_t block, int bits, int norm, const void *rng)
