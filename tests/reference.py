@@ -82,7 +82,8 @@ def replica_dither(x: np.ndarray, norms: np.ndarray, block: int, bits: int, bitg
 
     Per block (skipped when N == 0), per chunk of 256 coordinates: draw
     ceil(n/8) uint64, byte k of draw g serves coordinate 8g+k;
-    ``A = |x| * (256 s / N)`` (``256 s`` where ``|x| == N``), level =
+    ``A = |x| * inv256`` with ``inv256 = 256 s / N`` raised by ulps until
+    ``N * inv256 >= 256 s``; level =
     ``floor(A) >> 8`` plus one when the byte is below ``floor(A) mod 256``;
     on equality, ``r = A - floor(A)`` is compared with further 64-bit draws.
     ``bitgen`` must be a PCG64 whose raw output is its ``next_uint64``.
@@ -99,6 +100,8 @@ def replica_dither(x: np.ndarray, norms: np.ndarray, block: int, bits: int, bitg
         pre = 2.0**600 if tiny else 1.0
         n_scaled = nrm * pre
         inv256 = 256.0 * s / n_scaled
+        while n_scaled * inv256 < 256.0 * s:  # |x| == N must give level s exactly
+            inv256 = np.nextafter(inv256, np.inf)
         scale = nrm / s
         for c0 in range(0, xb.shape[0], 256):
             xc = xb[c0 : c0 + 256] * pre
@@ -106,7 +109,7 @@ def replica_dither(x: np.ndarray, norms: np.ndarray, block: int, bits: int, bitg
             raw = np.asarray(bitgen.random_raw(-(-n // 8)), dtype="<u8")
             u = raw.view(np.uint8)[:n].astype(np.int64)
             ax = np.abs(xc)
-            big_a = np.where(ax == n_scaled, 256.0 * s, ax * inv256)
+            big_a = ax * inv256
             ai = np.floor(big_a).astype(np.int64)
             level = (ai >> 8) + (u < (ai & 255))
             for j in np.nonzero(u == (ai & 255))[0]:

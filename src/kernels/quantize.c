@@ -15,8 +15,10 @@
  *
  * Exact Bernoulli sampling with few random bits
  * ---------------------------------------------
- * Let f = a - floor(a) in [0, 1) be the rounding probability as evaluated in
- * double precision.  We want the event {U < f} for U uniform on [0, 1),
+ * In double precision a = |x| * (s / N) is evaluated as A / 256 with
+ * A = |x| * inv256, inv256 = 256 s / N rounded to double and then raised by
+ * ulps until N * inv256 >= 256 s (so |x| == N gives level s exactly).
+ * Let f = a - floor(a) in [0, 1) be the rounding probability.  We want the event {U < f} for U uniform on [0, 1),
  * U = 0.b1 b2 b3 ... in binary.  Write f * 2^8 = T + r with T = floor(f 2^8)
  * in 0..255 and r in [0, 1) (both exact: scaling by a power of two and
  * subtracting the floor are exact in binary floating point).  With u the
@@ -42,6 +44,13 @@
  *       then for each coordinate of the chunk in order whose byte ties
  *       (u == T and r != 0): draw further next_uint64() values as above.
  */
+/* The hot loops are written for the auto-vectorizer; GCC's -O2 cost model
+ * ("very cheap") leaves them scalar, so this file asks for -O3 explicitly.
+ * Results do not depend on it (no reassociation, no FMA contraction). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+
 #include "fedmm_kernels.h"
 
 #include <float.h>
@@ -232,18 +241,17 @@ static int resolve_tie(double r, fedmm_bitgen_t *rng)
 
 /* Sign-magnitude codes (sign << (bits-1) | level) of the first n of QCHUNK
  * values xd (entries n..QCHUNK-1 must be readable; their codes are
- * garbage).  nrm = N (in the units of xd), inv256 = 256 s / N; A = 256 s
- * exactly where |x| == N.  With A = |x| * inv256 (= 256 a exactly:
+ * garbage).  inv256 = 256 s / N, rounded up if needed so that N * inv256
+ * >= 256 s: the coordinates with |x| == N get level s exactly.  With A = |x| * inv256 (= 256 a exactly:
  * scaling by 256 is exact), level = floor(A / 256) + [U < f] where
  * f = A/256 - floor(A/256); the first 8 bits of U are compared with
  * T = floor(A) mod 256 and ties go to resolve_tie with r = A - floor(A).
  * Level 0 never carries the sign bit, so a zero decodes to +0.0.
  * The fixed trip count QCHUNK lets the compiler vectorize the main loop. */
-static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n, double nrm,
+static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n,
                                    double inv256, int32_t s, int bits,
                                    fedmm_bitgen_t *rng, uint16_t *restrict codes)
 {
-    const double top = 256.0 * s;
     uint8_t u[QCHUNK];
     uint8_t tie[QCHUNK];
     const int shift = bits - 1;
@@ -258,9 +266,7 @@ static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n, double nr
     }
     if (ngroups * 8 < QCHUNK) memset(u + ngroups * 8, 0, QCHUNK - ngroups * 8);
     for (size_t j = 0; j < QCHUNK; ++j) {
-        double ax = fabs(xd[j]);
-        /* |x| == N maps to level s exactly (no rounding of 256 s / N) */
-        double A = ax == nrm ? top : ax * inv256;
+        double A = fabs(xd[j]) * inv256;
         int32_t Ai = (int32_t)A;
         int32_t T = Ai & 255;
         int32_t uj = u[j];
@@ -276,8 +282,7 @@ static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n, double nr
         if (word == 0) continue;
         for (size_t j = 8 * g; j < 8 * g + 8 && j < n; ++j) {
             if (!tie[j]) continue;
-            double ax = fabs(xd[j]);
-            double A = ax == nrm ? top : ax * inv256;
+            double A = fabs(xd[j]) * inv256;
             int32_t Ai = (int32_t)A;
             if (resolve_tie(A - (double)Ai, rng)) {
                 int32_t c = (Ai >> 8) + 1;
@@ -398,8 +403,9 @@ static void pack_codes(uint8_t *dst, uint64_t *bitpos, const uint16_t *codes,
             }                                                                   \
             /* tiny N: s / N would overflow; scale x and N by 2^600 (exact) */  \
             int tiny = nrm < 0x1p-1000;                                         \
-            double inv256 = tiny ? 256.0 * s / (nrm * 0x1p600)                  \
-                                 : 256.0 * s / nrm;                             \
+            double nsc = tiny ? nrm * 0x1p600 : nrm;                            \
+            double inv256 = 256.0 * s / nsc;                                    \
+            while (nsc * inv256 < 256.0 * s) inv256 = nextafter(inv256, INFINITY); \
             for (size_t c0 = 0; c0 < len; c0 += QCHUNK) {                       \
                 size_t n = len - c0 < QCHUNK ? len - c0 : QCHUNK;               \
                 const T *xc = x + start + c0;                                   \
@@ -413,8 +419,7 @@ static void pack_codes(uint8_t *dst, uint64_t *bitpos, const uint16_t *codes,
                     for (; j < QCHUNK; ++j) xbuf[j] = 0.0;                      \
                     xd = xbuf;                                                  \
                 }                                                               \
-                chunk_codes(xd, n, tiny ? nrm * 0x1p600 : nrm, inv256, s, bits, \
-                            rng, codes);                                        \
+                chunk_codes(xd, n, inv256, s, bits, rng, codes);                \
                 if (out) dequantize_chunk(codes, n, bits, scale, out + start + c0); \
                 else pack_codes(packed, &bitpos, codes, n, bits);               \
             }                                                                   \
