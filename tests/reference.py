@@ -6,11 +6,11 @@ compiled code: these are written from the papers and from the documented
 formats (docs/wire-format.md), so agreement with the kernels is evidence.
 """
 from __future__ import annotations
-
 import math
 import struct
-
 import numpy as np
+from scipy.optimize import linear_sum_assignment
+
 
 # ======================================================================
 # compression
@@ -170,3 +170,18 @@ def numpy_decode(payload: bytes) -> np.ndarray:
     scale = np.repeat(norms / s, block)[:q]
     values = level * scale
     return np.where(code >> (bits - 1), -values, values)
+
+
+# ---- data (issue 5): exact balanced assignment --------------------------------------------------
+
+
+def balanced_assignment_cost_lsa(cost: np.ndarray, capacities: np.ndarray) -> float:
+    """Optimal cost of assigning points to clusters of fixed sizes, by the Hungarian method.
+
+    Every cluster ``j`` is replicated ``capacities[j]`` times, which turns the
+    transportation problem into a square assignment problem solved exactly by
+    :func:`scipy.optimize.linear_sum_assignment` (``O(N³)``, small N only).
+    """
+    replicated = np.repeat(cost, capacities, axis=1)
+    rows, cols = linear_sum_assignment(replicated)
+    return float(replicated[rows, cols].sum())
