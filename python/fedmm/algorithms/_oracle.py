@@ -20,6 +20,8 @@ from fedmm.models.base import SurrogateModel
 __all__ = ["LocalOracle", "check_oracle_args"]
 
 ORACLES = ("minibatch", "full", "spider")
+#: Up to this many local samples a minibatch is the prefix of a random permutation.
+_PERMUTATION_MAX = 4096
 
 
 def check_oracle_args(oracle: str, batch_size: int | None, k_in: int | None) -> tuple[str, int | None, int | None]:
@@ -84,8 +86,13 @@ class LocalOracle:
             epoch = t // self.k_in
             if epoch != self._spider_epoch or self._spider_S is None:
                 return None, True
-        idx = rng.choice(self.n_samples, self.batch_size, replace=False, shuffle=False)
-        return idx, False
+        return self._sample(rng), False
+
+    def _sample(self, rng: np.random.Generator) -> np.ndarray:
+        """``b`` distinct indices, uniformly (a permutation prefix is faster for small ``N_i``)."""
+        if self.n_samples <= _PERMUTATION_MAX:
+            return rng.permutation(self.n_samples)[: self.batch_size]
+        return rng.choice(self.n_samples, self.batch_size, replace=False, shuffle=False)
 
     def finish(self, t: int, theta: Any, idx: np.ndarray | None, refresh: bool,
                stat: np.ndarray) -> np.ndarray:

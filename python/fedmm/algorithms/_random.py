@@ -35,19 +35,23 @@ class RoundStream:
         self._key = seed_seq.generate_state(2, np.uint64)
         self._bitgen = np.random.Philox(key=self._key)
         self.generator = np.random.Generator(self._bitgen)
-
-    def at(self, t: int) -> np.random.Generator:
-        """The generator positioned at the start of round ``t``'s stream."""
-        self._bitgen.state = {
+        # Reused state dict: only the round word of the counter changes.
+        self._state = {
             "bit_generator": "Philox",
-            "state": {"counter": np.array([0, t, 0, 0], dtype=np.uint64), "key": self._key},
+            "state": {"counter": np.zeros(4, dtype=np.uint64), "key": self._key},
             "buffer": np.zeros(4, dtype=np.uint64),
             "buffer_pos": 4,
             "has_uint32": 0,
             "uinteger": 0,
         }
-        return self.generator
 
+    def at(self, t: int) -> np.random.Generator:
+        """The generator positioned at the start of round ``t``'s stream (counter ``(0, t, 0, 0)``)."""
+        counter = self._state["state"]["counter"]
+        counter[:] = 0
+        counter[1] = t
+        self._bitgen.state = self._state
+        return self.generator
 
 def check_seed(seed: object, name: str = "seed") -> int | np.random.SeedSequence:
     """Accept a non-negative int or a ``SeedSequence`` (the root of all run randomness)."""

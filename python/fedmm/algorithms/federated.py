@@ -31,7 +31,7 @@ from fedmm.algorithms._schedule import StepSchedule
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
 
-__all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging"]
+__all__ = ["Broadcast", "Client", "Server", "SimulatedMessage", "FedMM", "ParameterAveraging"]
 
 #: Where clients send their updates: FedMM aggregates statistics, the baseline parameters.
 SPACES = ("statistic", "parameter")
@@ -100,6 +100,26 @@ class Broadcast:
         )
 
 
+class SimulatedMessage:
+    """An in-process stand-in for a payload: the decoded values and the payload's size.
+
+    The batched simulation path uses the compressor's fused ``quantize``
+    instead of ``encode``/``decode`` (equal values by the compressor contract:
+    ``decode(encode(x, rng)) == quantize(x, rng')`` for equal generator
+    states), skipping bit packing.  ``len()`` is the size the real payload
+    would have, so byte counts are identical on both paths.
+    """
+
+    __slots__ = ("values", "nbytes")
+
+    def __init__(self, values: np.ndarray, nbytes: int) -> None:
+        self.values = values
+        self.nbytes = int(nbytes)
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+
 # --------------------------------------------------------------------------- client
 class Client:
     """One FedMM worker (Algorithm 2 lines 5-11, Algorithm 4 lines 4-8).
@@ -147,6 +167,7 @@ class Client:
         self.oracle = LocalOracle(model, data, oracle, batch_size, k_in)
         self.stream = RoundStream(party_seed(seed, CLIENT_PARTY, index))
         self.V: np.ndarray | None = None  # V_{t,i}, set by setup()
+        self._payload_nbytes: int | None = None
 
     # -- set-up -------------------------------------------------------------
     def _local_value(self, S: np.ndarray) -> np.ndarray:
@@ -188,15 +209,22 @@ class Client:
         return rng, coin, idx, refresh
 
     def _finish(self, message: Broadcast, rng: np.random.Generator, coin: bool, idx: np.ndarray | None,
-                refresh: bool, stat: np.ndarray) -> bytes:
+                refresh: bool, stat: np.ndarray, wire: bool = True) -> bytes | SimulatedMessage:
         S = self.oracle.finish(message.t, message.theta, idx, refresh, stat)
         delta = self._local_value(S) - self._reference(message, self.space) - self.V
         if not coin:
             return b""  # Quant~ = (U/p) Quant(Δ) = 0: nothing to send, V unchanged
-        payload = self.compressor.encode(delta, rng)
+        if wire:
+            payload: bytes | SimulatedMessage = self.compressor.encode(delta, rng)
+            values = self.compressor.decode(payload) if self.alpha else None
+        else:
+            values = self.compressor.quantize(delta, rng)
+            if self._payload_nbytes is None:
+                self._payload_nbytes = int(self.compressor.payload_nbytes(delta.shape[0]))
+            payload = SimulatedMessage(values, self._payload_nbytes)
         if self.alpha:
-            # V_{t+1,i} = V_{t,i} + (α U / p) Quant(Δ); decode gives exactly Quant(Δ).
-            self.V = self.V + (self.alpha * coin) / self.p * self.compressor.decode(payload)
+            # V_{t+1,i} = V_{t,i} + (α U / p) Quant(Δ), with U = 1 here.
+            self.V = self.V + (self.alpha * coin) / self.p * values
         return payload
 
     def step(self, message: Broadcast) -> bytes:
@@ -206,18 +234,20 @@ class Client:
         return self._finish(message, rng, coin, idx, refresh, stat)
 
     @staticmethod
-    def step_many(clients: Sequence["Client"], message: Broadcast) -> list[bytes]:
-        """:meth:`step` for several clients with one batched statistic call at the shared ``θ_t``.
+    def step_many(clients: Sequence["Client"], message: Broadcast) -> list[SimulatedMessage | bytes]:
+        """Batched simulation of :meth:`step` for several clients sharing ``θ_t``.
 
-        Gives the same bytes as calling :meth:`step` on each client
-        (``model.statistic_batch`` equals stacked ``model.statistic`` calls).
+        One ``model.statistic_batch`` call evaluates every client's minibatch
+        (it equals stacked ``model.statistic`` calls), and the messages are
+        :class:`SimulatedMessage` objects from the fused ``quantize`` (equal
+        to the decoded bytes of :meth:`step`).  The server accepts both.
         """
         if not clients:
             return []
         model = clients[0].model
         begun = [c._begin(message) for c in clients]
         stats = model.statistic_batch([c.data for c in clients], message.theta, [b[2] for b in begun])
-        return [c._finish(message, rng, coin, idx, refresh, stats[k])
+        return [c._finish(message, rng, coin, idx, refresh, stats[k], wire=False)
                 for k, (c, (rng, coin, idx, refresh)) in enumerate(zip(clients, begun))]
 
 
@@ -313,7 +343,9 @@ class Server:
         """``(Ŝ_t, T(Ŝ_t))`` (line 4); call after :meth:`select` of the same round."""
         return Broadcast(t, self.S, self.theta, self.theta_vector, self._coins)
 
-    def _decode(self, i: int, payload: bytes) -> np.ndarray:
+    def _decode(self, i: int, payload: bytes | SimulatedMessage) -> np.ndarray:
+        if isinstance(payload, SimulatedMessage):
+            return payload.values  # in-process simulation: already the decoded values
         values = self.decoder.decode(payload)
         if values.shape != (self._size,):
             raise ValueError(f"Client {i} sent a message of length {values.shape}, expected ({self._size},)")
@@ -321,7 +353,7 @@ class Server:
             raise ValueError(f"Client {i} sent non-finite values")
         return values
 
-    def aggregate(self, t: int, payloads: dict[int, bytes]) -> dict[str, Any]:
+    def aggregate(self, t: int, payloads: dict[int, bytes | SimulatedMessage]) -> dict[str, Any]:
         """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``.
 
         Empty payloads count as zero messages (Algorithm 4 with ``U = 0``).
