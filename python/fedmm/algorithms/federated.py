@@ -174,7 +174,8 @@ class Client:
         """What the client reports: the statistic (FedMM) or its parameter ``T(S)`` (baseline)."""
         if self.space == "statistic":
             return S
-        return self.model.theta_vector(self.model.T(S))
+        # θ_{t+1,i} = T(S_{t+1,i}); Π is the identity on plain oracles, but a SPIDER estimate may leave 𝒮.
+        return self.model.theta_vector(self.model.T(self.model.project(S)))
 
     @staticmethod
     def _reference(message: Broadcast, space: str) -> np.ndarray:

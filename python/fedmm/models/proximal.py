@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedmm._validation import as_array, check_in, check_real
+from fedmm._validation import as_array, check_in, check_int, check_real
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["ProximalGradient"]
@@ -76,7 +76,8 @@ class ProximalGradient(SurrogateModel):
         self.upper = check_real(upper, "upper")
         if self.penalty == "box" and not self.lower < self.upper:
             raise ValueError(f"Expected 'lower' < 'upper' for the box penalty, got {lower} and {upper}")
-        self.n_features = None if n_features is None else int(n_features)
+        self.n_features = None if n_features is None else check_int(n_features, "n_features", low=1)
+        self._layout: StatisticLayout | None = None
 
     # -- layout -------------------------------------------------------------
     @property
@@ -84,7 +85,9 @@ class ProximalGradient(SurrogateModel):
         if self.n_features is None:
             raise ValueError("ProximalGradient does not know the dimension d yet: pass n_features "
                              "or call check_data on a client's data first")
-        return StatisticLayout([("theta", (self.n_features,))])
+        if self._layout is None or self._layout.size != self.n_features:
+            self._layout = StatisticLayout([("theta", (self.n_features,))])
+        return self._layout
 
     def n_samples(self, data: Any) -> int:
         return int(np.shape(data[0])[0])

@@ -71,7 +71,7 @@ class LocalRuntime:
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         rounds: Any = range(n_rounds)
         if progress:
-            from tqdm.auto import tqdm
+            from tqdm import tqdm
 
             rounds = tqdm(rounds, desc=history.algorithm or "rounds", unit="round")
         pool = ThreadPoolExecutor(max_workers=self.n_threads) if self.n_threads > 1 else None
