@@ -293,7 +293,7 @@ class NonsmoothProblem:
         datas: Sequence[Any] | StackedClients,
         radius: float | None = None,
         *,
-        tol: float = 1e-9,
+        tol: float = 1e-7,
         max_cuts: int = 2000,
     ) -> LinearProgramOptimum:
         """Exact ``F* = min F`` by linear programming (HiGHS), optionally on a ball.
