@@ -2,4 +2,19 @@
 """Surrogate models (DESIGN §2): the statistic ``S̄``, the map ``T`` and the projection ``Π``."""
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
-__all__ = ["StatisticLayout", "SurrogateModel"]
+# -- EM family (issue 6) --
+from fedmm.models.gmm import GaussianMixture, GaussianMixtureParams
+from fedmm.models.missing import LowRankParams, MissingData, MissingValues
+from fedmm.models.poisson import PoissonLatent
+
+__all__ = [
+    "StatisticLayout",
+    "SurrogateModel",
+    # -- EM family (issue 6) --
+    "GaussianMixture",
+    "GaussianMixtureParams",
+    "LowRankParams",
+    "MissingData",
+    "MissingValues",
+    "PoissonLatent",
+]
