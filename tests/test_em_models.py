@@ -366,3 +366,19 @@ def test_synthetic_lowrank_structure():
     assert rates == sorted(rates) and rates[-1] - rates[0] > 0.2  # heterogeneous clients
     with pytest.raises(ValueError, match="rank"):
         synthetic_lowrank(2, 2, 3, 3, 4)
+
+
+def test_theta_vector_round_trips():
+    rng = np.random.default_rng(17)
+    Y = _mixture_data(rng, n=100)
+    gmm = GaussianMixture(3)
+    theta = gmm.T(gmm.init_statistic([Y], rng))
+    back = gmm.theta_from_vector(gmm.theta_vector(theta), theta)
+    np.testing.assert_array_equal(gmm.statistic(Y, back), gmm.statistic(Y, theta))
+    pois = PoissonLatent(SUPPORT, PROBS)
+    assert pois.theta_from_vector(pois.theta_vector(0.25), 0.0) == 0.25
+    model = MissingValues(2, lam=0.3, shape=(6, 5))
+    th = model.T(rng.normal(size=30))
+    back = model.theta_from_vector(model.theta_vector(th), th)
+    np.testing.assert_allclose(back.matrix, th.matrix, atol=1e-12)
+    assert model.penalty(back) == pytest.approx(model.penalty(th), abs=1e-10)

@@ -246,8 +246,17 @@ class GaussianMixture(SurrogateModel):
         )
 
     def theta_vector(self, theta: Any) -> np.ndarray:
+        """``(π, vec μ, vec Σ)`` as one float64 vector of length ``G + Gp + p²``."""
         th = self._as_params(theta)
         return np.concatenate([th.weights, th.means.ravel(), th.covariance.ravel()])
+
+    def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> GaussianMixtureParams:
+        """Inverse of :meth:`theta_vector` (``like`` is not needed)."""
+        G, p = self.n_components, self.layout.shape("means")[1]
+        v = as_array(vector, "vector", ndim=1)
+        if v.shape != (G + G * p + p * p,):
+            raise ValueError(f"Expected a flat parameter of shape ({G + G * p + p * p},), got {v.shape}")
+        return self.parameters(v[:G], v[G : G + G * p].reshape(G, p), v[G + G * p :].reshape(p, p))
 
     # -- E-step ---------------------------------------------------------------
     def responsibilities(self, data: Any, theta: Any, *, return_log_norm: bool = False) -> Any:

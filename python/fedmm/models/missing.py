@@ -185,6 +185,14 @@ class MissingValues(SurrogateModel):
     def theta_vector(self, theta: Any) -> np.ndarray:
         return self._as_matrix(theta).ravel()
 
+    def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> LowRankParams:
+        """Balanced factors ``(U Σ^½, V Σ^½)`` of the rank-r SVD of the flat ``θ`` (the ridge
+        solutions of ``T`` are balanced, so the penalty is preserved)."""
+        v = as_array(vector, "vector", ndim=1)
+        if v.shape != (self.layout.size,):
+            raise ValueError(f"Expected a flat parameter of shape ({self.layout.size},), got {v.shape}")
+        return self._svd_factors(v.reshape(self.shape))
+
     # -- E-step ---------------------------------------------------------------
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
         values, mask = data[0], data[1]

@@ -172,6 +172,12 @@ class PoissonLatent(SurrogateModel):
     def theta_vector(self, theta: Any) -> np.ndarray:
         return np.array([float(theta)])
 
+    def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> float:
+        v = as_array(vector, "vector", ndim=1)
+        if v.shape != (1,):
+            raise ValueError(f"Expected a flat parameter of shape (1,), got {v.shape}")
+        return float(v[0])
+
     # -- start-up and monitoring ------------------------------------------
     def init_statistic(self, datas: Sequence[Any], rng: Any) -> np.ndarray:
         """``Ŝ₀ = s̄(θ₀)`` at the moment estimate ``θ₀ = ln(E_π[Z] / E_μ[e^h])`` (deterministic)."""
