@@ -12,6 +12,7 @@ column-sample view the kernels take).
 - :func:`image_patches` — 8×8 patches of scikit-learn's sample images.
 - :func:`load_movielens_ratings`, :func:`load_client_arrays`,
   :func:`as_client_datasets` — user files.
+- :func:`synthetic_lowrank` — low-rank matrices with heterogeneous observers and missing entries (FedMissEM).
 """
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from fedmm.data.images import SAMPLE_IMAGES, image_patches
 from fedmm.data.partition import balanced_assignment, constrained_kmeans, split_by_constrained_kmeans
 from fedmm.data.synthetic import split_homogeneous, synthetic_dictionary
 
-# Other data families re-export here, one line each (e.g. ``from fedmm.data.lowrank import ...``).
+from fedmm.data.lowrank import LowRankProblem, synthetic_lowrank
 
 __all__ = [
+    "LowRankProblem",
+    "synthetic_lowrank",
     "SAMPLE_IMAGES",
     "as_client_datasets",
     "balanced_assignment",
