@@ -21,12 +21,27 @@ def _register_demo(subparsers: argparse._SubParsersAction) -> None:
     register(subparsers)
 
 
+def _register_experiment(subparsers: argparse._SubParsersAction) -> None:
+    from fedmm.experiments import add_experiment_subcommands
+
+    parser = subparsers.add_parser(
+        "experiment",
+        help="reproduce a figure of the papers (JSON histories + PNG plots)",
+        description="Reproduce the papers' experiments; each writes JSON histories, PNG figures "
+        "and a summary table into --out.",
+    )
+    figures = parser.add_subparsers(dest="figure", metavar="FIGURE")
+    add_experiment_subcommands(figures)
+    parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``fedmm`` parser with every registered subcommand."""
     parser = argparse.ArgumentParser(prog="fedmm", description="Federated majorize-minimization (FedMM).")
     parser.add_argument("--version", action="version", version=f"fedmm {fedmm.__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     _register_demo(subparsers)
+    _register_experiment(subparsers)
     return parser
 
 
