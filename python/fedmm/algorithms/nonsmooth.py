@@ -267,9 +267,8 @@ class FedAvg(_FederatedSubgradientMethod):
     def __init__(self, problem, local_steps, eta, *, oracle="minibatch", batch_fraction=0.1):
         super().__init__(problem, oracle, batch_fraction)
         self.local_steps = _check_schedule(local_steps, "local_steps", integer=True)
-        self.eta = InverseSqrt(eta) if not callable(eta) else eta
-        if not callable(eta):
-            check_real(eta, "eta", low=0.0, low_open=True)
+        eta = _check_schedule(eta, "eta", integer=False)
+        self.eta = eta if callable(eta) else InverseSqrt(eta)
 
     def _config(self):
         return {"local_steps": _describe(self.local_steps), "eta": _describe(self.eta)}
@@ -381,9 +380,8 @@ class Scaffnew(_FederatedSubgradientMethod):
     def __init__(self, problem, eta, *, probability=None, oracle="minibatch", batch_fraction=0.1,
                  max_local_steps=10**7):
         super().__init__(problem, oracle, batch_fraction)
-        self.eta = InverseSqrt(eta) if not callable(eta) else eta
-        if not callable(eta):
-            check_real(eta, "eta", low=0.0, low_open=True)
+        eta = _check_schedule(eta, "eta", integer=False)
+        self.eta = eta if callable(eta) else InverseSqrt(eta)
         if probability is None:
             probability = InverseSqrt(1.0)
         elif not callable(probability):
