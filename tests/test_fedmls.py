@@ -74,17 +74,46 @@ def test_one_client_one_local_step_is_centralized_mopes():
     np.testing.assert_allclose(hist["objective"], f_ref, rtol=1e-11)
 
 
+@pytest.mark.parametrize("backend", ["c", "numpy"])
 @pytest.mark.parametrize("kind,problem,intercept", [("hinge", HingeSVM(), True), ("l1", L1Regression(), False)])
-def test_fedmls_equals_mopes_on_product_space_and_per_client_algorithm(kind, problem, intercept):
+def test_fedmls_equals_mopes_on_product_space_and_per_client_algorithm(kind, problem, intercept, backend):
     datas = nonsmooth_toy_data(kind, n_clients=3, m=8, d=2, seed=7)
     p = 2 + int(intercept)
     sub = _reference_subgradient(kind, datas, intercept)
     K, T, lam = 15, (lambda k: k + 1), (lambda k: 0.5 / k)
-    hist = FedMLS(problem, T, lam, 1.5, oracle="full").run(datas, K)
+    hist = FedMLS(problem, T, lam, 1.5, oracle="full", backend=backend).run(datas, K)
     mopes = mopes_product_space(sub, 3, p, K, T, lam, 1.5)
     per_client = fedmls_per_client(sub, 3, p, K, T, lam, 1.5)
     np.testing.assert_allclose(per_client, mopes, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(hist.state["x"], mopes[-1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind,problem", [("hinge", HingeSVM()), ("l1", L1Regression())])
+def test_compiled_and_numpy_local_loops_agree_with_minibatches(kind, problem):
+    # same per-client streams, same draws: the two backends differ only by rounding
+    datas = nonsmooth_toy_data(kind, n_clients=4, m=25, d=3, seed=8)
+    runs = [FedMLS(problem, Linear(2), Inverse(1.0), 3.0, backend=b).run(datas, 20, seed=4) for b in ("c", "numpy")]
+    np.testing.assert_allclose(runs[0]["objective"], runs[1]["objective"], rtol=1e-11)
+    np.testing.assert_allclose(runs[0].state["x"], runs[1].state["x"], rtol=1e-10, atol=1e-12)
+
+
+def test_kernel_rejects_bad_arguments():
+    from fedmm.kernels import fedmls_local_round
+
+    design, target = np.ones((4, 2)), np.array([1.0, -1.0, 1.0, 1.0])
+    offsets = np.array([0, 2, 4])
+    V, U, U_avg = np.zeros((2, 2)), np.zeros((2, 2)), np.zeros((2, 2))
+    kw = dict(n_steps=3, weight=0.1)
+    with pytest.raises(ValueError, match="'loss' to be one of"):
+        fedmls_local_round("huber", design, target, offsets, V, U, U_avg, **kw)
+    with pytest.raises(ValueError, match="'offsets' increasing from 0 to N=4"):
+        fedmls_local_round("hinge", design, target, np.array([0, 3, 3]), V, U, U_avg, **kw)
+    with pytest.raises(ValueError, match="writeable C-contiguous float64 array of shape \\(2, 2\\)"):
+        fedmls_local_round("hinge", design, target, offsets, V, np.zeros((2, 2), order="F")[:, :1], U_avg, **kw)
+    with pytest.raises(ValueError, match="invalid argument"):  # row 3 is client 1's, listed for client 0
+        fedmls_local_round("hinge", design, target, offsets, V, U, U_avg, rows=np.array([[3, 2]] * 3),
+                           row_offsets=np.array([0, 1, 2]), scale=np.ones(2), **kw)
+    assert not U.any()  # nothing written on error
 
 
 # -- baselines -------------------------------------------------------------------------------

@@ -185,6 +185,28 @@ class SubgradientOracle:
         self._buffer = np.hstack(parts)
         self._pos = 0
 
+    def draw(self, n_steps: int) -> np.ndarray:
+        """Minibatch rows of the next ``n_steps`` steps, shape (n_steps, B), grouped by client.
+
+        Consumes the streams exactly as ``n_steps`` calls of the oracle would.
+        """
+        out = np.empty((n_steps, self._buffer.shape[1]), dtype=np.int64)
+        filled = 0
+        while filled < n_steps:
+            if self._pos == self._buffer.shape[0]:
+                self._refill()
+            take = min(n_steps - filled, self._buffer.shape[0] - self._pos)
+            out[filled:filled + take] = self._buffer[self._pos:self._pos + take]
+            filled += take
+            self._pos += take
+        self.calls += n_steps
+        return out
+
+    @property
+    def row_bounds(self) -> np.ndarray:
+        """Client ``i``'s minibatch occupies columns ``row_bounds[i]:row_bounds[i+1]`` of a row draw."""
+        return np.concatenate([self.row_offsets, [self.batch.sum()]]).astype(np.int64)
+
     def __call__(self, W: np.ndarray) -> np.ndarray:
         """``G`` of shape (n, p): row ``i`` estimates a subgradient of ``f_i`` at ``W[i]``."""
         self.calls += 1
