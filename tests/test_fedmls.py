@@ -13,6 +13,7 @@ from reference import (
     nonsmooth_toy_data,
 )
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 import fedmm.algorithms.fedmls as fedmls_module
 from fedmm import History
@@ -97,6 +98,20 @@ def test_compiled_and_numpy_local_loops_agree_with_minibatches(kind, problem):
     np.testing.assert_allclose(runs[0].state["x"], runs[1].state["x"], rtol=1e-10, atol=1e-12)
 
 
+def test_compiled_loop_is_thread_safe():
+    # the kernel runs without the GIL; concurrent runs must match serial ones exactly
+    from concurrent.futures import ThreadPoolExecutor
+
+    problem = HingeSVM()
+    datas = nonsmooth_toy_data("hinge", n_clients=4, m=40, d=3, seed=9)
+    algo = FedMLS(problem, Linear(3), Inverse(1.0), 5.0)
+    serial = [algo.run(datas, 15, seed=s).state["x"] for s in range(4)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        threaded = list(pool.map(lambda s: algo.run(datas, 15, seed=s).state["x"], range(4)))
+    for a, b in zip(serial, threaded):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_kernel_rejects_bad_arguments():
     from fedmm.kernels import fedmls_local_round
 
@@ -141,7 +156,8 @@ def _kmeans_svm_clients(n_clients=5, n_samples=200, seed=0):
     rng = np.random.default_rng(seed)
     A = 2.0 * rng.normal(size=(n_samples, 2))
     y = np.where(A @ np.array([1.0, -0.5]) + 0.8 * rng.normal(size=n_samples) > 0.3, 1.0, -1.0)
-    labels = KMeans(n_clients, n_init=10, random_state=0).fit_predict(A)
+    with threadpool_limits(limits=1):  # OpenMP threads spin on a busy machine
+        labels = KMeans(n_clients, n_init=10, random_state=0).fit_predict(A)
     kmeans = [(A[labels == i], y[labels == i]) for i in range(n_clients)]
     perm = rng.permutation(n_samples)
     iid = [(A[perm[i::n_clients]], y[perm[i::n_clients]]) for i in range(n_clients)]

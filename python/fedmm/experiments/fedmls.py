@@ -64,6 +64,7 @@ def load_breast_cancer_clients(
     from sklearn.cluster import KMeans
     from sklearn.datasets import load_breast_cancer
     from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits  # a scikit-learn dependency
 
     n_clients = check_int(n_clients, "n_clients", low=1)
     X, target = load_breast_cancer(return_X_y=True)
@@ -71,7 +72,9 @@ def load_breast_cancer_clients(
         X = X[:, : check_int(n_features, "n_features", low=1, high=X.shape[1])]
     X = StandardScaler().fit_transform(X)
     y = np.where(target == 1, 1.0, -1.0)
-    labels = KMeans(n_clusters=n_clients, n_init=10, random_state=kmeans_seed).fit_predict(X)
+    # one OpenMP thread: 569 points need no more, and spinning threads on a busy machine cost seconds
+    with threadpool_limits(limits=1):
+        labels = KMeans(n_clusters=n_clients, n_init=10, random_state=kmeans_seed).fit_predict(X)
     return [(np.ascontiguousarray(X[labels == i]), y[labels == i]) for i in range(n_clients)]
 
 
