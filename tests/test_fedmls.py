@@ -112,6 +112,31 @@ def test_compiled_loop_is_thread_safe():
         np.testing.assert_array_equal(a, b)
 
 
+def test_server_client_split_does_not_change_the_numbers():
+    # the local runtime with threads and/or one client per call reproduces the batched run exactly
+    problem = L1Regression()
+    datas = nonsmooth_toy_data("l1", n_clients=5, m=20, d=3, seed=6)
+    algo = FedMLS(problem, Linear(1), Inverse(1.0), 10.0)
+    reference = algo.run(datas, 12, seed=2)
+    for n_threads, batched in [(1, False), (2, True), (2, False)]:
+        assert algo.run(datas, 12, seed=2, n_threads=n_threads, batched=batched).equals(reference)
+    assert reference.records[0]["active"] == [0, 1, 2, 3, 4]
+    assert reference.records[0]["bytes_up"] == 5 * 3 * 8 and reference.records[0]["bytes_down"] == 5 * (3 * 8 + 24)
+
+
+def test_server_rejects_malformed_payloads():
+    from fedmm.algorithms.fedmls import FedMLSServer
+
+    server = FedMLSServer(2, np.zeros(3), 1, 1.0)
+    server.broadcast(0)
+    with pytest.raises(ValueError, match="payload of client 1.*24 bytes"):
+        server.aggregate(0, {0: np.zeros(3).tobytes(), 1: b"\x00" * 23})
+    with pytest.raises(ValueError, match="only finite values"):
+        server.aggregate(0, {0: np.zeros(3).tobytes(), 1: np.array([0.0, np.nan, 0.0]).tobytes()})
+    with pytest.raises(ValueError, match="every client's message"):
+        server.aggregate(0, {0: np.zeros(3).tobytes()})
+
+
 def test_kernel_rejects_bad_arguments():
     from fedmm.kernels import fedmls_local_round
 

@@ -164,6 +164,7 @@ class SubgradientOracle:
         self.problem = problem
         self.stacked = stacked
         self.batch_fraction = batch_fraction
+        self.seeds = list(seeds)
         self.calls = 0
         if batch_fraction is None:
             return
