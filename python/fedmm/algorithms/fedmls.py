@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import kernels
-from fedmm._validation import check_in, check_real
+from fedmm._validation import check_in, check_int, check_real
 from fedmm.algorithms.nonsmooth import (
     Inverse,
     Linear,
@@ -143,7 +143,7 @@ class FedMLS(_FederatedSubgradientMethod):
         return server, clients
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = 0, x0: Any = None,
-            runtime: Any = None, n_threads: int = 1, batched: bool = True) -> History:
+            runtime: Any = None, n_threads: int = 1, batched: bool = True, objective_every: int = 1) -> History:
         """Run ``n_rounds`` communication rounds.
 
         Parameters
@@ -177,8 +177,12 @@ class FedMLS(_FederatedSubgradientMethod):
 
             runtime = LocalRuntime(n_threads=n_threads, batched=batched)
 
+        objective_every = check_int(objective_every, "objective_every", low=0)
+
         def monitor(t: int, gamma: float) -> dict:
-            return {"objective": self.problem.objective(stacked, server.x)}
+            if objective_every and ((t + 1) % objective_every == 0 or t + 1 == n_rounds):
+                return {"objective": self.problem.objective(stacked, server.x)}
+            return {}
 
         runtime.run(server, clients, n_rounds, history=history, monitor=monitor)
         history.state["x"] = server.x.copy()
