@@ -306,14 +306,18 @@ static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n,
 #endif
     }
     if (ngroups * 8 < QCHUNK) memset(u + ngroups * 8, 0, QCHUNK - ngroups * 8);
+    /* Two simple loops vectorize better than one mixing widths.  The signed
+     * product keeps the sign: trunc(x * inv256) = sign(x) trunc(|x| inv256),
+     * and a nonzero level implies a nonzero truncation. */
+    int32_t sai[QCHUNK];
+    for (size_t j = 0; j < QCHUNK; ++j) sai[j] = (int32_t)(xd[j] * inv256);
     for (size_t j = 0; j < QCHUNK; ++j) {
-        double A = fabs(xd[j]) * inv256;
-        int32_t Ai = (int32_t)A;
+        int32_t Ai = sai[j] < 0 ? -sai[j] : sai[j];
         int32_t T = Ai & 255;
         int32_t uj = u[j];
         int32_t c = (Ai >> 8) + (uj < T);
         c = c > s ? s : c;
-        int32_t neg = (xd[j] < 0) & (c != 0);
+        int32_t neg = (sai[j] < 0) & (c != 0);
         codes[j] = (uint16_t)(c | (neg << shift));
         tie[j] = (uint8_t)(uj == T);
     }
