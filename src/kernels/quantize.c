@@ -61,8 +61,10 @@
 
 /* Hot loops get an AVX2 clone picked at load time on x86-64 GCC/Clang
  * (ifunc); both clones compute bit-identical results (no FMA contraction:
- * C99 mode, and the loops have no multiply-add). */
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+ * C99 mode, and the loops have no multiply-add).  -DFEDMM_NO_TARGET_CLONES
+ * turns this off. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute) \
+    && !defined(FEDMM_NO_TARGET_CLONES)
 #if __has_attribute(target_clones)
 #define FEDMM_HOT __attribute__((target_clones("avx2", "default")))
 #endif
