@@ -322,11 +322,26 @@ def _run_task(task: _Task, tick: Callable[[int], None]) -> dict:
         step=("sqrt", task.beta),
         batch_size=variant.batch_size,
     )
-    history = algorithm.run(
-        list(task.datas), task.rounds, seed=task.seed,
-        objective_every=task.objective_every, objective_data=task.objective_data,
-        monitor_every=task.objective_every, callback=lambda t, S, theta: tick(1),
-    )
+    done = [0]
+
+    def count_round(t: int, S: Any, theta: Any) -> None:
+        done[0] += 1
+        tick(1)
+
+    try:
+        history = algorithm.run(
+            list(task.datas), task.rounds, seed=task.seed,
+            objective_every=task.objective_every, objective_data=task.objective_data,
+            monitor_every=task.objective_every, callback=count_round,
+        )
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        # A diverging run (e.g. non-finite iterates caught by a kernel's input check) is a result,
+        # not a crash of the whole figure: keep the failure and where it happened.
+        tick(task.rounds - done[0])
+        return {"algorithm": variant.algorithm, "records": [],
+                "config": {"seed": task.seed, "setting": task.setting, "variant": variant.name,
+                           "beta": task.beta, "failed_round": done[0],
+                           "failure": f"{type(exc).__name__}: {exc}"}}
     history.config.update(setting=task.setting, variant=variant.name, beta=task.beta)
     return history.to_dict()
 
@@ -341,9 +356,11 @@ def _tail_objective(history: dict) -> float:
     return float(np.mean(tail))
 
 
-def _column(history: dict, name: str) -> np.ndarray:
-    out = np.full(len(history["records"]), np.nan)
-    for i, record in enumerate(history["records"]):
+def _column(history: dict, name: str, length: int | None = None) -> np.ndarray:
+    """One field of a JSON-coded history over rounds, NaN where absent (padded to ``length``)."""
+    records = history["records"]
+    out = np.full(max(len(records), length or 0), np.nan)
+    for i, record in enumerate(records):
         value = record.get(name)
         if isinstance(value, (int, float)):
             out[i] = value
@@ -450,8 +467,8 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
     png = out / f"{config.figure}.png"
     plot_figure(config.figure, results, png)
     files.append(png)
-    headers = ["setting", "curve", "beta", "objective t=0", "objective t=T", "E^s-type (tail)",
-               "E^p-type (tail)", "s/run"]
+    headers = ["setting", "curve", "beta", "runs ok", "objective t=0", "objective t=T",
+               "E^s | E^s,p (tail)", "E^p,s | E^p (tail)", "s/run"]
     summary = format_table(headers, rows)
     summary += (f"\n(mean ± std over {config.seeds} seeds; 'tail' = mean over the last 10% of "
                 f"{config.rounds} rounds; total {time.perf_counter() - started:.0f} s)")
@@ -478,23 +495,34 @@ def _mean_std(values: Sequence[float]) -> str:
 def _summary_rows(figure: str, setting: str, result: dict) -> list[list[str]]:
     rows = []
     panels = _PANELS[figure]
+    rounds = result["config"]["rounds"]
+    tail = slice(rounds - max(1, rounds // 10), rounds)
     for name, histories in result["runs"].items():
         algorithm = result["algorithm"][name]
-        rounds = len(histories[0]["records"])
-        tail = slice(rounds - max(1, rounds // 10), rounds)
+        ok = [h for h in histories if "failure" not in h["config"]]
+        failed = [h["config"]["failed_round"] for h in histories if "failure" in h["config"]]
+        status = f"{len(ok)}/{len(histories)}" + (f" (failed at rounds {failed})" if failed else "")
+        if not ok:
+            rows.append([setting, name, f"{result['beta'][name]:g}", status] + ["-"] * 5)
+            continue
 
         def tail_mean(field: str) -> list[float]:
-            return [float(np.nanmean(_column(h, field)[tail])) for h in histories]
+            means = []
+            for h in ok:
+                values = _column(h, field, rounds)[tail]
+                values = values[~np.isnan(values)]
+                means.append(float(values.mean()) if values.size else np.nan)
+            return means
 
         def final(field: str) -> list[float]:
-            col = [_column(h, field) for h in histories]
-            return [c[np.isfinite(c)][-1] if np.isfinite(c).any() else np.nan for c in col]
+            columns = [_column(h, field, rounds) for h in ok]
+            return [c[~np.isnan(c)][-1] if (~np.isnan(c)).any() else np.nan for c in columns]
 
-        initial = [h["config"].get("initial_objective", np.nan) for h in histories]
-        seconds = [h["records"][-1].get("wall_time", np.nan) for h in histories]
-        rows.append([setting, name, f"{result['beta'][name]:g}", _mean_std(initial), _mean_std(final("objective")),
-                     _mean_std(tail_mean(panels[2][1][algorithm])), _mean_std(tail_mean(panels[1][1][algorithm])),
-                     f"{np.mean(seconds):.2f}"])
+        initial = [h["config"].get("initial_objective", np.nan) for h in ok]
+        seconds = [h["records"][-1].get("wall_time", np.nan) for h in ok]
+        rows.append([setting, name, f"{result['beta'][name]:g}", status, _mean_std(initial),
+                     _mean_std(final("objective")), _mean_std(tail_mean(panels[2][1][algorithm])),
+                     _mean_std(tail_mean(panels[1][1][algorithm])), f"{np.mean(seconds):.2f}"])
     return rows
 
 
@@ -515,7 +543,8 @@ def plot_figure(figure: str, results: dict[str, dict], path: str | os.PathLike) 
             for name, histories in result["runs"].items():
                 label = f"{name} (β={result['beta'][name]:g})"
                 field = fields[result["algorithm"][name]]
-                plot_band(ax, [_column(h, field) for h in histories], label=label, log=col > 0)
+                curves = [_column(h, field, result["config"]["rounds"]) for h in histories]
+                plot_band(ax, curves, label=label, log=col > 0)
             ax.set_title(title if row == 0 else "", fontsize=10)
             ax.set_xlabel("communication round t")
             ax.grid(alpha=0.3)
