@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
-from scipy.special import logsumexp
 
 
 # =============================================================================
@@ -12,6 +10,10 @@ from scipy.special import logsumexp
 # a latent shift, rank-r SVD, simplex projection.  Written from the textbook
 # formulas (log-densities from scipy.stats), not from fedmm's parameterization.
 # =============================================================================
+from scipy import stats  # noqa: E402  (kept in this section: merges stay trivial)
+from scipy.special import logsumexp  # noqa: E402
+
+
 def gmm_tied_log_joint(Y, weights, means, cov):
     """``log π_ℓ + log 𝒩(y_j; μ_ℓ, Σ)``, shape (N, G), from scipy.stats."""
     return np.stack(
