@@ -46,3 +46,32 @@ def test_gmm_estep(benchmark, case, impl):
         benchmark(gmm.responsibilities, Y, theta)
     else:
         benchmark(sk._estimate_log_prob_resp, Y)
+
+
+FEDEM_ROUNDS = 20
+
+
+@pytest.mark.parametrize("setting", ["fig1", "digits"])
+def test_fedem_client_rounds(benchmark, setting):
+    """Client-rounds per second of FedEM (paper settings: quantization ω = 1, α = 1e-2, minibatch 20)."""
+    from fedmm.algorithms import FedMM
+    from fedmm.compression import BlockQuantizer
+    from fedmm.experiments.fedem import digits_clients, fig1_clients
+
+    if setting == "fig1":
+        datas, truth = fig1_clients(10_000, 100, 0)
+        model = GaussianMixture(2, known_covariance=truth["covariance"])
+        participation, step = 0.75, 1e-2
+    else:
+        datas = digits_clients(20, 20, 0)
+        model = GaussianMixture(10)
+        participation, step = 1.0, 1e-3
+    S0 = model.init_statistic(datas, np.random.default_rng(0))
+    algo = FedMM(model, participation=participation, compressor=BlockQuantizer(block_size=4), alpha=1e-2,
+                 step=step, batch_size=20)
+    benchmark.group = "fedem-client-rounds"
+    histories = []
+    benchmark.pedantic(lambda: histories.append(algo.run(datas, FEDEM_ROUNDS, seed=0, S0=S0)), rounds=3, iterations=1)
+    client_rounds = sum(len(r["active"]) for r in histories[-1].records)
+    benchmark.extra_info.update(setting=setting, n_clients=len(datas), rounds=FEDEM_ROUNDS, client_rounds=client_rounds,
+                                client_rounds_per_s=client_rounds / benchmark.stats.stats.median)

@@ -139,7 +139,10 @@ class GaussianMixture(SurrogateModel):
         self.second_moment: np.ndarray | None = None
         self.first_moment: np.ndarray | None = None
         self.n_total: int | None = None
-        self.n_features = None if n_features is None else check_int(n_features, "n_features", low=1)
+        self.n_features: int | None = None
+        self._layout: StatisticLayout | None = None
+        if n_features is not None:
+            self._set_features(check_int(n_features, "n_features", low=1), "n_features")
         if known_covariance is not None:
             cov = as_array(known_covariance, "known_covariance", ndim=2)
             if cov.shape[0] != cov.shape[1]:
@@ -151,16 +154,18 @@ class GaussianMixture(SurrogateModel):
     def _set_features(self, p: int, source: str) -> None:
         if self.n_features is not None and self.n_features != p:
             raise ValueError(f"Expected '{source}' with p = {self.n_features} features, got p = {p}")
-        self.n_features = int(p)
+        if self.n_features is None:
+            self.n_features = int(p)
+            self._layout = StatisticLayout([("weights", (self.n_components,)), ("means", (self.n_components, self.n_features))])
 
     @property
     def layout(self) -> StatisticLayout:  # type: ignore[override]
-        if self.n_features is None:
+        if self._layout is None:
             raise RuntimeError(
                 "GaussianMixture does not know the data dimension yet: pass n_features=, "
                 "known_covariance=, or call fit_global_moments(datas) / init_statistic(datas, rng)"
             )
-        return StatisticLayout([("weights", (self.n_components,)), ("means", (self.n_components, self.n_features))])
+        return self._layout
 
     # -- start-up: global moments --------------------------------------------
     def local_moments(self, data: Any) -> tuple[int, np.ndarray, np.ndarray]:
@@ -226,6 +231,11 @@ class GaussianMixture(SurrogateModel):
         p = mu.shape[1]
         if mu.shape[0] != G or cov.shape != (p, p):
             raise ValueError(f"Expected 'means' of shape ({G}, p) and 'covariance' of shape (p, p), got {mu.shape}, {cov.shape}")
+        return self._make_params(w, mu, cov)
+
+    @staticmethod
+    def _make_params(w: np.ndarray, mu: np.ndarray, cov: np.ndarray) -> GaussianMixtureParams:
+        """:meth:`parameters` without the argument checks (inputs already validated)."""
         try:
             chol = np.linalg.cholesky(cov)
         except np.linalg.LinAlgError as exc:
@@ -286,8 +296,8 @@ class GaussianMixture(SurrogateModel):
         if b == 0:
             raise ValueError("Expected a non-empty minibatch 'idx'")
         resp = self.responsibilities(Y, theta)
-        out = np.empty(self.layout.size, dtype=np.float64)
         G = self.n_components
+        out = np.empty(G * (1 + Y.shape[1]), dtype=np.float64)
         out[:G] = resp.sum(axis=0)
         out[:G] /= b
         out[G:] = (resp.T @ Y).ravel()
@@ -317,8 +327,8 @@ class GaussianMixture(SurrogateModel):
         s = np.asarray(self.layout.check(s, "s"), dtype=np.float64)
         if not np.isfinite(s).all():
             raise ValueError("Expected 's' to be finite")
-        blocks = self.layout.split(s)
-        w, m = blocks["weights"], blocks["means"]
+        G = self.n_components
+        w, m = s[:G], s[G:].reshape(G, self.n_features)
         if np.any(w <= 0.0):
             raise ValueError(f"Expected the weights block of 's' to be positive (project it first), got {w}")
         means = m / w[:, None]
@@ -329,7 +339,7 @@ class GaussianMixture(SurrogateModel):
                 raise RuntimeError("GaussianMixture.T needs the global second moment: call fit_global_moments(datas) first")
             cov = self.second_moment - m.T @ means
             cov = self._guard_covariance(0.5 * (cov + cov.T))
-        return self.parameters(w / w.sum(), means, cov)
+        return self._make_params(w / w.sum(), means, cov)
 
     def project(self, s: np.ndarray) -> np.ndarray:
         """Weights block onto ``{w_ℓ ≥ min_weight, Σ w_ℓ = 1}`` (sort-based simplex projection)."""
