@@ -14,58 +14,27 @@ Each has ``quantize(x, rng)`` (fused, returns float64 values, for simulation),
 ``encode(x, rng) -> bytes`` (the wire payload), ``decode(payload) -> ndarray``,
 ``omega(q)`` and ``payload_nbytes(q)``.  ``decode(encode(x, rng))`` equals
 ``quantize(x, rng2)`` bit for bit when ``rng2`` starts from the same state.
-The byte layout is documented in ``docs/wire-format.md``.
+``x`` is a 1-D float32 or float64 array in any memory layout (strided input
+is copied once).  The byte layout is documented in ``docs/wire-format.md``;
+the C kernels (``quantize.c``) write and validate it.
 """
 from __future__ import annotations
 
 import math
-import struct
 from typing import Any
 
 import numpy as np
 
-from fedmm._validation import as_array, as_rng, check_in, check_int
+from fedmm import _quantize
+from fedmm._validation import check_int
+from fedmm.kernels import _as_vector, _block, _norm_code, pack, quantize_dither, unpack
 
-__all__ = ["Compressor", "Identity", "BlockQuantizer", "StochasticRounding", "decode"]
+__all__ = ["Compressor", "Identity", "BlockQuantizer", "StochasticRounding", "decode", "dither_omega"]
 
-#: Magic bytes opening every payload.
-MAGIC = b"FMMQ"
-#: Wire-format version written by this module.
-FORMAT_VERSION = 1
-#: Size in bytes of the fixed header.
+#: Size in bytes of the fixed payload header.
 HEADER_NBYTES = 32
 
-SCHEME_IDENTITY = 0
-SCHEME_BLOCKP = 1
-SCHEME_DITHER = 2
-
-NORM_NONE = 0
-NORM_L2 = 1
-NORM_LINF = 2
-
-# < little-endian: magic, version, scheme, value itemsize, norm kind, bits,
-# 7 reserved bytes, q (uint64), block size (uint64).
-_HEADER = struct.Struct("<4sBBBBB7xQQ")
-assert _HEADER.size == HEADER_NBYTES
-
-
-def _as_vector(x: Any) -> np.ndarray:
-    """Validate ``x`` (1-D, float32/float64, finite, non-empty); keep its dtype."""
-    arr = as_array(x, "x", ndim=1, dtype=None)
-    if arr.shape[0] == 0:
-        raise ValueError("Expected 'x' with at least one element, got shape (0,)")
-    return arr
-
-
-def _norm_code(norm: Any) -> int:
-    if isinstance(norm, str):
-        check_in(norm.lower(), "norm", ("2", "l2", "inf", "linf"))
-        return NORM_L2 if norm.lower() in ("2", "l2") else NORM_LINF
-    if norm == 2:
-        return NORM_L2
-    if isinstance(norm, float) and math.isinf(norm) and norm > 0:
-        return NORM_LINF
-    raise ValueError(f"Expected 'norm' to be 2 or 'inf' (or numpy.inf), got {norm!r}")
+_NORM_L2 = 1
 
 
 def _itemsize(dtype: Any) -> int:
@@ -75,8 +44,31 @@ def _itemsize(dtype: Any) -> int:
     return dt.itemsize
 
 
+def decode(payload: Any) -> np.ndarray:
+    """Decode a payload of any fedmm compressor into a float64 vector.
+
+    Parameters
+    ----------
+    payload : bytes-like
+        Untrusted bytes; header, size, norms and padding are validated before
+        anything is written, and nothing outside ``payload`` is read.
+
+    Returns
+    -------
+    ndarray of shape (q,), float64
+
+    Raises
+    ------
+    TypeError
+        If ``payload`` is not bytes-like.
+    ValueError
+        ``"malformed payload: <reason>"``.
+    """
+    return unpack(payload)
+
+
 class Compressor:
-    """Common interface of the unbiased compressors (see module docstring)."""
+    """Common interface of the unbiased compressors (see the module docstring)."""
 
     def quantize(self, x: Any, rng: Any = None) -> np.ndarray:  # pragma: no cover - interface
         raise NotImplementedError
@@ -84,23 +76,8 @@ class Compressor:
     def encode(self, x: Any, rng: Any = None) -> bytes:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def decode(self, payload: bytes) -> np.ndarray:
-        """Decode any fedmm payload (the header says which scheme it uses).
-
-        Parameters
-        ----------
-        payload : bytes-like
-            Untrusted bytes; validated completely before being read.
-
-        Returns
-        -------
-        ndarray of shape (q,), float64
-
-        Raises
-        ------
-        ValueError
-            With the reason, when the payload is malformed.
-        """
+    def decode(self, payload: Any) -> np.ndarray:
+        """Decode any fedmm payload (its header says which scheme); see :func:`decode`."""
         return decode(payload)
 
     def omega(self, q: int) -> float:  # pragma: no cover - interface
@@ -130,16 +107,14 @@ class Identity(Compressor):
 
     def quantize(self, x: Any, rng: Any = None) -> np.ndarray:
         """Return ``x`` as a new float64 array (``rng`` is accepted and unused)."""
-        return np.array(_as_vector(x), dtype=np.float64, copy=True)
+        arr = _as_vector(x)
+        if not np.isfinite(arr).all():
+            raise ValueError("Expected 'x' to contain only finite values (no NaN or inf)")
+        return arr.astype(np.float64, copy=True)
 
     def encode(self, x: Any, rng: Any = None) -> bytes:
         """Header + the raw little-endian values of ``x`` (float32 or float64)."""
-        arr = _as_vector(x)
-        header = _HEADER.pack(
-            MAGIC, FORMAT_VERSION, SCHEME_IDENTITY, arr.dtype.itemsize, NORM_NONE, 0, arr.shape[0], 0
-        )
-        little = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
-        return header + np.ascontiguousarray(little).tobytes()
+        return _quantize.identity_encode(_as_vector(x))
 
     def omega(self, q: int) -> float:
         """0: the identity adds no variance."""
@@ -147,7 +122,7 @@ class Identity(Compressor):
         return 0.0
 
     def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:
-        """``32 + q * itemsize`` bytes."""
+        """``32 + q * itemsize`` bytes (itemsize 8 for float64, 4 for float32 input)."""
         q = check_int(q, "q", low=1)
         return HEADER_NBYTES + q * _itemsize(dtype)
 
@@ -164,19 +139,30 @@ class StochasticRounding(Compressor):
     ``k_j`` is ``floor(a_j)`` or ``floor(a_j) + 1`` with probability
     ``a_j - floor(a_j)``, ``a_j = s|x_j|/N``, so ``E[k_j] = a_j``.
     On the wire: one sign bit and ``bits - 1`` level bits per coordinate plus
-    one norm per block.
+    one norm per block (float32 for float32 input, float64 otherwise).
 
     Parameters
     ----------
     bits : int in [2, 16]
-        Bits per coordinate on the wire.
+        Bits per coordinate on the wire (the FedMM experiments use 8).
     norm : {2, 'inf'}
         Norm used to scale each block.
     block_size : int or None
         Coordinates per block; ``None`` = one block for the whole vector.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.compression import StochasticRounding
+    >>> c = StochasticRounding(bits=8)
+    >>> x = np.linspace(-1.0, 1.0, 5)
+    >>> bool(np.array_equal(c.decode(c.encode(x, rng=7)), c.quantize(x, rng=7)))
+    True
+    >>> c.payload_nbytes(5)
+    45
     """
 
-    _scheme = SCHEME_DITHER
+    _scheme = "dither"
 
     def __init__(self, bits: int = 8, norm: Any = 2, block_size: int | None = None) -> None:
         self.bits = check_int(bits, "bits", low=2, high=16)
@@ -189,36 +175,35 @@ class StochasticRounding(Compressor):
         """Number of rounding levels ``s = 2**(bits-1) - 1``."""
         return (1 << (self.bits - 1)) - 1
 
-    def _block(self, q: int) -> int:
-        return q if self.block_size is None else min(self.block_size, q)
-
     def quantize(self, x: Any, rng: Any = None) -> np.ndarray:
-        """Fused quantize-and-dequantize: the float64 values a receiver decodes."""
-        from fedmm import _quantize
+        """Fused quantize-and-dequantize: the float64 values a receiver decodes.
 
-        arr = _as_vector(x)
-        gen = as_rng(rng)
-        return _quantize.dither_quantize(arr, self.bits, self._block(arr.shape[0]), self._norm_code, gen)
+        Parameters
+        ----------
+        x : array_like of shape (q,), float32 or float64
+        rng : None, int seed or numpy.random.Generator
+
+        Returns
+        -------
+        ndarray of shape (q,), float64
+        """
+        return quantize_dither(x, self.bits, block_size=self.block_size, norm=self.norm, rng=rng)
 
     def encode(self, x: Any, rng: Any = None) -> bytes:
-        """Quantize ``x`` and pack it into a self-describing payload."""
-        from fedmm import _quantize
-
-        arr = _as_vector(x)
-        gen = as_rng(rng)
-        return _quantize.dither_encode(
-            arr, self.bits, self._block(arr.shape[0]), self._norm_code, gen, self._scheme
-        )
+        """Quantize ``x`` and pack it into a self-describing payload of
+        :meth:`payload_nbytes` bytes."""
+        return pack(x, self.bits, block_size=self.block_size, norm=self.norm, rng=rng,
+                    scheme=self._scheme)
 
     def omega(self, q: int) -> float:
-        """Variance constant of A6 (see :func:`dither_omega`)."""
+        """Variance constant of A6 for vectors of length ``q`` (see :func:`dither_omega`)."""
         q = check_int(q, "q", low=1)
-        return dither_omega(self._block(q), self.levels, self._norm_code)
+        return dither_omega(_block(self.block_size, q), self.levels, self._norm_code)
 
     def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:
         """``32 + m * itemsize + ceil(q * bits / 8)`` with ``m = ceil(q / block)``."""
         q = check_int(q, "q", low=1)
-        block = self._block(q)
+        block = _block(self.block_size, q)
         m = -(-q // block)
         return HEADER_NBYTES + m * _itemsize(dtype) + -(-q * self.bits // 8)
 
@@ -232,7 +217,7 @@ class BlockQuantizer(StochasticRounding):
     Per block ``x_l``, ``N = ||x_l||_p`` and each coordinate becomes
     ``N sign(x_j) U_j`` with ``U_j ~ Bernoulli(|x_j| / N)``: ternary values,
     2 bits per coordinate on the wire plus one norm per block.  This is
-    stochastic rounding with one level (``bits = 2``).
+    stochastic rounding with one level (``bits = 2``, ``s = 1``).
 
     Parameters
     ----------
@@ -241,93 +226,46 @@ class BlockQuantizer(StochasticRounding):
         ``None`` = one block.
     norm : {2, 'inf'}
         The ``p`` of block-p quantization.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.compression import BlockQuantizer
+    >>> c = BlockQuantizer(block_size=256)
+    >>> c.payload_nbytes(1000), round(c.omega(1000), 6)
+    (314, 15.0)
     """
 
-    _scheme = SCHEME_BLOCKP
+    _scheme = "blockp"
 
     def __init__(self, block_size: int | None = None, norm: Any = 2) -> None:
         super().__init__(bits=2, norm=norm, block_size=block_size)
-
-    def omega(self, q: int) -> float:
-        """Lemma 5: ``max_l (sqrt(q_l) - 1)`` for p = 2, ``max_l (sqrt(q_l) - 1) / 2`` for inf."""
-        q = check_int(q, "q", low=1)
-        return dither_omega(self._block(q), 1, self._norm_code)
 
     def __repr__(self) -> str:
         return f"BlockQuantizer(block_size={self.block_size!r}, norm={self.norm!r})"
 
 
 def dither_omega(block: int, levels: int, norm_code: int) -> float:
-    """Variance constant of stochastic rounding for blocks of at most ``block`` coordinates.
+    """Variance constant of stochastic rounding with blocks of at most ``block`` coordinates.
 
-    With ``a_j = s|x_j|/N`` and ``f_j`` its fractional part,
-    ``E||Q(x) - x||^2 = (N/s)^2 sum_j f_j (1 - f_j)`` per block, and
-    ``f(1-f) <= min(a, 1/4)``, so the block error is at most
-    ``min(N ||x||_1 / s, q N^2 / (4 s^2))``.  With
-    ``||x||_1 ||x||_2 <= sqrt(q) ||x||^2`` and
-    ``||x||_1 ||x||_inf <= (1 + sqrt(q))/2 ||x||^2``:
+    With ``a_j = s|x_j|/N`` and ``f_j = a_j - floor(a_j)``, each block has
+    ``E||Q(x_l) - x_l||^2 = (N/s)^2 sum_j f_j (1 - f_j)``.  Since
+    ``f(1-f) <= min(a, 1/4)`` the block error is at most
+    ``min(N ||x_l||_1 / s, q_l N^2 / (4 s^2))``, and with
+    ``||x||_1 ||x||_2 <= sqrt(q) ||x||_2^2``,
+    ``||x||_1 ||x||_inf <= (1 + sqrt(q))/2 ||x||_2^2`` (tight) and
+    ``||x||_inf <= ||x||_2``:
 
-    * ``r = 2``:   ``omega = min(sqrt(q)/s, q/(4 s^2))``;
-    * ``r = inf``: ``omega = min((1 + sqrt(q))/(2 s), q/(4 s^2))``.
+    * ``r = 2``:   ``omega = min(sqrt(q_l)/s, q_l/(4 s^2))`` (QSGD's bound, with 1/4);
+    * ``r = inf``: ``omega = min((1 + sqrt(q_l))/(2 s), q_l/(4 s^2))``.
 
     For ``s = 1`` (block-p) ``f_j = a_j`` and Lemma 5 gives the exact error
-    ``N ||x||_1 - ||x||^2``, hence ``sqrt(q) - 1`` (p = 2) and
-    ``(sqrt(q) - 1)/2`` (p = inf).
+    ``sum_l (N_l ||x_l||_1 - ||x_l||^2)``, hence ``omega = sqrt(q_l) - 1``
+    (p = 2, the paper's constant) and ``(sqrt(q_l) - 1)/2`` (p = inf).
+    ``q_l`` is the largest block, ``min(block_size, q)``.
     """
     root = math.sqrt(block)
     if levels == 1:
-        return root - 1.0 if norm_code == NORM_L2 else (root - 1.0) / 2.0
-    first = root / levels if norm_code == NORM_L2 else (1.0 + root) / (2.0 * levels)
+        return root - 1.0 if norm_code == _NORM_L2 else (root - 1.0) / 2.0
+    first = root / levels if norm_code == _NORM_L2 else (1.0 + root) / (2.0 * levels)
     return min(first, block / (4.0 * levels * levels))
-
-
-def decode(payload: Any) -> np.ndarray:
-    """Decode a payload of any fedmm compressor into a float64 vector.
-
-    Parameters
-    ----------
-    payload : bytes-like
-        Untrusted bytes; every field and length is validated before use.
-
-    Returns
-    -------
-    ndarray of shape (q,), float64
-
-    Raises
-    ------
-    TypeError
-        If ``payload`` is not bytes-like.
-    ValueError
-        With the reason, when the payload is malformed.
-    """
-    try:
-        view = memoryview(payload).cast("B")
-    except TypeError as exc:
-        raise TypeError(f"Expected 'payload' to be bytes-like, got {type(payload).__name__}") from exc
-    if view.nbytes < HEADER_NBYTES:
-        raise ValueError(f"payload too short for the header: {view.nbytes} < {HEADER_NBYTES} bytes")
-    magic, version, scheme, itemsize, norm, bits, q, block = _HEADER.unpack_from(view, 0)
-    if magic != MAGIC:
-        raise ValueError(f"bad magic {magic!r}, expected {MAGIC!r}")
-    if version != FORMAT_VERSION:
-        raise ValueError(f"unsupported format version {version}, expected {FORMAT_VERSION}")
-    if bytes(view[9:16]) != b"\0" * 7:
-        raise ValueError("reserved header bytes 9..15 must be zero")
-    if itemsize not in (4, 8):
-        raise ValueError(f"bad value dtype code {itemsize}, expected 4 (float32) or 8 (float64)")
-    if q < 1:
-        raise ValueError("payload length q must be at least 1")
-    if scheme == SCHEME_IDENTITY:
-        if norm != NORM_NONE or bits != 0 or block != 0:
-            raise ValueError("identity payload must have norm kind 0, bits 0 and block size 0")
-        want = HEADER_NBYTES + q * itemsize
-        if view.nbytes != want:
-            raise ValueError(f"identity payload of q={q} must be {want} bytes, got {view.nbytes}")
-        dt = np.dtype("<f4" if itemsize == 4 else "<f8")
-        values = np.frombuffer(view, dtype=dt, count=q, offset=HEADER_NBYTES).astype(np.float64)
-        if not np.isfinite(values).all():
-            raise ValueError("identity payload holds non-finite values")
-        return values
-    from fedmm import _quantize
-
-    return _quantize.decode(view)

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Surrogate models (DESIGN §2): the statistic ``S̄``, the map ``T`` and the projection ``Π``."""
 from fedmm.models.base import StatisticLayout, SurrogateModel
+from fedmm.models.proximal import ProximalGradient
+from fedmm.models.toy import InverseToy
 
 # -- EM family (issue 6) --
 from fedmm.models.gmm import GaussianMixture, GaussianMixtureParams
@@ -10,6 +12,8 @@ from fedmm.models.poisson import PoissonLatent
 __all__ = [
     "StatisticLayout",
     "SurrogateModel",
+    "InverseToy",
+    "ProximalGradient",
     # -- EM family (issue 6) --
     "GaussianMixture",
     "GaussianMixtureParams",

@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Algorithms (DESIGN §3): SA-SSMM, FedMM (Algorithms 1, 2 and 4 of the FedMM paper) and the Θ-space baseline.
+
+``Server`` and ``Client`` hold the mathematics of a round and exchange only
+messages (:class:`Broadcast` arrays down, compressed bytes up); runtimes in
+``fedmm.runtime`` move those messages.
+"""
+from fedmm.algorithms._schedule import StepSchedule
+from fedmm.algorithms.federated import Broadcast, Client, FedMM, ParameterAveraging, Server
+from fedmm.algorithms.sassmm import SASSMM
+
+__all__ = ["SASSMM", "FedMM", "ParameterAveraging", "Server", "Client", "Broadcast", "StepSchedule"]

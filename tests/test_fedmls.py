@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""FedMLS (FedMLS paper Alg. 1) and its non-smooth baselines FedAvg, Scaffold, Scaffnew."""
+import doctest
+
+import numpy as np
+import pytest
+from reference import (
+    centralized_subgradient_descent,
+    fedmls_per_client,
+    mopes_product_space,
+    nonsmooth_design,
+    nonsmooth_subgradient_vectorized,
+    nonsmooth_toy_data,
+)
+from sklearn.cluster import KMeans
+
+import fedmm.algorithms.fedmls as fedmls_module
+from fedmm import History
+from fedmm.algorithms.fedmls import FedMLS, Inverse, Linear
+from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
+from fedmm.models.nonsmooth import HingeSVM, L1Regression
+
+
+def _reference_subgradient(kind, datas, intercept):
+    designs = [nonsmooth_design(kind, A, intercept) for A, _ in datas]
+    return lambda i, u: nonsmooth_subgradient_vectorized(kind, designs[i], datas[i][1], u)
+
+
+# -- convergence: the O(1/K) trend of Corollary 3.2 / Remark 3.3 ---------------------------
+# Deterministic subgradients, T_k = k, λ_k = λ0/k (the paper's practical rule), ball radius
+# 2‖w*‖ + 1 (contains a minimizer, so F*_R = F*).  Theory: F(x_K) − F* = O(1/K).
+# Tolerance: the slope of log(F(x_k) − F*) against log k, fitted over k ∈ [K/4, K], must be
+# ≤ −0.9 (the rate 1/K within 0.1 in the exponent; faster is allowed, the bound is an upper
+# bound), and F(x_K) must reach F* within ε = 5e-3 relative.
+@pytest.mark.parametrize("kind,problem,lam0", [("l1", L1Regression(), 0.3), ("hinge", HingeSVM(), 3.0)])
+def test_fedmls_suboptimality_follows_one_over_k_and_reaches_optimum(kind, problem, lam0):
+    datas = nonsmooth_toy_data(kind, n_clients=4, m=15, d=3, seed=1)
+    opt = problem.minimize(datas)
+    radius = 2 * np.linalg.norm(opt.w) + 1
+    K = 200
+    hist = FedMLS(problem, Linear(1), Inverse(lam0), radius, oracle="full").run(datas, K)
+    gap = hist["objective"] - opt.value
+    assert np.all(gap >= -1e-9 * opt.value)  # F* from the LP is a true lower bound
+    k = np.arange(1, K + 1)
+    tail = k >= K // 4
+    slope = np.polyfit(np.log(k[tail]), np.log(gap[tail]), 1)[0]
+    assert slope <= -0.9, f"suboptimality decays like k^{slope:.2f}, expected at least 1/k"
+    assert gap[-1] <= 5e-3 * opt.value
+    assert hist["local_steps"][-1] == K * (K + 1) / 2
+
+
+def test_stochastic_fedmls_reaches_optimum_on_average():
+    # 10% minibatches: E[F(x_K)] − F* is small; checked on the mean of 3 seeds (observed ≈ 8e-3)
+    problem = HingeSVM()
+    datas = nonsmooth_toy_data("hinge", n_clients=4, m=30, d=3, seed=1)
+    opt = problem.minimize(datas)
+    f_star = opt.value
+    algo = FedMLS(problem, Linear(1), Inverse(1.0), 2 * np.linalg.norm(opt.w) + 1, oracle="minibatch")
+    finals = [algo.run(datas, 100, seed=s)["objective"][-1] for s in range(3)]
+    assert np.mean(finals) - f_star <= 2e-2 * f_star
+
+
+# -- FedMLS is MOPES on the product space ----------------------------------------------------
+def test_one_client_one_local_step_is_centralized_mopes():
+    problem = L1Regression()
+    datas = nonsmooth_toy_data("l1", n_clients=1, m=20, d=3, seed=5)
+    sub = _reference_subgradient("l1", datas, False)
+    K = 40
+    hist = FedMLS(problem, 1, Inverse(2.0), 5.0, oracle="full").run(datas, K)
+    ref = mopes_product_space(sub, 1, 3, K, lambda k: 1, lambda k: 2.0 / k, 5.0)
+    x_ref = ref[-1]
+    np.testing.assert_allclose(hist.state["x"], x_ref, rtol=1e-11, atol=1e-12)
+    f_ref = [problem.objective(datas, x) for x in ref]
+    np.testing.assert_allclose(hist["objective"], f_ref, rtol=1e-11)
+
+
+@pytest.mark.parametrize("kind,problem,intercept", [("hinge", HingeSVM(), True), ("l1", L1Regression(), False)])
+def test_fedmls_equals_mopes_on_product_space_and_per_client_algorithm(kind, problem, intercept):
+    datas = nonsmooth_toy_data(kind, n_clients=3, m=8, d=2, seed=7)
+    p = 2 + int(intercept)
+    sub = _reference_subgradient(kind, datas, intercept)
+    K, T, lam = 15, (lambda k: k + 1), (lambda k: 0.5 / k)
+    hist = FedMLS(problem, T, lam, 1.5, oracle="full").run(datas, K)
+    mopes = mopes_product_space(sub, 3, p, K, T, lam, 1.5)
+    per_client = fedmls_per_client(sub, 3, p, K, T, lam, 1.5)
+    np.testing.assert_allclose(per_client, mopes, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(hist.state["x"], mopes[-1], rtol=1e-10, atol=1e-12)
+
+
+# -- baselines -------------------------------------------------------------------------------
+def test_baselines_with_one_local_step_are_the_centralized_subgradient_method():
+    problem = HingeSVM()
+    datas = nonsmooth_toy_data("hinge", n_clients=3, m=10, d=2, seed=2)
+    sub = _reference_subgradient("hinge", datas, True)
+    K, eta0 = 25, 0.05
+    # FedAvg, T = 1: x ← x − η_k (1/n) Σ g_i(x), η_k = η0/√k
+    fedavg = FedAvg(problem, 1, eta0, oracle="full").run(datas, K).state["x"]
+    ref = centralized_subgradient_descent(sub, 3, 3, K, lambda t: eta0 / np.sqrt(t))
+    np.testing.assert_allclose(fedavg, ref[-1], rtol=1e-11, atol=1e-13)
+    # Scaffold, T = 1: c = mean c_i, so x ← x − η_g η_t (1/n) Σ g_i(x) with η_t = η0/(η_g t)
+    scaffold = Scaffold(problem, 1, eta0, oracle="full").run(datas, K).state["x"]
+    ref = centralized_subgradient_descent(sub, 3, 3, K, lambda t: eta0 / t)
+    np.testing.assert_allclose(scaffold, ref[-1], rtol=1e-10, atol=1e-13)
+    # Scaffnew, p ≡ 1: communicates every step, x ← x − η_t (1/n) Σ g_i(x)
+    hist = Scaffnew(problem, eta0, probability=1.0, oracle="full").run(datas, K)
+    ref = centralized_subgradient_descent(sub, 3, 3, K, lambda t: eta0 / np.sqrt(t))
+    np.testing.assert_allclose(hist.state["x"], ref[-1], rtol=1e-10, atol=1e-13)
+    assert list(hist["local_steps"]) == list(range(1, K + 1))
+
+
+def _kmeans_svm_clients(n_clients=5, n_samples=200, seed=0):
+    rng = np.random.default_rng(seed)
+    A = 2.0 * rng.normal(size=(n_samples, 2))
+    y = np.where(A @ np.array([1.0, -0.5]) + 0.8 * rng.normal(size=n_samples) > 0.3, 1.0, -1.0)
+    labels = KMeans(n_clients, n_init=10, random_state=0).fit_predict(A)
+    kmeans = [(A[labels == i], y[labels == i]) for i in range(n_clients)]
+    perm = rng.permutation(n_samples)
+    iid = [(A[perm[i::n_clients]], y[perm[i::n_clients]]) for i in range(n_clients)]
+    return kmeans, iid
+
+
+def test_fedavg_client_drift_on_kmeans_clients():
+    # Same rounds and local steps (T_k = k) for both; FedAvg's η0 tuned over powers of ten.
+    problem = HingeSVM()
+    kmeans, iid = _kmeans_svm_clients()
+    opt = problem.minimize(kmeans)
+    K = 100
+    fedmls = FedMLS(problem, Linear(1), Inverse(1.0), 2 * np.linalg.norm(opt.w) + 1, oracle="full")
+    gap_fedmls = fedmls.run(kmeans, K)["objective"][-1] - opt.value
+    assert gap_fedmls <= 1e-3 * opt.value
+    best_fedavg = np.inf
+    for eta0 in [1e-4, 1e-3, 1e-2, 1e-1, 1.0]:
+        gaps = FedAvg(problem, Linear(1), eta0, oracle="full").run(kmeans, K)["objective"] - opt.value
+        best_fedavg = min(best_fedavg, gaps[K // 2:].min())
+    assert best_fedavg >= 3.0 * gap_fedmls
+    # the plateau comes from heterogeneity: the same data split i.i.d. stalls lower
+    for eta0 in [1e-2, 1e-1]:
+        plateau_kmeans = (FedAvg(problem, Linear(1), eta0, oracle="full").run(kmeans, 60)["objective"][-20:]).min()
+        plateau_iid = (FedAvg(problem, Linear(1), eta0, oracle="full").run(iid, 60)["objective"][-20:]).min()
+        assert plateau_kmeans - opt.value >= 2.0 * (plateau_iid - opt.value)
+
+
+# -- reproducibility and errors -------------------------------------------------------------
+def _algorithms(problem):
+    return [
+        FedMLS(problem, Linear(1), Inverse(1.0), 10.0),
+        FedAvg(problem, 3, 0.01),
+        Scaffold(problem, Linear(1), 0.01),
+        Scaffnew(problem, 0.01),
+    ]
+
+
+def test_same_seed_same_history_and_seed_matters(tmp_path):
+    problem = HingeSVM()
+    datas = nonsmooth_toy_data("hinge", n_clients=3, m=20, d=3, seed=0)
+    for algo in _algorithms(problem):
+        h1 = algo.run(datas, 12, seed=11)
+        h2 = algo.run(datas, 12, seed=11)
+        h3 = algo.run(datas, 12, seed=12)
+        assert h1.equals(h2), algo.name
+        assert not np.array_equal(h1.state["x"], h3.state["x"]), algo.name
+        h1.save(tmp_path / "h.json")
+        assert History.load(tmp_path / "h.json").equals(h1), algo.name
+        assert set(h1.keys()) >= {"objective", "local_steps", "bytes_up", "bytes_down", "wall_time"}
+
+
+def test_bad_parameters_raise_clear_errors():
+    problem = L1Regression()
+    datas = nonsmooth_toy_data("l1", n_clients=2, m=5, d=2, seed=0)
+    with pytest.raises(ValueError, match=r"'radius' in \(0.0, inf\]"):
+        FedMLS(problem, 1, 1.0, radius=0.0)
+    with pytest.raises(ValueError, match=r"'radius' in \(0.0, inf\]"):
+        FedMLS(problem, 1, 1.0, radius=-1.0)
+    with pytest.raises(ValueError, match=r"'local_steps' in \[1, inf\], got 0"):
+        FedMLS(problem, 0, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"'local_steps\(1\)' in \[1, inf\], got 0"):
+        FedMLS(problem, lambda k: k - 1, 1.0, 1.0).run(datas, 3)
+    with pytest.raises(ValueError, match=r"'lam' in \(0.0, inf\]"):
+        FedMLS(problem, 1, 0.0, 1.0)
+    with pytest.raises(ValueError, match=r"'lam\(2\)'"):
+        FedMLS(problem, 1, lambda k: 1.0 if k == 1 else float("nan"), 1.0).run(datas, 3)
+    with pytest.raises(ValueError, match=r"'x0' of shape \(2,\)"):
+        FedMLS(problem, 1, 1.0, 1.0).run(datas, 3, x0=np.zeros(3))
+    with pytest.raises(ValueError, match="columns like datas\\[0\\]"):
+        FedMLS(problem, 1, 1.0, 1.0).run([datas[0], (np.ones((5, 3)), np.ones(5))], 3)
+    with pytest.raises(ValueError, match=r"'n_rounds' in \[1, inf\]"):
+        FedMLS(problem, 1, 1.0, 1.0).run(datas, 0)
+    with pytest.raises(ValueError, match="'oracle' to be one of"):
+        FedMLS(problem, 1, 1.0, 1.0, oracle="exact")
+    with pytest.raises(ValueError, match=r"'batch_fraction' in \(0.0, 1.0\]"):
+        FedAvg(problem, 1, 0.1, batch_fraction=0.0)
+    with pytest.raises(ValueError, match=r"'probability' in \(0.0, 1.0\]"):
+        Scaffnew(problem, 0.1, probability=1.5)
+    with pytest.raises(ValueError, match=r"'eta' in \(0.0, inf\]"):
+        Scaffold(problem, 1, -0.1)
+    with pytest.raises(TypeError, match="'problem' to be a fedmm.models.nonsmooth problem"):
+        FedMLS("svm", 1, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"'seed' in \[0, inf\]"):
+        FedAvg(problem, 1, 0.1).run(datas, 2, seed=-1)
+
+
+def test_module_examples():
+    failures, _ = doctest.testmod(fedmls_module)
+    assert failures == 0
