@@ -18,28 +18,33 @@ from sklearn.mixture._gaussian_mixture import _compute_precision_cholesky
 
 from fedmm.models import GaussianMixture
 
-ESTEP_CASES = {"fig1-2d-G2": (10_000, 2, 2), "digits-p20-G10": (20_000, 20, 10), "p50-G30": (20_000, 50, 30)}
+ESTEP_CASES = {
+    "tied-fig1-2d-G2": ("tied", 10_000, 2, 2),
+    "tied-digits-p20-G10": ("tied", 20_000, 20, 10),
+    "tied-p50-G30": ("tied", 20_000, 50, 30),
+    "full-digits-p20-G10": ("full", 20_000, 20, 10),
+}
 
 
-def _estep_problem(n, p, G, seed=0):
+def _estep_problem(covariance, n, p, G, seed=0):
     rng = np.random.default_rng(seed)
     Y = rng.normal(size=(n, p)) + rng.normal(0, 3, (G, p))[rng.integers(0, G, n)]
-    gmm = GaussianMixture(G)
+    gmm = GaussianMixture(G, covariance=covariance)
     s = gmm.init_statistic([Y], rng)
-    theta = gmm.T(s)
-    sk = SkGaussianMixture(G, covariance_type="tied")
+    theta = gmm.T(gmm.statistic(Y, gmm.T(s)))
+    sk = SkGaussianMixture(G, covariance_type=covariance)
     sk.weights_, sk.means_, sk.covariances_ = theta.weights, theta.means, theta.covariance
-    sk.precisions_cholesky_ = _compute_precision_cholesky(theta.covariance, "tied")
+    sk.precisions_cholesky_ = _compute_precision_cholesky(theta.covariance, covariance)
     return Y, gmm, theta, sk
 
 
 @pytest.mark.parametrize("case", list(ESTEP_CASES))
 @pytest.mark.parametrize("impl", ["fedmm", "sklearn"])
 def test_gmm_estep(benchmark, case, impl):
-    n, p, G = ESTEP_CASES[case]
-    Y, gmm, theta, sk = _estep_problem(n, p, G)
+    covariance, n, p, G = ESTEP_CASES[case]
+    Y, gmm, theta, sk = _estep_problem(covariance, n, p, G)
     benchmark.group = f"gmm-estep-{case}"
-    benchmark.extra_info.update(n=n, p=p, G=G)
+    benchmark.extra_info.update(covariance=covariance, n=n, p=p, G=G)
     # same answer before timing
     np.testing.assert_allclose(gmm.responsibilities(Y, theta), np.exp(sk._estimate_log_prob_resp(Y)[1]), atol=1e-8)
     if impl == "fedmm":
