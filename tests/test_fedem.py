@@ -154,3 +154,9 @@ def test_fig1_writes_json_and_png(tmp_path):
     assert len(loaded["runs"]["FedEM"]["H2"]) == loaded["runs"]["FedEM"]["n_rounds"]
     with open(png_path, "rb") as fh:
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fedmm_rejects_more_components_than_points():
+    Y = np.random.default_rng(23).normal(size=(5, 2))
+    with pytest.raises(ValueError, match="n_components"):
+        FedMM(GaussianMixture(6), step=1.0).run([Y[:2], Y[2:]], 1)

@@ -25,9 +25,10 @@ Settings (FedEM paper §4; defaults of the dataclasses below):
   mean-imputation and centralized-EM references.
 
 Monitoring: ``‖H_k‖²`` is ``E_s = ‖Ŝ_{k+1} − Ŝ_k‖²/γ²`` of the engine's
-history (equal to ``‖H_{k+1}‖²`` when the projection is inactive; the weights
-block is projected onto the simplex, which removes the component of ``H``
-along ``(1, …, 1)``); ``‖h(Ŝ_k)‖²`` with ``h(s) = Σ_i μ_i s̄_i(T(s)) − s`` is a
+history.  Fig. 1 runs without projection, as FedEM Alg. 1-2 (the weights stay
+far from 0), so ``E_s = ‖H_{k+1}‖²`` exactly; the digits run projects the
+weights block onto the simplex (``G = 10`` small weights), which removes the
+component of ``H`` along ``(1, …, 1)``.  ``‖h(Ŝ_k)‖²`` with ``h(s) = Σ_i μ_i s̄_i(T(s)) − s`` is a
 full pass over all clients, every ``monitor_every`` rounds.  One epoch is ``N``
 conditional-expectation evaluations ``s̄_ij`` (FedEM §4): a minibatch oracle
 costs ``b`` per active client, a SPIDER correction ``2b`` (two parameters) and
@@ -75,6 +76,7 @@ class Fig1Config:
     k_in: int = 20
     epochs: float = 50.0
     monitor_every: int = 1
+    projection: str | None = None
     seed: int = 0
 
 
@@ -95,6 +97,7 @@ class DigitsConfig:
     epochs: float = 100.0
     monitor_every: int = 5
     reg_covar: float = 1e-6
+    projection: str | None = "euclidean"
     seed: int = 0
 
 
@@ -116,6 +119,7 @@ class MissConfig:
     batch_size: int = 5
     epochs: float = 40.0
     monitor_every: int = 5
+    projection: str | None = "euclidean"
     seed: int = 0
 
 
@@ -195,14 +199,14 @@ def _mean_field(model: Any, datas: Sequence[Any], mu: np.ndarray, S: np.ndarray)
 
 def _run(model: Any, datas: Sequence[Any], *, S0: np.ndarray, n_rounds: int, monitor_every: int, seed: int,
          oracle: str, batch_size: int, k_in: int | None, participation: float, step: float, alpha: float,
-         block_size: int | None, extra_monitor: Any = None) -> dict[str, Any]:
+         block_size: int | None, projection: str | None, extra_monitor: Any = None) -> dict[str, Any]:
     """One FedEM / VR-FedEM run with the mean-field monitor; returns arrays as lists."""
     from fedmm.algorithms import FedMM
     from fedmm.compression import BlockQuantizer, Identity
 
     compressor = Identity() if block_size is None else BlockQuantizer(block_size=block_size, norm=2)
     algo = FedMM(model, participation=participation, compressor=compressor, alpha=alpha, step=step,
-                 batch_size=batch_size, oracle=oracle, k_in=k_in)
+                 batch_size=batch_size, oracle=oracle, k_in=k_in, projection=projection)
     sizes = [model.n_samples(d) for d in datas]
     mu = np.asarray(sizes, dtype=np.float64) / sum(sizes)
     monitored: dict[str, list] = {"round": [], "h2": [], "extra": []}
@@ -256,7 +260,7 @@ def run_fig1(cfg: Fig1Config | None = None) -> dict[str, Any]:
     S0 = model.init_statistic(datas, np.random.default_rng(cfg.seed))
     sizes = [d.shape[0] for d in datas]
     common = dict(S0=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
-                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size,
+                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
                   extra_monitor=lambda S, theta: theta.weights.tolist())
     runs = {}
     for name, oracle, b, k_in in (("FedEM", "minibatch", cfg.batch_size, None),
@@ -285,7 +289,7 @@ def run_digits(cfg: DigitsConfig | None = None) -> dict[str, Any]:
     sizes = [d.shape[0] for d in datas]
     Y = np.concatenate(datas)
     common = dict(S0=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
-                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size,
+                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
                   extra_monitor=lambda S, theta: theta.weights.tolist())
     runs = {}
     for name, oracle, b, k_in in (("FedEM", "minibatch", cfg.batch_size, None),
@@ -331,7 +335,7 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
     n_rounds = _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", cfg.batch_size, None)
     run = _run(model, datas, S0=S0, n_rounds=n_rounds, monitor_every=cfg.monitor_every, seed=cfg.seed,
                oracle="minibatch", batch_size=cfg.batch_size, k_in=None, participation=cfg.participation,
-               step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size,
+               step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
                extra_monitor=lambda S, theta: errors(theta))
     # references: mean imputation and centralized (deterministic, full-batch) EM
     observed = hidden[masks]
