@@ -160,3 +160,13 @@ def test_fedmm_rejects_more_components_than_points():
     Y = np.random.default_rng(23).normal(size=(5, 2))
     with pytest.raises(ValueError, match="n_components"):
         FedMM(GaussianMixture(6), step=1.0).run([Y[:2], Y[2:]], 1)
+
+
+def test_cli_fedmissem(tmp_path, capsys):
+    from fedmm.cli import main
+
+    assert main(["experiment", "fedmissem", "--out", str(tmp_path), "--epochs", "3", "--monitor-every", "2"]) == 0
+    assert "RMSE on missing entries" in capsys.readouterr().out
+    with open(tmp_path / "fedmissem.json") as fh:
+        result = json.load(fh)
+    assert result["fedmissem"]["rmse_hidden"] < result["mean_imputation"]["rmse_hidden"]
