@@ -523,3 +523,17 @@ def dictionary_surrogate(D, A, B, eta=0.0):
 def sparse_codes(rng, K, b, density=0.2):
     """Codes with ``density`` N(0, 1) nonzeros (the §6 synthetic model)."""
     return rng.standard_normal((K, b)) * (rng.random((K, b)) < density)
+def gmm_full_em_step(Y, weights, means, covs):
+    """One textbook EM iteration of the mixture with one covariance per component.
+
+    Returns the new (weights, means, covariances) and the mean log-likelihood at the input parameters.
+    """
+    log_joint = np.stack(
+        [np.log(w) + stats.multivariate_normal(mean=mu, cov=c).logpdf(Y) for w, mu, c in zip(weights, means, covs)],
+        axis=1,
+    ).reshape(len(Y), len(weights))
+    resp = np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
+    nk = resp.sum(axis=0)
+    new_means = (resp.T @ Y) / nk[:, None]
+    new_covs = np.stack([((resp[:, k, None] * (Y - new_means[k])).T @ (Y - new_means[k])) / nk[k] for k in range(len(nk))])
+    return nk / len(Y), new_means, new_covs, float(logsumexp(log_joint, axis=1).mean())
