@@ -22,6 +22,7 @@ from fedmm._kernels_sparse import (  # noqa: F401
     lasso_gram,
     project_psd,
 )
+from fedmm._kernels_nonsmooth import fedmls_local_round  # noqa: F401
 
 __all__ = [
     # compression
@@ -37,4 +38,6 @@ __all__ = [
     "dictionary_statistics",
     "dictionary_update",
     "project_psd",
+    # non-smooth problems (FedMLS local loop)
+    "fedmls_local_round",
 ]

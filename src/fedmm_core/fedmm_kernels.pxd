@@ -7,6 +7,8 @@ compiles with ``include_dirs=[fedmm.get_include()]``, linking
 ``fedmm.get_library_dir()/libfedmm_kernels.a``.
 """
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t  # nonsmooth.c
 
 cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_KERNELS_VERSION_MAJOR
@@ -145,3 +147,13 @@ cdef extern from "fedmm_kernels.h" nogil:
     int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,
                           double *work, fedmm_blas_int lwork, fedmm_blas_int *iwork,
                           fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas)
+
+    # ---- non-smooth problems, FedMLS (nonsmooth.c) ----
+    int FEDMM_LOSS_HINGE
+    int FEDMM_LOSS_L1
+    int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
+                                 const double *target, const int64_t *offsets, size_t n_steps,
+                                 const int64_t *rows, size_t row_stride,
+                                 const int64_t *row_offsets, const double *scale,
+                                 double weight, double radius, const double *V, double *U,
+                                 double *U_avg, double *work)

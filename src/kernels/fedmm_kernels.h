@@ -284,6 +284,37 @@ int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, dou
                       double *work, fedmm_blas_int lwork, fedmm_blas_int *iwork,
                       fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas);
 
+/* ---- non-smooth problems, FedMLS (nonsmooth.c) ---- */
+/* Losses l(z, y) of a linear prediction z = a_j^T w (FedMLS paper §4):
+ * hinge max(0, 1 - y z) with subderivative -y [y z < 1]; l1 |z - y| with
+ * subderivative sign(z - y). */
+#define FEDMM_LOSS_HINGE 0
+#define FEDMM_LOSS_L1 1
+
+/* The local loop of one FedMLS round (FedMLS paper Algorithm 1 lines 7-12,
+ * eq. (9)) for n clients, client i independently:
+ *     u_0 = U[i] (z_{k-1}^i),  for t = 1..n_steps:
+ *       g   = scale_i * sum_{j in batch_t(i)} l'(a_j^T u, y_j) a_j
+ *       u  <- u - (weight * g + u - V[i]) / (1 + t/2)
+ *       u  <- u * min(1, radius / ||u||_2)           (skipped if radius <= 0)
+ *       ua <- (1 - theta_t) ua + theta_t u,  theta_t = 2(t+1)/(t(t+3)), ua_0 = u_0
+ * and on return U[i] = u_T, U_avg[i] = ua_T.  weight = 1/(n beta_k).
+ * design: N x p row-major (row j = a_j), target: N; client i owns rows
+ * offsets[i] .. offsets[i+1]-1 (offsets has n+1 entries, each client non-empty).
+ * rows == NULL: full subgradients (scale unused, treated as 1).  Otherwise
+ * rows is n_steps x row_stride row-major; step t uses for client i the global
+ * row indices rows[(t-1)*row_stride + b], row_offsets[i] <= b < row_offsets[i+1]
+ * (each must lie in client i's range), scaled by scale[i] (m_i / b_i for an
+ * unbiased estimate).  V, U, U_avg: n x p row-major; work: p doubles.
+ * FEDMM_EINVAL on a bad loss code, NULL pointer, negative or non-finite weight,
+ * or an index outside its client's range (checked before any output is written). */
+int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
+                             const double *target, const int64_t *offsets, size_t n_steps,
+                             const int64_t *rows, size_t row_stride,
+                             const int64_t *row_offsets, const double *scale,
+                             double weight, double radius, const double *V, double *U,
+                             double *U_avg, double *work);
+
 #ifdef __cplusplus
 }
 #endif
