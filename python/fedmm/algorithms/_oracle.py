@@ -88,7 +88,10 @@ class LocalOracle:
 
     def set_state(self, state: dict[str, np.ndarray], like_theta: Any) -> None:
         """Inverse of :meth:`get_state`; ``like_theta`` gives the parameter's structure."""
-        if self.kind != "spider" or "spider_S" not in state:
+        if self.kind != "spider":
+            return
+        if "spider_S" not in state:  # no full pass yet
+            self._spider_S, self._spider_theta, self._spider_epoch = None, None, -1
             return
         self._spider_S = np.array(state["spider_S"], dtype=np.float64, copy=True)
         self._spider_theta = self.model.theta_from_vector(np.asarray(state["spider_theta"], dtype=np.float64),
