@@ -1,318 +1,43 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Public Python face of the compiled kernels (``src/kernels/fedmm_kernels.h``).
+"""Public Python face of the compiled kernels (DESIGN §6, ``fedmm_kernels.h``).
 
-Each family validates its arguments here (names, shapes, dtypes, ranges) and
-calls a private Cython module that runs the C kernel without the GIL.
+Each family validates its arguments (names, shapes, dtypes, ranges) in a
+private module and calls a private Cython extension (``fedmm._<family>``)
+that runs the C kernel without the GIL.  This module only re-exports them.
 """
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from fedmm._validation import as_array, as_rng, check_in, check_int, check_real
-
-# ---- compression (quantize.c) ----
-from fedmm import _quantize
-
-# ---- non-smooth problems, FedMLS (nonsmooth.c) ----
-from fedmm import _nonsmooth
+from fedmm._kernels_compression import (  # noqa: F401
+    quantize_blockp,
+    quantize_dither,
+    pack,
+    unpack,
+    wire_header,
+)
+from fedmm._kernels_sparse import (  # noqa: F401
+    ConvergenceWarning,
+    dictionary_statistics,
+    dictionary_update,
+    lasso,
+    lasso_gram,
+    project_psd,
+)
+from fedmm._kernels_nonsmooth import fedmls_local_round  # noqa: F401
 
 __all__ = [
-    # ---- compression (quantize.c) ----
+    # compression
     "quantize_blockp",
     "quantize_dither",
     "pack",
     "unpack",
     "wire_header",
-    # ---- non-smooth problems, FedMLS (nonsmooth.c) ----
+    # sparse coding and surrogate-space linear algebra
+    "ConvergenceWarning",
+    "lasso",
+    "lasso_gram",
+    "dictionary_statistics",
+    "dictionary_update",
+    "project_psd",
+    # non-smooth problems (FedMLS local loop)
     "fedmls_local_round",
 ]
-
-# ---- compression (quantize.c) ----
-_NORM_CODES = {"2": 1, "2.0": 1, "l2": 1, "inf": 2, "linf": 2}
-_SCHEMES = {"blockp": _quantize.SCHEME_BLOCKP, "dither": _quantize.SCHEME_DITHER}
-
-
-def _norm_code(norm: Any) -> int:
-    """1 for the 2-norm, 2 for the max-norm (accepts 2, 'inf', numpy.inf)."""
-    key = str(norm).lower()
-    if isinstance(norm, bool) or key not in _NORM_CODES:
-        raise ValueError(f"Expected 'norm' to be 2 or 'inf' (or numpy.inf), got {norm!r}")
-    return _NORM_CODES[key]
-
-
-def _as_vector(x: Any) -> np.ndarray:
-    """1-D, non-empty, native float32/float64, contiguous (one copy if strided).
-
-    Finiteness is checked by the C kernel in the same pass that computes the
-    block norms (``ValueError`` on NaN/inf), so no extra pass is made here.
-    """
-    arr = as_array(x, "x", ndim=1, dtype=None, finite=False)
-    if arr.shape[0] == 0:
-        raise ValueError("Expected 'x' with at least one element, got shape (0,)")
-    return np.ascontiguousarray(arr)
-
-
-def _block(block_size: int | None, q: int) -> int:
-    if block_size is None:
-        return q
-    return min(check_int(block_size, "block_size", low=1), q)
-
-
-def quantize_dither(
-    x: Any, bits: int = 8, *, block_size: int | None = None, norm: Any = 2, rng: Any = None
-) -> np.ndarray:
-    """Stochastic rounding (random dithering), fused with dequantization.
-
-    Per block ``x_l`` (``block_size`` coordinates, the last one possibly
-    shorter) with ``N = ||x_l||_r`` and ``s = 2**(bits-1) - 1``:
-    ``Q(x)_j = sign(x_j) * k_j * N / s`` with
-    ``k_j = floor(a_j) + Bernoulli(a_j - floor(a_j))``, ``a_j = s|x_j|/N``,
-    so that ``E[Q(x)] = x`` (FedEM Section 2; QSGD).
-
-    Parameters
-    ----------
-    x : array_like of shape (q,), float32 or float64
-        Any memory layout (strided input is copied once).
-    bits : int in [2, 16]
-        Bits per coordinate on the wire (sign + ``bits - 1`` level bits).
-    block_size : int or None
-        Coordinates per block; ``None`` = whole vector.
-    norm : {2, 'inf'}
-        Norm ``r`` scaling each block.
-    rng : None, int, SeedSequence, BitGenerator or Generator
-        Source of randomness (its lock is held while the kernel runs).
-
-    Returns
-    -------
-    ndarray of shape (q,), float64
-        Exactly the values :func:`unpack` returns for :func:`pack` called
-        with a generator in the same state.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from fedmm.kernels import quantize_dither
-    >>> v = quantize_dither(np.array([3.0, -4.0]), bits=8, rng=0)
-    >>> v.shape, bool(np.all(np.abs(v) <= 5.0))
-    ((2,), True)
-    """
-    arr = _as_vector(x)
-    bits = check_int(bits, "bits", low=2, high=16)
-    code = _norm_code(norm)
-    gen = as_rng(rng)
-    return _quantize.quantize(arr, _block(block_size, arr.shape[0]), bits, code, gen)
-
-
-def quantize_blockp(
-    x: Any, *, block_size: int | None = None, norm: Any = 2, rng: Any = None
-) -> np.ndarray:
-    """Block-p quantization (FedEM Appendix B, eq. (13)-(14)), dequantized.
-
-    Per block ``x_l``: ``Q(x)_j = ||x_l||_p sign(x_j) U_j`` with
-    ``U_j ~ Bernoulli(|x_j| / ||x_l||_p)``; identical to
-    ``quantize_dither(x, bits=2, ...)``.  Lemma 5:
-    ``E||Q(x) - x||^2 = sum_l (||x_l||_1 ||x_l||_p - ||x_l||_2^2)``.
-
-    Parameters
-    ----------
-    x, block_size, norm, rng
-        As in :func:`quantize_dither`.
-
-    Returns
-    -------
-    ndarray of shape (q,), float64
-        Ternary values ``{-N_l, 0, N_l}`` per block.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from fedmm.kernels import quantize_blockp
-    >>> v = quantize_blockp(np.array([3.0, -4.0]), rng=0)
-    >>> sorted(set(np.abs(v).tolist()) - {0.0}) in ([], [5.0])
-    True
-    """
-    return quantize_dither(x, 2, block_size=block_size, norm=norm, rng=rng)
-
-
-def pack(
-    x: Any,
-    bits: int = 8,
-    *,
-    block_size: int | None = None,
-    norm: Any = 2,
-    rng: Any = None,
-    scheme: str = "dither",
-) -> bytes:
-    """Quantize ``x`` and pack it into a self-describing wire payload.
-
-    Parameters
-    ----------
-    x, bits, block_size, norm, rng
-        As in :func:`quantize_dither`.
-    scheme : {'dither', 'blockp'}
-        Scheme id written in the header; ``'blockp'`` requires ``bits == 2``.
-
-    Returns
-    -------
-    bytes
-        ``32 + ceil(q/block) * itemsize + ceil(q * bits / 8)`` bytes
-        (``itemsize`` = 4 for float32 input, 8 for float64); layout in
-        ``docs/wire-format.md``.
-    """
-    arr = _as_vector(x)
-    bits = check_int(bits, "bits", low=2, high=16)
-    scheme_id = _SCHEMES[check_in(scheme, "scheme", tuple(_SCHEMES))]
-    if scheme_id == _quantize.SCHEME_BLOCKP and bits != 2:
-        raise ValueError(f"Expected 'bits' == 2 for scheme 'blockp', got {bits}")
-    code = _norm_code(norm)
-    gen = as_rng(rng)
-    return _quantize.encode(arr, _block(block_size, arr.shape[0]), bits, code, scheme_id, gen)
-
-
-def _as_payload(payload: Any) -> memoryview:
-    try:
-        view = memoryview(payload)
-    except TypeError as exc:
-        raise TypeError(f"Expected 'payload' to be bytes-like, got {type(payload).__name__}") from exc
-    if not view.c_contiguous:
-        view = memoryview(view.tobytes())
-    return view.cast("B")
-
-
-def unpack(payload: Any, *, out: np.ndarray | None = None) -> np.ndarray:
-    """Decode a payload of any fedmm compressor (untrusted bytes).
-
-    Parameters
-    ----------
-    payload : bytes-like
-        Validated completely (header, size, norms, padding) before the output
-        is written; nothing outside it is ever read.
-    out : ndarray of shape (q,), float64, C-contiguous, optional
-        Destination (avoids an allocation).
-
-    Returns
-    -------
-    ndarray of shape (q,), float64
-
-    Raises
-    ------
-    ValueError
-        ``"malformed payload: <reason>"``.
-    """
-    return _quantize.decode(_as_payload(payload), out)
-
-
-def wire_header(payload: Any) -> dict:
-    """Validated header fields of a payload: version, scheme, value_nbytes, norm, bits, q, block."""
-    return _quantize.read_header(_as_payload(payload))
-
-
-# ---- non-smooth problems, FedMLS (nonsmooth.c) ----
-_LOSS_CODES = {"hinge": _nonsmooth.LOSS_HINGE, "l1": _nonsmooth.LOSS_L1}
-
-
-def _index_array(x: Any, name: str, shape_desc: str, ndim: int) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.ndim != ndim or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"Expected '{name}' to be an integer array of shape {shape_desc}, "
-                         f"got dtype {arr.dtype} and shape {arr.shape}")
-    return np.ascontiguousarray(arr, dtype=np.int64)
-
-
-def _inplace_matrix(x: Any, name: str, shape: tuple) -> np.ndarray:
-    if not (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.flags.c_contiguous
-            and x.flags.writeable and x.shape == shape):
-        got = f"{type(x).__name__} {getattr(x, 'dtype', '')} {getattr(x, 'shape', '')}"
-        raise ValueError(f"Expected '{name}' to be a writeable C-contiguous float64 array of shape {shape}, "
-                         f"got {got}")
-    return x
-
-
-def fedmls_local_round(
-    loss: str,
-    design: Any,
-    target: Any,
-    offsets: Any,
-    V: Any,
-    U: np.ndarray,
-    U_avg: np.ndarray,
-    *,
-    n_steps: int,
-    weight: float,
-    radius: float | None = None,
-    rows: Any = None,
-    row_offsets: Any = None,
-    scale: Any = None,
-) -> None:
-    """The local loop of one FedMLS round for all clients, in place (FedMLS paper eq. (9)).
-
-    For every client ``i``, from ``u_0 = U[i]`` and ``ũ_0 = u_0``, for ``t = 1..n_steps``::
-
-        û_t = u_{t−1} − (weight · ĝ_i(u_{t−1}) + u_{t−1} − V[i]) / (1 + t/2)
-        u_t = û_t · min(1, radius/‖û_t‖₂)
-        ũ_t = (1 − θ_t) ũ_{t−1} + θ_t u_t,      θ_t = 2(t+1)/(t(t+3))
-
-    then ``U[i] = u_T`` and ``U_avg[i] = ũ_T``.  ``ĝ_i(u) = s_i Σ_j ℓ'(a_jᵀu, y_j) a_j``
-    over client ``i``'s rows (all of them, or the step's minibatch).
-
-    Parameters
-    ----------
-    loss : {"hinge", "l1"}
-        ``ℓ(z, y) = max(0, 1 − y z)`` or ``|z − y|``.
-    design : ndarray of shape (N, p)
-        Rows ``a_j`` of all clients, client by client (converted to C-ordered float64).
-    target : ndarray of shape (N,)
-    offsets : int array of shape (n + 1,)
-        Client ``i`` owns rows ``offsets[i]:offsets[i+1]`` (non-empty, ``offsets[0] = 0``,
-        ``offsets[-1] = N``).
-    V : ndarray of shape (n, p)
-        Prox centres ``v^i``.
-    U, U_avg : ndarray of shape (n, p), float64, C-contiguous, writeable
-        In: ``z_{k−1}^i`` (``U``); out: ``u_T`` and ``ũ_T``.
-    n_steps : int
-        ``T ≥ 0``.
-    weight : float
-        ``1/(n β_k) ≥ 0``.
-    radius : float, optional
-        Ball radius; None for no projection.
-    rows : int array of shape (≥ n_steps, B), optional
-        Per step, the global rows of every client's minibatch (client ``i`` in columns
-        ``row_offsets[i]:row_offsets[i+1]``; indices outside its range raise).
-    row_offsets : int array of shape (n + 1,)
-    scale : ndarray of shape (n,)
-        Minibatch factors ``s_i`` (``m_i/b_i`` for unbiased estimates).
-    """
-    code = _LOSS_CODES.get(loss)
-    if code is None:
-        raise ValueError(f"Expected 'loss' to be one of {tuple(_LOSS_CODES)}, got {loss!r}")
-    design = as_array(design, "design", ndim=2, order="C")
-    N, p = design.shape
-    target = as_array(target, "target", ndim=1)
-    if target.shape != (N,):
-        raise ValueError(f"Expected 'target' of shape ({N},), got shape {target.shape}")
-    offsets = _index_array(offsets, "offsets", "(n + 1,)", 1)
-    n = offsets.shape[0] - 1
-    if n < 1 or offsets[0] != 0 or offsets[-1] != N or np.any(np.diff(offsets) <= 0):
-        raise ValueError(f"Expected 'offsets' increasing from 0 to N={N} with non-empty clients, got {offsets}")
-    V = as_array(V, "V", ndim=2, order="C")
-    if V.shape != (n, p):
-        raise ValueError(f"Expected 'V' of shape ({n}, {p}), got shape {V.shape}")
-    U = _inplace_matrix(U, "U", (n, p))
-    U_avg = _inplace_matrix(U_avg, "U_avg", (n, p))
-    if not np.isfinite(U).all():
-        raise ValueError("Expected 'U' to contain only finite values (no NaN or inf)")
-    n_steps = check_int(n_steps, "n_steps", low=0)
-    weight = check_real(weight, "weight", low=0.0)
-    radius = -1.0 if radius is None else check_real(radius, "radius", low=0.0, low_open=True)
-    if rows is not None:
-        rows = _index_array(rows, "rows", "(n_steps, B)", 2)
-        row_offsets = _index_array(row_offsets, "row_offsets", "(n + 1,)", 1)
-        if row_offsets.shape != (n + 1,):
-            raise ValueError(f"Expected 'row_offsets' of shape ({n + 1},), got shape {row_offsets.shape}")
-        scale = as_array(scale, "scale", ndim=1)
-        if scale.shape != (n,):
-            raise ValueError(f"Expected 'scale' of shape ({n},), got shape {scale.shape}")
-    _nonsmooth.fedmls_local_round(code, design, target, offsets, n_steps, rows, row_offsets, scale,
-                                  weight, radius, V, U, U_avg)
