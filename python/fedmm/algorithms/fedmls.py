@@ -193,15 +193,15 @@ class FedMLS(_FederatedSubgradientMethod):
 class FedMLSMessage:
     """Server → clients in round ``k``: ``y_k`` and the round's ``T_k``, ``λ_k``."""
 
-    __slots__ = ("k", "y", "local_steps", "lam")
+    __slots__ = ("k", "y", "local_steps", "lam", "header")
 
-    def __init__(self, k: int, y: np.ndarray, local_steps: int, lam: float) -> None:
-        self.k, self.y, self.local_steps, self.lam = k, y, local_steps, lam
+    def __init__(self, k: int, y: np.ndarray, local_steps: int, lam: float, header: bool = True) -> None:
+        self.k, self.y, self.local_steps, self.lam, self.header = k, y, local_steps, lam, header
 
     @property
     def nbytes(self) -> int:
         """Bytes on the wire: ``y_k`` (float64) plus ``k``, ``T_k``, ``λ_k`` (8 bytes each)."""
-        return self.y.nbytes + 24
+        return self.y.nbytes + (24 if self.header else 0)
 
 
 class FedMLSServer:
@@ -213,6 +213,16 @@ class FedMLSServer:
         self.local_steps, self.lam = local_steps, lam
         self.total_local_steps = 0
         self._round: tuple[int, int, float] | None = None
+
+    def setup_message(self) -> FedMLSMessage:
+        """FedMLS has no set-up exchange (no control variates): an empty message."""
+        return FedMLSMessage(0, np.empty(0), 0, 0.0, header=False)
+
+    def setup_aggregate(self, payloads: dict) -> None:
+        """Nothing to aggregate before round 1 (see :meth:`setup_message`)."""
+        for i, b in payloads.items():
+            if b:
+                raise ValueError(f"Expected an empty set-up payload from client {i}, got {len(b)} bytes")
 
     def select(self, t: int) -> list[int]:
         """All clients participate (Algorithm 1)."""
@@ -269,6 +279,10 @@ class FedMLSClient:
         self.problem, self.data, self.oracle = problem, data, oracle
         self.n_clients, self.radius, self.backend = n_clients, radius, backend
         self.x, self.z, self.y = x0.copy(), x0.copy(), x0.copy()
+
+    def setup(self, message: FedMLSMessage) -> bytes:
+        """No set-up exchange in FedMLS: an empty payload."""
+        return b""
 
     def step(self, message: FedMLSMessage) -> bytes:
         """One round of local training; returns the payload ``y_{k+1}^i``."""
