@@ -279,6 +279,7 @@ class FedMLSClient:
         self.problem, self.data, self.oracle = problem, data, oracle
         self.n_clients, self.radius, self.backend = n_clients, radius, backend
         self.x, self.z, self.y = x0.copy(), x0.copy(), x0.copy()
+        self._share: tuple[tuple[int, ...], StackedClients] | None = None  # stacked data of the last share
 
     def setup(self, message: FedMLSMessage) -> bytes:
         """No set-up exchange in FedMLS: an empty payload."""
@@ -298,7 +299,10 @@ class FedMLSClient:
         Z = np.stack([c.z for c in clients])
         V = Z - (k / 4.0) * (np.stack([c.y for c in clients]) - message.y)
         U, U_avg = Z.copy(), Z.copy()
-        share = _stack_share(clients)
+        key = tuple(c.index for c in clients)
+        if first._share is None or first._share[0] != key:  # shares are fixed between rounds: stack once
+            first._share = (key, _stack_share(clients))
+        share = first._share[1]
         minibatch = first.oracle.batch_fraction is not None
         rows = row_bounds = scale = None
         if minibatch:  # each client draws T steps from its own stream, shifted to share rows
