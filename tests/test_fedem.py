@@ -113,9 +113,10 @@ def test_fedmissem_full_observation_round_is_rank_r_svd():
         np.testing.assert_allclose(th.matrix, rank_r_svd(X.mean(axis=0), 2), atol=1e-10)
 
 
-def test_fedmissem_with_missing_entries_beats_mean_imputation():
-    result = run_fedmissem(MissConfig(n_clients=4, observers_per_client=10, n_rows=15, n_cols=12,
-                                      epochs=15, monitor_every=10, block_size=4))
+@pytest.mark.parametrize("family,epochs", [("gaussian", 15), ("poisson", 8)])
+def test_fedmissem_with_missing_entries_beats_mean_imputation(family, epochs):
+    result = run_fedmissem(MissConfig(family=family, n_clients=4, observers_per_client=10, n_rows=15, n_cols=12,
+                                      epochs=epochs, monitor_every=10, block_size=4, reference_iters=30))
     assert result["fedmissem"]["rmse_mean"] < 0.5 * result["mean_imputation"]["rmse_mean"]
     assert result["centralized_em"]["rmse_mean"] < result["mean_imputation"]["rmse_mean"]
 

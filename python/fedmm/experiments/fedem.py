@@ -120,6 +120,7 @@ class MissConfig:
     epochs: float = 40.0
     monitor_every: int = 5
     projection: str | None = "euclidean"
+    reference_iters: int = 100  # iterations of the centralized (full-batch) EM reference
     seed: int = 0
 
 
@@ -344,7 +345,7 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
                 "rmse_mean": float(np.sqrt(np.mean((fill - true_mean[~masks]) ** 2)))}
     mu = np.asarray(sizes, dtype=np.float64) / sum(sizes)
     S = S0
-    for _ in range(200):
+    for _ in range(cfg.reference_iters):
         S = model.project(mu @ model.statistic_batch(datas, model.T(S), [None] * len(datas)))
     final_theta = model.T(np.asarray(run["final_S"]))
     return {
