@@ -78,6 +78,26 @@ class LocalOracle:
         self._spider_theta: Any = None
         self._spider_epoch = -1
 
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The SPIDER memory as arrays (empty for the memoryless oracles)."""
+        if self.kind != "spider" or self._spider_S is None:
+            return {}
+        return {"spider_S": np.array(self._spider_S, dtype=np.float64, copy=True),
+                "spider_theta": self.model.theta_vector(self._spider_theta),
+                "spider_epoch": np.array([self._spider_epoch], dtype=np.int64)}
+
+    def set_state(self, state: dict[str, np.ndarray], like_theta: Any) -> None:
+        """Inverse of :meth:`get_state`; ``like_theta`` gives the parameter's structure."""
+        if self.kind != "spider":
+            return
+        if "spider_S" not in state:  # no full pass yet
+            self._spider_S, self._spider_theta, self._spider_epoch = None, None, -1
+            return
+        self._spider_S = np.array(state["spider_S"], dtype=np.float64, copy=True)
+        self._spider_theta = self.model.theta_from_vector(np.asarray(state["spider_theta"], dtype=np.float64),
+                                                          like_theta)
+        self._spider_epoch = int(np.asarray(state["spider_epoch"]).reshape(-1)[0])
+
     def plan(self, t: int, rng: np.random.Generator) -> tuple[np.ndarray | None, bool]:
         """Samples to evaluate at ``θ_t`` (None = all) and whether this is a SPIDER refresh."""
         if self.kind == "full":

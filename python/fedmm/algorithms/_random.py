@@ -32,7 +32,17 @@ class RoundStream:
     """
 
     def __init__(self, seed_seq: np.random.SeedSequence) -> None:
-        self._key = seed_seq.generate_state(2, np.uint64)
+        self._setup(seed_seq.generate_state(2, np.uint64))
+
+    def __getstate__(self) -> dict:
+        return {"key": self._key}
+
+    def __setstate__(self, state: dict) -> None:
+        # Pickled copies (e.g. Ray's zero-copy arrays) may be read-only: rebuild writable buffers.
+        self._setup(np.array(state["key"], dtype=np.uint64, copy=True))
+
+    def _setup(self, key: np.ndarray) -> None:
+        self._key = key
         self._bitgen = np.random.Philox(key=self._key)
         self.generator = np.random.Generator(self._bitgen)
         # Reused state dict: only the round word of the counter changes.

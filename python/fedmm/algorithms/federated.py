@@ -28,6 +28,7 @@ from fedmm.algorithms._random import (
     seed_repr,
 )
 from fedmm.algorithms._schedule import StepSchedule
+from fedmm.compression import Identity
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
 
@@ -151,12 +152,20 @@ class Client:
         See :class:`fedmm.algorithms._oracle.LocalOracle`.
     seed : int or SeedSequence
         Run seed; the client's stream at round ``t`` is ``Philox(key_i, t)``.
+    control_variates : {'zero', 'oracle'}
+        Initial ``V_{0,i}`` (see :meth:`setup`).
+
+    Notes
+    -----
+    Protocol: :meth:`setup` once with the server's set-up broadcast, then
+    :meth:`step` for every round in which the client is contacted.
     """
 
     def __init__(self, index: int, data: Any, model: SurrogateModel, *, space: str, compressor: Any,
                  alpha: float, p: float, mode: str, oracle: str, batch_size: int | None,
-                 k_in: int | None, seed: int | np.random.SeedSequence) -> None:
+                 k_in: int | None, seed: int | np.random.SeedSequence, control_variates: str = "zero") -> None:
         self.index = int(index)
+        self.control_variates = control_variates
         self.data = data
         self.model = model
         self.space = space
@@ -181,21 +190,42 @@ class Client:
     def _reference(message: Broadcast, space: str) -> np.ndarray:
         return message.statistic if space == "statistic" else message.theta_vector
 
-    def setup(self, message: Broadcast, init: str, identity: Any) -> bytes:
-        """Initialise ``V_{0,i}``: zero, or ``h_i(Ŝ_0)`` (FedMM paper, after Theorem 1).
+    def setup(self, message: Broadcast) -> bytes:
+        """Initialise ``V_{0,i}`` from the set-up broadcast: zero, or ``h_i(Ŝ_0)`` (FedMM paper, after Theorem 1).
 
-        ``'oracle'`` computes ``E_{π_i}[S̄(Z, θ_0)] − Ŝ_0`` on the full local
-        data (its parameter-space analogue for the baseline) and returns it
-        uncompressed, so that the server's ``V_0 = Σ μ_i V_{0,i}`` is exact.
-        Returns empty bytes for ``'zero'``.
+        ``control_variates='oracle'`` computes ``E_{π_i}[S̄(Z, θ_0)] − Ŝ_0`` on
+        the full local data (its parameter-space analogue for the baseline)
+        and returns it uncompressed (``Identity`` wire format), so that the
+        server's ``V_0 = Σ μ_i V_{0,i}`` is exact.  Returns empty bytes for ``'zero'``.
         """
         ref = self._reference(message, self.space)
-        if init == "zero":
+        if self.control_variates == "zero":
             self.V = np.zeros_like(ref)
             return b""
         full = self.model.statistic(self.data, message.theta, None)
         self.V = self._local_value(full) - ref
-        return identity.encode(self.V, None)
+        return Identity().encode(self.V, None)
+
+    # -- state transfer (runtimes whose workers do not keep Client objects) ----
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The client's mutable state as float64/int64 arrays: ``V`` and the oracle's memory.
+
+        Together with the constructor arguments this is all a client carries
+        between rounds, so ``set_state(get_state())`` on a fresh client built
+        with the same seed continues the run bit for bit.
+        """
+        state = {} if self.V is None else {"V": np.array(self.V, dtype=np.float64, copy=True)}
+        state.update(self.oracle.get_state())
+        return state
+
+    def set_state(self, state: dict[str, np.ndarray], like_theta: Any = None) -> None:
+        """Restore :meth:`get_state` (``like_theta``: a parameter giving the model's structure)."""
+        if "V" in state:
+            V = np.asarray(state["V"], dtype=np.float64)
+            if V.ndim != 1 or not np.isfinite(V).all():
+                raise ValueError(f"Expected a finite 1-D control variate 'V', got shape {V.shape}")
+            self.V = np.array(V, copy=True)
+        self.oracle.set_state(state, like_theta)
 
     # -- one round ----------------------------------------------------------
     def _begin(self, message: Broadcast) -> tuple[np.random.Generator, bool, np.ndarray | None, bool]:
@@ -470,8 +500,6 @@ class FedMM:
             raise TypeError("Expected 'participation' to be a probability in (0, 1] or an int count, "
                             f"got {type(participation).__name__}")
         if compressor is None:
-            from fedmm.compression import Identity
-
             compressor = Identity()
         self.compressor = compressor
         self.alpha = check_real(alpha, "alpha", low=0.0)
@@ -528,24 +556,95 @@ class FedMM:
             raise ValueError("Expected 'weights' to be finite, non-negative and not all zero")
         return w / w.sum()
 
-    def _compressors(self, n: int, size: int) -> list[Any]:
+    @staticmethod
+    def _check_compressor(i: int, c: Any, size: int) -> None:
+        if not all(hasattr(c, m) for m in ("encode", "decode")):
+            raise TypeError(f"Expected compressor {i} to have encode/decode methods, got {type(c).__name__}")
+        probe = np.zeros(size)
+        try:
+            out = c.decode(c.encode(probe, np.random.default_rng(0)))
+        except Exception as exc:
+            raise ValueError(f"Compressor {i} ({c!r}) cannot encode messages of length {size}: {exc}") from exc
+        if np.shape(out) != (size,):
+            raise ValueError(f"Compressor {i} ({c!r}) turned a message of length {size} into shape {np.shape(out)}")
+
+    def _compressor_list(self, n: int) -> list[Any]:
         comp = self.compressor
         comps = list(comp) if isinstance(comp, (list, tuple)) else [comp] * n
         if len(comps) != n:
             raise ValueError(f"Expected one compressor per client (n_clients={n}), got {len(comps)}")
-        probe = np.zeros(size)
-        for i, c in enumerate(comps):
-            if not all(hasattr(c, m) for m in ("encode", "decode")):
-                raise TypeError(f"Expected compressor {i} to have encode/decode methods, got {type(c).__name__}")
-            try:
-                out = c.decode(c.encode(probe, np.random.default_rng(0)))
-            except Exception as exc:
-                raise ValueError(f"Compressor {i} ({c!r}) cannot encode messages of length {size}: {exc}") from exc
-            if np.shape(out) != (size,):
-                raise ValueError(f"Compressor {i} ({c!r}) turned a message of length {size} into shape {np.shape(out)}")
         return comps
 
+    def _compressors(self, n: int, size: int) -> list[Any]:
+        comps = self._compressor_list(n)
+        for i, c in enumerate(comps):
+            self._check_compressor(i, c, size)
+        return comps
+
+    def _participation_for(self, n: int) -> tuple[int | None, float]:
+        """``(count, p)``: the fixed count (or None) and the participation probability for ``n`` clients."""
+        if isinstance(self.participation, int):
+            if self.participation > n:
+                raise ValueError(f"Expected 'participation' count <= n_clients={n}, got {self.participation}")
+            return self.participation, self.participation / n
+        return None, self.participation
+
+    def _message_size(self, S0: np.ndarray) -> int:
+        model = self.model
+        return model.layout.size if self._space == "statistic" else model.theta_vector(model.T(S0)).shape[0]
+
     # -- building the parties ---------------------------------------------
+    def build_server(self, n_clients: int, *, weights: Any, S0: Any,
+                     seed: int | np.random.SeedSequence = 0) -> Server:
+        """The :class:`Server` alone, for runtimes where the data stay with remote clients.
+
+        Parameters
+        ----------
+        n_clients : int
+        weights : array_like of shape (n_clients,)
+            ``μ_i`` (normalized here), e.g. the clients' reported sample counts.
+        S0 : ndarray of shape (q,)
+            ``Ŝ_0`` in 𝒮 (the server cannot call ``init_statistic`` without the data).
+        seed : int or SeedSequence
+        """
+        seed = check_seed(seed)
+        n = check_int(n_clients, "n_clients", low=1)
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (n,):
+            raise ValueError(f"Expected 'weights' of length n_clients={n}, got shape {w.shape}")
+        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise ValueError("Expected 'weights' to be finite, non-negative and not all zero")
+        S0 = np.array(self.model.layout.check(S0, "S0"), dtype=np.float64, copy=True)
+        if not np.isfinite(S0).all():
+            raise ValueError("Expected 'S0' to contain only finite values")
+        if not self.model.in_domain(S0):
+            raise ValueError("Expected 'S0' in the surrogate domain 𝒮 (model.project(S0) != S0)")
+        count, p = self._participation_for(n)
+        comps = self._compressor_list(n)
+        self._check_compressor(0, comps[0], self._message_size(S0))
+        return Server(self.model, n, weights=w / w.sum(), p=p, count=count, schedule=self.schedule,
+                      alpha=self.alpha, projection=self.projection, space=self._space,
+                      mode=self.participation_mode, S0=S0, seed=seed, decoder=comps[0])
+
+    def build_client(self, index: int, data: Any, *, n_clients: int,
+                     seed: int | np.random.SeedSequence = 0, check: bool = True) -> Client:
+        """Client ``index`` of ``n_clients`` on its own ``data`` (what a remote worker builds).
+
+        With the same ``seed`` it is the client :meth:`build` creates, so a
+        remote client reproduces the in-process numbers.  ``check=False``
+        skips ``model.check_data`` for data already validated.
+        """
+        seed = check_seed(seed)
+        n = check_int(n_clients, "n_clients", low=1)
+        index = check_int(index, "index", low=0, high=n - 1)
+        if check:
+            data = self.model.check_data(data, f"datas[{index}]")
+        _, p = self._participation_for(n)
+        return Client(index, data, self.model, space=self._space, compressor=self._compressor_list(n)[index],
+                      alpha=self.alpha, p=p, mode=self.participation_mode, oracle=self.oracle,
+                      batch_size=self.batch_size, k_in=self.k_in, seed=seed,
+                      control_variates=self.control_variates)
+
     def build(self, datas: Sequence[Any], *, seed: int | np.random.SeedSequence = 0,
               S0: np.ndarray | None = None) -> tuple[Server, list[Client]]:
         """Validated :class:`Server` and :class:`Client` objects for ``datas`` (used by every runtime)."""
@@ -554,42 +653,12 @@ class FedMM:
         model = self.model
         n = len(datas)
         weights = self._weights(datas)
-        if isinstance(self.participation, int):
-            if self.participation > n:
-                raise ValueError(f"Expected 'participation' count <= n_clients={n}, got {self.participation}")
-            count, p = self.participation, self.participation / n
-        else:
-            count, p = None, self.participation
         if S0 is None:
             S0 = model.init_statistic(datas, init_generator(seed))
-        else:
-            S0 = np.array(model.layout.check(S0, "S0"), dtype=np.float64, copy=True)
-            if not np.isfinite(S0).all():
-                raise ValueError("Expected 'S0' to contain only finite values")
-        if not model.in_domain(S0):
-            raise ValueError("Expected 'S0' in the surrogate domain 𝒮 (model.project(S0) != S0)")
-        size = model.layout.size if self._space == "statistic" else model.theta_vector(model.T(S0)).shape[0]
-        comps = self._compressors(n, size)
-        server = Server(model, n, weights=weights, p=p, count=count, schedule=self.schedule, alpha=self.alpha,
-                        projection=self.projection, space=self._space, mode=self.participation_mode, S0=S0,
-                        seed=seed, decoder=comps[0])
-        clients = [
-            Client(i, d, model, space=self._space, compressor=comps[i], alpha=self.alpha, p=p,
-                   mode=self.participation_mode, oracle=self.oracle, batch_size=self.batch_size,
-                   k_in=self.k_in, seed=seed)
-            for i, d in enumerate(datas)
-        ]
+        server = self.build_server(n, weights=weights, S0=S0, seed=seed)
+        self._compressors(n, server._size)
+        clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
         return server, clients
-
-    def setup(self, server: Server, clients: Sequence[Client]) -> int:
-        """Initial control variates (in process); returns the bytes sent up."""
-        from fedmm.compression import Identity
-
-        identity = Identity()
-        message = server.setup_message()
-        payloads = {c.index: c.setup(message, self.control_variates, identity) for c in clients}
-        server.setup_aggregate(payloads)
-        return sum(len(b) for b in payloads.values())
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: int | np.random.SeedSequence = 0,
             S0: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
@@ -641,7 +710,6 @@ class FedMM:
             objective_data = self.model.check_data(objective_data, "objective_data")
         history = History(self._name, {**self.config(), "seed": seed_repr(check_seed(seed)),
                                        "n_clients": len(clients), "n_rounds": n_rounds})
-        history.config["setup_bytes_up"] = self.setup(server, clients)
         monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
                            monitor_every if self._space == "parameter" else 0)
         if objective_every:

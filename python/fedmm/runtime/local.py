@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 from fedmm._validation import check_int
 from fedmm.history import History
 
-__all__ = ["LocalRuntime"]
+__all__ = ["LocalRuntime", "round_record"]
 
 
 def _chunks(items: Sequence[Any], k: int) -> list[list[Any]]:
@@ -18,6 +18,26 @@ def _chunks(items: Sequence[Any], k: int) -> list[list[Any]]:
     k = min(k, n)
     bounds = [n * j // k for j in range(k + 1)]
     return [list(items[bounds[j]:bounds[j + 1]]) for j in range(k)]
+
+
+def round_record(t: int, server_record: dict, ids: Sequence[int], payloads: Sequence[Any],
+                 message: Any, elapsed: float) -> dict:
+    """The History record of round ``t`` (shared by every runtime).
+
+    ``payloads[k]`` is client ``ids[k]``'s message, or None when the client
+    failed or timed out: it was *dropped* (left out of the aggregation, as an
+    inactive client of Algorithm 2).  ``active`` lists the clients whose
+    non-empty message was aggregated; bytes count what actually travelled.
+    """
+    return {
+        "t": t,
+        **server_record,
+        "active": [i for i, b in zip(ids, payloads) if b],
+        "dropped": [i for i, b in zip(ids, payloads) if b is None],
+        "bytes_up": sum(len(b) for b in payloads if b is not None),
+        "bytes_down": len(ids) * message.nbytes,
+        "wall_time": elapsed,
+    }
 
 
 class LocalRuntime:
@@ -49,7 +69,7 @@ class LocalRuntime:
         return [c.step(message) for c in share]
 
     def exchange(self, clients: Sequence[Any], message: Any, pool: ThreadPoolExecutor | None) -> list[bytes]:
-        """Deliver ``message`` to ``clients`` and collect their payloads, in order."""
+        """Deliver ``message`` to ``clients`` and collect their payloads, in order (None: dropped)."""
         if not clients:
             return []
         shares = _chunks(clients, self.n_threads)
@@ -61,12 +81,14 @@ class LocalRuntime:
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
             callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
-        """Run ``n_rounds`` rounds, appending one record per round to ``history``.
+        """Run the set-up exchange and ``n_rounds`` rounds, appending one record per round to ``history``.
 
-        Record fields added here: ``t``, ``active`` (clients whose message was
-        non-empty), ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative
-        seconds of the rounds, monitoring excluded); the server's record and
-        the monitor's fields are merged in.
+        Record fields added here (:func:`round_record`): ``t``, ``active``
+        (clients whose message was non-empty), ``dropped`` (clients that
+        failed; always empty in process, where an exception propagates),
+        ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative seconds of the
+        rounds, monitoring excluded); the server's record and the monitor's
+        fields are merged in.
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         rounds: Any = range(n_rounds)
@@ -77,21 +99,21 @@ class LocalRuntime:
         pool = ThreadPoolExecutor(max_workers=self.n_threads) if self.n_threads > 1 else None
         elapsed = 0.0
         try:
+            # Set-up exchange: every client initialises its control variate, the server aggregates.
+            setup = server.setup_message()
+            setup_payloads = [c.setup(setup) for c in clients]
+            server.setup_aggregate({c.index: b for c, b in zip(clients, setup_payloads)})
+            history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads)
+            history.config["setup_bytes_down"] = len(clients) * setup.nbytes
             for t in rounds:
                 start = time.perf_counter()
                 ids = server.select(t)
                 message = server.broadcast(t)
                 payloads = self.exchange([clients[i] for i in ids], message, pool)
-                record = server.aggregate(t, dict(zip(ids, payloads)))
+                received = {i: b for i, b in zip(ids, payloads) if b is not None}
+                record = server.aggregate(t, received)
                 elapsed += time.perf_counter() - start
-                record = {
-                    "t": t,
-                    **record,
-                    "active": [i for i, b in zip(ids, payloads) if b],
-                    "bytes_up": sum(len(b) for b in payloads),
-                    "bytes_down": len(ids) * message.nbytes,
-                    "wall_time": elapsed,
-                }
+                record = round_record(t, record, ids, payloads, message, elapsed)
                 if monitor is not None:
                     record.update(monitor(t, record["gamma"]))
                 history.append(**record)
