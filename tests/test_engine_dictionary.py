@@ -176,3 +176,14 @@ def test_sassmm_dictionary_objective_decreases(datas):
     h = SASSMM(_model(), step="1/t", batch_size=20).run(data, 80, seed=0, objective_every=20)
     obj = h.column("objective")
     assert obj[np.isfinite(obj)][-1] < h.config["initial_objective"]
+
+
+def test_warm_started_codes_agree_with_cold_starts(datas):
+    """Warm starts change only the LASSO iterations, not the statistics (to the solver tolerance)."""
+    trajectories = []
+    for warm in (True, False):
+        traj = []
+        FedMM(DictionaryLearning(K, LAM, ETA, warm_start=warm), participation=3, alpha=0.1, step=0.3,
+              batch_size=10).run(datas, 15, seed=4, callback=lambda t, S, th: traj.append(S.copy()))
+        trajectories.append(np.array(traj))
+    np.testing.assert_allclose(trajectories[0], trajectories[1], rtol=1e-6, atol=1e-8)
