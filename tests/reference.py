@@ -219,10 +219,10 @@ def engine_ista(X, y, lam, rho, n_iter, theta0=None):
     return theta
 
 
-def engine_heterogeneous_positive(n_clients, n_per_client, rng):
-    """Positive samples whose client means differ by an order of magnitude (Remark 1 data)."""
-    scales = np.geomspace(0.2, 20.0, n_clients)
-    return [rng.gamma(4.0, s / 4.0, size=n_per_client) for s in scales]
+def engine_heterogeneous_positive(sizes, rng):
+    """Positive samples, one client per entry of ``sizes``, whose means differ by two orders of magnitude."""
+    scales = np.geomspace(0.2, 20.0, len(sizes))
+    return [rng.gamma(4.0, s / 4.0, size=int(n)) for s, n in zip(scales, sizes)]
 
 
 # =====================================================================================
