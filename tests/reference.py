@@ -466,3 +466,40 @@ def project_capped_simplex_bisection(v, floor):
         else:
             hi = tau
     return np.maximum(v - 0.5 * (lo + hi), floor)
+
+
+# =============================================================================
+# ---- runtimes (issue 8): FedMM rounds with dropped clients ----
+# =============================================================================
+from fedmm.models import InverseToy  # noqa: E402 - only the runtime helpers below need fedmm
+
+
+def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, S0=None):
+    """Algorithm 2 run in process where the clients in ``failing`` never answer.
+
+    A dropped client is treated as an inactive one (lines 10-11: no message,
+    ``V_{t+1,i} = V_{t,i}``): the server aggregates the other active clients'
+    payloads with the nominal ``1/p``.  Returns the per-round
+    ``(ids, E_s, Ŝ_{t+1})`` and the final ``(Ŝ, θ)``.
+    """
+    server, clients = algo.build(datas, seed=seed, S0=S0)
+    algo.setup(server, clients)
+    rounds = []
+    for t in range(n_rounds):
+        ids = server.select(t)
+        message = server.broadcast(t)
+        payloads = {i: clients[i].step(message) for i in ids if i not in failing}
+        record = server.aggregate(t, payloads)
+        rounds.append((ids, record["E_s"], server.S.copy()))
+    return rounds, server.S, server.theta_vector
+
+
+class FailingInverseToy(InverseToy):
+    """``InverseToy`` whose oracle raises on a client whose data start with ``FAIL_MARK`` (a broken worker)."""
+
+    FAIL_MARK = 1000.0
+
+    def statistic(self, data, theta, idx=None):
+        if data[0] == self.FAIL_MARK:
+            raise RuntimeError("simulated client failure")
+        return super().statistic(data, theta, idx)

@@ -240,12 +240,6 @@ class FedMMStrategy(Strategy):
     def _start_server(self, hello: dict[int, RecordDict]) -> None:
         algo = self.algorithm
         model = algo.model
-        if hasattr(model, "set_global_moments"):
-            moments = []
-            for pid in range(self.n_clients):
-                arrays = hello[pid].array_records[_MOMENTS]
-                moments.append((int(arrays["n"].numpy()[0]), arrays["sum"].numpy(), arrays["sumsq"].numpy()))
-            model.set_global_moments(moments)
         if algo.weights is None:
             weights = [float(hello[pid].config_records[_REPLY]["n-samples"]) for pid in range(self.n_clients)]
         else:
@@ -257,6 +251,12 @@ class FedMMStrategy(Strategy):
             except Exception as exc:
                 raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass S0= or init_datas= "
                                  "to FedMMStrategy") from exc
+        if hasattr(model, "set_global_moments"):
+            moments = []
+            for pid in range(self.n_clients):
+                arrays = hello[pid].array_records[_MOMENTS]
+                moments.append((int(arrays["n"].numpy()[0]), arrays["sum"].numpy(), arrays["sumsq"].numpy()))
+            model.set_global_moments(moments)  # after init_statistic, which may fit pilot moments
         self.server = algo.build_server(self.n_clients, weights=weights, S0=S0, seed=self.seed)
         self._structure = _theta_structure(self.server.theta)
 

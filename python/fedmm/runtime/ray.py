@@ -21,6 +21,7 @@ Ray binds to ``127.0.0.1`` unless you connect to an existing cluster
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
 from typing import Any, Callable, Sequence
@@ -62,7 +63,10 @@ def init_local_ray(num_cpus: int | None = None, **kwargs: Any) -> Any:
     """
     ray = _import_ray()
     if not ray.is_initialized():
-        options = {"include_dashboard": False, "log_to_driver": False, "_node_ip_address": "127.0.0.1"}
+        # Workers see the driver's sys.path, so clients defined in local modules unpickle there.
+        runtime_env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}}
+        options = {"include_dashboard": False, "log_to_driver": False, "_node_ip_address": "127.0.0.1",
+                   "runtime_env": runtime_env}
         options.update(kwargs)
         ray.init(num_cpus=num_cpus, **options)
     return ray
