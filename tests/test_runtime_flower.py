@@ -187,7 +187,9 @@ def _stop(procs):
 @pytest.mark.integration
 def test_loopback_deployment_superlink_three_supernodes_flwr_run(tmp_path):
     link_port, *node_ports = _free_ports(4)
-    env = {**os.environ, "FLWR_HOME": str(tmp_path / "cli")}
+    # The venv's bin first: the SuperLink and SuperNodes spawn flower-superexec, flwr-serverapp, flwr-clientapp.
+    env = {**os.environ, "FLWR_HOME": str(tmp_path / "cli"),
+           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     (tmp_path / "cli").mkdir()
     (tmp_path / "cli" / "config.toml").write_text(
         f'[superlink.loopback]\naddress = "127.0.0.1:{link_port}"\ninsecure = true\n')
@@ -196,6 +198,7 @@ def test_loopback_deployment_superlink_three_supernodes_flwr_run(tmp_path):
     logs = []
 
     def start(name, args, home):
+        home.mkdir(exist_ok=True)
         log = open(tmp_path / f"{name}.log", "w")
         logs.append(log)
         procs.append(subprocess.Popen([str(BIN / args[0]), *args[1:]], cwd=tmp_path, stdout=log,
@@ -208,7 +211,10 @@ def test_loopback_deployment_superlink_three_supernodes_flwr_run(tmp_path):
                                    "--disable-runtime-dependency-installation",
                                    "--database", ":flwr-in-memory:"], tmp_path / "link")
         deadline = time.monotonic() + 60
-        _wait_for_port(link_port, link, deadline)
+        try:
+            _wait_for_port(link_port, link, deadline)
+        except (RuntimeError, TimeoutError) as exc:
+            raise AssertionError((tmp_path / "superlink.log").read_text()[-3000:]) from exc
         for i, port in enumerate(node_ports):
             start(f"supernode{i}", ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}",
                                     "--host", "127.0.0.1", "--port", str(port),
