@@ -25,7 +25,7 @@ from flwr.serverapp import ServerApp  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
 
 import fedmm.flower as ff  # noqa: E402
-from fedmm.algorithms import FedMM  # noqa: E402
+from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
 from fedmm.algorithms._random import init_generator  # noqa: E402
 from fedmm.compression import BlockQuantizer  # noqa: E402
 from fedmm.history import History  # noqa: E402
@@ -75,6 +75,21 @@ def test_strategy_rejects_bad_arguments():
         ff.FedMMStrategy(algo, 3, seed=np.random.SeedSequence(1))
     with pytest.raises(TypeError, match="FedMM"):
         ff.FedMMStrategy("FedMM", 3)
+    with pytest.raises(TypeError, match="RayRuntime"):
+        ff.FedMMStrategy(ParameterAveraging(FailingInverseToy()), 3)
+
+
+def test_missing_flower_gives_an_import_error_naming_the_extra():
+    code = ("import sys; sys.modules['flwr'] = sys.modules['flwr.app'] = None\n"
+            "try:\n    import fedmm.flower\nexcept ImportError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "pip install 'fedmm[flower]'" in out.stdout, out.stdout + out.stderr
+    # Importing fedmm and its runtimes imports neither Flower nor Ray (both are optional extras).
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, fedmm, fedmm.runtime; print(sorted(m for m in sys.modules "
+                               "if m.split('.')[0] in ('flwr', 'ray') or m == 'fedmm.flower'))"],
+        capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
 
 
 # --------------------------------------------------------------------------- Flower simulation

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The sharded Ray runtime reproduces the in-process History and drops failing clients."""
 import gc
+import sys
 import warnings
 
 import numpy as np
@@ -75,6 +76,14 @@ def test_ray_drops_and_reports_a_failing_client(ray_session):
     np.testing.assert_array_equal(h.state["theta"], theta)
     assert [(t, i) for t, i, _ in errors] == [(0, 4), (1, 4), (2, 4)]
     assert all("simulated client failure" in e for *_, e in errors)
+
+
+def test_missing_ray_gives_an_import_error_naming_the_extra(monkeypatch):
+    from fedmm.runtime import ray as ray_runtime
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"pip install 'fedmm\[ray\]'"):
+        ray_runtime._import_ray()
 
 
 def test_ray_rejects_bad_arguments():

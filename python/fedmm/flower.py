@@ -179,7 +179,8 @@ class FedMMStrategy(Strategy):
                  init_datas: Sequence[Any] | None = None, objective: Callable[[Any], float] | None = None,
                  wait_nodes: float = 120.0) -> None:
         if not isinstance(algorithm, FedMM) or algorithm._space != "statistic":
-            raise TypeError(f"Expected 'algorithm' to be a fedmm FedMM instance, got {type(algorithm).__name__}")
+            raise TypeError("Expected 'algorithm' to be a fedmm FedMM instance (surrogate-space aggregation; "
+                            f"use fedmm.runtime.RayRuntime for the Θ-space baseline), got {type(algorithm).__name__}")
         seed = check_seed(seed)
         if not isinstance(seed, int):
             raise TypeError("Expected 'seed' to be an int for Flower (it travels as a decimal string)")
