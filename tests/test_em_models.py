@@ -16,6 +16,7 @@ from fedmm.data import synthetic_lowrank
 from fedmm.models import GaussianMixture, MissingValues, PoissonLatent
 from fedmm.models.gmm import _project_capped_simplex
 from reference import (
+    gmm_full_em_step,
     gmm_tied_em_step,
     gmm_tied_loglik,
     poisson_latent_objective,
@@ -382,3 +383,49 @@ def test_theta_vector_round_trips():
     back = model.theta_from_vector(model.theta_vector(th), th)
     np.testing.assert_allclose(back.matrix, th.matrix, atol=1e-12)
     assert model.penalty(back) == pytest.approx(model.penalty(th), abs=1e-10)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gmm_full_covariance_em_iteration_matches_textbook_em(seed):
+    rng = np.random.default_rng(30 + seed)
+    Y = _mixture_data(rng, n=300)
+    gmm = GaussianMixture(3, covariance="full", reg_covar=0.0)
+    s = gmm.init_statistic([Y[:100], Y[100:]], rng)
+    theta = gmm.T(s)
+    ref = (theta.weights, theta.means, theta.covariance)
+    prev = -np.inf
+    for _ in range(10):
+        s = gmm.project(gmm.statistic(Y, theta))
+        w, mu, cov, ll = gmm_full_em_step(Y, *ref)
+        assert -gmm.objective(Y, theta) == pytest.approx(ll, abs=1e-10)  # log-likelihood at θ_k
+        assert ll >= prev - 1e-12
+        prev = ll
+        ref = (w, mu, cov)
+        theta = gmm.T(s)
+        np.testing.assert_allclose(theta.weights, w, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(theta.means, mu, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(theta.covariance, cov, rtol=0, atol=1e-10)
+    sk = SkGaussianMixture(3, covariance_type="full", reg_covar=0.0)
+    sk.weights_, sk.means_, sk.covariances_ = theta.weights, theta.means, theta.covariance
+    sk.precisions_cholesky_ = np.linalg.inv(np.linalg.cholesky(theta.covariance)).transpose(0, 2, 1)
+    np.testing.assert_allclose(gmm.responsibilities(Y, theta), sk.predict_proba(Y), atol=1e-10)
+    back = gmm.theta_from_vector(gmm.theta_vector(theta))
+    np.testing.assert_array_equal(back.covariance, theta.covariance)
+
+
+def test_gmm_full_guard_and_errors():
+    rng = np.random.default_rng(33)
+    Y = _mixture_data(rng, n=60, p=2, G=2)
+    gmm = GaussianMixture(2, covariance="full", reg_covar=0.5)
+    s = gmm.init_statistic([Y], rng)
+    G, p = 2, 2
+    s[G + G * p :] = 0.0  # second moments that imply indefinite covariances
+    s[:G] = 0.5
+    theta = gmm.T(s)
+    assert np.linalg.eigvalsh(theta.covariance).min() >= 0.5 * (1 - 1e-12)
+    with pytest.raises(np.linalg.LinAlgError, match="reg_covar"):
+        GaussianMixture(2, covariance="full", reg_covar=0.0, n_features=2).T(s)
+    with pytest.raises(ValueError, match="known_covariance"):
+        GaussianMixture(2, covariance="full", known_covariance=np.eye(2))
+    with pytest.raises(ValueError, match=r"\(2, 2, 2\)"):
+        gmm.parameters([0.5, 0.5], np.zeros((2, 2)), np.eye(2))

@@ -4,11 +4,16 @@ import numpy as np
 import pytest
 from sklearn.decomposition import sparse_encode
 
-from fedmm.algorithms import SASSMM, FedMM
-from fedmm.compression import Identity, StochasticRounding
-from fedmm.models import DictionaryLearning
+from fedmm import kernels
 
-from reference import engine_centralized_mm
+if not hasattr(kernels, "dictionary_statistics"):  # until the issue-3 kernels are merged
+    pytest.skip("fedmm.kernels.dictionary_statistics not available yet", allow_module_level=True)
+
+from fedmm.algorithms import SASSMM, FedMM  # noqa: E402
+from fedmm.compression import Identity, StochasticRounding  # noqa: E402
+from fedmm.models import DictionaryLearning  # noqa: E402
+
+from reference import engine_centralized_mm  # noqa: E402
 
 P, K, LAM, ETA = 8, 5, 0.1, 0.2
 

@@ -68,6 +68,21 @@ def test_fig1_fedmm_objective_non_increasing_on_homogeneous_data(fig1_run):
     assert curve[-1] < 0.95 * curve[0]
 
 
+def test_seeds_in_parallel_processes_give_the_same_runs(fig1_run, tmp_path):
+    _, out = fig1_run
+    status = main(["experiment", "fig1", "--setting", "homogeneous", "--rounds", "20", "--seeds", "2",
+                   "--beta", "0.05", "--out", str(tmp_path), "--jobs", "2", *SMALL])
+    assert status == 0
+    serial = json.loads((out / "fig1_homogeneous.json").read_text())["runs"]
+    parallel = json.loads((tmp_path / "fig1_homogeneous.json").read_text())["runs"]
+
+    def strip(runs):
+        return {name: [[{k: v for k, v in r.items() if k != "wall_time"} for r in h["records"]] for h in hs]
+                for name, hs in runs.items()}
+
+    assert strip(serial) == strip(parallel)
+
+
 def test_fig2_full_batches_and_beta_tuning(tmp_path):
     out = tmp_path / "fig2"
     status = main(["experiment", "fig2", "--setting", "homogeneous", "--rounds", "6", "--seeds", "1",
@@ -166,3 +181,26 @@ def test_version_flag(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0 and fedmm.__version__ in capsys.readouterr().out
+
+
+def test_seed_bands_mean_and_std_skip_missing_values():
+    curves = [np.array([1.0, np.nan, 3.0, np.nan]), np.array([3.0, 2.0, np.nan, np.nan])]
+    rounds, mean, std = seed_bands(curves)
+    np.testing.assert_array_equal(rounds, [1, 2, 3])
+    np.testing.assert_allclose(mean, [2.0, 2.0, 3.0])
+    np.testing.assert_allclose(std, [1.0, 0.0, 0.0])
+
+
+def test_summary_reports_failed_runs(fig1_run):
+    from fedmm.experiments.dictionary import _summary_rows
+
+    _, out = fig1_run
+    result = json.loads((out / "fig1_homogeneous.json").read_text())
+    result["runs"]["ParameterAveraging"][1] = {
+        "algorithm": "ParameterAveraging", "records": [],
+        "config": {"seed": 1, "failed_round": 7, "failure": "ValueError: non-finite"},
+    }
+    rows = {row[1]: row for row in _summary_rows("fig1", "homogeneous", result)}
+    assert rows["FedMM"][3] == "2/2"
+    assert rows["ParameterAveraging"][3] == "1/2 (failed at rounds [7])"
+    assert "±" in rows["ParameterAveraging"][5]

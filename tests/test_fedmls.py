@@ -13,6 +13,7 @@ from reference import (
     nonsmooth_toy_data,
 )
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 import fedmm.algorithms.fedmls as fedmls_module
 from fedmm import History
@@ -74,17 +75,85 @@ def test_one_client_one_local_step_is_centralized_mopes():
     np.testing.assert_allclose(hist["objective"], f_ref, rtol=1e-11)
 
 
+@pytest.mark.parametrize("backend", ["c", "numpy"])
 @pytest.mark.parametrize("kind,problem,intercept", [("hinge", HingeSVM(), True), ("l1", L1Regression(), False)])
-def test_fedmls_equals_mopes_on_product_space_and_per_client_algorithm(kind, problem, intercept):
+def test_fedmls_equals_mopes_on_product_space_and_per_client_algorithm(kind, problem, intercept, backend):
     datas = nonsmooth_toy_data(kind, n_clients=3, m=8, d=2, seed=7)
     p = 2 + int(intercept)
     sub = _reference_subgradient(kind, datas, intercept)
     K, T, lam = 15, (lambda k: k + 1), (lambda k: 0.5 / k)
-    hist = FedMLS(problem, T, lam, 1.5, oracle="full").run(datas, K)
+    hist = FedMLS(problem, T, lam, 1.5, oracle="full", backend=backend).run(datas, K)
     mopes = mopes_product_space(sub, 3, p, K, T, lam, 1.5)
     per_client = fedmls_per_client(sub, 3, p, K, T, lam, 1.5)
     np.testing.assert_allclose(per_client, mopes, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(hist.state["x"], mopes[-1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind,problem", [("hinge", HingeSVM()), ("l1", L1Regression())])
+def test_compiled_and_numpy_local_loops_agree_with_minibatches(kind, problem):
+    # same per-client streams, same draws: the two backends differ only by rounding
+    datas = nonsmooth_toy_data(kind, n_clients=4, m=25, d=3, seed=8)
+    runs = [FedMLS(problem, Linear(2), Inverse(1.0), 3.0, backend=b).run(datas, 20, seed=4) for b in ("c", "numpy")]
+    np.testing.assert_allclose(runs[0]["objective"], runs[1]["objective"], rtol=1e-11)
+    np.testing.assert_allclose(runs[0].state["x"], runs[1].state["x"], rtol=1e-10, atol=1e-12)
+
+
+def test_compiled_loop_is_thread_safe():
+    # the kernel runs without the GIL; concurrent runs must match serial ones exactly
+    from concurrent.futures import ThreadPoolExecutor
+
+    problem = HingeSVM()
+    datas = nonsmooth_toy_data("hinge", n_clients=4, m=40, d=3, seed=9)
+    algo = FedMLS(problem, Linear(3), Inverse(1.0), 5.0)
+    serial = [algo.run(datas, 15, seed=s).state["x"] for s in range(4)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        threaded = list(pool.map(lambda s: algo.run(datas, 15, seed=s).state["x"], range(4)))
+    for a, b in zip(serial, threaded):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_server_client_split_does_not_change_the_numbers():
+    # the local runtime with threads and/or one client per call reproduces the batched run exactly
+    problem = L1Regression()
+    datas = nonsmooth_toy_data("l1", n_clients=5, m=20, d=3, seed=6)
+    algo = FedMLS(problem, Linear(1), Inverse(1.0), 10.0)
+    reference = algo.run(datas, 12, seed=2)
+    for n_threads, batched in [(1, False), (2, True), (2, False)]:
+        assert algo.run(datas, 12, seed=2, n_threads=n_threads, batched=batched).equals(reference)
+    assert reference.records[0]["active"] == [0, 1, 2, 3, 4]
+    assert reference.records[0]["bytes_up"] == 5 * 3 * 8 and reference.records[0]["bytes_down"] == 5 * (3 * 8 + 24)
+
+
+def test_server_rejects_malformed_payloads():
+    from fedmm.algorithms.fedmls import FedMLSServer
+
+    server = FedMLSServer(2, np.zeros(3), 1, 1.0)
+    server.broadcast(0)
+    with pytest.raises(ValueError, match="payload of client 1.*24 bytes"):
+        server.aggregate(0, {0: np.zeros(3).tobytes(), 1: b"\x00" * 23})
+    with pytest.raises(ValueError, match="only finite values"):
+        server.aggregate(0, {0: np.zeros(3).tobytes(), 1: np.array([0.0, np.nan, 0.0]).tobytes()})
+    with pytest.raises(ValueError, match="every client's message"):
+        server.aggregate(0, {0: np.zeros(3).tobytes()})
+
+
+def test_kernel_rejects_bad_arguments():
+    from fedmm.kernels import fedmls_local_round
+
+    design, target = np.ones((4, 2)), np.array([1.0, -1.0, 1.0, 1.0])
+    offsets = np.array([0, 2, 4])
+    V, U, U_avg = np.zeros((2, 2)), np.zeros((2, 2)), np.zeros((2, 2))
+    kw = dict(n_steps=3, weight=0.1)
+    with pytest.raises(ValueError, match="'loss' to be one of"):
+        fedmls_local_round("huber", design, target, offsets, V, U, U_avg, **kw)
+    with pytest.raises(ValueError, match="'offsets' increasing from 0 to N=4"):
+        fedmls_local_round("hinge", design, target, np.array([0, 3, 3]), V, U, U_avg, **kw)
+    with pytest.raises(ValueError, match="writeable C-contiguous float64 array of shape \\(2, 2\\)"):
+        fedmls_local_round("hinge", design, target, offsets, V, np.zeros((2, 2), order="F")[:, :1], U_avg, **kw)
+    with pytest.raises(ValueError, match="invalid argument"):  # row 3 is client 1's, listed for client 0
+        fedmls_local_round("hinge", design, target, offsets, V, U, U_avg, rows=np.array([[3, 2]] * 3),
+                           row_offsets=np.array([0, 1, 2]), scale=np.ones(2), **kw)
+    assert not U.any()  # nothing written on error
 
 
 # -- baselines -------------------------------------------------------------------------------
@@ -112,7 +181,8 @@ def _kmeans_svm_clients(n_clients=5, n_samples=200, seed=0):
     rng = np.random.default_rng(seed)
     A = 2.0 * rng.normal(size=(n_samples, 2))
     y = np.where(A @ np.array([1.0, -0.5]) + 0.8 * rng.normal(size=n_samples) > 0.3, 1.0, -1.0)
-    labels = KMeans(n_clients, n_init=10, random_state=0).fit_predict(A)
+    with threadpool_limits(limits=1):  # OpenMP threads spin on a busy machine
+        labels = KMeans(n_clients, n_init=10, random_state=0).fit_predict(A)
     kmeans = [(A[labels == i], y[labels == i]) for i in range(n_clients)]
     perm = rng.permutation(n_samples)
     iid = [(A[perm[i::n_clients]], y[perm[i::n_clients]]) for i in range(n_clients)]
@@ -202,3 +272,33 @@ def test_bad_parameters_raise_clear_errors():
 def test_module_examples():
     failures, _ = doctest.testmod(fedmls_module)
     assert failures == 0
+
+
+# -- the experiment ------------------------------------------------------------------------------
+def test_experiment_writes_curves_and_reports_winners(tmp_path):
+    import argparse
+    import json
+
+    from fedmm.experiments.fedmls import add_fedmls_parser, load_breast_cancer_clients
+
+    datas = load_breast_cancer_clients(10)
+    assert sum(A.shape[0] for A, _ in datas) == 569 and all(A.shape[1] == 10 for A, _ in datas)
+    pooled = np.vstack([A for A, _ in datas])
+    np.testing.assert_allclose(pooled.mean(axis=0), 0.0, atol=1e-12)  # standardized
+    assert len({round(float(y.mean()), 3) for _, y in datas}) > 3  # heterogeneous label mixes
+
+    parser = argparse.ArgumentParser()
+    add_fedmls_parser(parser.add_subparsers(dest="experiment"))
+    args = parser.parse_args(["fedmls", "-o", str(tmp_path), "--rounds", "6", "--seeds", "2",
+                              "--tune-seeds", "1", "--lam-powers", "0", "1", "--eta-powers", "-2", "-2"])
+    assert args.func(args) == 0
+    summary = json.loads((tmp_path / "fedmls_summary.json").read_text())
+    assert summary["winners"]["FedMLS"] in (1.0, 10.0) and summary["winners"]["FedAvg"] == 0.01
+    assert summary["f_star"] > 0 and summary["f_star_certified_gap"] <= 1e-7 * summary["f_star"]
+    for name in ("FedMLS", "FedAvg", "Scaffold", "Scaffnew"):
+        curve = summary["curves"][name]
+        assert len(curve["rounds"]["mean"]) == 6
+        assert all(v >= -1e-9 for v in curve["final_relative_suboptimality"])
+    assert (tmp_path / "fedmls_curves.png").stat().st_size > 10_000
+    histories = json.loads((tmp_path / "fedmls_histories.json").read_text())
+    assert History.from_dict(histories["FedMLS"]["1"]).state["x"].shape == (11,)

@@ -27,7 +27,7 @@ import numpy as np
 
 from fedmm import _quantize
 from fedmm._validation import check_int
-from fedmm.kernels import _as_vector, _block, _norm_code, pack, quantize_dither, unpack
+from fedmm._kernels_compression import _as_vector, _block, _norm_code, pack, quantize_dither, unpack
 
 __all__ = ["Compressor", "Identity", "BlockQuantizer", "StochasticRounding", "decode", "dither_omega"]
 

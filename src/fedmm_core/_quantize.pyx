@@ -14,8 +14,9 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport uint8_t, uint64_t
 
+# The .pxd sits next to this file in the source tree (installed as
+# fedmm/fedmm_kernels.pxd for downstream `from fedmm.fedmm_kernels cimport`).
 from fedmm_kernels cimport (
-    FEDMM_EFORMAT,
     FEDMM_ENONFINITE,
     FEDMM_OK,
     fedmm_bitgen_t,
@@ -143,10 +144,10 @@ def read_header(const uint8_t[::1] payload):
     cdef fedmm_wire_header_t h
     cdef const char *reason = NULL
     cdef size_t n = payload.shape[0]
-    cdef const uint8_t *src = &payload[0] if n > 0 else NULL
     cdef uint8_t empty = 0
-    if src == NULL:
-        src = &empty
+    cdef const uint8_t *src = &empty  # never dereferenced when n == 0
+    if n > 0:
+        src = &payload[0]
     cdef int status = fedmm_wire_read_header(src, n, &h, &reason)
     if status != FEDMM_OK:
         raise ValueError(f"malformed payload: {reason.decode()}")
@@ -162,7 +163,7 @@ def decode(const uint8_t[::1] payload, out=None):
     cdef const char *reason = NULL
     cdef size_t n = payload.shape[0]
     cdef uint8_t empty = 0
-    cdef const uint8_t *src = &empty
+    cdef const uint8_t *src = &empty  # never dereferenced when n == 0
     if n > 0:
         src = &payload[0]
     cdef int status = fedmm_wire_read_header(src, n, &h, &reason)

@@ -6,7 +6,9 @@ Downstream Cython code writes ``from fedmm.fedmm_kernels cimport ...`` and
 compiles with ``include_dirs=[fedmm.get_include()]``, linking
 ``fedmm.get_library_dir()/libfedmm_kernels.a``.
 """
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t  # nonsmooth.c
 
 cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_KERNELS_VERSION_MAJOR
@@ -106,3 +108,52 @@ cdef extern from "fedmm_kernels.h" nogil:
                                fedmm_wire_header_t *hdr, const char **reason)
     int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
                           size_t out_len, const char **reason)
+    # ---- sparse coding (lasso.c) ----
+    int FEDMM_LASSO_AUTO
+    int FEDMM_LASSO_CD
+    int FEDMM_LASSO_ACTIVE_SET
+    size_t fedmm_lasso_gram_work(fedmm_blas_int K)
+    int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+                         fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
+                         const double *znorm2, double lam, int positive, double tol,
+                         int max_iter, int warm_start, int method, double *H,
+                         fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
+    size_t fedmm_dictionary_statistics_work(fedmm_blas_int p, fedmm_blas_int K,
+                                            fedmm_blas_int max_segment, int want_objective)
+    int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b,
+                                    const double *D, fedmm_blas_int ldd, const double *Z,
+                                    fedmm_blas_int ldz, double lam, int positive, double tol,
+                                    int max_iter, int warm_start, int method,
+                                    int64_t n_segments,
+                                    const int64_t *offsets, double *H, double *A, double *B,
+                                    double *objective, int *n_iter, int64_t *n_unconverged,
+                                    double *work, const fedmm_blas_t *blas)
+
+    # ---- dictionary update and PSD projection (linalg.c) ----
+    size_t fedmm_dictionary_update_ridge_work(fedmm_blas_int p, fedmm_blas_int K)
+    int fedmm_dictionary_update_ridge(fedmm_blas_int p, fedmm_blas_int K, const double *A,
+                                      fedmm_blas_int lda, const double *B, fedmm_blas_int ldb,
+                                      double eta, double *D, fedmm_blas_int ldd, double *work,
+                                      const fedmm_blas_t *blas)
+    int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const double *A,
+                                          fedmm_blas_int lda, const double *B,
+                                          fedmm_blas_int ldb, double eta, double tol,
+                                          int max_iter, double *D, fedmm_blas_int ldd,
+                                          int *n_iter, double *work)
+    int fedmm_project_psd_query(fedmm_blas_int K, fedmm_blas_int *lwork,
+                                fedmm_blas_int *liwork, const fedmm_blas_t *blas)
+    size_t fedmm_project_psd_work(fedmm_blas_int K, fedmm_blas_int lwork)
+    size_t fedmm_project_psd_iwork(fedmm_blas_int K, fedmm_blas_int liwork)
+    int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,
+                          double *work, fedmm_blas_int lwork, fedmm_blas_int *iwork,
+                          fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas)
+
+    # ---- non-smooth problems, FedMLS (nonsmooth.c) ----
+    int FEDMM_LOSS_HINGE
+    int FEDMM_LOSS_L1
+    int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
+                                 const double *target, const int64_t *offsets, size_t n_steps,
+                                 const int64_t *rows, size_t row_stride,
+                                 const int64_t *row_offsets, const double *scale,
+                                 double weight, double radius, const double *V, double *U,
+                                 double *U_avg, double *work)

@@ -186,6 +186,134 @@ int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
  * value: (-1)^sign * (level * (N / s)), evaluated in double. */
 int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
                       size_t out_len, const char **reason);
+/* ---- sparse coding (lasso.c) -------------------------------------------- */
+/* Batched LASSO on the Gram matrix (FedMM paper eq. (16), 1/2 convention of
+ * eq. (28)): for every column j,
+ *     H[:,j] = argmin_h 1/2 h^T G h - C[:,j]^T h + lam ||h||_1   (h >= 0 if positive),
+ * i.e. argmin 1/2 ||z_j - D h||^2 + lam ||h||_1 with G = D^T D, C = D^T Z.
+ * G: K x K symmetric (both triangles), C: K x b, H: K x b, column-major.
+ * Coordinate descent with the gradient kept up to date and a Newton step on a
+ * stable support.  Column j stops when its duality gap is <= tol * 1/2 ||z_j||^2
+ * (znorm2[j] = ||z_j||^2; znorm2 == NULL uses a certified bound from G, C
+ * alone).  tol is floored at 2.2e-13.  warm_start != 0 starts from the
+ * values in H (negative entries clipped when positive), else from 0.
+ * n_iter[j] (optional) receives the number of sweeps; *n_unconverged
+ * (optional) the number of columns that hit max_iter.
+ * method: FEDMM_LASSO_CD (coordinate descent + Newton on a stable support),
+ * FEDMM_LASSO_ACTIVE_SET (feature-sign active-set search, handing over to
+ * coordinate descent if its support matrix G_SS becomes singular) or
+ * FEDMM_LASSO_AUTO (fedmm_dictionary_statistics: active set when 2K > p,
+ * else coordinate descent; fedmm_lasso_gram, p unknown: active set when
+ * K > 32).  lam must be > 0 (the duality gap certifies nothing at lam = 0).
+ * work: fedmm_lasso_gram_work(K) doubles. */
+#define FEDMM_LASSO_AUTO 0
+#define FEDMM_LASSO_CD 1
+#define FEDMM_LASSO_ACTIVE_SET 2
+size_t fedmm_lasso_gram_work(fedmm_blas_int K);
+int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+                     fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
+                     const double *znorm2, double lam, int positive, double tol,
+                     int max_iter, int warm_start, int method, double *H,
+                     fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work);
+
+/* Dictionary-learning statistics fused with the solve (FedMM eq. (18)):
+ * H = LASSO codes of Z (p x b, leading dim ldz) on D (p x K, ldd), then for
+ * every segment s = [offsets[s], offsets[s+1]) of columns, of length b_s,
+ *     A[s] = H_s H_s^T / b_s   (K x K),     B[s] = Z_s H_s^T / b_s   (p x K),
+ * stored contiguously (A: n_segments K*K blocks, B: n_segments p*K blocks,
+ * column-major; either may be NULL).  offsets has n_segments + 1 entries,
+ * offsets[0] = 0, nondecreasing, offsets[n_segments] = b.  An empty segment
+ * has zero statistics.  Every segment runs exactly the calls a one-segment
+ * call on its own columns would, so results agree bit for bit.
+ * objective[j] (optional) = 1/2 ||z_j - D h_j||^2 + lam ||h_j||_1 from the
+ * explicit residual.  H (K x b, ld K) is always written; see
+ * fedmm_lasso_gram for warm_start, method, tol, n_iter, n_unconverged.
+ * work: fedmm_dictionary_statistics_work(p, K, max segment length,
+ * objective != NULL) doubles.  Returns FEDMM_ENONFINITE if a column of Z
+ * has a non-finite norm. */
+size_t fedmm_dictionary_statistics_work(fedmm_blas_int p, fedmm_blas_int K,
+                                        fedmm_blas_int max_segment, int want_objective);
+int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b,
+                                const double *D, fedmm_blas_int ldd, const double *Z,
+                                fedmm_blas_int ldz, double lam, int positive, double tol,
+                                int max_iter, int warm_start, int method, int64_t n_segments,
+                                const int64_t *offsets, double *H, double *A, double *B,
+                                double *objective, int *n_iter, int64_t *n_unconverged,
+                                double *work, const fedmm_blas_t *blas);
+
+/* ---- dictionary update and PSD projection (linalg.c) ---------------------- */
+/* Ridge T map (FedMM eq. (17) with g = eta ||D||_F^2 and the 1/2 convention
+ * of eq. (28)): D = B (A + 2 eta I)^{-1} by Cholesky (dpotrf/dpotrs).
+ * A: K x K (lda), B: p x K (ldb), D: p x K (ldd), column-major.
+ * FEDMM_ELAPACK when A + 2 eta I is not positive definite.
+ * work: fedmm_dictionary_update_ridge_work(p, K) doubles. */
+size_t fedmm_dictionary_update_ridge_work(fedmm_blas_int p, fedmm_blas_int K);
+int fedmm_dictionary_update_ridge(fedmm_blas_int p, fedmm_blas_int K, const double *A,
+                                  fedmm_blas_int lda, const double *B, fedmm_blas_int ldb,
+                                  double eta, double *D, fedmm_blas_int ldd, double *work,
+                                  const fedmm_blas_t *blas);
+
+/* Unit-norm T map: minimize 1/2 tr(D^T D A) - tr(D^T B) + eta ||D||_F^2 over
+ * ||d_j|| <= 1 by block-coordinate descent on the columns (Mairal, Bach,
+ * Ponce, Sapiro 2010, Algorithm 2), starting from the D passed in.  Column j:
+ * d_j = u / max(1, ||u||), u = (b_j - sum_{k!=j} d_k A_kj) / (A_jj + 2 eta);
+ * an unused atom (A_jj + 2 eta == 0) becomes v/||v|| or is kept.  Sweeps until
+ * the largest column step max_j ||d_j^new - d_j^old|| <= tol; FEDMM_ENOCONV
+ * after max_iter sweeps (D then holds the last iterate).  *n_iter: sweeps.
+ * work: p doubles. */
+int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const double *A,
+                                      fedmm_blas_int lda, const double *B,
+                                      fedmm_blas_int ldb, double eta, double tol,
+                                      int max_iter, double *D, fedmm_blas_int ldd,
+                                      int *n_iter, double *work);
+
+/* Euclidean projection onto the PSD cone of sym(A) = (A + A^T)/2 for a stack
+ * of n_matrices K x K matrices (contiguous, column-major; out may equal A).
+ * A Cholesky attempt settles positive definite input (path 0); otherwise only
+ * the eigenpairs with eigenvalue <= 0 are computed (dsyevr, RANGE='V') and
+ * out = sym(A) - sum_i lambda_i v_i v_i^T (path 1; path 2 when all K
+ * eigenpairs were needed).  path (optional, n_matrices ints) records it.
+ * fedmm_project_psd_query gives the LAPACK workspace sizes (call it first);
+ * work: fedmm_project_psd_work(K, lwork) doubles, iwork:
+ * fedmm_project_psd_iwork(K, liwork) ints. */
+int fedmm_project_psd_query(fedmm_blas_int K, fedmm_blas_int *lwork, fedmm_blas_int *liwork,
+                            const fedmm_blas_t *blas);
+size_t fedmm_project_psd_work(fedmm_blas_int K, fedmm_blas_int lwork);
+size_t fedmm_project_psd_iwork(fedmm_blas_int K, fedmm_blas_int liwork);
+int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,
+                      double *work, fedmm_blas_int lwork, fedmm_blas_int *iwork,
+                      fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas);
+
+/* ---- non-smooth problems, FedMLS (nonsmooth.c) ---- */
+/* Losses l(z, y) of a linear prediction z = a_j^T w (FedMLS paper §4):
+ * hinge max(0, 1 - y z) with subderivative -y [y z < 1]; l1 |z - y| with
+ * subderivative sign(z - y). */
+#define FEDMM_LOSS_HINGE 0
+#define FEDMM_LOSS_L1 1
+
+/* The local loop of one FedMLS round (FedMLS paper Algorithm 1 lines 7-12,
+ * eq. (9)) for n clients, client i independently:
+ *     u_0 = U[i] (z_{k-1}^i),  for t = 1..n_steps:
+ *       g   = scale_i * sum_{j in batch_t(i)} l'(a_j^T u, y_j) a_j
+ *       u  <- u - (weight * g + u - V[i]) / (1 + t/2)
+ *       u  <- u * min(1, radius / ||u||_2)           (skipped if radius <= 0)
+ *       ua <- (1 - theta_t) ua + theta_t u,  theta_t = 2(t+1)/(t(t+3)), ua_0 = u_0
+ * and on return U[i] = u_T, U_avg[i] = ua_T.  weight = 1/(n beta_k).
+ * design: N x p row-major (row j = a_j), target: N; client i owns rows
+ * offsets[i] .. offsets[i+1]-1 (offsets has n+1 entries, each client non-empty).
+ * rows == NULL: full subgradients (scale unused, treated as 1).  Otherwise
+ * rows is n_steps x row_stride row-major; step t uses for client i the global
+ * row indices rows[(t-1)*row_stride + b], row_offsets[i] <= b < row_offsets[i+1]
+ * (each must lie in client i's range), scaled by scale[i] (m_i / b_i for an
+ * unbiased estimate).  V, U, U_avg: n x p row-major; work: p doubles.
+ * FEDMM_EINVAL on a bad loss code, NULL pointer, negative or non-finite weight,
+ * or an index outside its client's range (checked before any output is written). */
+int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
+                             const double *target, const int64_t *offsets, size_t n_steps,
+                             const int64_t *rows, size_t row_stride,
+                             const int64_t *row_offsets, const double *scale,
+                             double weight, double radius, const double *V, double *U,
+                             double *U_avg, double *work);
 
 #ifdef __cplusplus
 }

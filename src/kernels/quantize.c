@@ -61,8 +61,10 @@
 
 /* Hot loops get an AVX2 clone picked at load time on x86-64 GCC/Clang
  * (ifunc); both clones compute bit-identical results (no FMA contraction:
- * C99 mode, and the loops have no multiply-add). */
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+ * C99 mode, and the loops have no multiply-add).  -DFEDMM_NO_TARGET_CLONES
+ * turns this off. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute) \
+    && !defined(FEDMM_NO_TARGET_CLONES)
 #if __has_attribute(target_clones)
 #define FEDMM_HOT __attribute__((target_clones("avx2", "default")))
 #endif
@@ -164,11 +166,58 @@ static void write_header(uint8_t *p, int scheme, int value_nbytes, int norm,
 /* ------------------------------------------------------------------------ */
 /* block norms                                                               */
 
+#if defined(__GNUC__)
+/* GCC/Clang vector extensions: 8 lanes as two 4-double vectors (the same
+ * lane arithmetic as the portable loop below, so results are identical). */
+typedef double fedmm_v4d __attribute__((vector_size(32)));
+typedef int64_t fedmm_v4l __attribute__((vector_size(32)));
+typedef float fedmm_v4f __attribute__((vector_size(16)));
+/* macros, not functions: 32-byte vector arguments would trip -Wpsabi */
+#define LOAD4_f64(dst, p) memcpy(&(dst), (p), sizeof(dst))
+#define LOAD4_f32(dst, p)                                                       \
+    do {                                                                        \
+        fedmm_v4f tmp_;                                                         \
+        memcpy(&tmp_, (p), sizeof tmp_);                                        \
+        (dst) = __builtin_convertvector(tmp_, fedmm_v4d);                       \
+    } while (0)
+#define VABS4(a) ((fedmm_v4d)((fedmm_v4l)(a) & absmask))
+#define VMAX4(a, m) /* a > m ? a : m */                                         \
+    ((fedmm_v4d)(((fedmm_v4l)(a) & ((a) > (m))) | ((fedmm_v4l)(m) & ~((a) > (m)))))
+#define NORM_MAIN_LOOP(SUF)                                                     \
+    {                                                                           \
+        const fedmm_v4l absmask = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX}; \
+        fedmm_v4d s0 = {0, 0, 0, 0}, s1 = s0, m0 = s0, m1 = s0, a0, a1;         \
+        for (; j + 8 <= n; j += 8) {                                            \
+            LOAD4_##SUF(a0, x + j);                                             \
+            LOAD4_##SUF(a1, x + j + 4);                                         \
+            a0 = VABS4(a0);                                                     \
+            a1 = VABS4(a1);                                                     \
+            s0 += a0 * a0;                                                      \
+            s1 += a1 * a1;                                                      \
+            m0 = VMAX4(a0, m0);                                                 \
+            m1 = VMAX4(a1, m1);                                                 \
+        }                                                                       \
+        for (int k = 0; k < 4; ++k) {                                           \
+            ssq[k] = s0[k]; ssq[k + 4] = s1[k];                                 \
+            mxa[k] = m0[k]; mxa[k + 4] = m1[k];                                 \
+        }                                                                       \
+    }
+#else
+#define NORM_MAIN_LOOP(SUF)                                                     \
+    for (; j + 8 <= n; j += 8) {                                                \
+        for (int k = 0; k < 8; ++k) {                                           \
+            double a = fabs((double)x[j + k]);                                  \
+            ssq[k] += a * a;                                                    \
+            mxa[k] = a > mxa[k] ? a : mxa[k];                                   \
+        }                                                                       \
+    }
+#endif
+
 /* Norm of one block of n >= 1 values.  Returns FEDMM_ENONFINITE on NaN/inf
  * and FEDMM_EINVAL when max|x_j| > cap.  The result N satisfies
  * max_j |x_j| <= N <= cap (N >= max|x_j| keeps the probabilities <= 1;
- * cap = 2^1023 for float64 keeps s * (N / s) finite, FLT_MAX for float32).  The main loop runs on 8 independent lanes with a
- * fixed trip count so that it vectorizes at -O2. */
+ * cap = 2^1023 for float64 keeps s * (N / s) finite, FLT_MAX for float32).
+ * Sums of squares run on 8 lanes (lane k takes j = k mod 8). */
 #define DEFINE_BLOCK_NORM(T, SUF)                                               \
     static FEDMM_HOT int block_norm_##SUF(const T *restrict x, size_t n,       \
                                           int norm, double cap, double *out)    \
@@ -176,13 +225,7 @@ static void write_header(uint8_t *p, int scheme, int value_nbytes, int norm,
         double ssq[8] = {0, 0, 0, 0, 0, 0, 0, 0};                               \
         double mxa[8] = {0, 0, 0, 0, 0, 0, 0, 0};                               \
         size_t j = 0;                                                           \
-        for (; j + 8 <= n; j += 8) {                                            \
-            for (int k = 0; k < 8; ++k) {                                       \
-                double a = fabs((double)x[j + k]);                              \
-                ssq[k] += a * a;                                                \
-                mxa[k] = a > mxa[k] ? a : mxa[k];                               \
-            }                                                                   \
-        }                                                                       \
+        NORM_MAIN_LOOP(SUF)                                                     \
         for (int k = 0; j < n; ++j, ++k) {                                      \
             double a = fabs((double)x[j]);                                      \
             ssq[k] += a * a;                                                    \
@@ -265,14 +308,18 @@ static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n,
 #endif
     }
     if (ngroups * 8 < QCHUNK) memset(u + ngroups * 8, 0, QCHUNK - ngroups * 8);
+    /* Two simple loops vectorize better than one mixing widths.  The signed
+     * product keeps the sign: trunc(x * inv256) = sign(x) trunc(|x| inv256),
+     * and a nonzero level implies a nonzero truncation. */
+    int32_t sai[QCHUNK];
+    for (size_t j = 0; j < QCHUNK; ++j) sai[j] = (int32_t)(xd[j] * inv256);
     for (size_t j = 0; j < QCHUNK; ++j) {
-        double A = fabs(xd[j]) * inv256;
-        int32_t Ai = (int32_t)A;
+        int32_t Ai = sai[j] < 0 ? -sai[j] : sai[j];
         int32_t T = Ai & 255;
         int32_t uj = u[j];
         int32_t c = (Ai >> 8) + (uj < T);
         c = c > s ? s : c;
-        int32_t neg = (xd[j] < 0) & (c != 0);
+        int32_t neg = (sai[j] < 0) & (c != 0);
         codes[j] = (uint16_t)(c | (neg << shift));
         tie[j] = (uint8_t)(uj == T);
     }

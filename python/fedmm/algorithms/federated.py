@@ -28,6 +28,7 @@ from fedmm.algorithms._random import (
     seed_repr,
 )
 from fedmm.algorithms._schedule import StepSchedule
+from fedmm.compression import Identity
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
 
@@ -151,12 +152,20 @@ class Client:
         See :class:`fedmm.algorithms._oracle.LocalOracle`.
     seed : int or SeedSequence
         Run seed; the client's stream at round ``t`` is ``Philox(key_i, t)``.
+    control_variates : {'zero', 'oracle'}
+        Initial ``V_{0,i}`` (see :meth:`setup`).
+
+    Notes
+    -----
+    Protocol: :meth:`setup` once with the server's set-up broadcast, then
+    :meth:`step` for every round in which the client is contacted.
     """
 
     def __init__(self, index: int, data: Any, model: SurrogateModel, *, space: str, compressor: Any,
                  alpha: float, p: float, mode: str, oracle: str, batch_size: int | None,
-                 k_in: int | None, seed: int | np.random.SeedSequence) -> None:
+                 k_in: int | None, seed: int | np.random.SeedSequence, control_variates: str = "zero") -> None:
         self.index = int(index)
+        self.control_variates = control_variates
         self.data = data
         self.model = model
         self.space = space
@@ -181,21 +190,21 @@ class Client:
     def _reference(message: Broadcast, space: str) -> np.ndarray:
         return message.statistic if space == "statistic" else message.theta_vector
 
-    def setup(self, message: Broadcast, init: str, identity: Any) -> bytes:
-        """Initialise ``V_{0,i}``: zero, or ``h_i(Ŝ_0)`` (FedMM paper, after Theorem 1).
+    def setup(self, message: Broadcast) -> bytes:
+        """Initialise ``V_{0,i}`` from the set-up broadcast: zero, or ``h_i(Ŝ_0)`` (FedMM paper, after Theorem 1).
 
-        ``'oracle'`` computes ``E_{π_i}[S̄(Z, θ_0)] − Ŝ_0`` on the full local
-        data (its parameter-space analogue for the baseline) and returns it
-        uncompressed, so that the server's ``V_0 = Σ μ_i V_{0,i}`` is exact.
-        Returns empty bytes for ``'zero'``.
+        ``control_variates='oracle'`` computes ``E_{π_i}[S̄(Z, θ_0)] − Ŝ_0`` on
+        the full local data (its parameter-space analogue for the baseline)
+        and returns it uncompressed (``Identity`` wire format), so that the
+        server's ``V_0 = Σ μ_i V_{0,i}`` is exact.  Returns empty bytes for ``'zero'``.
         """
         ref = self._reference(message, self.space)
-        if init == "zero":
+        if self.control_variates == "zero":
             self.V = np.zeros_like(ref)
             return b""
         full = self.model.statistic(self.data, message.theta, None)
         self.V = self._local_value(full) - ref
-        return identity.encode(self.V, None)
+        return Identity().encode(self.V, None)
 
     # -- state transfer (runtimes whose workers do not keep Client objects) ----
     def get_state(self) -> dict[str, np.ndarray]:
@@ -491,8 +500,6 @@ class FedMM:
             raise TypeError("Expected 'participation' to be a probability in (0, 1] or an int count, "
                             f"got {type(participation).__name__}")
         if compressor is None:
-            from fedmm.compression import Identity
-
             compressor = Identity()
         self.compressor = compressor
         self.alpha = check_real(alpha, "alpha", low=0.0)
@@ -635,7 +642,8 @@ class FedMM:
         _, p = self._participation_for(n)
         return Client(index, data, self.model, space=self._space, compressor=self._compressor_list(n)[index],
                       alpha=self.alpha, p=p, mode=self.participation_mode, oracle=self.oracle,
-                      batch_size=self.batch_size, k_in=self.k_in, seed=seed)
+                      batch_size=self.batch_size, k_in=self.k_in, seed=seed,
+                      control_variates=self.control_variates)
 
     def build(self, datas: Sequence[Any], *, seed: int | np.random.SeedSequence = 0,
               S0: np.ndarray | None = None) -> tuple[Server, list[Client]]:
@@ -651,16 +659,6 @@ class FedMM:
         self._compressors(n, server._size)
         clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
         return server, clients
-
-    def setup(self, server: Server, clients: Sequence[Client]) -> int:
-        """Initial control variates (in process); returns the bytes sent up."""
-        from fedmm.compression import Identity
-
-        identity = Identity()
-        message = server.setup_message()
-        payloads = {c.index: c.setup(message, self.control_variates, identity) for c in clients}
-        server.setup_aggregate(payloads)
-        return sum(len(b) for b in payloads.values())
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: int | np.random.SeedSequence = 0,
             S0: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
@@ -712,7 +710,6 @@ class FedMM:
             objective_data = self.model.check_data(objective_data, "objective_data")
         history = History(self._name, {**self.config(), "seed": seed_repr(check_seed(seed)),
                                        "n_clients": len(clients), "n_rounds": n_rounds})
-        history.config["setup_bytes_up"] = self.setup(server, clients)
         monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
                            monitor_every if self._space == "parameter" else 0)
         if objective_every:

@@ -164,6 +164,7 @@ class SubgradientOracle:
         self.problem = problem
         self.stacked = stacked
         self.batch_fraction = batch_fraction
+        self.seeds = list(seeds)
         self.calls = 0
         if batch_fraction is None:
             return
@@ -184,6 +185,28 @@ class SubgradientOracle:
             parts.append(np.argpartition(keys, int(b) - 1, axis=1)[:, : int(b)] + start)
         self._buffer = np.hstack(parts)
         self._pos = 0
+
+    def draw(self, n_steps: int) -> np.ndarray:
+        """Minibatch rows of the next ``n_steps`` steps, shape (n_steps, B), grouped by client.
+
+        Consumes the streams exactly as ``n_steps`` calls of the oracle would.
+        """
+        out = np.empty((n_steps, self._buffer.shape[1]), dtype=np.int64)
+        filled = 0
+        while filled < n_steps:
+            if self._pos == self._buffer.shape[0]:
+                self._refill()
+            take = min(n_steps - filled, self._buffer.shape[0] - self._pos)
+            out[filled:filled + take] = self._buffer[self._pos:self._pos + take]
+            filled += take
+            self._pos += take
+        self.calls += n_steps
+        return out
+
+    @property
+    def row_bounds(self) -> np.ndarray:
+        """Client ``i``'s minibatch occupies columns ``row_bounds[i]:row_bounds[i+1]`` of a row draw."""
+        return np.concatenate([self.row_offsets, [self.batch.sum()]]).astype(np.int64)
 
     def __call__(self, W: np.ndarray) -> np.ndarray:
         """``G`` of shape (n, p): row ``i`` estimates a subgradient of ``f_i`` at ``W[i]``."""
@@ -267,9 +290,8 @@ class FedAvg(_FederatedSubgradientMethod):
     def __init__(self, problem, local_steps, eta, *, oracle="minibatch", batch_fraction=0.1):
         super().__init__(problem, oracle, batch_fraction)
         self.local_steps = _check_schedule(local_steps, "local_steps", integer=True)
-        self.eta = InverseSqrt(eta) if not callable(eta) else eta
-        if not callable(eta):
-            check_real(eta, "eta", low=0.0, low_open=True)
+        eta = _check_schedule(eta, "eta", integer=False)
+        self.eta = eta if callable(eta) else InverseSqrt(eta)
 
     def _config(self):
         return {"local_steps": _describe(self.local_steps), "eta": _describe(self.eta)}
@@ -381,9 +403,8 @@ class Scaffnew(_FederatedSubgradientMethod):
     def __init__(self, problem, eta, *, probability=None, oracle="minibatch", batch_fraction=0.1,
                  max_local_steps=10**7):
         super().__init__(problem, oracle, batch_fraction)
-        self.eta = InverseSqrt(eta) if not callable(eta) else eta
-        if not callable(eta):
-            check_real(eta, "eta", low=0.0, low_open=True)
+        eta = _check_schedule(eta, "eta", integer=False)
+        self.eta = eta if callable(eta) else InverseSqrt(eta)
         if probability is None:
             probability = InverseSqrt(1.0)
         elif not callable(probability):

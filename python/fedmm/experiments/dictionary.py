@@ -322,11 +322,26 @@ def _run_task(task: _Task, tick: Callable[[int], None]) -> dict:
         step=("sqrt", task.beta),
         batch_size=variant.batch_size,
     )
-    history = algorithm.run(
-        list(task.datas), task.rounds, seed=task.seed,
-        objective_every=task.objective_every, objective_data=task.objective_data,
-        monitor_every=task.objective_every, callback=lambda t, S, theta: tick(1),
-    )
+    done = [0]
+
+    def count_round(t: int, S: Any, theta: Any) -> None:
+        done[0] += 1
+        tick(1)
+
+    try:
+        history = algorithm.run(
+            list(task.datas), task.rounds, seed=task.seed,
+            objective_every=task.objective_every, objective_data=task.objective_data,
+            monitor_every=task.objective_every, callback=count_round,
+        )
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        # A diverging run (e.g. non-finite iterates caught by a kernel's input check) is a result,
+        # not a crash of the whole figure: keep the failure and where it happened.
+        tick(task.rounds - done[0])
+        return {"algorithm": variant.algorithm, "records": [],
+                "config": {"seed": task.seed, "setting": task.setting, "variant": variant.name,
+                           "beta": task.beta, "failed_round": done[0],
+                           "failure": f"{type(exc).__name__}: {exc}"}}
     history.config.update(setting=task.setting, variant=variant.name, beta=task.beta)
     return history.to_dict()
 
@@ -341,9 +356,11 @@ def _tail_objective(history: dict) -> float:
     return float(np.mean(tail))
 
 
-def _column(history: dict, name: str) -> np.ndarray:
-    out = np.full(len(history["records"]), np.nan)
-    for i, record in enumerate(history["records"]):
+def _column(history: dict, name: str, length: int | None = None) -> np.ndarray:
+    """One field of a JSON-coded history over rounds, NaN where absent (padded to ``length``)."""
+    records = history["records"]
+    out = np.full(max(len(records), length or 0), np.nan)
+    for i, record in enumerate(records):
         value = record.get(name)
         if isinstance(value, (int, float)):
             out[i] = value
@@ -450,8 +467,8 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
     png = out / f"{config.figure}.png"
     plot_figure(config.figure, results, png)
     files.append(png)
-    headers = ["setting", "curve", "beta", "objective t=0", "objective t=T", "E^s-type (tail)",
-               "E^p-type (tail)", "s/run"]
+    headers = ["setting", "curve", "beta", "runs ok", "objective t=0", "objective t=T",
+               "E^s | E^s,p (tail)", "E^p,s | E^p (tail)", "s/run"]
     summary = format_table(headers, rows)
     summary += (f"\n(mean ± std over {config.seeds} seeds; 'tail' = mean over the last 10% of "
                 f"{config.rounds} rounds; total {time.perf_counter() - started:.0f} s)")
@@ -478,23 +495,34 @@ def _mean_std(values: Sequence[float]) -> str:
 def _summary_rows(figure: str, setting: str, result: dict) -> list[list[str]]:
     rows = []
     panels = _PANELS[figure]
+    rounds = result["config"]["rounds"]
+    tail = slice(rounds - max(1, rounds // 10), rounds)
     for name, histories in result["runs"].items():
         algorithm = result["algorithm"][name]
-        rounds = len(histories[0]["records"])
-        tail = slice(rounds - max(1, rounds // 10), rounds)
+        ok = [h for h in histories if "failure" not in h["config"]]
+        failed = [h["config"]["failed_round"] for h in histories if "failure" in h["config"]]
+        status = f"{len(ok)}/{len(histories)}" + (f" (failed at rounds {failed})" if failed else "")
+        if not ok:
+            rows.append([setting, name, f"{result['beta'][name]:g}", status] + ["-"] * 5)
+            continue
 
         def tail_mean(field: str) -> list[float]:
-            return [float(np.nanmean(_column(h, field)[tail])) for h in histories]
+            means = []
+            for h in ok:
+                values = _column(h, field, rounds)[tail]
+                values = values[~np.isnan(values)]
+                means.append(float(values.mean()) if values.size else np.nan)
+            return means
 
         def final(field: str) -> list[float]:
-            col = [_column(h, field) for h in histories]
-            return [c[np.isfinite(c)][-1] if np.isfinite(c).any() else np.nan for c in col]
+            columns = [_column(h, field, rounds) for h in ok]
+            return [c[~np.isnan(c)][-1] if (~np.isnan(c)).any() else np.nan for c in columns]
 
-        initial = [h["config"].get("initial_objective", np.nan) for h in histories]
-        seconds = [h["records"][-1].get("wall_time", np.nan) for h in histories]
-        rows.append([setting, name, f"{result['beta'][name]:g}", _mean_std(initial), _mean_std(final("objective")),
-                     _mean_std(tail_mean(panels[2][1][algorithm])), _mean_std(tail_mean(panels[1][1][algorithm])),
-                     f"{np.mean(seconds):.2f}"])
+        initial = [h["config"].get("initial_objective", np.nan) for h in ok]
+        seconds = [h["records"][-1].get("wall_time", np.nan) for h in ok]
+        rows.append([setting, name, f"{result['beta'][name]:g}", status, _mean_std(initial),
+                     _mean_std(final("objective")), _mean_std(tail_mean(panels[2][1][algorithm])),
+                     _mean_std(tail_mean(panels[1][1][algorithm])), f"{np.mean(seconds):.2f}"])
     return rows
 
 
@@ -515,7 +543,8 @@ def plot_figure(figure: str, results: dict[str, dict], path: str | os.PathLike) 
             for name, histories in result["runs"].items():
                 label = f"{name} (β={result['beta'][name]:g})"
                 field = fields[result["algorithm"][name]]
-                plot_band(ax, [_column(h, field) for h in histories], label=label, log=col > 0)
+                curves = [_column(h, field, result["config"]["rounds"]) for h in histories]
+                plot_band(ax, curves, label=label, log=col > 0)
             ax.set_title(title if row == 0 else "", fontsize=10)
             ax.set_xlabel("communication round t")
             ax.grid(alpha=0.3)
@@ -546,30 +575,32 @@ def add_dictionary_parser(subparsers: Any) -> None:
                                        "Options given here override the --config file, which overrides "
                                        "the paper's defaults.")
         parser.add_argument("--setting", dest="settings", nargs="+", choices=SETTINGS, default=None,
-                            help="data settings (rows of the figure); default homogeneous heterogeneous patches")
-        parser.add_argument("--seeds", type=int, default=None, help="independent runs per curve (default 10)")
-        parser.add_argument("--rounds", type=int, default=None, help="communication rounds (default 300)")
-        parser.add_argument("--out", default=None, help="output directory for JSON, PNG and summary (required)")
-        parser.add_argument("--jobs", type=int, default=None, help="worker processes for seeds in parallel")
-        parser.add_argument("--config", default=None, help="TOML file with any of the options (see examples/)")
-        parser.add_argument("--beta", type=float, default=None,
+                            metavar="SETTING",
+                            help=f"data settings, rows of the figure, among {', '.join(SETTINGS)} "
+                            "(default: homogeneous heterogeneous patches)")
+        parser.add_argument("--seeds", metavar="N", type=int, default=None, help="independent runs per curve (default 10)")
+        parser.add_argument("--rounds", metavar="R", type=int, default=None, help="communication rounds (default 300)")
+        parser.add_argument("--out", metavar="DIR", default=None, help="output directory for JSON, PNG and summary (required)")
+        parser.add_argument("--jobs", metavar="J", type=int, default=None, help="worker processes for seeds in parallel")
+        parser.add_argument("--config", metavar="FILE.toml", default=None, help="TOML file with any of the options (see examples/)")
+        parser.add_argument("--beta", metavar="BETA", type=float, default=None,
                             help="fixed step parameter beta of gamma_t = beta/sqrt(beta+t) (default: tuned)")
-        parser.add_argument("--beta-grid", type=_float_list, default=None,
+        parser.add_argument("--beta-grid", metavar="B1,B2,...", type=_float_list, default=None,
                             help="comma-separated tuning grid (default 0.001,0.002,0.005,0.01,0.02,0.05)")
-        parser.add_argument("--tune-rounds", type=int, default=None, help="rounds of each tuning run (default 50)")
-        parser.add_argument("--tune-seeds", type=int, default=None, help="seeds per tuning candidate (default 1)")
-        parser.add_argument("--objective-every", type=int, default=None,
+        parser.add_argument("--tune-rounds", metavar="R", type=int, default=None, help="rounds of each tuning run (default 50)")
+        parser.add_argument("--tune-seeds", metavar="N", type=int, default=None, help="seeds per tuning candidate (default 1)")
+        parser.add_argument("--objective-every", metavar="K", type=int, default=None,
                             help="evaluate the objective every k rounds (default 1)")
-        parser.add_argument("--data-seed", type=int, default=None, help="seed of the data set (default 0)")
-        parser.add_argument("--p", type=int, default=None, help="synthetic dimension (default 20)")
-        parser.add_argument("--K", type=int, default=None, help="number of atoms (default 15; 50 for real data)")
-        parser.add_argument("--n-samples", type=int, default=None, help="total number of samples")
-        parser.add_argument("--ratings", dest="ratings_path", default=None,
+        parser.add_argument("--data-seed", metavar="SEED", type=int, default=None, help="seed of the data set (default 0)")
+        parser.add_argument("--p", metavar="P", type=int, default=None, help="synthetic dimension (default 20)")
+        parser.add_argument("--K", metavar="K", type=int, default=None, help="number of atoms (default 15; 50 for real data)")
+        parser.add_argument("--n-samples", metavar="N", type=int, default=None, help="total number of samples")
+        parser.add_argument("--ratings", metavar="FILE", dest="ratings_path", default=None,
                             help="MovieLens ratings.dat for the 'ratings' setting")
-        parser.add_argument("--n-clients", type=int, default=None, help="number of clients (default 20)")
-        parser.add_argument("--active-clients", type=int, default=None, help="active clients per round (default 10)")
-        parser.add_argument("--batch-size", type=int, default=None, help="local minibatch of Figure 1 (default 50)")
-        parser.add_argument("--alpha", type=float, default=None, help="control-variate step (default 0.01)")
+        parser.add_argument("--n-clients", metavar="N", type=int, default=None, help="number of clients (default 20)")
+        parser.add_argument("--active-clients", metavar="M", type=int, default=None, help="active clients per round (default 10)")
+        parser.add_argument("--batch-size", metavar="B", type=int, default=None, help="local minibatch of Figure 1 (default 50)")
+        parser.add_argument("--alpha", metavar="ALPHA", type=float, default=None, help="control-variate step (default 0.01)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bars")
         parser.set_defaults(func=_command, figure=figure)
 

@@ -25,9 +25,10 @@ Settings (FedEM paper §4; defaults of the dataclasses below):
   mean-imputation and centralized-EM references.
 
 Monitoring: ``‖H_k‖²`` is ``E_s = ‖Ŝ_{k+1} − Ŝ_k‖²/γ²`` of the engine's
-history (equal to ``‖H_{k+1}‖²`` when the projection is inactive; the weights
-block is projected onto the simplex, which removes the component of ``H``
-along ``(1, …, 1)``); ``‖h(Ŝ_k)‖²`` with ``h(s) = Σ_i μ_i s̄_i(T(s)) − s`` is a
+history.  Fig. 1 runs without projection, as FedEM Alg. 1-2 (the weights stay
+far from 0), so ``E_s = ‖H_{k+1}‖²`` exactly; the digits run projects the
+weights block onto the simplex (``G = 10`` small weights), which removes the
+component of ``H`` along ``(1, …, 1)``.  ``‖h(Ŝ_k)‖²`` with ``h(s) = Σ_i μ_i s̄_i(T(s)) − s`` is a
 full pass over all clients, every ``monitor_every`` rounds.  One epoch is ``N``
 conditional-expectation evaluations ``s̄_ij`` (FedEM §4): a minibatch oracle
 costs ``b`` per active client, a SPIDER correction ``2b`` (two parameters) and
@@ -75,6 +76,7 @@ class Fig1Config:
     k_in: int = 20
     epochs: float = 50.0
     monitor_every: int = 1
+    projection: str | None = None
     seed: int = 0
 
 
@@ -95,6 +97,7 @@ class DigitsConfig:
     epochs: float = 100.0
     monitor_every: int = 5
     reg_covar: float = 1e-6
+    projection: str | None = "euclidean"
     seed: int = 0
 
 
@@ -116,6 +119,7 @@ class MissConfig:
     batch_size: int = 5
     epochs: float = 40.0
     monitor_every: int = 5
+    projection: str | None = "euclidean"
     seed: int = 0
 
 
@@ -195,14 +199,14 @@ def _mean_field(model: Any, datas: Sequence[Any], mu: np.ndarray, S: np.ndarray)
 
 def _run(model: Any, datas: Sequence[Any], *, S0: np.ndarray, n_rounds: int, monitor_every: int, seed: int,
          oracle: str, batch_size: int, k_in: int | None, participation: float, step: float, alpha: float,
-         block_size: int | None, extra_monitor: Any = None) -> dict[str, Any]:
+         block_size: int | None, projection: str | None, extra_monitor: Any = None) -> dict[str, Any]:
     """One FedEM / VR-FedEM run with the mean-field monitor; returns arrays as lists."""
     from fedmm.algorithms import FedMM
     from fedmm.compression import BlockQuantizer, Identity
 
     compressor = Identity() if block_size is None else BlockQuantizer(block_size=block_size, norm=2)
     algo = FedMM(model, participation=participation, compressor=compressor, alpha=alpha, step=step,
-                 batch_size=batch_size, oracle=oracle, k_in=k_in)
+                 batch_size=batch_size, oracle=oracle, k_in=k_in, projection=projection)
     sizes = [model.n_samples(d) for d in datas]
     mu = np.asarray(sizes, dtype=np.float64) / sum(sizes)
     monitored: dict[str, list] = {"round": [], "h2": [], "extra": []}
@@ -256,7 +260,7 @@ def run_fig1(cfg: Fig1Config | None = None) -> dict[str, Any]:
     S0 = model.init_statistic(datas, np.random.default_rng(cfg.seed))
     sizes = [d.shape[0] for d in datas]
     common = dict(S0=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
-                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size,
+                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
                   extra_monitor=lambda S, theta: theta.weights.tolist())
     runs = {}
     for name, oracle, b, k_in in (("FedEM", "minibatch", cfg.batch_size, None),
@@ -285,7 +289,7 @@ def run_digits(cfg: DigitsConfig | None = None) -> dict[str, Any]:
     sizes = [d.shape[0] for d in datas]
     Y = np.concatenate(datas)
     common = dict(S0=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
-                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size,
+                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
                   extra_monitor=lambda S, theta: theta.weights.tolist())
     runs = {}
     for name, oracle, b, k_in in (("FedEM", "minibatch", cfg.batch_size, None),
@@ -331,7 +335,7 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
     n_rounds = _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", cfg.batch_size, None)
     run = _run(model, datas, S0=S0, n_rounds=n_rounds, monitor_every=cfg.monitor_every, seed=cfg.seed,
                oracle="minibatch", batch_size=cfg.batch_size, k_in=None, participation=cfg.participation,
-               step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size,
+               step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
                extra_monitor=lambda S, theta: errors(theta))
     # references: mean imputation and centralized (deterministic, full-batch) EM
     observed = hidden[masks]
@@ -412,7 +416,8 @@ def write_result(result: dict[str, Any], out_dir: str, name: str) -> tuple[str, 
 
 # --------------------------------------------------------------------------- CLI
 def _cli_fig1(args: Any) -> int:
-    cfg = Fig1Config(epochs=args.epochs, seed=args.seed, monitor_every=args.monitor_every)
+    cfg = Fig1Config(epochs=args.epochs, seed=args.seed, monitor_every=args.monitor_every,
+                     step=args.step or Fig1Config.step)
     result = run_fig1(cfg)
     paths = write_result(result, args.out, "fedem_fig1")
     for name, s in result["summary"].items():
@@ -422,7 +427,8 @@ def _cli_fig1(args: Any) -> int:
 
 
 def _cli_digits(args: Any) -> int:
-    cfg = DigitsConfig(epochs=args.epochs, seed=args.seed, monitor_every=args.monitor_every)
+    cfg = DigitsConfig(epochs=args.epochs, seed=args.seed, monitor_every=args.monitor_every,
+                       step=args.step or DigitsConfig.step)
     result = run_digits(cfg)
     paths = write_result(result, args.out, "fedem_digits")
     print(f"initial log-likelihood {result['initial_log_likelihood']:.4f}, "
@@ -434,12 +440,14 @@ def _cli_digits(args: Any) -> int:
 
 
 def _cli_missem(args: Any) -> int:
-    cfg = MissConfig(epochs=args.epochs, seed=args.seed, family=args.family, monitor_every=args.monitor_every)
+    cfg = MissConfig(epochs=args.epochs, seed=args.seed, family=args.family, monitor_every=args.monitor_every,
+                     step=args.step or MissConfig.step)
     result = run_fedmissem(cfg)
     paths = write_result(result, args.out, "fedmissem")
-    print(f"missing fraction {result['missing_fraction']:.2f}; RMSE on missing entries vs hidden values: "
-          f"FedMissEM {result['fedmissem']['rmse_hidden']:.4f}, centralized EM "
-          f"{result['centralized_em']['rmse_hidden']:.4f}, mean imputation {result['mean_imputation']['rmse_hidden']:.4f}")
+    print(f"missing fraction {result['missing_fraction']:.2f}")
+    for key, what in (("rmse_hidden", "hidden values"), ("rmse_mean", "true means")):
+        print(f"RMSE on missing entries vs {what}: FedMissEM {result['fedmissem'][key]:.4f}, centralized EM "
+              f"{result['centralized_em'][key]:.4f}, mean imputation {result['mean_imputation'][key]:.4f}")
     print("wrote", *paths)
     return 0
 
@@ -448,17 +456,18 @@ def add_fedem_parser(subparsers: Any) -> None:
     """Register ``fedem-fig1``, ``fedem-digits`` and ``fedmissem`` on an argparse subparsers object."""
     specs = (
         ("fedem-fig1", "FedEM vs VR-FedEM on the synthetic 2-D GMM (FedEM paper Fig. 1)", _cli_fig1,
-         Fig1Config.epochs, "paper: 500"),
+         Fig1Config.epochs, "paper: 500", Fig1Config.step),
         ("fedem-digits", "FedEM vs VR-FedEM, tied GMM on PCA-reduced load_digits (FedEM paper Fig. 3)",
-         _cli_digits, DigitsConfig.epochs, "paper: 500 on MNIST"),
+         _cli_digits, DigitsConfig.epochs, "paper: 500 on MNIST", DigitsConfig.step),
         ("fedmissem", "FedMissEM imputation on synthetic low-rank data with heterogeneous observers",
-         _cli_missem, MissConfig.epochs, "paper: 150 on eBird"),
+         _cli_missem, MissConfig.epochs, "paper: 150 on eBird", MissConfig.step),
     )
-    for name, help_, func, epochs, note in specs:
+    for name, help_, func, epochs, note, step in specs:
         p = subparsers.add_parser(name, help=help_, description=help_ + "; writes JSON and PNG.")
         p.add_argument("--out", default=f"fedmm-{name}", help="output directory")
         p.add_argument("--epochs", type=float, default=epochs, help=f"epochs per algorithm (default {epochs}; {note})")
         p.add_argument("--seed", type=int, default=0, help="seed of the data and the algorithms")
+        p.add_argument("--step", type=float, default=None, help=f"constant step γ (default {step})")
         p.add_argument("--monitor-every", type=int, default=5, help="rounds between full-pass ‖h(Ŝ)‖² evaluations")
         if name == "fedmissem":
             p.add_argument("--family", default="gaussian", choices=("gaussian", "poisson", "bernoulli"))

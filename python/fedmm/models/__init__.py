@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Surrogate models (DESIGN §2): the statistic ``S̄``, the map ``T`` and the projection ``Π``."""
 from fedmm.models.base import StatisticLayout, SurrogateModel
+from fedmm.models.dictionary import DictionaryLearning
 from fedmm.models.proximal import ProximalGradient
 from fedmm.models.toy import InverseToy
 
@@ -12,6 +13,7 @@ from fedmm.models.poisson import PoissonLatent
 __all__ = [
     "StatisticLayout",
     "SurrogateModel",
+    "DictionaryLearning",
     "InverseToy",
     "ProximalGradient",
     # -- EM family (issue 6) --

@@ -123,6 +123,7 @@ class NonsmoothProblem:
 
     fit_intercept: bool = False
     name: str = "nonsmooth"
+    kernel_loss: str | None = None  # set by problems the compiled FedMLS loop supports
 
     # -- the loss (subclasses) ---------------------------------------------
     def loss(self, pred: np.ndarray, target: np.ndarray) -> np.ndarray:  # pragma: no cover
@@ -381,6 +382,7 @@ class HingeSVM(NonsmoothProblem):
     """
 
     name = "hinge-svm"
+    kernel_loss = "hinge"  # loss code of fedmm.kernels.fedmls_local_round
 
     def __init__(self, fit_intercept: bool = True) -> None:
         if not isinstance(fit_intercept, (bool, np.bool_)):
@@ -422,6 +424,7 @@ class L1Regression(NonsmoothProblem):
     """
 
     name = "l1-regression"
+    kernel_loss = "l1"
 
     def __init__(self, fit_intercept: bool = False) -> None:
         if not isinstance(fit_intercept, (bool, np.bool_)):

@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Private wrappers of the sparse-coding kernels (src/kernels/lasso.c).
+
+Arguments are validated by :mod:`fedmm.kernels`; this layer checks only what
+memory safety needs (shapes and leading dimensions), allocates outputs and
+workspaces with the GIL, and runs each kernel entirely inside ``nogil``.
+"""
+import numpy as np
+from numpy.linalg import LinAlgError
+
+from libc.stdint cimport int64_t
+
+from fedmm_kernels cimport *
+
+include "blas_table.pxi"
+
+
+METHODS = {"auto": FEDMM_LASSO_AUTO, "cd": FEDMM_LASSO_CD, "active_set": FEDMM_LASSO_ACTIVE_SET}
+
+
+cdef object _status_error(int status, str what):
+    msg = f"{what}: {fedmm_strerror(status).decode()}"
+    if status == FEDMM_ELAPACK:
+        return LinAlgError(msg)
+    if status == FEDMM_ENOMEM:
+        return MemoryError(msg)
+    return ValueError(msg)
+
+
+def lasso_gram(const double[::1, :] G, const double[::1, :] C, double lam, bint positive,
+               double tol, int max_iter, H0, znorm2, int method):
+    """Return ``(H, n_iter, n_unconverged)``; see fedmm.kernels.lasso_gram."""
+    cdef fedmm_blas_int K = G.shape[0]
+    cdef fedmm_blas_int b = C.shape[1]
+    if G.shape[1] != K or C.shape[0] != K:
+        raise ValueError(f"Expected G (K, K) and C (K, b), got {G.shape=}, {C.shape=}")
+    H_arr = np.zeros((K, b), dtype=np.float64, order="F")
+    cdef int warm = H0 is not None
+    if warm:
+        H_arr[...] = H0
+    cdef double[::1, :] H = H_arr
+    n_iter_arr = np.zeros(b, dtype=np.intc)
+    cdef int[::1] n_iter = n_iter_arr
+    cdef double[::1] zn
+    cdef const double *zn_ptr = NULL
+    if znorm2 is not None:
+        zn = np.ascontiguousarray(znorm2, dtype=np.float64)
+        if zn.shape[0] != b:
+            raise ValueError(f"Expected 'znorm2' of shape ({b},), got {np.shape(znorm2)}")
+        if b > 0:
+            zn_ptr = &zn[0]
+    cdef double[::1] work = np.empty(fedmm_lasso_gram_work(K), dtype=np.float64)
+    cdef int64_t n_bad = 0
+    cdef int status
+    cdef fedmm_blas_int ldc = C.strides[1] // sizeof(double) if b > 1 else K
+    cdef const double *C_ptr = &C[0, 0] if b > 0 else NULL
+    cdef double *H_ptr = &H[0, 0] if b > 0 else &work[0]
+    cdef int *it_ptr = &n_iter[0] if b > 0 else NULL
+    with nogil:
+        status = fedmm_lasso_gram(K, b, &G[0, 0], G.strides[1] // sizeof(double) if K > 1 else K,
+                                  C_ptr, ldc, zn_ptr, lam, positive, tol, max_iter, warm,
+                                  method, H_ptr, K, it_ptr, &n_bad, &work[0])
+    if status != FEDMM_OK:
+        raise _status_error(status, "lasso_gram")
+    return H_arr, n_iter_arr, int(n_bad)
+
+
+def dictionary_statistics(const double[::1, :] D, const double[::1, :] Z, double lam,
+                          bint positive, double tol, int max_iter, H0,
+                          const int64_t[::1] offsets, bint want_stats, bint want_objective,
+                          int method):
+    """Return ``(A, B, H, objective, n_iter, n_unconverged)``.
+
+    ``A`` has shape (m, K, K) and ``B`` (m, p, K), both C-ordered stacks of
+    symmetric/column-major blocks (see fedmm.kernels.dictionary_statistics);
+    they are None unless ``want_stats``.
+    """
+    cdef fedmm_blas_int p = D.shape[0]
+    cdef fedmm_blas_int K = D.shape[1]
+    cdef fedmm_blas_int b = Z.shape[1]
+    cdef int64_t m = offsets.shape[0] - 1
+    if Z.shape[0] != p:
+        raise ValueError(f"Expected 'Z' of shape (p, b) with p == D.shape[0], got {D.shape=}, {Z.shape=}")
+    if m < 0 or offsets[0] != 0 or offsets[m] != b:
+        raise ValueError(f"Expected 'segments' to start at 0 and end at b={b}")
+    cdef int64_t s, max_seg = 0
+    for s in range(m):
+        if offsets[s + 1] < offsets[s]:
+            raise ValueError("Expected 'segments' to be nondecreasing")
+        max_seg = max(max_seg, offsets[s + 1] - offsets[s])
+    H_arr = np.zeros((K, b), dtype=np.float64, order="F")
+    cdef int warm = H0 is not None
+    if warm:
+        H_arr[...] = H0
+    cdef double[::1, :] H = H_arr
+    cdef double[::1] work = np.empty(
+        fedmm_dictionary_statistics_work(p, K, <fedmm_blas_int>max_seg, want_objective),
+        dtype=np.float64)
+    # A[s] and B[s] are written column-major; A[s] is symmetric and B is
+    # returned transposed back to (p, K) views of (K, p) C-ordered blocks.
+    A_arr = B_arr = None
+    cdef double *A_ptr = NULL
+    cdef double *B_ptr = NULL
+    cdef double[:, :, ::1] A_view, Bt_view
+    if want_stats:
+        A_arr = np.empty((m, K, K), dtype=np.float64)
+        Bt_arr = np.empty((m, K, p), dtype=np.float64)
+        B_arr = Bt_arr.transpose(0, 2, 1)
+        if m > 0:
+            A_view = A_arr
+            Bt_view = Bt_arr
+            A_ptr = &A_view[0, 0, 0]
+            B_ptr = &Bt_view[0, 0, 0]
+    obj_arr = None
+    cdef double[::1] obj
+    cdef double *obj_ptr = NULL
+    if want_objective:
+        obj_arr = np.empty(b, dtype=np.float64)
+        if b > 0:
+            obj = obj_arr
+            obj_ptr = &obj[0]
+    n_iter_arr = np.zeros(b, dtype=np.intc)
+    cdef int[::1] n_iter = n_iter_arr
+    cdef int64_t n_bad = 0
+    cdef int status
+    cdef fedmm_blas_int ldd = D.strides[1] // sizeof(double) if K > 1 else p
+    cdef fedmm_blas_int ldz = Z.strides[1] // sizeof(double) if b > 1 else p
+    cdef const double *Z_ptr = &Z[0, 0] if b > 0 else NULL
+    cdef double *H_ptr = &H[0, 0] if b > 0 else &work[0]
+    cdef int *it_ptr = &n_iter[0] if b > 0 else NULL
+    with nogil:
+        status = fedmm_dictionary_statistics(p, K, b, &D[0, 0], ldd, Z_ptr, ldz, lam, positive,
+                                             tol, max_iter, warm, method, m, &offsets[0], H_ptr,
+                                             A_ptr, B_ptr, obj_ptr, it_ptr, &n_bad, &work[0],
+                                             &_BLAS)
+    if status != FEDMM_OK:
+        raise _status_error(status, "dictionary_statistics")
+    return A_arr, B_arr, H_arr, obj_arr, n_iter_arr, int(n_bad)

@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * lasso.c -- batched LASSO on the Gram matrix and the dictionary-learning
+ * statistics of the FedMM paper, eq. (16) and (18) (with the 1/2 convention
+ * of eq. (28)):
+ *
+ *     h_j = argmin_h  1/2 ||z_j - D h||^2 + lam ||h||_1      (one per column)
+ *     A   = H H^T / b,   B = Z H^T / b.
+ *
+ * Solver (chosen by measurement, see benchmarks/bench_sparse.py): cyclic
+ * coordinate descent on G = D^T D with the gradient g = D^T (z - D h) =
+ * c - G h kept up to date, plus a Newton step on the support once the
+ * support and signs stop changing (the LASSO solution restricted to its
+ * support solves G_SS h_S = c_S - lam sign(h_S) exactly), which ends the
+ * linear convergence tail of coordinate descent.  Every column stops on its
+ * own duality gap, never on the size of the last step.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "fedmm_kernels.h"
+
+/* Relative accuracy to which the duality gap itself can be evaluated: a
+ * requested tolerance below it could never be certified. */
+#define LASSO_TOL_FLOOR 2.220446049250313e-13
+
+static double soft_threshold(double u, double lam, int positive)
+{
+    if (u > lam) return u - lam;
+    if (!positive && u < -lam) return u + lam;
+    return 0.0;
+}
+
+/* g = c - G_{:,S} h_S over the nonzero entries of h (exact refresh). */
+static void refresh_gradient(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
+                             const double *c, const double *h, double *g)
+{
+    memcpy(g, c, (size_t)K * sizeof(double));
+    for (fedmm_blas_int k = 0; k < K; ++k) {
+        const double hk = h[k];
+        if (hk == 0.0) continue;
+        const double *Gk = G + (size_t)k * ldg;
+        for (fedmm_blas_int i = 0; i < K; ++i) g[i] -= hk * Gk[i];
+    }
+}
+
+/* Duality-gap measure for one column, to be compared with tol.
+ *
+ * With r = z - D h, g = D^T r and the dual point theta = s r, s = min(1,
+ * lam / ||g||_inf) (positive LASSO: lam / max(g)), the gap is
+ *     gap = 1/2 (1 - s)^2 ||r||^2 + lam ||h||_1 - s h^T g,
+ * where ||r||^2 = ||z||^2 - c^T h - h^T g; we return gap / (1/2 ||z||^2).
+ * When ||z||^2 is unknown (znorm2 < 0) we return the certified bound
+ * (1-s)^2 + (lam ||h||_1 - s h^T g) / (1/2 L), L = c^T h + h^T g =
+ * ||z||^2 - ||r||^2 <= ||z||^2 (valid when L > 0; HUGE_VAL when no bound). */
+static double lasso_gap(fedmm_blas_int K, const double *c, const double *h, const double *g,
+                        double znorm2, double lam, int positive)
+{
+    double l1 = 0.0, hg = 0.0, ch = 0.0, gmax = 0.0;
+    for (fedmm_blas_int k = 0; k < K; ++k) {
+        const double gk = positive ? g[k] : fabs(g[k]);
+        if (gk > gmax) gmax = gk;
+        l1 += fabs(h[k]);
+        hg += h[k] * g[k];
+        ch += c[k] * h[k];
+    }
+    const double s = gmax > lam ? lam / gmax : 1.0;
+    double lin = lam * l1 - s * hg;
+    if (lin < 0.0) lin = 0.0; /* rounding: the gap is nonnegative */
+    if (znorm2 > 0.0) {
+        double r2 = znorm2 - ch - hg;
+        if (r2 < 0.0) r2 = 0.0;
+        return (0.5 * (1.0 - s) * (1.0 - s) * r2 + lin) / (0.5 * znorm2);
+    }
+    if (znorm2 == 0.0) return l1 == 0.0 ? 0.0 : HUGE_VAL;
+    const double L = ch + hg;
+    if (l1 == 0.0) return s == 1.0 ? 0.0 : HUGE_VAL;
+    if (L <= 0.0) return HUGE_VAL;
+    return (1.0 - s) * (1.0 - s) + lin / (0.5 * L);
+}
+
+/* Cholesky factor (lower, column-major, leading dimension ld) of G_SS for
+ * the index list S[0..m).  Returns 0 when a pivot is not above
+ * 1e-13 * G_kk (G_SS numerically singular, e.g. duplicated atoms). */
+static int chol_factor(fedmm_blas_int m, const int *S, const double *G, fedmm_blas_int ldg,
+                       double *L, fedmm_blas_int ld)
+{
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        const double *Gj = G + (size_t)S[j] * ldg;
+        double *Lj = L + (size_t)j * ld;
+        for (fedmm_blas_int i = j; i < m; ++i) Lj[i] = Gj[S[i]];
+    }
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        double *Lj = L + (size_t)j * ld;
+        const double floor = 1e-13 * G[(size_t)S[j] * ldg + S[j]];
+        for (fedmm_blas_int k = 0; k < j; ++k) {
+            const double *Lk = L + (size_t)k * ld;
+            const double ljk = Lk[j];
+            for (fedmm_blas_int i = j; i < m; ++i) Lj[i] -= ljk * Lk[i];
+        }
+        if (!(Lj[j] > floor)) return 0;
+        const double d = sqrt(Lj[j]);
+        Lj[j] = d;
+        for (fedmm_blas_int i = j + 1; i < m; ++i) Lj[i] /= d;
+    }
+    return 1;
+}
+
+/* Extend the factor of G_SS (m x m) by the index S[m] (row m of L). */
+static int chol_append(fedmm_blas_int m, const int *S, const double *G, fedmm_blas_int ldg,
+                       double *L, fedmm_blas_int ld)
+{
+    const double *Gn = G + (size_t)S[m] * ldg;
+    double d = Gn[S[m]];
+    const double floor = 1e-13 * d;
+    for (fedmm_blas_int j = 0; j < m; ++j) { /* solve L l = G_{S,new}, l stored as row m */
+        const double *Lj = L + (size_t)j * ld;
+        double v = Gn[S[j]];
+        for (fedmm_blas_int k = 0; k < j; ++k) v -= L[(size_t)k * ld + m] * L[(size_t)k * ld + j];
+        v /= Lj[j];
+        L[(size_t)j * ld + m] = v;
+        d -= v * v;
+    }
+    if (!(d > floor)) return 0;
+    L[(size_t)m * ld + m] = sqrt(d);
+    return 1;
+}
+
+/* Solve L L^T x = x in place. */
+static void chol_solve(fedmm_blas_int m, const double *L, fedmm_blas_int ld, double *x)
+{
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        const double *Lj = L + (size_t)j * ld;
+        x[j] /= Lj[j];
+        for (fedmm_blas_int i = j + 1; i < m; ++i) x[i] -= Lj[i] * x[j];
+    }
+    for (fedmm_blas_int j = m - 1; j >= 0; --j) {
+        const double *Lj = L + (size_t)j * ld;
+        double v = x[j];
+        for (fedmm_blas_int i = j + 1; i < m; ++i) v -= Lj[i] * x[i];
+        x[j] = v / Lj[j];
+    }
+}
+
+/* f(h) - 1/2 ||z||^2 = 1/2 h^T G h - c^T h + lam ||h||_1, from g = c - G h. */
+static double lasso_reduced_objective(fedmm_blas_int K, const double *c, const double *h,
+                                      const double *g, double lam)
+{
+    double acc = 0.0, l1 = 0.0;
+    for (fedmm_blas_int k = 0; k < K; ++k) {
+        acc += h[k] * (g[k] + c[k]);
+        l1 += fabs(h[k]);
+    }
+    return -0.5 * acc + lam * l1;
+}
+
+/* Newton step on the support: x = G_S'S'^{-1}(c_S' - lam sign(h_S')) where
+ * S' drops the atoms of the support that are (numerically) in the span of
+ * the previous ones (duplicated atoms); they go to 0.  h moves towards x up to
+ * the first sign change (that coefficient becomes 0), and the move is kept
+ * only if the objective decreases.  On entry g = c - G h; on exit g matches
+ * h.  Returns 0 (h unchanged), 1 (full step) or 2 (cut at a sign change). */
+static int support_newton(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
+                          const double *c, double lam, int positive, double *h, double *g,
+                          int *support, double *L, double *x, double *h_keep)
+{
+    fedmm_blas_int m = 0;
+    for (fedmm_blas_int k = 0; k < K; ++k) {
+        if (h[k] == 0.0) continue;
+        support[m] = (int)k;
+        if (chol_append(m, support, G, ldg, L, K)) ++m;
+    }
+    if (m == 0) return 0;
+    const double f_old = lasso_reduced_objective(K, c, h, g, lam);
+    memcpy(h_keep, h, (size_t)K * sizeof(double));
+    for (fedmm_blas_int i = 0; i < m; ++i) {
+        const int k = support[i];
+        x[i] = c[k] - (h[k] > 0.0 ? lam : -lam);
+    }
+    chol_solve(m, L, K, x);
+    double t_min = 1.0;
+    fedmm_blas_int i_min = -1;
+    for (fedmm_blas_int i = 0; i < m; ++i) {
+        const double hk = h[support[i]];
+        if ((hk > 0.0) == (x[i] > 0.0) && x[i] != 0.0) continue;
+        const double t = hk / (hk - x[i]);
+        if (t < t_min) { t_min = t; i_min = i; }
+    }
+    if (t_min <= 0.0) return 0;
+    /* dependent atoms (not in S') move linearly to 0 with the others */
+    for (fedmm_blas_int k = 0; k < K; ++k) h[k] *= 1.0 - t_min;
+    for (fedmm_blas_int i = 0; i < m; ++i) h[support[i]] = h_keep[support[i]] * (1.0 - t_min) + t_min * x[i];
+    if (t_min == 1.0) {
+        for (fedmm_blas_int i = 0; i < m; ++i) h[support[i]] = x[i];
+    }
+    if (i_min >= 0) h[support[i_min]] = 0.0;
+    refresh_gradient(K, G, ldg, c, h, g);
+    /* not worse up to the rounding of f: near the solution the true decrease
+     * (1/2 dx^T G dx) is below it, and the caller's gap test arbitrates */
+    if (lasso_reduced_objective(K, c, h, g, lam) <= f_old + 1e-13 * fabs(f_old))
+        return i_min >= 0 ? 2 : 1;
+    memcpy(h, h_keep, (size_t)K * sizeof(double));
+    refresh_gradient(K, G, ldg, c, h, g);
+    return 0;
+}
+
+/* Active-set (feature-sign search, Lee, Battle, Raina, Ng 2007) solve of one
+ * column from h (support = nonzeros of h, whose G_SS must be nonsingular,
+ * else the start is h = 0).  Alternates (a) adding the zero coefficient with
+ * the largest KKT violation |g_k| > lam, signed like g_k, and (b) Newton
+ * steps x = G_SS^{-1}(c_S - lam sign_S) cut at the first sign change (the
+ * objective decreases along the segment; the coefficient reaching zero
+ * leaves S).  Finite termination in exact arithmetic.  g is kept exact.
+ * Returns the steps used (>= 0) when the gap test passed, or -1 - steps when
+ * it must hand over to coordinate descent (singular G_SS or the cap). */
+static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
+                            const double *c, double znorm2, double lam, int positive,
+                            double tol, int max_iter, double *h, double *g, double *x,
+                            double *L, double *theta, int *S)
+{
+    fedmm_blas_int m = 0;
+    for (fedmm_blas_int k = 0; k < K; ++k) {
+        if (h[k] != 0.0) {
+            theta[m] = h[k] > 0.0 ? 1.0 : -1.0;
+            S[m++] = (int)k;
+        }
+    }
+    if (m > 0 && !chol_factor(m, S, G, ldg, L, K)) {
+        memset(h, 0, (size_t)K * sizeof(double));
+        m = 0;
+    }
+    refresh_gradient(K, G, ldg, c, h, g);
+    int need_step = m > 0;
+    for (int it = 0; it < max_iter; ++it) {
+        if (!need_step) {
+            if (lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol) return it;
+            fedmm_blas_int best = -1;
+            double best_v = lam;
+            for (fedmm_blas_int k = 0; k < K; ++k) {
+                if (h[k] != 0.0 || !(G[(size_t)k * ldg + k] > 0.0)) continue;
+                const double v = positive ? g[k] : fabs(g[k]);
+                if (v > best_v) { best_v = v; best = k; }
+            }
+            if (best < 0) return -1 - it; /* gap above tol without a violator: rounding */
+            S[m] = (int)best;
+            theta[m] = g[best] > 0.0 ? 1.0 : -1.0;
+            if (chol_append(m, S, G, ldg, L, K)) {
+                ++m;
+            } else {
+                /* d_best is (numerically) in the span of D_S (e.g. |S| = p < K):
+                 * move along the null direction d = (theta_best, -theta_best w),
+                 * w = G_SS^{-1} G_{S,best}.  D d = 0, so only lam ||h||_1 changes,
+                 * at the rate lam (1 - theta_best theta_S^T w) < 0 at an exact
+                 * point of S; stop when a coefficient of S reaches 0 and swap it
+                 * for best (a simplex pivot). */
+                const double tb = theta[m];
+                for (fedmm_blas_int j = 0; j < m; ++j) x[j] = G[(size_t)best * ldg + S[j]];
+                chol_solve(m, L, K, x);
+                double t_min = HUGE_VAL;
+                fedmm_blas_int j_min = -1;
+                for (fedmm_blas_int j = 0; j < m; ++j) {
+                    const double dj = -tb * x[j];
+                    if (theta[j] * dj >= 0.0) continue;
+                    const double t = fabs(h[S[j]]) / fabs(dj);
+                    if (t < t_min) { t_min = t; j_min = j; }
+                }
+                if (j_min < 0) return -1 - it;
+                for (fedmm_blas_int j = 0; j < m; ++j) h[S[j]] -= t_min * tb * x[j];
+                h[S[j_min]] = 0.0;
+                h[best] = tb * t_min;
+                S[j_min] = (int)best;
+                theta[j_min] = tb;
+                if (!chol_factor(m, S, G, ldg, L, K)) return -1 - it;
+                refresh_gradient(K, G, ldg, c, h, g);
+                need_step = 1;
+                continue;
+            }
+        }
+        for (fedmm_blas_int j = 0; j < m; ++j) x[j] = c[S[j]] - lam * theta[j];
+        chol_solve(m, L, K, x);
+        double t_min = 1.0;
+        fedmm_blas_int j_min = -1;
+        for (fedmm_blas_int j = 0; j < m; ++j) {
+            if (theta[j] * x[j] > 0.0) continue;
+            const double hj = h[S[j]];
+            const double t = hj == 0.0 ? 0.0 : hj / (hj - x[j]);
+            if (t < t_min) { t_min = t; j_min = j; }
+        }
+        for (fedmm_blas_int j = 0; j < m; ++j) {
+            double *hj = h + S[j];
+            *hj = t_min == 1.0 ? x[j] : *hj + t_min * (x[j] - *hj);
+        }
+        if (j_min >= 0) {
+            h[S[j_min]] = 0.0;
+            for (fedmm_blas_int j = j_min; j + 1 < m; ++j) {
+                S[j] = S[j + 1];
+                theta[j] = theta[j + 1];
+            }
+            --m;
+            if (m > 0 && !chol_factor(m, S, G, ldg, L, K)) return -1 - it;
+            need_step = m > 0;
+        } else {
+            need_step = 0;
+        }
+        refresh_gradient(K, G, ldg, c, h, g);
+    }
+    return -1 - max_iter;
+}
+
+/* Coordinate descent for one column from h (g = c - G h on entry).
+ * Returns the sweeps used, or -1 - max_iter when the cap was hit.  Once the
+ * gap test passes, one Newton step on the support is tried and kept when it
+ * lowers the gap: it usually lands on the exact solution, so the codes
+ * satisfy the KKT conditions to rounding error.  While sweeping, a Newton
+ * step is also tried each time the support and signs survive a sweep. */
+static int lasso_cd(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const double *c,
+                    double znorm2, double lam, int positive, double tol, int max_iter,
+                    double *h, double *g, double *x, double *h_keep, double *h_keep2, double *L,
+                    int *support)
+{
+    int newton_tried = 0; /* for the current support */
+    int at_newton_point = 0; /* h is the full Newton point of its support */
+    for (int it = 0; it < max_iter; ++it) {
+        if (lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol) {
+            refresh_gradient(K, G, ldg, c, h, g); /* no drift in the certificate */
+            const double gap = lasso_gap(K, c, h, g, znorm2, lam, positive);
+            if (gap <= tol) {
+                if (gap > 0.0 && !at_newton_point) {
+                    /* polish: keep the Newton point only if it certifies better */
+                    memcpy(h_keep2, h, (size_t)K * sizeof(double));
+                    if (support_newton(K, G, ldg, c, lam, positive, h, g, support, L, x, h_keep) &&
+                        !(lasso_gap(K, c, h, g, znorm2, lam, positive) <= gap)) {
+                        memcpy(h, h_keep2, (size_t)K * sizeof(double));
+                        refresh_gradient(K, G, ldg, c, h, g);
+                    }
+                }
+                return it;
+            }
+        }
+        int support_changed = 0;
+        for (fedmm_blas_int k = 0; k < K; ++k) {
+            const double *Gk = G + (size_t)k * ldg;
+            const double gkk = Gk[k];
+            if (!(gkk > 0.0)) continue;
+            const double hk = h[k];
+            const double hn = soft_threshold(g[k] + gkk * hk, lam, positive) / gkk;
+            if (hn == hk) continue;
+            at_newton_point = 0;
+            const double delta = hn - hk;
+            h[k] = hn;
+            for (fedmm_blas_int i = 0; i < K; ++i) g[i] -= delta * Gk[i];
+            if ((hk > 0.0) != (hn > 0.0) || (hk < 0.0) != (hn < 0.0)) support_changed = 1;
+        }
+        if (support_changed) {
+            newton_tried = 0;
+        } else if (!newton_tried) {
+            const int step = support_newton(K, G, ldg, c, lam, positive, h, g, support, L, x, h_keep);
+            newton_tried = step != 2; /* a cut step changed the support: retry later */
+            at_newton_point = step == 1;
+        }
+    }
+    refresh_gradient(K, G, ldg, c, h, g);
+    if (lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol) return max_iter;
+    return -1 - max_iter;
+}
+
+/* One column.  work: 4K + K*K doubles, support: K ints.  Returns the
+ * iterations used (active-set steps + sweeps), or -1 - max_iter when the
+ * cap was hit. */
+static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
+                        const double *c, double znorm2, double lam, int positive,
+                        double tol, int max_iter, int warm, int method, double *h,
+                        double *work, int *support)
+{
+    double *g = work;
+    double *x = work + K;
+    double *h_keep = work + 2 * (size_t)K;
+    double *theta = work + 3 * (size_t)K;
+    double *L = work + 4 * (size_t)K;
+
+    if (znorm2 == 0.0) { /* z = 0: h = 0 is the solution */
+        memset(h, 0, (size_t)K * sizeof(double));
+        return 0;
+    }
+    if (warm) {
+        for (fedmm_blas_int k = 0; k < K; ++k) {
+            if (!(G[(size_t)k * ldg + k] > 0.0)) h[k] = 0.0; /* zero atom */
+            if (positive && h[k] < 0.0) h[k] = 0.0;
+        }
+    } else {
+        memset(h, 0, (size_t)K * sizeof(double));
+    }
+    int used = 0;
+    if (method == FEDMM_LASSO_ACTIVE_SET) {
+        const int it = lasso_active_set(K, G, ldg, c, znorm2, lam, positive, tol, max_iter, h,
+                                        g, x, L, theta, support);
+        if (it >= 0) return it;
+        used = -1 - it; /* hand over to coordinate descent from where it stopped */
+        if (used >= max_iter) used = max_iter - 1;
+    }
+    refresh_gradient(K, G, ldg, c, h, g);
+    const int it = lasso_cd(K, G, ldg, c, znorm2, lam, positive, tol, max_iter - used, h, g, x,
+                            h_keep, theta, L, support);
+    return it >= 0 ? used + it : -1 - max_iter;
+}
+
+/* Measured choice (benchmarks/bench_sparse.py): coordinate descent wins
+ * when the atoms are few compared with the dimension (2K <= p), the active
+ * set otherwise (nearly square and overcomplete D, where coordinate descent
+ * crawls).  p = 0 (unknown, Gram-only call) counts as K <= 32. */
+static int lasso_auto_method(fedmm_blas_int p, fedmm_blas_int K)
+{
+    if (p <= 0) return K > 32 ? FEDMM_LASSO_ACTIVE_SET : FEDMM_LASSO_CD;
+    return 2 * K > p ? FEDMM_LASSO_ACTIVE_SET : FEDMM_LASSO_CD;
+}
+
+size_t fedmm_lasso_gram_work(fedmm_blas_int K)
+{
+    return 4 * (size_t)K + (size_t)K * (size_t)K + ((size_t)K + 1) / 2;
+}
+
+int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+                     fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
+                     const double *znorm2, double lam, int positive, double tol,
+                     int max_iter, int warm_start, int method, double *H,
+                     fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
+{
+    if (K < 1 || b < 0 || ldg < K || ldc < K || ldh < K || max_iter < 0 || !(lam > 0.0) ||
+        !(tol >= 0.0) || method < 0 || method > 2 || G == NULL || H == NULL || work == NULL || (b > 0 && C == NULL))
+        return FEDMM_EINVAL;
+    if (tol < LASSO_TOL_FLOOR) tol = LASSO_TOL_FLOOR;
+    if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(0, K);
+    /* the int support list lives after the doubles of the work area */
+    int *support = (int *)(work + 4 * (size_t)K + (size_t)K * (size_t)K);
+    int64_t bad = 0;
+    for (fedmm_blas_int j = 0; j < b; ++j) {
+        const double zn = znorm2 ? znorm2[j] : -1.0;
+        const int it = lasso_column(K, G, ldg, C + (size_t)j * ldc, zn, lam, positive, tol,
+                                    max_iter, warm_start, method, H + (size_t)j * ldh, work,
+                                    support);
+        if (it < 0) ++bad;
+        if (n_iter) n_iter[j] = it < 0 ? -1 - it : it;
+    }
+    if (n_unconverged) *n_unconverged = bad;
+    return FEDMM_OK;
+}
+
+/* ---- dictionary statistics ---------------------------------------------- */
+
+size_t fedmm_dictionary_statistics_work(fedmm_blas_int p, fedmm_blas_int K,
+                                        fedmm_blas_int max_segment, int want_objective)
+{
+    size_t n = (size_t)K * K + (size_t)K * max_segment + (size_t)max_segment +
+               fedmm_lasso_gram_work(K);
+    if (want_objective) n += (size_t)p * max_segment;
+    return n;
+}
+
+int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b,
+                                const double *D, fedmm_blas_int ldd, const double *Z,
+                                fedmm_blas_int ldz, double lam, int positive, double tol,
+                                int max_iter, int warm_start, int method, int64_t n_segments,
+                                const int64_t *offsets, double *H, double *A, double *B,
+                                double *objective, int *n_iter, int64_t *n_unconverged,
+                                double *work, const fedmm_blas_t *blas)
+{
+    if (p < 1 || K < 1 || b < 0 || ldd < p || ldz < p || n_segments < 0 || D == NULL ||
+        H == NULL || work == NULL || blas == NULL || offsets == NULL || !(lam > 0.0) ||
+        method < 0 || method > 2)
+        return FEDMM_EINVAL;
+    fedmm_blas_int max_seg = 0;
+    if (offsets[0] != 0 || offsets[n_segments] != b) return FEDMM_EINVAL;
+    for (int64_t s = 0; s < n_segments; ++s) {
+        if (offsets[s + 1] < offsets[s]) return FEDMM_EINVAL;
+        if (offsets[s + 1] - offsets[s] > max_seg) max_seg = (fedmm_blas_int)(offsets[s + 1] - offsets[s]);
+    }
+    if (b > 0 && Z == NULL) return FEDMM_EINVAL;
+
+    double *G = work;
+    double *C = G + (size_t)K * K;
+    double *zn = C + (size_t)K * max_seg;
+    double *lasso_work = zn + max_seg;
+    double *R = lasso_work + fedmm_lasso_gram_work(K);
+
+    const double one = 1.0, zero = 0.0, minus_one = -1.0;
+    /* G = D^T D (upper triangle by dsyrk, mirrored so every column is whole) */
+    blas->dsyrk("U", "T", &K, &p, &one, D, &ldd, &zero, G, &K);
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = j + 1; i < K; ++i) G[(size_t)j * K + i] = G[(size_t)i * K + j];
+
+    if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(p, K);
+    int64_t bad_total = 0;
+    /* Each segment goes through exactly the same calls as a one-segment call
+     * on its own columns, so segmented and separate results agree bit for bit. */
+    for (int64_t s = 0; s < n_segments; ++s) {
+        const fedmm_blas_int j0 = (fedmm_blas_int)offsets[s];
+        const fedmm_blas_int bs = (fedmm_blas_int)(offsets[s + 1] - offsets[s]);
+        double *As = A ? A + (size_t)s * K * K : NULL;
+        double *Bs = B ? B + (size_t)s * p * K : NULL;
+        double *Hs = H + (size_t)j0 * K;
+        const double *Zs = Z + (size_t)j0 * ldz;
+        if (bs == 0) { /* an empty segment has zero statistics */
+            if (As) memset(As, 0, (size_t)K * K * sizeof(double));
+            if (Bs) memset(Bs, 0, (size_t)p * K * sizeof(double));
+            continue;
+        }
+        for (fedmm_blas_int j = 0; j < bs; ++j) {
+            const double *z = Zs + (size_t)j * ldz;
+            double acc = 0.0;
+            for (fedmm_blas_int i = 0; i < p; ++i) acc += z[i] * z[i];
+            if (!isfinite(acc)) return FEDMM_ENONFINITE;
+            zn[j] = acc;
+        }
+        /* C = D^T Z_s */
+        blas->dgemm("T", "N", &K, &bs, &p, &one, D, &ldd, Zs, &ldz, &zero, C, &K);
+        int64_t bad = 0;
+        int status = fedmm_lasso_gram(K, bs, G, K, C, K, zn, lam, positive, tol, max_iter,
+                                      warm_start, method, Hs, K, n_iter ? n_iter + j0 : NULL, &bad,
+                                      lasso_work);
+        if (status != FEDMM_OK) return status;
+        bad_total += bad;
+        const double inv_b = 1.0 / (double)bs;
+        if (As) { /* A = H H^T / b */
+            blas->dsyrk("U", "N", &K, &bs, &inv_b, Hs, &K, &zero, As, &K);
+            for (fedmm_blas_int j = 0; j < K; ++j)
+                for (fedmm_blas_int i = j + 1; i < K; ++i) As[(size_t)j * K + i] = As[(size_t)i * K + j];
+        }
+        if (Bs) /* B = Z H^T / b */
+            blas->dgemm("N", "T", &p, &K, &bs, &inv_b, Zs, &ldz, Hs, &K, &zero, Bs, &p);
+        if (objective) { /* R = Z - D H, objective_j = 1/2 ||r_j||^2 + lam ||h_j||_1 */
+            for (fedmm_blas_int j = 0; j < bs; ++j)
+                memcpy(R + (size_t)j * p, Zs + (size_t)j * ldz, (size_t)p * sizeof(double));
+            blas->dgemm("N", "N", &p, &bs, &K, &minus_one, D, &ldd, Hs, &K, &one, R, &p);
+            for (fedmm_blas_int j = 0; j < bs; ++j) {
+                const double *r = R + (size_t)j * p;
+                const double *h = Hs + (size_t)j * K;
+                double rr = 0.0, l1 = 0.0;
+                for (fedmm_blas_int i = 0; i < p; ++i) rr += r[i] * r[i];
+                for (fedmm_blas_int k = 0; k < K; ++k) l1 += fabs(h[k]);
+                objective[j0 + j] = 0.5 * rr + lam * l1;
+            }
+        }
+    }
+    if (n_unconverged) *n_unconverged = bad_total;
+    return FEDMM_OK;
+}

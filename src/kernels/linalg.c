@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * linalg.c -- the server side of the dictionary-learning model of the FedMM
+ * paper: the map T of eq. (17) with the 1/2 convention of eq. (28), and the
+ * projection of the first statistic block onto the PSD cone (S = M_K^+ x
+ * R^{p x K}).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "fedmm_kernels.h"
+
+/* ---- dictionary update: ridge -------------------------------------------- */
+
+size_t fedmm_dictionary_update_ridge_work(fedmm_blas_int p, fedmm_blas_int K)
+{
+    return (size_t)K * K + (size_t)K * p;
+}
+
+int fedmm_dictionary_update_ridge(fedmm_blas_int p, fedmm_blas_int K, const double *A,
+                                  fedmm_blas_int lda, const double *B, fedmm_blas_int ldb,
+                                  double eta, double *D, fedmm_blas_int ldd, double *work,
+                                  const fedmm_blas_t *blas)
+{
+    if (p < 1 || K < 1 || lda < K || ldb < p || ldd < p || !(eta >= 0.0) || A == NULL ||
+        B == NULL || D == NULL || work == NULL || blas == NULL)
+        return FEDMM_EINVAL;
+    double *M = work;              /* A + 2 eta I, then its Cholesky factor */
+    double *Dt = work + (size_t)K * K; /* D^T, K x p */
+    for (fedmm_blas_int j = 0; j < K; ++j) {
+        for (fedmm_blas_int i = 0; i < K; ++i) M[(size_t)j * K + i] = A[(size_t)j * lda + i];
+        M[(size_t)j * K + j] += 2.0 * eta;
+    }
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = 0; i < p; ++i) Dt[(size_t)i * K + j] = B[(size_t)j * ldb + i];
+    fedmm_blas_int info = 0;
+    blas->dpotrf("L", &K, M, &K, &info);
+    if (info != 0) return FEDMM_ELAPACK;
+    /* D (A + 2 eta I) = B  <=>  (A + 2 eta I) D^T = B^T  (the matrix is symmetric) */
+    blas->dpotrs("L", &K, &p, M, &K, Dt, &K, &info);
+    if (info != 0) return FEDMM_ELAPACK;
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = 0; i < p; ++i) D[(size_t)j * ldd + i] = Dt[(size_t)i * K + j];
+    return FEDMM_OK;
+}
+
+/* ---- dictionary update: unit-norm columns (Mairal et al. 2010, Alg. 2) ---- */
+
+int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const double *A,
+                                      fedmm_blas_int lda, const double *B,
+                                      fedmm_blas_int ldb, double eta, double tol,
+                                      int max_iter, double *D, fedmm_blas_int ldd,
+                                      int *n_iter, double *work)
+{
+    if (p < 1 || K < 1 || lda < K || ldb < p || ldd < p || !(eta >= 0.0) || !(tol >= 0.0) ||
+        max_iter < 0 || A == NULL || B == NULL || D == NULL || work == NULL)
+        return FEDMM_EINVAL;
+    double *v = work; /* p */
+    int it = 0;
+    int converged = 0;
+    while (it < max_iter && !converged) {
+        ++it;
+        double max_step = 0.0;
+        for (fedmm_blas_int j = 0; j < K; ++j) {
+            const double *aj = A + (size_t)j * lda;
+            const double *bj = B + (size_t)j * ldb;
+            double *dj = D + (size_t)j * ldd;
+            /* v = b_j - sum_{k != j} d_k A_kj: the column's linear term */
+            memcpy(v, bj, (size_t)p * sizeof(double));
+            for (fedmm_blas_int k = 0; k < K; ++k) {
+                if (k == j) continue;
+                const double akj = aj[k];
+                if (akj == 0.0) continue;
+                const double *dk = D + (size_t)k * ldd;
+                for (fedmm_blas_int i = 0; i < p; ++i) v[i] -= akj * dk[i];
+            }
+            /* minimize 1/2 (A_jj + 2 eta) ||d||^2 - v^T d over ||d|| <= 1:
+             * d = u / max(1, ||u||) with u = v / (A_jj + 2 eta); an unused atom
+             * (A_jj + 2 eta == 0) minimizes -v^T d: d = v / ||v||, or stays put. */
+            const double denom = aj[j] + 2.0 * eta;
+            double vnorm = 0.0;
+            for (fedmm_blas_int i = 0; i < p; ++i) vnorm += v[i] * v[i];
+            vnorm = sqrt(vnorm);
+            double scale;
+            if (denom > 0.0) {
+                const double unorm = vnorm / denom;
+                scale = unorm > 1.0 ? 1.0 / vnorm : 1.0 / denom;
+            } else if (vnorm > 0.0) {
+                scale = 1.0 / vnorm;
+            } else { /* keep d_j, projected onto the unit ball */
+                double dn = 0.0;
+                for (fedmm_blas_int i = 0; i < p; ++i) dn += dj[i] * dj[i];
+                dn = sqrt(dn);
+                if (dn > 1.0) {
+                    for (fedmm_blas_int i = 0; i < p; ++i) dj[i] /= dn;
+                    if (dn - 1.0 > max_step) max_step = dn - 1.0;
+                }
+                continue;
+            }
+            double step = 0.0;
+            for (fedmm_blas_int i = 0; i < p; ++i) {
+                const double dn = v[i] * scale;
+                step += (dn - dj[i]) * (dn - dj[i]);
+                dj[i] = dn;
+            }
+            step = sqrt(step);
+            if (step > max_step) max_step = step;
+        }
+        converged = max_step <= tol;
+    }
+    if (n_iter) *n_iter = it;
+    return converged ? FEDMM_OK : FEDMM_ENOCONV;
+}
+
+/* ---- projection onto the PSD cone ------------------------------------------ */
+
+int fedmm_project_psd_query(fedmm_blas_int K, fedmm_blas_int *lwork, fedmm_blas_int *liwork,
+                            const fedmm_blas_t *blas)
+{
+    if (K < 1 || lwork == NULL || liwork == NULL || blas == NULL) return FEDMM_EINVAL;
+    double wq = 0.0, dummy = 0.0, vl = -1.0, vu = 0.0, abstol = 0.0;
+    fedmm_blas_int iwq = 0, m = 0, il = 1, iu = K, info = 0, minus_one = -1;
+    fedmm_blas_int isuppz[2];
+    blas->dsyevr("V", "V", "L", &K, &dummy, &K, &vl, &vu, &il, &iu, &abstol, &m, &dummy,
+                 &dummy, &K, isuppz, &wq, &minus_one, &iwq, &minus_one, &info);
+    if (info != 0) return FEDMM_ELAPACK;
+    double wq_all = 0.0;
+    fedmm_blas_int iwq_all = 0;
+    blas->dsyevr("V", "A", "L", &K, &dummy, &K, &vl, &vu, &il, &iu, &abstol, &m, &dummy,
+                 &dummy, &K, isuppz, &wq_all, &minus_one, &iwq_all, &minus_one, &info);
+    if (info != 0) return FEDMM_ELAPACK;
+    if (wq_all > wq) wq = wq_all;
+    if (iwq_all > iwq) iwq = iwq_all;
+    *lwork = (fedmm_blas_int)wq;
+    *liwork = iwq;
+    return FEDMM_OK;
+}
+
+size_t fedmm_project_psd_work(fedmm_blas_int K, fedmm_blas_int lwork)
+{
+    return 2 * (size_t)K * K + (size_t)K + (size_t)lwork;
+}
+
+size_t fedmm_project_psd_iwork(fedmm_blas_int K, fedmm_blas_int liwork)
+{
+    return 2 * (size_t)K + (size_t)liwork;
+}
+
+/* One K x K matrix (column-major, leading dimension K). */
+static int project_psd_one(fedmm_blas_int K, const double *A, double *out, double *work,
+                           fedmm_blas_int lwork, fedmm_blas_int *iwork,
+                           fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas)
+{
+    double *W = work;                        /* K x K scratch for LAPACK */
+    double *V = W + (size_t)K * K;           /* eigenvectors, K x K */
+    double *w = V + (size_t)K * K;           /* eigenvalues */
+    double *lapack_work = w + K;
+    fedmm_blas_int *isuppz = iwork;
+    fedmm_blas_int *lapack_iwork = iwork + 2 * (size_t)K;
+
+    /* out = (A + A^T) / 2, pairwise so that out may alias A */
+    double fro2 = 0.0;
+    for (fedmm_blas_int j = 0; j < K; ++j) {
+        for (fedmm_blas_int i = j; i < K; ++i) {
+            const double s = 0.5 * (A[(size_t)j * K + i] + A[(size_t)i * K + j]);
+            out[(size_t)j * K + i] = s;
+            out[(size_t)i * K + j] = s;
+            fro2 += (i == j ? 1.0 : 2.0) * s * s;
+        }
+    }
+    if (!isfinite(fro2)) return FEDMM_ENONFINITE;
+    /* positive definite: Cholesky succeeds and the matrix is its own projection */
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
+    fedmm_blas_int info = 0;
+    blas->dpotrf("L", &K, W, &K, &info);
+    if (info == 0) {
+        *path = 0;
+        return FEDMM_OK;
+    }
+    if (info < 0) return FEDMM_ELAPACK;
+    /* otherwise: eigenpairs with eigenvalue in (vl, 0] only (vl below the
+     * spectrum), then out -= sum lambda_i v_i v_i^T */
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
+    const double vl = -2.0 * sqrt(fro2) - 1.0, vu = 0.0, abstol = 0.0;
+    fedmm_blas_int il = 1, iu = K, m = 0;
+    blas->dsyevr("V", "V", "L", &K, W, &K, &vl, &vu, &il, &iu, &abstol, &m, w, V, &K, isuppz,
+                 lapack_work, &lwork, lapack_iwork, &liwork, &info);
+    if (info != 0) return FEDMM_ELAPACK;
+    *path = m == K ? 2 : 1;
+    fedmm_blas_int m_neg = 0;
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        if (!(w[j] < 0.0)) continue;
+        const double scale = sqrt(-w[j]);
+        double *src = V + (size_t)j * K;
+        double *dst = V + (size_t)m_neg * K;
+        for (fedmm_blas_int i = 0; i < K; ++i) dst[i] = scale * src[i];
+        ++m_neg;
+    }
+    if (m_neg > 0) {
+        const double one = 1.0;
+        blas->dsyrk("L", "N", &K, &m_neg, &one, V, &K, &one, out, &K);
+        for (fedmm_blas_int j = 0; j < K; ++j)
+            for (fedmm_blas_int i = j + 1; i < K; ++i) out[(size_t)i * K + j] = out[(size_t)j * K + i];
+    }
+    return FEDMM_OK;
+}
+
+int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,
+                      double *work, fedmm_blas_int lwork, fedmm_blas_int *iwork,
+                      fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas)
+{
+    if (K < 1 || n_matrices < 0 || A == NULL || out == NULL || work == NULL || iwork == NULL ||
+        blas == NULL)
+        return FEDMM_EINVAL;
+    for (int64_t s = 0; s < n_matrices; ++s) {
+        int one_path = 0;
+        const int status = project_psd_one(K, A + (size_t)s * K * K, out + (size_t)s * K * K,
+                                           work, lwork, iwork, liwork, &one_path, blas);
+        if (status != FEDMM_OK) return status;
+        if (path) path[s] = one_path;
+    }
+    return FEDMM_OK;
+}

@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Batched LASSO and dictionary statistics (issue 3) against independent references."""
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from fedmm.kernels import ConvergenceWarning, dictionary_statistics, lasso, lasso_gram
+from reference import (
+    lasso_kkt_violation,
+    lasso_objective,
+    lasso_sklearn,
+    sparse_codes,
+)
+
+KKT_TOL = 1e-7
+OBJ_RTOL = 1e-9
+
+
+def _problem(rng, p, K, b, noise=0.1, cond=None):
+    D = rng.standard_normal((p, K))
+    if cond is not None:  # singular values spread geometrically over [1/cond, 1]
+        U, _, Vt = np.linalg.svd(D, full_matrices=False)
+        D = (U * np.geomspace(1.0, 1.0 / cond, min(p, K))) @ Vt
+    Z = D @ sparse_codes(rng, K, b) + noise * rng.standard_normal((p, b))
+    return D, Z
+
+
+def _check_against_sklearn(D, Z, lam, H, positive=False):
+    assert lasso_kkt_violation(D, Z, H, lam, positive).max() <= KKT_TOL
+    ref = lasso_sklearn(D, Z, lam, positive=positive)
+    ours, theirs = lasso_objective(D, Z, H, lam), lasso_objective(D, Z, ref, lam)
+    np.testing.assert_allclose(ours, theirs, rtol=OBJ_RTOL)
+    # ours is the exact minimizer up to rounding: never worse than the reference
+    assert np.all(ours <= theirs * (1 + 1e-12))
+
+
+@pytest.mark.parametrize("method", ["auto", "cd", "active_set"])
+@pytest.mark.parametrize(
+    "p, K, lam, cond",
+    [(20, 8, 0.1, None), (30, 15, 0.5, None), (20, 8, 0.05, 1e3), (12, 30, 0.2, None)],
+    ids=["random", "random-bigger-lam", "ill-conditioned", "overcomplete"],
+)
+def test_lasso_matches_sklearn(p, K, lam, cond, method):
+    rng = np.random.default_rng(0)
+    D, Z = _problem(rng, p, K, 12, cond=cond)
+    H = lasso(D, Z, lam, method=method)
+    assert H.shape == (K, 12)
+    _check_against_sklearn(D, Z, lam, H)
+
+
+def test_lasso_overcomplete_k256_converges():
+    rng = np.random.default_rng(1)
+    D, Z = _problem(rng, 64, 256, 3)
+    H, n_iter = lasso(D, Z, 0.1, return_n_iter=True)
+    assert lasso_kkt_violation(D, Z, H, 0.1).max() <= KKT_TOL
+    assert (n_iter < 1000).all()
+
+
+@pytest.mark.parametrize("method", ["cd", "active_set"])
+def test_positive_lasso(method):
+    rng = np.random.default_rng(2)
+    D, Z = _problem(rng, 20, 10, 10)
+    H = lasso(D, Z, 0.1, positive=True, method=method)
+    assert (H >= 0).all()
+    _check_against_sklearn(D, Z, 0.1, H, positive=True)
+
+
+def test_zero_columns_and_lambda_above_lambda_max():
+    rng = np.random.default_rng(3)
+    D, Z = _problem(rng, 16, 6, 5)
+    Z[:, 2] = 0.0
+    H = lasso(D, Z, 0.1)
+    assert (H[:, 2] == 0).all()
+    lam_max = np.abs(D.T @ Z).max()
+    assert (lasso(D, Z, lam_max) == 0).all()
+    assert (lasso(D, Z, 2 * lam_max) == 0).all()
+    assert (lasso(D, Z, 0.999 * lam_max) != 0).any()
+
+
+def test_duplicated_and_zero_atoms():
+    rng = np.random.default_rng(4)
+    D, Z = _problem(rng, 16, 6, 8)
+    D_degenerate = np.column_stack([D, D[:, 1], np.zeros(16), D[:, 3]])
+    for method in ("cd", "active_set"):
+        H = lasso(D_degenerate, Z, 0.1, method=method)
+        assert (H[7] == 0).all()  # the zero atom is never used
+        assert lasso_kkt_violation(D_degenerate, Z, H, 0.1).max() <= KKT_TOL
+        # duplicated atoms do not change the optimal value
+        np.testing.assert_allclose(
+            lasso_objective(D_degenerate, Z, H, 0.1),
+            lasso_objective(D, Z, lasso(D, Z, 0.1), 0.1),
+            rtol=OBJ_RTOL,
+        )
+
+
+@pytest.mark.parametrize("method", ["cd", "active_set"])
+def test_warm_start_same_solution_fewer_iterations(method):
+    rng = np.random.default_rng(6)
+    D, Z = _problem(rng, 40, 20, 30)
+    H, it_cold = lasso(D, Z, 0.1, method=method, return_n_iter=True)
+    H_near = lasso(D, Z, 0.11, method=method)
+    H_warm, it_warm = lasso(D, Z, 0.1, H0=H_near, method=method, return_n_iter=True)
+    np.testing.assert_allclose(
+        lasso_objective(D, Z, H_warm, 0.1), lasso_objective(D, Z, H, 0.1), rtol=OBJ_RTOL
+    )
+    assert it_warm.sum() < it_cold.sum()
+    _, it_exact = lasso(D, Z, 0.1, H0=H, method=method, return_n_iter=True)
+    assert it_exact.max() <= 1
+
+
+def test_layouts_and_views():
+    rng = np.random.default_rng(7)
+    p, K = 12, 5
+    D = rng.standard_normal((p, K))
+    data = rng.standard_normal((40, p))  # one sample per row, as in fedmm.data
+    idx = np.array([3, 1, 30, 7, 7])
+    Z_view = data[idx].T
+    assert Z_view.flags.f_contiguous
+    H = lasso(D, Z_view, 0.1)
+    np.testing.assert_array_equal(H, lasso(np.ascontiguousarray(D), np.ascontiguousarray(Z_view), 0.1))
+    Z32 = Z_view.astype(np.float32)
+    np.testing.assert_array_equal(lasso(D, Z32, 0.1), lasso(D, Z32.astype(np.float64), 0.1))
+    assert lasso(D, np.empty((p, 0)), 0.1).shape == (K, 0)
+
+
+@pytest.mark.parametrize("znorm", [True, False])
+def test_lasso_gram_equals_lasso(znorm):
+    rng = np.random.default_rng(8)
+    D, Z = _problem(rng, 20, 8, 10)
+    znorm2 = (Z * Z).sum(axis=0) if znorm else None
+    H = lasso_gram(D.T @ D, D.T @ Z, 0.1, znorm2=znorm2)
+    assert lasso_kkt_violation(D, Z, H, 0.1).max() <= KKT_TOL
+    np.testing.assert_allclose(H, lasso(D, Z, 0.1), rtol=1e-9, atol=1e-12)
+
+
+def test_nonconvergence_warns():
+    rng = np.random.default_rng(9)
+    D, Z = _problem(rng, 30, 20, 4, cond=1e4)
+    with pytest.warns(ConvergenceWarning, match="max_iter=1"):
+        lasso(D, Z, 1e-3, max_iter=1, method="cd")
+
+
+def test_statistics_definition_and_objective():
+    rng = np.random.default_rng(10)
+    D, Z = _problem(rng, 15, 7, 20)
+    A, B, H, obj = dictionary_statistics(D, Z, 0.1, return_codes=True, return_objective=True)
+    b = Z.shape[1]
+    np.testing.assert_array_equal(H, lasso(D, Z, 0.1))
+    np.testing.assert_allclose(A, H @ H.T / b, rtol=1e-13, atol=1e-15)
+    np.testing.assert_array_equal(A, A.T)
+    np.testing.assert_allclose(B, Z @ H.T / b, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(obj, lasso_objective(D, Z, H, 0.1), rtol=1e-12)
+
+
+def test_segmented_statistics_bit_identical():
+    rng = np.random.default_rng(11)
+    D, Z = _problem(rng, 24, 9, 57)
+    offsets = np.array([0, 10, 10, 31, 32, 57])
+    A, B, H, obj = dictionary_statistics(D, Z, 0.1, segments=offsets, return_codes=True,
+                                         return_objective=True)
+    assert A.shape == (5, 9, 9) and B.shape == (5, 24, 9)
+    for s in range(5):
+        lo, hi = offsets[s], offsets[s + 1]
+        if hi == lo:
+            assert (A[s] == 0).all() and (B[s] == 0).all()
+            continue
+        As, Bs, Hs, objs = dictionary_statistics(
+            D, np.array(Z[:, lo:hi], order="F"), 0.1, return_codes=True, return_objective=True
+        )
+        np.testing.assert_array_equal(A[s], As)
+        np.testing.assert_array_equal(B[s], Bs)
+        np.testing.assert_array_equal(H[:, lo:hi], Hs)
+        np.testing.assert_array_equal(obj[lo:hi], objs)
+
+
+def test_threads_equal_serial():
+    rng = np.random.default_rng(12)
+    problems = [_problem(rng, 30, 12, 40) for _ in range(8)]
+
+    def run(problem):
+        return dictionary_statistics(problem[0], problem[1], 0.1)
+
+    serial = [run(pb) for pb in problems]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        parallel = list(pool.map(run, problems))
+    for (A1, B1), (A2, B2) in zip(serial, parallel):
+        np.testing.assert_array_equal(A1, A2)
+        np.testing.assert_array_equal(B1, B2)
+
+
+def test_bad_inputs():
+    rng = np.random.default_rng(13)
+    D, Z = _problem(rng, 10, 4, 3)
+    with pytest.raises(ValueError, match="'Z' of shape"):
+        lasso(D, Z[:5], 0.1)
+    Zn = Z.copy()
+    Zn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="'Z' to contain only finite"):
+        lasso(D, Zn, 0.1)
+    for bad_lam in (-1.0, 0.0):
+        with pytest.raises(ValueError, match="'lam'"):
+            lasso(D, Z, bad_lam)
+    with pytest.raises(ValueError, match="'H0' of shape"):
+        lasso(D, Z, 0.1, H0=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="'method'"):
+        lasso(D, Z, 0.1, method="lars")
+    with pytest.raises(ValueError, match="'segments'"):
+        dictionary_statistics(D, Z, 0.1, segments=[0, 2, 1, 3])
+    with pytest.raises(ValueError, match="'segments'"):
+        dictionary_statistics(D, Z, 0.1, segments=[0, 2])
+    with pytest.raises(ValueError, match="'G' to be symmetric"):
+        lasso_gram(np.triu(np.ones((4, 4))), D.T @ Z, 0.1)

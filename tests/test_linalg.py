@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Dictionary update (T map) and PSD projection (issue 3) against NumPy references."""
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from fedmm.kernels import ConvergenceWarning, dictionary_update, project_psd
+from reference import dictionary_surrogate, psd_projection_eigh
+
+
+def _statistics(rng, p, K, b=None, rank_deficient=False):
+    b = b if b is not None else 3 * K
+    H = rng.standard_normal((K, b))
+    if rank_deficient:
+        H[-1] = 0.0  # an unused atom: A_KK = 0
+    Z = rng.standard_normal((p, b))
+    return H @ H.T / b, Z @ H.T / b
+
+
+@pytest.mark.parametrize("p, K, eta", [(10, 4, 0.2), (64, 15, 0.2), (30, 50, 0.1)])
+def test_ridge_update_equals_dense_solve(p, K, eta):
+    rng = np.random.default_rng(0)
+    A, B = _statistics(rng, p, K, b=2 * K)
+    D = dictionary_update(A, B, eta=eta)
+    reference = np.linalg.solve(A + 2 * eta * np.eye(K), B.T).T
+    np.testing.assert_allclose(D, reference, rtol=1e-12, atol=1e-12 * np.abs(reference).max())
+    # the gradient of the surrogate vanishes: D (A + 2 eta I) = B
+    np.testing.assert_allclose(D @ (A + 2 * eta * np.eye(K)), B, atol=1e-12)
+
+
+def test_ridge_update_singular_raises_linalgerror():
+    rng = np.random.default_rng(1)
+    A, B = _statistics(rng, 8, 5, rank_deficient=True)
+    with pytest.raises(np.linalg.LinAlgError, match="positive definite"):
+        dictionary_update(A, B, eta=0.0)
+    dictionary_update(A, B, eta=0.1)  # regularized: fine
+
+
+@pytest.mark.parametrize("rank_deficient", [False, True])
+def test_unit_norm_update_monotone_and_feasible(rank_deficient):
+    rng = np.random.default_rng(2)
+    p, K = 12, 6
+    A, B = _statistics(rng, p, K, rank_deficient=rank_deficient)
+    B *= 5.0  # make the unit-norm constraint active
+    if rank_deficient:  # unused atom with a nonzero linear term (e.g. quantization noise)
+        B[:, -1] = rng.standard_normal(p)
+    D = rng.standard_normal((p, K))
+    values = [dictionary_surrogate(D / np.maximum(1, np.linalg.norm(D, axis=0)), A, B)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for _ in range(30):  # one sweep at a time
+            D = dictionary_update(A, B, D, constraint="unit_norm", max_iter=1)
+            assert (np.linalg.norm(D, axis=0) <= 1 + 1e-12).all()
+            values.append(dictionary_surrogate(D, A, B))
+    assert np.all(np.diff(values) <= 1e-12 * np.abs(values).max())
+    D_conv = dictionary_update(A, B, D, constraint="unit_norm", tol=1e-12, max_iter=10_000)
+    # fixed point of the projected block update = optimality of the constrained problem
+    for j in range(K):
+        v = B[:, j] - D_conv @ A[:, j] + A[j, j] * D_conv[:, j]
+        if A[j, j] > 0:
+            u = v / A[j, j]
+            np.testing.assert_allclose(D_conv[:, j], u / max(1.0, np.linalg.norm(u)), atol=1e-9)
+        else:
+            np.testing.assert_allclose(D_conv[:, j], v / np.linalg.norm(v), atol=1e-9)
+    assert dictionary_surrogate(D_conv, A, B) <= values[-1] + 1e-12
+
+
+def test_unit_norm_with_eta_and_inactive_constraint_matches_ridge():
+    rng = np.random.default_rng(3)
+    A, B = _statistics(rng, 10, 5)
+    B *= 1e-3  # tiny columns: the norm constraint is inactive
+    D = dictionary_update(A, B, np.zeros((10, 5)), constraint="unit_norm", eta=0.3, tol=1e-14,
+                          max_iter=100_000)
+    np.testing.assert_allclose(D, dictionary_update(A, B, eta=0.3), atol=1e-12)
+
+
+def test_dictionary_update_bad_inputs():
+    A, B = np.eye(3), np.ones((4, 3))
+    with pytest.raises(ValueError, match="'A' of shape"):
+        dictionary_update(np.eye(2), B)
+    with pytest.raises(ValueError, match="'constraint'"):
+        dictionary_update(A, B, constraint="l1")
+    with pytest.raises(ValueError, match="'eta'"):
+        dictionary_update(A, B, eta=-1.0)
+    with pytest.raises(ValueError, match="'D0' of shape"):
+        dictionary_update(A, B, np.ones((3, 3)), constraint="unit_norm")
+    with pytest.raises(ValueError, match="'B' to contain only finite"):
+        dictionary_update(A, np.full((4, 3), np.inf))
+
+
+def _psd_inputs(rng, K):
+    X = rng.standard_normal((K, K))
+    psd = X @ X.T / K
+    V = np.linalg.qr(rng.standard_normal((K, K)))[0]
+    w = np.abs(rng.standard_normal(K))
+    w[:2] = [-1e-3, -2e-3][: min(K, 2)]
+    nearly = (V * w) @ V.T
+    arbitrary = rng.standard_normal((K, K))
+    singular = X[:, : K // 2] @ X[:, : K // 2].T
+    return {"psd": psd, "nearly": nearly, "arbitrary": arbitrary, "singular": singular,
+            "zero": np.zeros((K, K)), "negdef": -psd}
+
+
+@pytest.mark.parametrize("K", [1, 2, 15, 50])
+@pytest.mark.parametrize("kind", ["psd", "nearly", "arbitrary", "singular", "zero", "negdef"])
+def test_project_psd_matches_eigh_clip(K, kind):
+    rng = np.random.default_rng(K)
+    A = _psd_inputs(rng, K)[kind]
+    P = project_psd(A)
+    scale = max(np.linalg.norm(A), 1e-300)
+    np.testing.assert_array_equal(P, P.T)
+    assert np.linalg.eigvalsh(P).min() >= -1e-12 * scale
+    np.testing.assert_allclose(P, psd_projection_eigh(A), atol=1e-10 * scale, rtol=0)
+    np.testing.assert_allclose(project_psd(P), P, atol=1e-12 * scale, rtol=0)  # idempotent
+
+
+def test_project_psd_symmetrizes_stacks_and_out():
+    rng = np.random.default_rng(4)
+    stack = rng.standard_normal((5, 7, 7))
+    stack[1] = stack[1] @ stack[1].T  # PSD but not via the same path
+    P = project_psd(stack)
+    assert P.shape == stack.shape
+    np.testing.assert_allclose(P, psd_projection_eigh(stack), atol=1e-12)
+    for s in range(5):
+        np.testing.assert_array_equal(P[s], project_psd(stack[s]))
+    # non-symmetric input is symmetrized first
+    np.testing.assert_array_equal(project_psd(stack[0]), project_psd(stack[0].T))
+    out = np.empty_like(stack)
+    assert project_psd(stack, out=out) is out
+    np.testing.assert_array_equal(out, P)
+    inplace = stack.copy()
+    project_psd(inplace, out=inplace)
+    np.testing.assert_array_equal(inplace, P)
+    # F-ordered and float32 inputs
+    np.testing.assert_array_equal(project_psd(np.asfortranarray(stack[2])), P[2])
+    assert project_psd(stack[2].astype(np.float32)).dtype == np.float64
+
+
+def test_project_psd_bad_inputs():
+    with pytest.raises(ValueError, match="'A' to contain only finite"):
+        project_psd(np.array([[1.0, np.nan], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="'A' to contain only finite"):
+        project_psd(np.array([[np.inf, 0.0], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"'A' of shape \(K, K\)"):
+        project_psd(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="dimension"):
+        project_psd(np.ones(3))
+    with pytest.raises(ValueError, match="'out'"):
+        project_psd(np.eye(3), out=np.empty((3, 3), dtype=np.float32))
+
+
+def test_linalg_threads_equal_serial():
+    rng = np.random.default_rng(5)
+    mats = [rng.standard_normal((40, 40)) for _ in range(8)]
+    stats = [_statistics(rng, 30, 12) for _ in range(8)]
+    serial = [project_psd(m) for m in mats], [dictionary_update(A, B, eta=0.2) for A, B in stats]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        parallel = (list(pool.map(project_psd, mats)),
+                    list(pool.map(lambda s: dictionary_update(*s, eta=0.2), stats)))
+    for a, b in zip(serial[0] + serial[1], parallel[0] + parallel[1]):
+        np.testing.assert_array_equal(a, b)
