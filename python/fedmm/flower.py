@@ -273,6 +273,7 @@ class FedMMStrategy(Strategy):
         for pid in payloads:
             self._accepted_round[pid] = -1
         self.history.config["setup_bytes_up"] = sum(len(b) for b in payloads.values())
+        self.history.config["setup_bytes_down"] = self.n_clients * self.server.setup_message().nbytes
 
     def _collect(self, replies: Iterable[Message], t: int) -> tuple[dict[int, bytes], list]:
         payloads: dict[int, bytes] = {}
@@ -306,8 +307,9 @@ class FedMMStrategy(Strategy):
         self._start_server(hello)
         if self.algorithm.control_variates == "oracle":
             self._setup_control_variates(grid, timeout)
-        else:
+        else:  # V_0,i = 0 needs no exchange: each client sets it on its first round
             self.history.config["setup_bytes_up"] = 0
+            self.history.config["setup_bytes_down"] = 0
         if self.objective is not None:
             self.history.config["initial_objective"] = float(self.objective(self.server.theta))
         self.start(grid, self._state_record(), num_rounds=int(n_rounds), timeout=timeout)
@@ -438,10 +440,8 @@ def client_app(algorithm: FedMM | Callable[[Context], FedMM],
 
     @app.train("fedmm_setup")
     def setup(msg: Message, context: Context) -> Message:
-        from fedmm.compression import Identity
-
-        algo, client, message, _ = build(msg, context)
-        payload = client.setup(message, algo.control_variates, Identity())
+        _, client, message, _ = build(msg, context)
+        payload = client.setup(message)
         _save_state(context, client.get_state())
         return reply(msg, payload, client.index, -1)
 
@@ -457,7 +457,7 @@ def client_app(algorithm: FedMM | Callable[[Context], FedMM],
             if algo.control_variates != "zero":
                 raise RuntimeError("This node has no control variate V_0,i (its state was lost): "
                                    "control_variates='oracle' needs the set-up exchange")
-            client.setup(message, "zero", None)
+            client.setup(message)  # V_0,i = 0: no set-up exchange was needed
         client.set_state(committed, message.theta)
         payload = client.step(message)
         new_state = {**committed, **{_PENDING + k: v for k, v in client.get_state().items()},
