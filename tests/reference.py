@@ -542,7 +542,7 @@ def gmm_full_em_step(Y, weights, means, covs):
 # =============================================================================
 # ---- runtimes (issue 8): FedMM rounds with dropped clients ----
 # =============================================================================
-from fedmm.models import InverseToy  # noqa: E402 - only the runtime helpers below need fedmm
+from fedmm.models import DictionaryLearning, InverseToy  # noqa: E402 - only the runtime helpers below need fedmm
 
 
 def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, S0=None):
@@ -566,12 +566,25 @@ def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, S0=None):
     return rounds, server.S, server.theta_vector
 
 
-class FailingInverseToy(InverseToy):
-    """``InverseToy`` whose oracle raises on a client whose data start with ``FAIL_MARK`` (a broken worker)."""
+class _FailOnMark:
+    """Mixin: the oracle raises on a client whose data start with ``FAIL_MARK`` (a broken worker)."""
 
     FAIL_MARK = 1000.0
 
     def statistic(self, data, theta, idx=None):
-        if data[0] == self.FAIL_MARK:
+        if np.ravel(data)[0] == self.FAIL_MARK:
             raise RuntimeError("simulated client failure")
         return super().statistic(data, theta, idx)
+
+    def statistic_batch(self, datas, theta, idxs):
+        if any(np.ravel(d)[0] == self.FAIL_MARK for d in datas):
+            raise RuntimeError("simulated client failure")
+        return super().statistic_batch(datas, theta, idxs)
+
+
+class FailingInverseToy(_FailOnMark, InverseToy):
+    """``InverseToy`` with a failing client (see :class:`_FailOnMark`)."""
+
+
+class FailingDictionaryLearning(_FailOnMark, DictionaryLearning):
+    """``DictionaryLearning`` with a failing client (see :class:`_FailOnMark`)."""

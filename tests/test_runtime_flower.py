@@ -27,10 +27,11 @@ from flwr.simulation import run_simulation  # noqa: E402
 import fedmm.flower as ff  # noqa: E402
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
 from fedmm.algorithms._random import init_generator  # noqa: E402
-from fedmm.compression import BlockQuantizer  # noqa: E402
+from fedmm.compression import BlockQuantizer, StochasticRounding  # noqa: E402
+from fedmm.data import synthetic_dictionary  # noqa: E402
 from fedmm.history import History  # noqa: E402
 from fedmm.models import GaussianMixture  # noqa: E402
-from reference import FailingInverseToy, fedmm_rounds_with_drops  # noqa: E402
+from reference import FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "flower"
@@ -141,11 +142,13 @@ def test_flower_simulation_reproduces_in_process_history():
 
 @pytest.mark.integration
 @RAY_WARNINGS
-def test_flower_simulation_drops_and_reports_a_failing_client():
-    rng = np.random.default_rng(3)
-    datas = [rng.uniform(1, 3, 20) for _ in range(3)]
-    datas[1] = np.full(20, FailingInverseToy.FAIL_MARK)
-    algo = FedMM(FailingInverseToy(), participation=1.0, alpha=0.5, step=0.5, batch_size=5)
+def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_client():
+    # Dictionary learning (Ŝ_0 drawn by the server without data), 8-bit stochastic rounding, α > 0;
+    # client 1 raises in every round: it is dropped and the others' rounds equal the in-process steps.
+    Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
+    datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
+    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation=1.0, alpha=0.5, step=0.5,
+                 batch_size=10, compressor=StochasticRounding(bits=8))
     strategy = _simulate(algo, datas, 3, 7)
     rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={1})
     for rec, (ids, E_s, _) in zip(strategy.history.records, rounds):
@@ -154,6 +157,7 @@ def test_flower_simulation_drops_and_reports_a_failing_client():
     np.testing.assert_array_equal(strategy.history.state["S"], S)
     np.testing.assert_array_equal(strategy.history.state["theta"], theta)
     assert [(t, i) for t, i, _ in strategy.errors] == [(0, 1), (1, 1), (2, 1)]
+    assert all("simulated client failure" in reason for *_, reason in strategy.errors)
 
 
 # --------------------------------------------------------------------------- real deployment
