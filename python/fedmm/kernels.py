@@ -128,10 +128,13 @@ def lasso(
         ``"cd"``: cyclic coordinate descent on :math:`G` with a Newton step
         on a stable support; ``"active_set"``: feature-sign active-set search
         (Lee et al. 2007), exact after finitely many steps, handing over to
-        ``"cd"`` if its support matrix becomes singular; ``"auto"`` picks
-        ``"active_set"`` when :math:`2K > p` (for :func:`lasso_gram`, where
-        p is unknown: when K > 32), as measured in
-        ``benchmarks/bench_sparse.py``.
+        ``"cd"`` if its support matrix becomes singular; ``"auto"`` runs the
+        active set while the support has at most max(8, K/4) atoms and
+        continues with ``"cd"`` beyond (dense codes), except when
+        :math:`2K > p` (nearly square or overcomplete ``D``, where ``"cd"``
+        crawls) where the active set runs alone; :func:`lasso_gram` (p
+        unknown) always uses the former, so pass ``method="active_set"`` for
+        an overcomplete Gram matrix.  Measured in ``benchmarks/bench_sparse.py``.
     return_n_iter : bool, default False
         Also return the number of iterations used per column.
 

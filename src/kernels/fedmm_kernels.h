@@ -122,9 +122,10 @@ typedef struct fedmm_blas {
  * method: FEDMM_LASSO_CD (coordinate descent + Newton on a stable support),
  * FEDMM_LASSO_ACTIVE_SET (feature-sign active-set search, handing over to
  * coordinate descent if its support matrix G_SS becomes singular) or
- * FEDMM_LASSO_AUTO (fedmm_dictionary_statistics: active set when 2K > p,
- * else coordinate descent; fedmm_lasso_gram, p unknown: active set when
- * K > 32).  lam must be > 0 (the duality gap certifies nothing at lam = 0).
+ * FEDMM_LASSO_AUTO (active set while the support has at most max(8, K/4)
+ * atoms, then coordinate descent; in fedmm_dictionary_statistics with
+ * 2K > p the active set uncapped).  lam must be > 0 (the duality gap
+ * certifies nothing at lam = 0).
  * work: fedmm_lasso_gram_work(K) doubles. */
 #define FEDMM_LASSO_AUTO 0
 #define FEDMM_LASSO_CD 1
