@@ -28,6 +28,9 @@ __all__ += [
 ]
 
 
+_FLOAT64 = np.dtype(np.float64)
+
+
 class ConvergenceWarning(UserWarning):
     """An iterative kernel stopped at ``max_iter`` before reaching ``tol``."""
 
@@ -452,8 +455,9 @@ def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     :math:`\Pi` of the first statistic block in FedMM §6,
     :math:`\mathcal S = \mathbb M_K^+ \times \mathbb R^{p\times K}`).
     Positive definite input is detected by a Cholesky attempt and returned
-    symmetrized; otherwise only the eigenpairs with :math:`\lambda_i \le 0`
-    are computed (LAPACK ``dsyevr``).
+    symmetrized; otherwise the inertia (LDLᵀ) counts the negative
+    eigenvalues, and when they are few (at most K/4) only those eigenpairs
+    are computed (LAPACK ``dsyevr``), else all of them.
 
     Parameters
     ----------
@@ -484,18 +488,11 @@ def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     array([[1.5, 1.5],
            [1.5, 1.5]])
     """
-    arr = as_array(A, "A", ndim=(2, 3))
-    if arr.shape[-1] != arr.shape[-2] or arr.shape[-1] == 0:
-        raise ValueError(f"Expected 'A' of shape (K, K) or (m, K, K) with K >= 1, got {arr.shape}")
-    stack = np.ascontiguousarray(arr).reshape((-1,) + arr.shape[-2:])
-    if out is None:
-        result = np.empty(arr.shape, dtype=np.float64)
-    else:
-        if not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.shape != arr.shape or not out.flags.c_contiguous or not out.flags.writeable:
-            raise ValueError(
-                f"Expected 'out' to be a writeable C-contiguous float64 ndarray of shape {arr.shape}"
-            )
-        result = out
-    _linalg.project_psd(stack, result.reshape(stack.shape))
-    return result
+    # C-contiguous float64 ndarrays go straight to the kernel (a per-round call
+    # on small matrices); finiteness is checked while the kernel symmetrizes
+    if not (type(A) is np.ndarray and A.dtype is _FLOAT64):
+        A = as_array(A, "A", ndim=(2, 3), finite=False)
+    if out is not None and not isinstance(out, np.ndarray):
+        raise ValueError(f"Expected 'out' to be an ndarray, got {type(out).__name__}")
+    return _linalg.project_psd(A, out)
 
