@@ -204,6 +204,13 @@ def test_bad_inputs():
     Zn[0, 0] = np.nan
     with pytest.raises(ValueError, match="'Z' to contain only finite"):
         lasso(D, Zn, 0.1)
+    Zn[0, 0] = np.inf
+    with pytest.raises(ValueError, match="'Z' to contain only finite"):
+        dictionary_statistics(D, Zn.T.copy().T, 0.1)  # F-ordered: checked in the kernel
+    Dn = D.copy()
+    Dn[1, 1] = np.nan
+    with pytest.raises(ValueError, match="'D' to contain only finite"):
+        lasso(Dn, Z, 0.1)
     for bad_lam in (-1.0, 0.0):
         with pytest.raises(ValueError, match="'lam'"):
             lasso(D, Z, bad_lam)

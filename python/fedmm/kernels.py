@@ -35,15 +35,23 @@ class ConvergenceWarning(UserWarning):
     """An iterative kernel stopped at ``max_iter`` before reaching ``tol``."""
 
 
-def _as_fortran_matrix(x: Any, name: str) -> np.ndarray:
-    """float64 2-D, F-contiguous; F-ordered float64 input is not copied."""
-    arr = as_array(x, name, ndim=2)
-    return np.asfortranarray(arr)
+def _as_fortran_matrix(x: Any, name: str, *, check_finite: bool = True) -> np.ndarray:
+    """float64 2-D, F-contiguous; F-ordered float64 input is not copied.
+
+    ``check_finite=False`` leaves the check to the kernel (signals: the C code
+    rejects a column whose squared norm is not finite, without a pass here).
+    """
+    if type(x) is np.ndarray and x.dtype is _FLOAT64 and x.ndim == 2:
+        arr = x if x.flags.f_contiguous else np.asfortranarray(x)
+        if check_finite and not np.isfinite(arr).all():
+            raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
+        return arr
+    return np.asfortranarray(as_array(x, name, ndim=2, finite=check_finite))
 
 
 def _dictionary_and_signals(D: Any, Z: Any) -> tuple[np.ndarray, np.ndarray]:
     D = _as_fortran_matrix(D, "D")
-    Z = _as_fortran_matrix(Z, "Z")
+    Z = _as_fortran_matrix(Z, "Z", check_finite=False)
     if Z.shape[0] != D.shape[0]:
         raise ValueError(
             f"Expected 'Z' of shape (p, b) with p == D.shape[0], got {D.shape=}, {Z.shape=}"
