@@ -270,7 +270,7 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
     int need_step = m > 0;
     for (int it = 0; it < max_iter; ++it) {
         if (!need_step) {
-            if (lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol) return it;
+            /* h is exact on S; a zero coefficient with |g_k| > lam violates KKT */
             fedmm_blas_int best = -1;
             double best_v = lam;
             for (fedmm_blas_int k = 0; k < K; ++k) {
@@ -278,7 +278,9 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                 const double v = positive ? g[k] : fabs(g[k]);
                 if (v > best_v) { best_v = v; best = k; }
             }
-            if (best < 0) return -1 - it; /* gap above tol without a violator: rounding */
+            /* no violator: optimal up to rounding; the gap is the certificate
+             * (above tol only through rounding: hand over) */
+            if (best < 0) return lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol ? it : -1 - it;
             if (m >= max_support) return -1 - it; /* dense support: coordinate descent is cheaper */
             S[m] = (int)best;
             theta[m] = g[best] > 0.0 ? 1.0 : -1.0;
