@@ -224,3 +224,5 @@ def test_bad_inputs():
         dictionary_statistics(D, Z, 0.1, segments=[0, 2])
     with pytest.raises(ValueError, match="'G' to be symmetric"):
         lasso_gram(np.triu(np.ones((4, 4))), D.T @ Z, 0.1)
+    with pytest.raises(ValueError, match="'G' to be positive semidefinite"):
+        lasso_gram(-np.eye(4), D.T @ Z, 0.1)
