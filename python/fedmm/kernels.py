@@ -145,7 +145,7 @@ def lasso(
         on a stable support; ``"active_set"``: feature-sign active-set search
         (Lee et al. 2007), exact after finitely many steps, handing over to
         ``"cd"`` if its support matrix becomes singular; ``"auto"`` runs the
-        active set while the support has at most max(8, K/4) atoms and
+        active set while the support has at most min(24, max(4, K/2)) atoms and
         continues with ``"cd"`` beyond (dense codes), except when
         :math:`2K > p` (nearly square or overcomplete ``D``, where ``"cd"``
         crawls) where the active set runs alone; :func:`lasso_gram` (p

@@ -127,7 +127,7 @@ typedef struct fedmm_blas {
  * method: FEDMM_LASSO_CD (coordinate descent + Newton on a stable support),
  * FEDMM_LASSO_ACTIVE_SET (feature-sign active-set search, handing over to
  * coordinate descent if its support matrix G_SS becomes singular) or
- * FEDMM_LASSO_AUTO (active set while the support has at most max(8, K/4)
+ * FEDMM_LASSO_AUTO (active set while the support has at most min(24, max(4, K/2))
  * atoms, then coordinate descent; in fedmm_dictionary_statistics with
  * 2K > p the active set uncapped).  lam must be > 0 (the duality gap
  * certifies nothing at lam = 0).
