@@ -132,6 +132,50 @@ static int chol_factor(fedmm_blas_int m, const int *S, const double *G, fedmm_bl
     return 1;
 }
 
+/* Like chol_factor, but an index whose pivot fails (its atom is numerically
+ * in the span of the previous ones, e.g. a duplicated atom) is dropped from
+ * S instead of failing.  Left-looking, so every inner loop is a contiguous
+ * axpy.  Returns the number of indices kept (S compacted in place). */
+static fedmm_blas_int chol_factor_skip(fedmm_blas_int m, int *S, const double *G,
+                                       fedmm_blas_int ldg, double *L, fedmm_blas_int ld)
+{
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        const double *Gj = G + (size_t)S[j] * ldg;
+        double *Lj = L + (size_t)j * ld;
+        for (fedmm_blas_int i = j; i < m; ++i) Lj[i] = Gj[S[i]];
+    }
+    fedmm_blas_int j = 0;
+    while (j < m) {
+        double *Lj = L + (size_t)j * ld;
+        for (fedmm_blas_int k = 0; k < j; ++k) {
+            const double *Lk = L + (size_t)k * ld;
+            const double ljk = Lk[j];
+            for (fedmm_blas_int i = j; i < m; ++i) Lj[i] -= ljk * Lk[i];
+        }
+        if (Lj[j] > 1e-13 * G[(size_t)S[j] * ldg + S[j]]) {
+            const double d = sqrt(Lj[j]);
+            Lj[j] = d;
+            for (fedmm_blas_int i = j + 1; i < m; ++i) Lj[i] /= d;
+            ++j;
+            continue;
+        }
+        /* drop position j: row j leaves the finished columns, the pending
+         * columns (still holding G entries) shift one place up and left */
+        for (fedmm_blas_int col = 0; col < j; ++col) {
+            double *Lc = L + (size_t)col * ld;
+            for (fedmm_blas_int r = j; r + 1 < m; ++r) Lc[r] = Lc[r + 1];
+        }
+        for (fedmm_blas_int col = j; col + 1 < m; ++col) {
+            double *dst = L + (size_t)col * ld;
+            const double *src = L + (size_t)(col + 1) * ld;
+            for (fedmm_blas_int r = col; r + 1 < m; ++r) dst[r] = src[r + 1];
+            S[col] = S[col + 1];
+        }
+        --m;
+    }
+    return m;
+}
+
 /* Extend the factor of G_SS (m x m) by the index S[m] (row m of L). */
 static int chol_append(fedmm_blas_int m, const int *S, const double *G, fedmm_blas_int ldg,
                        double *L, fedmm_blas_int ld)
@@ -191,11 +235,9 @@ static int support_newton(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
                           int *support, double *L, double *x, double *h_keep)
 {
     fedmm_blas_int m = 0;
-    for (fedmm_blas_int k = 0; k < K; ++k) {
-        if (h[k] == 0.0) continue;
-        support[m] = (int)k;
-        if (chol_append(m, support, G, ldg, L, K)) ++m;
-    }
+    for (fedmm_blas_int k = 0; k < K; ++k)
+        if (h[k] != 0.0) support[m++] = (int)k;
+    m = chol_factor_skip(m, support, G, ldg, L, K);
     if (m == 0) return 0;
     const double f_old = lasso_reduced_objective(K, c, h, g, lam);
     memcpy(h_keep, h, (size_t)K * sizeof(double));
