@@ -14,7 +14,27 @@ from fedmm.history import History
 
 __version__ = "0.1.0"
 
-__all__ = ["History", "__version__", "get_include", "get_library_dir"]
+__all__ = ["History", "__version__", "get_cython_include", "get_include", "get_library_dir"]
+
+
+_PKG_DIR = _os.path.dirname(_os.path.abspath(__file__))
+
+
+def _meson_build_dir() -> str | None:
+    """Build directory of an editable (meson-python) install, else None.
+
+    In an editable install the package sources stay in ``python/fedmm`` while
+    the compiled modules live in the meson build directory; we find it from a
+    compiled module's path (``<build>/src/fedmm_core/_quantize*.so``).
+    """
+    try:
+        from fedmm import _quantize
+    except ImportError:  # pragma: no cover - broken install
+        return None
+    ext_dir = _os.path.dirname(_os.path.abspath(_quantize.__file__))
+    if _os.path.normcase(ext_dir) == _os.path.normcase(_PKG_DIR):
+        return None  # regular install: extensions sit in the package
+    return _os.path.dirname(_os.path.dirname(ext_dir))
 
 
 def get_include() -> str:
@@ -24,9 +44,17 @@ def get_include() -> str:
     -------
     str
         Absolute path; pass it as an include directory when compiling C or
-        Cython code that uses the kernels.
+        Cython code that uses the kernels.  Installed package:
+        ``<site-packages>/fedmm/include``; editable install: the source
+        directory ``src/kernels``.
     """
-    return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
+    installed = _os.path.join(_PKG_DIR, "include")
+    if _os.path.isfile(_os.path.join(installed, "fedmm_kernels.h")):
+        return installed
+    source = _os.path.join(_os.path.dirname(_os.path.dirname(_PKG_DIR)), "src", "kernels")
+    if _os.path.isfile(_os.path.join(source, "fedmm_kernels.h")):
+        return source
+    return installed
 
 
 def get_library_dir() -> str:
@@ -35,6 +63,34 @@ def get_library_dir() -> str:
     Returns
     -------
     str
-        Absolute path; link with ``-L<dir> -lfedmm_kernels -lm``.
+        Absolute path; link with ``-L<dir> -lfedmm_kernels -lm``.  Installed
+        package: ``<site-packages>/fedmm/lib``; editable install: the meson
+        build directory ``<build>/src/kernels``.
     """
-    return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "lib")
+    installed = _os.path.join(_PKG_DIR, "lib")
+    if _os.path.isfile(_os.path.join(installed, "libfedmm_kernels.a")):
+        return installed
+    build = _meson_build_dir()
+    if build is not None:
+        return _os.path.join(build, "src", "kernels")
+    return installed
+
+
+def get_cython_include() -> str:
+    """Directory to put on Cython's include path for ``from fedmm.fedmm_kernels cimport ...``.
+
+    Returns
+    -------
+    str
+        Installed package: the directory holding the ``fedmm`` package (where
+        ``fedmm/fedmm_kernels.pxd`` lives; Cython also finds it through
+        ``sys.path``).  Editable install: the meson build directory
+        ``<build>/src/fedmm_core``, which holds a copy named
+        ``fedmm.fedmm_kernels.pxd`` (Cython resolves dotted file names).
+    """
+    if _os.path.isfile(_os.path.join(_PKG_DIR, "fedmm_kernels.pxd")):
+        return _os.path.dirname(_PKG_DIR)
+    build = _meson_build_dir()
+    if build is not None:
+        return _os.path.join(build, "src", "fedmm_core")
+    return _os.path.dirname(_PKG_DIR)

@@ -6,7 +6,9 @@ Downstream Cython code writes ``from fedmm.fedmm_kernels cimport ...`` and
 compiles with ``include_dirs=[fedmm.get_include()]``, linking
 ``fedmm.get_library_dir()/libfedmm_kernels.a``.
 """
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t  # nonsmooth.c
 
 cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_KERNELS_VERSION_MAJOR
@@ -75,6 +77,42 @@ cdef extern from "fedmm_kernels.h" nogil:
 
     # ---- kernel families: one section per C source file ----
 
+    # ---- compression (quantize.c) ----
+    const char *FEDMM_WIRE_MAGIC
+    int FEDMM_WIRE_VERSION
+    int FEDMM_WIRE_HEADER_NBYTES
+    int FEDMM_SCHEME_IDENTITY
+    int FEDMM_SCHEME_BLOCKP
+    int FEDMM_SCHEME_DITHER
+    int FEDMM_NORM_NONE
+    int FEDMM_NORM_L2
+    int FEDMM_NORM_LINF
+
+    ctypedef struct fedmm_wire_header_t:
+        int version
+        int scheme
+        int value_nbytes
+        int norm
+        int bits
+        uint64_t q
+        uint64_t block
+
+    uint64_t fedmm_wire_nbytes(int scheme, uint64_t q, uint64_t block, int bits,
+                               int norm, int value_nbytes)
+    int fedmm_quantize_f64(const double *x, size_t q, size_t block, int bits, int norm,
+                           fedmm_bitgen_t *rng, double *out)
+    int fedmm_quantize_f32(const float *x, size_t q, size_t block, int bits, int norm,
+                           fedmm_bitgen_t *rng, double *out)
+    int fedmm_encode_f64(const double *x, size_t q, size_t block, int bits, int norm,
+                         int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+    int fedmm_encode_f32(const float *x, size_t q, size_t block, int bits, int norm,
+                         int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+    int fedmm_identity_encode_f64(const double *x, size_t q, uint8_t *payload, size_t nbytes)
+    int fedmm_identity_encode_f32(const float *x, size_t q, uint8_t *payload, size_t nbytes)
+    int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
+                               fedmm_wire_header_t *hdr, const char **reason)
+    int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
+                          size_t out_len, const char **reason)
     # ---- sparse coding (lasso.c) ----
     int FEDMM_LASSO_AUTO
     int FEDMM_LASSO_CD
@@ -112,3 +150,13 @@ cdef extern from "fedmm_kernels.h" nogil:
     int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,
                           double *work, fedmm_blas_int *iwork, int *path,
                           const fedmm_blas_t *blas)
+
+    # ---- non-smooth problems, FedMLS (nonsmooth.c) ----
+    int FEDMM_LOSS_HINGE
+    int FEDMM_LOSS_L1
+    int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
+                                 const double *target, const int64_t *offsets, size_t n_steps,
+                                 const int64_t *rows, size_t row_stride,
+                                 const int64_t *row_offsets, const double *scale,
+                                 double weight, double radius, const double *V, double *U,
+                                 double *U_avg, double *work)

@@ -111,6 +111,86 @@ typedef struct fedmm_blas {
 /* ---- kernel families ---------------------------------------------------- */
 /* Each family has its own section below (one header section per source file). */
 
+/* ---- compression (quantize.c) ---- */
+/* Unbiased compressors of FedEM (Dieuleveut et al. 2021): block-p
+ * quantization (App. B) and stochastic rounding / random dithering (Sec. 2).
+ * Per block x_l (the last block may be shorter) with N = ||x_l||_r,
+ * r in {2, inf}, and s = 2^(bits-1) - 1 levels:
+ *     Q(x)_j = sign(x_j) k_j N / s,  k_j = floor(a_j) + Bernoulli(a_j - floor(a_j)),
+ *     a_j = s |x_j| / N,
+ * so E[Q(x)] = x; bits = 2 (s = 1) is block-p quantization.  The Bernoulli
+ * draws are exact (see quantize.c): 8 random bits per coordinate, ties
+ * resolved with further bits.  Blocks with N = 0 draw nothing.
+ * `block` is the effective block size, 1 <= block <= q.  On error the
+ * generator may have been advanced and outputs are undefined.
+ * Wire format (docs/wire-format.md): 32-byte little-endian header, then
+ * ceil(q/block) norms (float32 or float64), then the codes
+ * (sign << (bits-1) | level) packed LSB-first at `bits` bits each. */
+#define FEDMM_WIRE_MAGIC "FMMQ"
+#define FEDMM_WIRE_VERSION 1
+#define FEDMM_WIRE_HEADER_NBYTES 32
+#define FEDMM_SCHEME_IDENTITY 0
+#define FEDMM_SCHEME_BLOCKP 1
+#define FEDMM_SCHEME_DITHER 2
+#define FEDMM_NORM_NONE 0
+#define FEDMM_NORM_L2 1
+#define FEDMM_NORM_LINF 2
+
+/* Decoded fixed header of a payload. */
+typedef struct fedmm_wire_header {
+    int version;      /* byte 4 */
+    int scheme;       /* byte 5: FEDMM_SCHEME_* */
+    int value_nbytes; /* byte 6: 4 = float32, 8 = float64 norms/values */
+    int norm;         /* byte 7: FEDMM_NORM_* */
+    int bits;         /* byte 8: bits per coordinate (0 for identity) */
+    uint64_t q;       /* bytes 16..23: vector length */
+    uint64_t block;   /* bytes 24..31: block size (0 for identity) */
+} fedmm_wire_header_t;
+
+/* Exact payload size in bytes for these header fields; 0 if they are
+ * invalid (as the decoder would reject them).  Identity: 32 + q*value_nbytes;
+ * quantizers: 32 + ceil(q/block)*value_nbytes + ceil(q*bits/8). */
+uint64_t fedmm_wire_nbytes(int scheme, uint64_t q, uint64_t block, int bits,
+                           int norm, int value_nbytes);
+
+/* Fused quantize-and-dequantize: out[j] = Q(x)_j (float64, length q), the
+ * values a receiver decodes.  Consumes the random stream exactly like
+ * fedmm_encode_*.  FEDMM_ENONFINITE on NaN/inf in x, FEDMM_EINVAL on bad
+ * arguments (bits outside 2..16, norm not L2/LINF, block outside 1..q) or
+ * on |x_j| > 2^1023 (float64; norms are capped there so that decoded values
+ * stay finite). */
+int fedmm_quantize_f64(const double *x, size_t q, size_t block, int bits, int norm,
+                       fedmm_bitgen_t *rng, double *out);
+/* float32 input: norms are computed in double and rounded to float32 (the
+ * value type sent on the wire) before use. */
+int fedmm_quantize_f32(const float *x, size_t q, size_t block, int bits, int norm,
+                       fedmm_bitgen_t *rng, double *out);
+
+/* Quantize x and write the whole payload (header included) into
+ * payload[0 .. nbytes), nbytes == fedmm_wire_nbytes(scheme, q, block, bits,
+ * norm, 8 or 4).  scheme is FEDMM_SCHEME_BLOCKP (bits must be 2) or
+ * FEDMM_SCHEME_DITHER. */
+int fedmm_encode_f64(const double *x, size_t q, size_t block, int bits, int norm,
+                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
+int fedmm_encode_f32(const float *x, size_t q, size_t block, int bits, int norm,
+                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
+
+/* Identity payload: header + the q raw values (little-endian). */
+int fedmm_identity_encode_f64(const double *x, size_t q, uint8_t *payload, size_t nbytes);
+int fedmm_identity_encode_f32(const float *x, size_t q, uint8_t *payload, size_t nbytes);
+
+/* Validate the header of untrusted bytes payload[0 .. nbytes) and that
+ * nbytes is exactly the size it announces.  FEDMM_EFORMAT with *reason (a
+ * static string, if reason != NULL) when malformed. */
+int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
+                           fedmm_wire_header_t *hdr, const char **reason);
+
+/* Decode any payload into out[0 .. out_len), out_len == q (float64).
+ * Validates the header, the size, every norm (finite, >= 0) and the padding
+ * bits before writing; never reads outside payload[0 .. nbytes).  Decoded
+ * value: (-1)^sign * (level * (N / s)), evaluated in double. */
+int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
+                      size_t out_len, const char **reason);
 /* ---- sparse coding (lasso.c) -------------------------------------------- */
 /* Batched LASSO on the Gram matrix (FedMM paper eq. (16), 1/2 convention of
  * eq. (28)): for every column j,
@@ -211,6 +291,37 @@ size_t fedmm_project_psd_iwork(fedmm_blas_int K);
 int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,
                       double *work, fedmm_blas_int *iwork, int *path,
                       const fedmm_blas_t *blas);
+
+/* ---- non-smooth problems, FedMLS (nonsmooth.c) ---- */
+/* Losses l(z, y) of a linear prediction z = a_j^T w (FedMLS paper §4):
+ * hinge max(0, 1 - y z) with subderivative -y [y z < 1]; l1 |z - y| with
+ * subderivative sign(z - y). */
+#define FEDMM_LOSS_HINGE 0
+#define FEDMM_LOSS_L1 1
+
+/* The local loop of one FedMLS round (FedMLS paper Algorithm 1 lines 7-12,
+ * eq. (9)) for n clients, client i independently:
+ *     u_0 = U[i] (z_{k-1}^i),  for t = 1..n_steps:
+ *       g   = scale_i * sum_{j in batch_t(i)} l'(a_j^T u, y_j) a_j
+ *       u  <- u - (weight * g + u - V[i]) / (1 + t/2)
+ *       u  <- u * min(1, radius / ||u||_2)           (skipped if radius <= 0)
+ *       ua <- (1 - theta_t) ua + theta_t u,  theta_t = 2(t+1)/(t(t+3)), ua_0 = u_0
+ * and on return U[i] = u_T, U_avg[i] = ua_T.  weight = 1/(n beta_k).
+ * design: N x p row-major (row j = a_j), target: N; client i owns rows
+ * offsets[i] .. offsets[i+1]-1 (offsets has n+1 entries, each client non-empty).
+ * rows == NULL: full subgradients (scale unused, treated as 1).  Otherwise
+ * rows is n_steps x row_stride row-major; step t uses for client i the global
+ * row indices rows[(t-1)*row_stride + b], row_offsets[i] <= b < row_offsets[i+1]
+ * (each must lie in client i's range), scaled by scale[i] (m_i / b_i for an
+ * unbiased estimate).  V, U, U_avg: n x p row-major; work: p doubles.
+ * FEDMM_EINVAL on a bad loss code, NULL pointer, negative or non-finite weight,
+ * or an index outside its client's range (checked before any output is written). */
+int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
+                             const double *target, const int64_t *offsets, size_t n_steps,
+                             const int64_t *rows, size_t row_stride,
+                             const int64_t *row_offsets, const double *scale,
+                             double weight, double radius, const double *V, double *U,
+                             double *U_avg, double *work);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,26 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Surrogate models (DESIGN §2): the statistic ``S̄``, the map ``T`` and the projection ``Π``."""
 from fedmm.models.base import StatisticLayout, SurrogateModel
+from fedmm.models.dictionary import DictionaryLearning
+from fedmm.models.proximal import ProximalGradient
+from fedmm.models.toy import InverseToy
 
-__all__ = ["StatisticLayout", "SurrogateModel"]
+# -- EM family (issue 6) --
+from fedmm.models.gmm import GaussianMixture, GaussianMixtureParams
+from fedmm.models.missing import LowRankParams, MissingData, MissingValues
+from fedmm.models.poisson import PoissonLatent
+
+__all__ = [
+    "StatisticLayout",
+    "SurrogateModel",
+    "DictionaryLearning",
+    "InverseToy",
+    "ProximalGradient",
+    # -- EM family (issue 6) --
+    "GaussianMixture",
+    "GaussianMixtureParams",
+    "LowRankParams",
+    "MissingData",
+    "MissingValues",
+    "PoissonLatent",
+]

@@ -117,6 +117,12 @@ class SurrogateModel(ABC):
 
     layout: StatisticLayout
 
+    #: True when :meth:`statistic` accepts ``memory=`` and :meth:`statistic_batch`
+    #: ``memories=``: a dict per data holder that the algorithm keeps between
+    #: calls (e.g. warm starts of an inner solver).  The result must not depend
+    #: on the memory beyond the inner solver's tolerance.
+    uses_memory: bool = False
+
     # -- client side --------------------------------------------------------
     @abstractmethod
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
@@ -177,6 +183,49 @@ class SurrogateModel(ABC):
         if isinstance(theta, (tuple, list)):
             return np.concatenate([np.ravel(np.asarray(t, dtype=np.float64)) for t in theta])
         return np.ravel(np.asarray(theta, dtype=np.float64))
+
+    def theta_from_vector(self, vector: np.ndarray, like: Any) -> Any:
+        """Inverse of :meth:`theta_vector`: rebuild a parameter shaped like ``like``.
+
+        Used by the Θ-space baseline, whose messages are flat parameter
+        vectors.  Arrays, tuples/lists of arrays and dicts of arrays (keys in
+        sorted order, as in :meth:`theta_vector`) are supported.
+
+        Parameters
+        ----------
+        vector : ndarray of shape (d,)
+            Flat float64 parameter.
+        like : parameter
+            A parameter of the model (e.g. ``T(Ŝ_0)``) giving the structure.
+        """
+        vector = np.asarray(vector, dtype=np.float64)
+        if isinstance(like, dict):
+            keys = sorted(like)
+            parts = [np.shape(like[k]) for k in keys]
+        elif isinstance(like, (tuple, list)):
+            parts = [np.shape(t) for t in like]
+        else:
+            parts = [np.shape(like)]
+        sizes = [int(np.prod(sh, dtype=np.int64)) for sh in parts]
+        if vector.shape != (sum(sizes),):
+            raise ValueError(f"Expected a flat parameter of shape ({sum(sizes)},), got {vector.shape}")
+        pieces, start = [], 0
+        for sh, size in zip(parts, sizes):
+            pieces.append(vector[start:start + size].reshape(sh))
+            start += size
+        if isinstance(like, dict):
+            return dict(zip(keys, pieces))
+        if isinstance(like, (tuple, list)):
+            return type(like)(pieces)
+        return pieces[0]
+
+    def project_theta(self, theta: Any) -> Any:
+        """Projection of a parameter onto the constraint set ``Θ`` (``dom g``).
+
+        Only the Θ-space baseline needs it (its averaged parameters may leave
+        ``Θ``); the identity by default, where ``Θ`` is the whole space.
+        """
+        return theta
 
     # -- monitoring ---------------------------------------------------------
     @abstractmethod

@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Client-rounds per second of FedMM on the paper's heterogeneous dictionary-learning setting.
+
+FedMM paper §6: n = 20 clients of 250 signals (5000 split by equal-size
+k-means), K = 15, λ = 0.1, η = 0.2, 10 active clients per round, minibatches
+of 50, 8-bit stochastic rounding, α = 0.01; p = 20 (not stated in the paper).
+Our round (batched kernel path, 1 and 2 threads) is timed next to a plain
+NumPy + scikit-learn implementation of the same round (``sparse_encode``,
+``numpy.linalg``) in the same run.
+
+Run: ``python -m pytest benchmarks/test_rounds.py --benchmark-only``.
+Targets: ≥ 10,000 client-rounds/s single thread, ≥ 30× the plain round,
+≥ 1.7× from 1 to 2 threads.
+"""
+import numpy as np
+import pytest
+from sklearn.decomposition import sparse_encode
+
+from fedmm.algorithms import FedMM
+from fedmm.compression import StochasticRounding
+from fedmm.data import split_by_constrained_kmeans, synthetic_dictionary
+from fedmm.models import DictionaryLearning
+
+N_CLIENTS, ACTIVE, BATCH, P, K, LAM, ETA, ALPHA, BITS = 20, 10, 50, 20, 15, 0.1, 0.2, 0.01, 8
+OURS_ROUNDS = 200
+PLAIN_ROUNDS = 4
+
+
+@pytest.fixture(scope="module")
+def datas():
+    Z, _, _ = synthetic_dictionary(5000, P, K, seed=0)
+    return split_by_constrained_kmeans(Z, N_CLIENTS, seed=0)
+
+
+def _fedmm(n_threads):
+    return FedMM(DictionaryLearning(K, LAM, ETA), participation=ACTIVE, compressor=StochasticRounding(bits=BITS),
+                 alpha=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads, batched=True)
+
+
+@pytest.mark.benchmark(group="client-rounds")
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_fedmm_rounds(benchmark, datas, n_threads):
+    algo = _fedmm(n_threads)
+    history = benchmark.pedantic(algo.run, args=(datas, OURS_ROUNDS), kwargs={"seed": 0}, rounds=5,
+                                 warmup_rounds=1)
+    client_rounds = sum(len(r["active"]) for r in history.records)
+    benchmark.extra_info["client_rounds_per_run"] = client_rounds
+    benchmark.extra_info["client_rounds_per_s"] = client_rounds / benchmark.stats.stats.median
+
+
+def _stochastic_rounding(x, rng, bits=BITS):
+    """Plain NumPy QSGD: one l2-norm block, s = 2^(bits-1) - 1 levels."""
+    s = (1 << (bits - 1)) - 1
+    norm = np.linalg.norm(x)
+    if norm == 0:
+        return np.zeros_like(x)
+    level = np.floor(s * np.abs(x) / norm + rng.random(x.shape))
+    return np.sign(x) * norm * level / s
+
+
+def _plain_run(datas, n_rounds, seed=0):
+    """The same FedMM round with scikit-learn's sparse_encode and numpy.linalg."""
+    rng = np.random.default_rng(seed)
+    n = len(datas)
+    mu = np.full(n, 1.0 / n)
+    p_active = ACTIVE / n
+    theta = rng.standard_normal((P, K))
+    S = np.concatenate([np.eye(K).ravel(), ((1 + 2 * ETA) * theta).ravel()])
+    V = np.zeros((n, S.size))
+    V_server = np.zeros(S.size)
+    for t in range(n_rounds):
+        gamma = 0.05 / np.sqrt(0.05 + t + 1)
+        acc = np.zeros(S.size)
+        for i in rng.choice(n, ACTIVE, replace=False):
+            Zb = datas[i][rng.choice(datas[i].shape[0], BATCH, replace=False)]
+            H = sparse_encode(Zb, theta.T, algorithm="lasso_cd", alpha=LAM, max_iter=1000)
+            stat = np.concatenate([(H.T @ H / BATCH).ravel(), (Zb.T @ H / BATCH).ravel()])
+            q = _stochastic_rounding(stat - S - V[i], rng)
+            V[i] += ALPHA / p_active * q
+            acc += mu[i] / p_active * q
+        S = S + gamma * (V_server + acc)
+        A = S[: K * K].reshape(K, K)
+        w, U = np.linalg.eigh(0.5 * (A + A.T))
+        A = (U * np.maximum(w, 0.0)) @ U.T
+        S[: K * K] = A.ravel()
+        V_server += ALPHA * acc
+        theta = np.linalg.solve(A + 2 * ETA * np.eye(K), S[K * K:].reshape(P, K).T).T
+    return theta
+
+
+@pytest.mark.benchmark(group="client-rounds")
+def test_plain_numpy_sklearn_rounds(benchmark, datas):
+    benchmark.pedantic(_plain_run, args=(datas, PLAIN_ROUNDS), rounds=3, warmup_rounds=0)
+    benchmark.extra_info["client_rounds_per_run"] = PLAIN_ROUNDS * ACTIVE
+    benchmark.extra_info["client_rounds_per_s"] = PLAIN_ROUNDS * ACTIVE / benchmark.stats.stats.median

@@ -1,0 +1,516 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Sparse coding and surrogate-space linear algebra kernels (re-exported by ``fedmm.kernels``).
+
+Each family validates its arguments here and calls a private extension
+module (``fedmm._<family>``) that runs the C kernel without the GIL.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from fedmm._validation import as_array, check_in, check_int, check_real
+
+__all__: list[str] = []
+
+# ---- sparse coding and surrogate-space linear algebra (issue 3) -------------
+from fedmm import _linalg, _sparse  # noqa: E402
+
+__all__ += [
+    "ConvergenceWarning",
+    "lasso",
+    "lasso_gram",
+    "dictionary_statistics",
+    "dictionary_update",
+    "project_psd",
+]
+
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative kernel stopped at ``max_iter`` before reaching ``tol``."""
+
+
+def _as_fortran_matrix(x: Any, name: str, *, check_finite: bool = True) -> np.ndarray:
+    """float64 2-D, F-contiguous; F-ordered float64 input is not copied.
+
+    ``check_finite=False`` leaves the check to the kernel (signals: the C code
+    rejects a column whose squared norm is not finite, without a pass here).
+    """
+    if type(x) is np.ndarray and x.dtype is _FLOAT64 and x.ndim == 2:
+        arr = x if x.flags.f_contiguous else np.asfortranarray(x)
+        if check_finite and not np.isfinite(arr).all():
+            raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
+        return arr
+    return np.asfortranarray(as_array(x, name, ndim=2, finite=check_finite))
+
+
+def _dictionary_and_signals(D: Any, Z: Any) -> tuple[np.ndarray, np.ndarray]:
+    D = _as_fortran_matrix(D, "D")
+    Z = _as_fortran_matrix(Z, "Z", check_finite=False)
+    if Z.shape[0] != D.shape[0]:
+        raise ValueError(
+            f"Expected 'Z' of shape (p, b) with p == D.shape[0], got {D.shape=}, {Z.shape=}"
+        )
+    return D, Z
+
+
+def _lasso_options(
+    lam: Any, tol: Any, max_iter: Any, method: Any
+) -> tuple[float, float, int, int]:
+    lam = check_real(lam, "lam", low=0.0, low_open=True)
+    tol = check_real(tol, "tol", low=0.0)
+    max_iter = check_int(max_iter, "max_iter", low=1, high=2**31 - 1)
+    method = check_in(method, "method", tuple(_sparse.METHODS))
+    return lam, tol, max_iter, _sparse.METHODS[method]
+
+
+def _check_codes(H0: Any, K: int, b: int) -> np.ndarray | None:
+    if H0 is None:
+        return None
+    H0 = as_array(H0, "H0", ndim=2)
+    if H0.shape != (K, b):
+        raise ValueError(f"Expected 'H0' of shape (K, b) = ({K}, {b}), got {H0.shape}")
+    return H0
+
+
+def _warn_unconverged(n_bad: int, total: int, what: str, max_iter: int) -> None:
+    if n_bad:
+        warnings.warn(
+            f"{what}: {n_bad} of {total} columns reached max_iter={max_iter} before the "
+            "duality gap met tol; increase max_iter or tol",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+
+
+def lasso(
+    D: Any,
+    Z: Any,
+    lam: float,
+    *,
+    H0: Any = None,
+    tol: float = 1e-9,
+    max_iter: int = 1000,
+    positive: bool = False,
+    method: str = "auto",
+    return_n_iter: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    r"""Solve one LASSO per column of ``Z`` on the dictionary ``D``.
+
+    .. math::
+
+        H = \operatorname{argmin}_{H} \tfrac12 \|Z - D H\|_F^2 + \lambda \|H\|_1,
+
+    i.e. :math:`h_j = \operatorname{argmin}_h \tfrac12\|z_j - D h\|^2 + \lambda\|h\|_1`
+    for every column (FedMM paper eq. (16) with the 1/2 convention of eq. (28)).
+    The Gram matrix :math:`G = D^\top D` and :math:`C = D^\top Z` are formed
+    with BLAS-3; each column is solved on :math:`G` by an active-set
+    (feature-sign) search and/or coordinate descent with Newton steps on the
+    support (``method``), and stops when its duality gap is at most
+    ``tol`` :math:`\cdot \tfrac12\|z_j\|^2`.  Both solvers end on the exact
+    solution of the support's linear system, so the KKT conditions
+    :math:`|d_k^\top(z_j - D h_j)| \le \lambda`, with equality and the sign
+    of :math:`h_{kj}` on the support, hold to rounding error (about 1e-12
+    relative) in practice, well below what ``tol`` alone guarantees.
+
+    Parameters
+    ----------
+    D : array_like of shape (p, K)
+        Dictionary, one atom per column.  Zero and duplicated atoms and
+        ``K > p`` are allowed.
+    Z : array_like of shape (p, b)
+        Signals, one per column.  F-ordered float64 input (e.g.
+        ``data[idx].T`` for C-ordered ``data`` of shape (N, p)) is used
+        without a copy; any other layout or dtype is converted once.
+    lam : float
+        Penalty :math:`\lambda > 0`.
+    H0 : array_like of shape (K, b), optional
+        Warm start (negative entries are clipped when ``positive``).
+    tol : float, default 1e-9
+        Relative duality-gap tolerance (floored at 2.2e-13, the accuracy to
+        which the gap can be evaluated).
+    max_iter : int, default 1000
+        Maximum number of iterations (coordinate sweeps plus active-set
+        steps) per column; columns that reach it
+        raise a :class:`ConvergenceWarning`.
+    positive : bool, default False
+        Constrain :math:`H \ge 0` (non-negative LASSO).
+    method : {"auto", "cd", "active_set"}, default "auto"
+        ``"cd"``: cyclic coordinate descent on :math:`G` with a Newton step
+        on a stable support; ``"active_set"``: feature-sign active-set search
+        (Lee et al. 2007), exact after finitely many steps, handing over to
+        ``"cd"`` if its support matrix becomes singular; ``"auto"`` runs the
+        active set while the support has at most min(24, max(4, K/2)) atoms and
+        continues with ``"cd"`` beyond (dense codes), except when
+        :math:`2K > p` (nearly square or overcomplete ``D``, where ``"cd"``
+        crawls) where the active set runs alone; :func:`lasso_gram` (p
+        unknown) always uses the former, so pass ``method="active_set"`` for
+        an overcomplete Gram matrix.  Measured in ``benchmarks/bench_sparse.py``.
+    return_n_iter : bool, default False
+        Also return the number of iterations used per column.
+
+    Returns
+    -------
+    H : ndarray of shape (K, b), float64, F-ordered
+        The codes.
+    n_iter : ndarray of shape (b,), int
+        Iterations per column (only when ``return_n_iter``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.kernels import lasso
+    >>> D = np.array([[1.0, 0.0], [0.0, 2.0]])
+    >>> Z = np.array([[3.0], [2.0]])
+    >>> lasso(D, Z, 1.0)  # h_1 = 3 - 1, h_2 = (2*2 - 1) / 4
+    array([[2.  ],
+           [0.75]])
+    """
+    lam, tol, max_iter, method_code = _lasso_options(lam, tol, max_iter, method)
+    D, Z = _dictionary_and_signals(D, Z)
+    H0 = _check_codes(H0, D.shape[1], Z.shape[1])
+    offsets = np.array([0, Z.shape[1]], dtype=np.int64)
+    _, _, H, _, n_iter, n_bad = _sparse.dictionary_statistics(
+        D, Z, lam, bool(positive), tol, max_iter, H0, offsets, False, False, method_code
+    )
+    _warn_unconverged(n_bad, Z.shape[1], "lasso", max_iter)
+    return (H, n_iter) if return_n_iter else H
+
+
+def lasso_gram(
+    G: Any,
+    C: Any,
+    lam: float,
+    *,
+    H0: Any = None,
+    tol: float = 1e-9,
+    max_iter: int = 1000,
+    positive: bool = False,
+    znorm2: Any = None,
+    method: str = "auto",
+    return_n_iter: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    r"""Solve the LASSO of :func:`lasso` from its Gram form.
+
+    .. math::
+
+        h_j = \operatorname{argmin}_h \tfrac12 h^\top G h - c_j^\top h + \lambda\|h\|_1,
+        \qquad G = D^\top D,\; C = D^\top Z.
+
+    Parameters
+    ----------
+    G : array_like of shape (K, K)
+        Symmetric positive semidefinite Gram matrix (symmetry is checked).
+    C : array_like of shape (K, b)
+        Correlations :math:`D^\top Z`, one column per signal.
+    lam : float
+        Penalty :math:`\lambda > 0`.
+    H0, tol, max_iter, positive, method, return_n_iter
+        As in :func:`lasso`.
+    znorm2 : array_like of shape (b,), optional
+        :math:`\|z_j\|^2`.  With it the stopping rule is the exact duality gap
+        relative to :math:`\tfrac12\|z_j\|^2`; without it a certified upper
+        bound of that ratio computed from ``G`` and ``C`` alone is used
+        (never looser, sometimes a few sweeps more).
+
+    Returns
+    -------
+    H : ndarray of shape (K, b)
+    n_iter : ndarray of shape (b,), only when ``return_n_iter``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.kernels import lasso_gram
+    >>> lasso_gram(np.eye(2), np.array([[3.0], [-0.5]]), 1.0)
+    array([[2.],
+           [0.]])
+    """
+    lam, tol, max_iter, method_code = _lasso_options(lam, tol, max_iter, method)
+    G = _as_fortran_matrix(G, "G")
+    C = _as_fortran_matrix(C, "C")
+    K = G.shape[0]
+    if G.shape != (K, K):
+        raise ValueError(f"Expected 'G' to be square (K, K), got shape {G.shape}")
+    if not np.allclose(G, G.T, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(G).max(initial=0.0)))):
+        raise ValueError("Expected 'G' to be symmetric (a Gram matrix D^T D)")
+    if (np.diagonal(G) < 0).any():
+        raise ValueError(
+            "Expected 'G' to be positive semidefinite (a Gram matrix D^T D), "
+            "got a negative diagonal entry"
+        )
+    if C.shape[0] != K:
+        raise ValueError(f"Expected 'C' of shape (K, b) with K == G.shape[0], got {G.shape=}, {C.shape=}")
+    H0 = _check_codes(H0, K, C.shape[1])
+    if znorm2 is not None:
+        znorm2 = as_array(znorm2, "znorm2", ndim=1)
+        if znorm2.shape != (C.shape[1],):
+            raise ValueError(f"Expected 'znorm2' of shape ({C.shape[1]},), got {znorm2.shape}")
+        if (znorm2 < 0).any():
+            raise ValueError("Expected 'znorm2' to be nonnegative (squared norms)")
+    H, n_iter, n_bad = _sparse.lasso_gram(
+        G, C, lam, bool(positive), tol, max_iter, H0, znorm2, method_code
+    )
+    _warn_unconverged(n_bad, C.shape[1], "lasso_gram", max_iter)
+    return (H, n_iter) if return_n_iter else H
+
+
+def dictionary_statistics(
+    D: Any,
+    Z: Any,
+    lam: float,
+    *,
+    segments: Any = None,
+    H0: Any = None,
+    tol: float = 1e-9,
+    max_iter: int = 1000,
+    positive: bool = False,
+    method: str = "auto",
+    return_codes: bool = False,
+    return_objective: bool = False,
+) -> tuple[np.ndarray, ...]:
+    r"""Dictionary-learning statistics fused with the LASSO solve (FedMM eq. (18)).
+
+    With :math:`H = ` :func:`lasso` ``(D, Z, lam)``,
+
+    .. math::
+
+        A = \frac1b H H^\top \in \mathbb{R}^{K\times K}, \qquad
+        B = \frac1b Z H^\top \in \mathbb{R}^{p\times K},
+
+    the mean of :math:`\bar S(z, D) = (h h^\top, z h^\top)` over the columns.
+
+    Parameters
+    ----------
+    D : array_like of shape (p, K)
+        Dictionary :math:`\theta`.
+    Z : array_like of shape (p, b)
+        Signals, one per column (F-ordered float64 is used without a copy,
+        e.g. ``data[idx].T``; other layouts are converted once).
+    lam : float
+        Penalty :math:`\lambda > 0`.
+    segments : array_like of int, shape (m + 1,), optional
+        Offsets of ``m`` consecutive column segments (``segments[0] == 0``,
+        nondecreasing, ``segments[-1] == b``), e.g. several clients'
+        minibatches.  Each segment's statistics are normalized by its own
+        length (an empty segment gives zeros) and are bit-for-bit equal to a
+        separate call on that segment.
+    H0, tol, max_iter, positive, method
+        As in :func:`lasso`.
+    return_codes : bool, default False
+        Also return ``H`` (K, b).
+    return_objective : bool, default False
+        Also return the per-column objective
+        :math:`\tfrac12\|z_j - D h_j\|^2 + \lambda\|h_j\|_1` (shape (b,)),
+        computed from the explicit residual.
+
+    Returns
+    -------
+    A : ndarray of shape (K, K), or (m, K, K) with ``segments``
+        Symmetric.
+    B : ndarray of shape (p, K), or (m, p, K) with ``segments``
+    H : ndarray of shape (K, b), only when ``return_codes``
+    objective : ndarray of shape (b,), only when ``return_objective``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.kernels import dictionary_statistics
+    >>> D = np.eye(2)
+    >>> Z = np.array([[3.0, 0.0], [0.0, -2.0]])
+    >>> A, B = dictionary_statistics(D, Z, 1.0)  # H = [[2, 0], [0, -1]]
+    >>> A
+    array([[2. , 0. ],
+           [0. , 0.5]])
+    >>> B
+    array([[3., 0.],
+           [0., 1.]])
+    """
+    lam, tol, max_iter, method_code = _lasso_options(lam, tol, max_iter, method)
+    D, Z = _dictionary_and_signals(D, Z)
+    p, K = D.shape
+    b = Z.shape[1]
+    H0 = _check_codes(H0, K, b)
+    if segments is None:
+        offsets = np.array([0, b], dtype=np.int64)
+    else:
+        seg = np.asarray(segments)
+        if seg.ndim != 1 or seg.size < 1 or not (
+            np.issubdtype(seg.dtype, np.integer) or seg.size == 0
+        ):
+            raise ValueError(
+                f"Expected 'segments' to be a 1-D integer array of offsets, got dtype {seg.dtype}, "
+                f"shape {seg.shape}"
+            )
+        offsets = np.ascontiguousarray(seg, dtype=np.int64)
+        if offsets[0] != 0 or offsets[-1] != b or (np.diff(offsets) < 0).any():
+            raise ValueError(
+                f"Expected 'segments' nondecreasing from 0 to b={b}, got {offsets.tolist()}"
+            )
+    A, B, H, obj, _, n_bad = _sparse.dictionary_statistics(
+        D, Z, lam, bool(positive), tol, max_iter, H0, offsets, True, bool(return_objective),
+        method_code,
+    )
+    _warn_unconverged(n_bad, b, "dictionary_statistics", max_iter)
+    if segments is None:
+        A, B = A[0], B[0]
+    out: tuple[np.ndarray, ...] = (A, B)
+    if return_codes:
+        out += (H,)
+    if return_objective:
+        out += (obj,)
+    return out
+
+
+def dictionary_update(
+    A: Any,
+    B: Any,
+    D0: Any = None,
+    *,
+    constraint: str | None = "ridge",
+    eta: float = 0.0,
+    tol: float = 1e-10,
+    max_iter: int = 500,
+) -> np.ndarray:
+    r"""The map :math:`T` of the dictionary-learning model (FedMM eq. (17), (28)).
+
+    Minimizes the surrogate
+
+    .. math::
+
+        U(D) = \tfrac12 \operatorname{tr}(D^\top D A) - \operatorname{tr}(D^\top B)
+               + \eta \|D\|_F^2 .
+
+    * ``constraint="ridge"`` (or None): no constraint, the closed form
+      :math:`D = B (A + 2\eta I)^{-1}` by a Cholesky solve.
+    * ``constraint="unit_norm"``: columns constrained to
+      :math:`\|d_k\| \le 1`; block-coordinate descent on the columns
+      (Mairal et al. 2010, Alg. 2) warm-started from ``D0``,
+      :math:`d_k \leftarrow u / \max(1, \|u\|)`,
+      :math:`u = (b_k - \sum_{j\ne k} d_j A_{jk}) / (A_{kk} + 2\eta)`, swept
+      until the largest column step :math:`\max_k\|\Delta d_k\|` is
+      :math:`\le` ``tol``.  An unused atom (:math:`A_{kk} + 2\eta = 0`)
+      becomes :math:`v/\|v\|` when its linear term :math:`v` is nonzero and is
+      kept otherwise.  Each column step minimizes :math:`U` exactly, so
+      :math:`U` decreases monotonically.
+
+    Parameters
+    ----------
+    A : array_like of shape (K, K)
+        First statistic block (symmetric positive semidefinite, e.g. after
+        :func:`project_psd`); symmetrized here.
+    B : array_like of shape (p, K)
+        Second statistic block.
+    D0 : array_like of shape (p, K), optional
+        Warm start for ``"unit_norm"`` (default: the columns of ``B``
+        normalized); ignored by ``"ridge"``.
+    constraint : {"ridge", None, "unit_norm"}
+    eta : float, default 0.0
+        Ridge weight :math:`\eta \ge 0` of :math:`g(D) = \eta\|D\|_F^2`.
+    tol : float, default 1e-10
+        Column-step tolerance of ``"unit_norm"``.
+    max_iter : int, default 500
+        Sweep limit of ``"unit_norm"`` (:class:`ConvergenceWarning` when hit).
+
+    Returns
+    -------
+    D : ndarray of shape (p, K), float64, F-ordered
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        ``"ridge"`` with :math:`A + 2\eta I` not positive definite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.kernels import dictionary_update
+    >>> dictionary_update(np.eye(2), np.array([[1.0, 2.0]]), eta=0.5)
+    array([[0.5, 1. ]])
+    """
+    constraint = check_in(constraint, "constraint", ("ridge", None, "unit_norm"))
+    eta = check_real(eta, "eta", low=0.0)
+    A = as_array(A, "A", ndim=2)
+    B = _as_fortran_matrix(B, "B")
+    p, K = B.shape
+    if A.shape != (K, K):
+        raise ValueError(f"Expected 'A' of shape (K, K) = ({K}, {K}) for B of shape {B.shape}, got {A.shape}")
+    A = np.asfortranarray(0.5 * (A + A.T))
+    if constraint in ("ridge", None):
+        return _linalg.dictionary_update_ridge(A, B, eta)
+    tol = check_real(tol, "tol", low=0.0)
+    max_iter = check_int(max_iter, "max_iter", low=1, high=2**31 - 1)
+    if D0 is None:
+        norms = np.linalg.norm(B, axis=0)
+        D0 = B / np.where(norms > 0, norms, 1.0)
+    else:
+        D0 = as_array(D0, "D0", ndim=2)
+        if D0.shape != (p, K):
+            raise ValueError(f"Expected 'D0' of shape (p, K) = ({p}, {K}), got {D0.shape}")
+    D, n_iter, converged = _linalg.dictionary_update_unit_norm(A, B, D0, eta, tol, max_iter)
+    if not converged:
+        warnings.warn(
+            f"dictionary_update: unit_norm block-coordinate descent reached max_iter={max_iter} "
+            f"with column steps above tol={tol}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return D
+
+
+def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
+    r"""Euclidean (Frobenius) projection onto the positive semidefinite cone.
+
+    For :math:`S = (A + A^\top)/2` with eigendecomposition
+    :math:`S = \sum_i \lambda_i v_i v_i^\top`, returns
+    :math:`\Pi(S) = \sum_i \max(\lambda_i, 0)\, v_i v_i^\top
+    = S - \sum_{\lambda_i < 0} \lambda_i v_i v_i^\top` (the projection
+    :math:`\Pi` of the first statistic block in FedMM §6,
+    :math:`\mathcal S = \mathbb M_K^+ \times \mathbb R^{p\times K}`).
+    Positive definite input is detected by a Cholesky attempt and returned
+    symmetrized; otherwise the inertia (LDLᵀ) counts the negative
+    eigenvalues, and when they are few (at most K/4) only those eigenpairs
+    are computed (LAPACK ``dsyevr``), else all of them.
+
+    Parameters
+    ----------
+    A : array_like of shape (K, K) or (m, K, K)
+        One matrix or a stack; finite values only.
+    out : ndarray, optional
+        C-contiguous float64 array of the same shape to write into (may be
+        ``A`` itself for an in-place projection).
+
+    Returns
+    -------
+    ndarray of the shape of ``A``, float64
+        Symmetric positive semidefinite.
+
+    Raises
+    ------
+    ValueError
+        Non-square, wrong number of dimensions, NaN or infinity.
+    numpy.linalg.LinAlgError
+        The eigensolver failed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.kernels import project_psd
+    >>> P = project_psd(np.array([[1.0, 2.0], [2.0, 1.0]]))  # eigenvalues 3 and -1
+    >>> np.round(P, 12)
+    array([[1.5, 1.5],
+           [1.5, 1.5]])
+    """
+    # C-contiguous float64 ndarrays go straight to the kernel (a per-round call
+    # on small matrices); finiteness is checked while the kernel symmetrizes
+    if not (type(A) is np.ndarray and A.dtype is _FLOAT64):
+        A = as_array(A, "A", ndim=(2, 3), finite=False)
+    if out is not None and not isinstance(out, np.ndarray):
+        raise ValueError(f"Expected 'out' to be an ndarray, got {type(out).__name__}")
+    return _linalg.project_psd(A, out)
+

@@ -1,0 +1,808 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""FedMM (FedMM paper, Algorithms 2 and 4) and the Θ-space baseline, as Server and Client objects.
+
+The mathematics of one round is split between a :class:`Server` (holds
+``Ŝ_t``, the aggregated control variate ``V_t``, the step schedule, ``T`` and
+``Π``) and :class:`Client` objects (private data, control variate ``V_{t,i}``,
+own random stream).  They exchange only messages: a :class:`Broadcast` of
+arrays down, and compressed ``bytes`` up.  A runtime (``fedmm.runtime``) moves
+those messages; nothing here depends on which runtime is used.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fedmm._validation import check_in, check_int, check_probability, check_real
+from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
+from fedmm.algorithms._random import (
+    CLIENT_PARTY,
+    SERVER_PARTY,
+    RoundStream,
+    check_seed,
+    init_generator,
+    party_seed,
+    seed_repr,
+)
+from fedmm.algorithms._schedule import StepSchedule
+from fedmm.compression import Identity
+from fedmm.history import History
+from fedmm.models.base import SurrogateModel
+
+__all__ = ["Broadcast", "Client", "Server", "SimulatedMessage", "FedMM", "ParameterAveraging"]
+
+#: Where clients send their updates: FedMM aggregates statistics, the baseline parameters.
+SPACES = ("statistic", "parameter")
+#: How partial participation is realized (FedMM paper, Appendix D.2).
+PARTICIPATION_MODES = ("select", "compress", "compress-local")
+
+
+# --------------------------------------------------------------------------- messages
+@dataclass(frozen=True)
+class Broadcast:
+    """The server's message of round ``t`` (arrays only).
+
+    Attributes
+    ----------
+    t : int
+        Round index (``-1`` for the set-up message).
+    statistic : ndarray of shape (q,) or None
+        ``Ŝ_t`` (FedMM); None for the Θ-space baseline.
+    theta : parameter
+        ``θ_t = T(Ŝ_t)`` in the model's format.
+    theta_vector : ndarray of shape (d,)
+        ``θ_t`` flattened by ``model.theta_vector``.
+    coins : ndarray of shape (n,), bool, or None
+        Algorithm 4 with server-drawn coins: ``U_{t+1,i}`` for every client.
+    """
+
+    t: int
+    statistic: np.ndarray | None
+    theta: Any
+    theta_vector: np.ndarray
+    coins: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes one client receives (``Ŝ_t`` and ``θ_t`` as float64, its coin as one byte)."""
+        size = self.theta_vector.nbytes
+        if self.statistic is not None:
+            size += self.statistic.nbytes
+        return size + (1 if self.coins is not None else 0)
+
+    def to_arrays(self) -> list[np.ndarray]:
+        """``[t, Ŝ_t or empty, θ_t flat, coins or empty]`` for array-based transports."""
+        empty = np.zeros(0, dtype=np.float64)
+        return [
+            np.array([self.t], dtype=np.int64),
+            empty if self.statistic is None else self.statistic,
+            self.theta_vector,
+            np.zeros(0, dtype=np.bool_) if self.coins is None else self.coins,
+        ]
+
+    @classmethod
+    def from_arrays(cls, arrays: Sequence[np.ndarray], model: SurrogateModel, like_theta: Any) -> "Broadcast":
+        """Inverse of :meth:`to_arrays`; ``like_theta`` gives the parameter's structure."""
+        if len(arrays) != 4:
+            raise ValueError(f"Expected 4 arrays in a broadcast, got {len(arrays)}")
+        t_arr, stat, theta_vec, coins = (np.asarray(a) for a in arrays)
+        if t_arr.shape != (1,):
+            raise ValueError(f"Expected the round index as an array of shape (1,), got {t_arr.shape}")
+        theta_vec = np.asarray(theta_vec, dtype=np.float64)
+        return cls(
+            t=int(t_arr[0]),
+            statistic=None if stat.size == 0 else model.layout.check(np.asarray(stat, dtype=np.float64), "statistic"),
+            theta=model.theta_from_vector(theta_vec, like_theta),
+            theta_vector=theta_vec,
+            coins=None if coins.size == 0 else np.asarray(coins, dtype=np.bool_),
+        )
+
+
+class SimulatedMessage:
+    """An in-process stand-in for a payload: the decoded values and the payload's size.
+
+    The batched simulation path uses the compressor's fused ``quantize``
+    instead of ``encode``/``decode`` (equal values by the compressor contract:
+    ``decode(encode(x, rng)) == quantize(x, rng')`` for equal generator
+    states), skipping bit packing.  ``len()`` is the size the real payload
+    would have, so byte counts are identical on both paths.
+    """
+
+    __slots__ = ("values", "nbytes")
+
+    def __init__(self, values: np.ndarray, nbytes: int) -> None:
+        self.values = values
+        self.nbytes = int(nbytes)
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+
+# --------------------------------------------------------------------------- client
+class Client:
+    """One FedMM worker (Algorithm 2 lines 5-11, Algorithm 4 lines 4-8).
+
+    Parameters
+    ----------
+    index : int
+        Client number ``i``.
+    data : client data, already validated by ``model.check_data``
+    model : SurrogateModel
+    space : {'statistic', 'parameter'}
+        FedMM sends ``Quant(S_{t+1,i} − Ŝ_t − V_{t,i})``; the Θ-space
+        baseline sends ``Quant(θ(S_{t+1,i}) − θ_t − V_{t,i})`` with
+        ``θ(S) = T(S)`` computed locally.
+    compressor : compressor of ``fedmm.compression``
+    alpha : float >= 0
+        Control-variate step ``α``.
+    p : float in (0, 1]
+        Participation probability (``m/n`` for a fixed count ``m``).
+    mode : {'select', 'compress', 'compress-local'}
+        ``'select'``: Algorithm 2, the server selects the active clients.
+        ``'compress'``: Algorithm 4, every client computes its oracle and its
+        message is ``(U/p) Quant(Δ)`` with the coin ``U`` drawn by the server
+        (the same coins as Algorithm 2's selection, so the two are coupled).
+        ``'compress-local'``: Algorithm 4 with ``U ~ Bernoulli(p)`` drawn by the
+        client from its own stream (same law, independent randomness).
+        A zero message (``U = 0``) is sent as empty bytes.
+    oracle, batch_size, k_in
+        See :class:`fedmm.algorithms._oracle.LocalOracle`.
+    seed : int or SeedSequence
+        Run seed; the client's stream at round ``t`` is ``Philox(key_i, t)``.
+    control_variates : {'zero', 'oracle'}
+        Initial ``V_{0,i}`` (see :meth:`setup`).
+
+    Notes
+    -----
+    Protocol: :meth:`setup` once with the server's set-up broadcast, then
+    :meth:`step` for every round in which the client is contacted.
+    """
+
+    def __init__(self, index: int, data: Any, model: SurrogateModel, *, space: str, compressor: Any,
+                 alpha: float, p: float, mode: str, oracle: str, batch_size: int | None,
+                 k_in: int | None, seed: int | np.random.SeedSequence, control_variates: str = "zero") -> None:
+        self.index = int(index)
+        self.control_variates = control_variates
+        self.data = data
+        self.model = model
+        self.space = space
+        self.compressor = compressor
+        self.alpha = float(alpha)
+        self.p = float(p)
+        self.mode = mode
+        self.oracle = LocalOracle(model, data, oracle, batch_size, k_in)
+        self.stream = RoundStream(party_seed(seed, CLIENT_PARTY, index))
+        self.V: np.ndarray | None = None  # V_{t,i}, set by setup()
+        self._payload_nbytes: int | None = None
+
+    # -- set-up -------------------------------------------------------------
+    def _local_value(self, S: np.ndarray) -> np.ndarray:
+        """What the client reports: the statistic (FedMM) or its parameter ``T(S)`` (baseline)."""
+        if self.space == "statistic":
+            return S
+        # θ_{t+1,i} = T(S_{t+1,i}); Π is the identity on plain oracles, but a SPIDER estimate may leave 𝒮.
+        return self.model.theta_vector(self.model.T(self.model.project(S)))
+
+    @staticmethod
+    def _reference(message: Broadcast, space: str) -> np.ndarray:
+        return message.statistic if space == "statistic" else message.theta_vector
+
+    def setup(self, message: Broadcast) -> bytes:
+        """Initialise ``V_{0,i}`` from the set-up broadcast: zero, or ``h_i(Ŝ_0)`` (FedMM paper, after Theorem 1).
+
+        ``control_variates='oracle'`` computes ``E_{π_i}[S̄(Z, θ_0)] − Ŝ_0`` on
+        the full local data (its parameter-space analogue for the baseline)
+        and returns it uncompressed (``Identity`` wire format), so that the
+        server's ``V_0 = Σ μ_i V_{0,i}`` is exact.  Returns empty bytes for ``'zero'``.
+        """
+        ref = self._reference(message, self.space)
+        if self.control_variates == "zero":
+            self.V = np.zeros_like(ref)
+            return b""
+        full = self.oracle.statistic(message.theta, None)
+        self.V = self._local_value(full) - ref
+        return Identity().encode(self.V, None)
+
+    # -- state transfer (runtimes whose workers do not keep Client objects) ----
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The client's mutable state as float64/int64 arrays: ``V`` and the oracle's memory.
+
+        Together with the constructor arguments this is all a client carries
+        between rounds, so ``set_state(get_state())`` on a fresh client built
+        with the same seed continues the run bit for bit.
+        """
+        state = {} if self.V is None else {"V": np.array(self.V, dtype=np.float64, copy=True)}
+        state.update(self.oracle.get_state())
+        return state
+
+    def set_state(self, state: dict[str, np.ndarray], like_theta: Any = None) -> None:
+        """Restore :meth:`get_state` (``like_theta``: a parameter giving the model's structure)."""
+        if "V" in state:
+            V = np.asarray(state["V"], dtype=np.float64)
+            if V.ndim != 1 or not np.isfinite(V).all():
+                raise ValueError(f"Expected a finite 1-D control variate 'V', got shape {V.shape}")
+            self.V = np.array(V, copy=True)
+        self.oracle.set_state(state, like_theta)
+
+    # -- one round ----------------------------------------------------------
+    def _begin(self, message: Broadcast) -> tuple[np.random.Generator, bool, np.ndarray | None, bool]:
+        rng = self.stream.at(message.t)
+        if self.mode == "compress-local":
+            coin = bool(rng.random() < self.p)
+        elif self.mode == "compress":
+            coin = bool(message.coins[self.index])
+        else:
+            coin = True
+        idx, refresh = self.oracle.plan(message.t, rng)
+        return rng, coin, idx, refresh
+
+    def _finish(self, message: Broadcast, rng: np.random.Generator, coin: bool, idx: np.ndarray | None,
+                refresh: bool, stat: np.ndarray, wire: bool = True) -> bytes | SimulatedMessage:
+        S = self.oracle.finish(message.t, message.theta, idx, refresh, stat)
+        delta = self._local_value(S) - self._reference(message, self.space) - self.V
+        if not coin:
+            return b""  # Quant~ = (U/p) Quant(Δ) = 0: nothing to send, V unchanged
+        if wire:
+            payload: bytes | SimulatedMessage = self.compressor.encode(delta, rng)
+            values = self.compressor.decode(payload) if self.alpha else None
+        else:
+            values = self.compressor.quantize(delta, rng)
+            if self._payload_nbytes is None:
+                self._payload_nbytes = int(self.compressor.payload_nbytes(delta.shape[0]))
+            payload = SimulatedMessage(values, self._payload_nbytes)
+        if self.alpha:
+            # V_{t+1,i} = V_{t,i} + (α U / p) Quant(Δ), with U = 1 here.
+            self.V = self.V + (self.alpha * coin) / self.p * values
+        return payload
+
+    def step(self, message: Broadcast) -> bytes:
+        """Run the client's part of round ``message.t`` and return its encoded message."""
+        rng, coin, idx, refresh = self._begin(message)
+        stat = self.oracle.statistic(message.theta, idx)
+        return self._finish(message, rng, coin, idx, refresh, stat)
+
+    @staticmethod
+    def step_many(clients: Sequence["Client"], message: Broadcast) -> list[SimulatedMessage | bytes]:
+        """Batched simulation of :meth:`step` for several clients sharing ``θ_t``.
+
+        One ``model.statistic_batch`` call evaluates every client's minibatch
+        (it equals stacked ``model.statistic`` calls), and the messages are
+        :class:`SimulatedMessage` objects from the fused ``quantize`` (equal
+        to the decoded bytes of :meth:`step`).  The server accepts both.
+        """
+        if not clients:
+            return []
+        begun = [c._begin(message) for c in clients]
+        stats = LocalOracle.statistic_batch([c.oracle for c in clients], message.theta, [b[2] for b in begun])
+        return [c._finish(message, rng, coin, idx, refresh, stats[k], wire=False)
+                for k, (c, (rng, coin, idx, refresh)) in enumerate(zip(clients, begun))]
+
+
+# --------------------------------------------------------------------------- server
+class Server:
+    """The FedMM server (Algorithm 2 lines 1-4 and 13-17; Algorithm 4 lines 10-13).
+
+    Parameters
+    ----------
+    model : SurrogateModel
+    n_clients : int
+    weights : ndarray of shape (n,)
+        ``μ_i`` (non-negative, summing to one).
+    p : float in (0, 1]
+        Participation probability used to unbias the aggregate.
+    count : int or None
+        Fixed number of active clients per round (uniform without
+        replacement, ``p = count/n``); None for independent Bernoulli(p) (A5).
+    schedule : StepSchedule
+    alpha : float
+    projection : {'euclidean', None}
+    space : {'statistic', 'parameter'}
+    mode : {'select', 'compress', 'compress-local'}
+    S0 : ndarray of shape (q,)
+        Initial statistic ``Ŝ_0`` (the baseline starts from ``θ_0 = T(Ŝ_0)``).
+    seed : int or SeedSequence
+    decoder : compressor
+        Any compressor (payloads are self-describing) used to decode messages.
+    """
+
+    def __init__(self, model: SurrogateModel, n_clients: int, *, weights: np.ndarray, p: float,
+                 count: int | None, schedule: StepSchedule, alpha: float, projection: str | None,
+                 space: str, mode: str, S0: np.ndarray, seed: int | np.random.SeedSequence,
+                 decoder: Any) -> None:
+        self.model = model
+        self.n_clients = int(n_clients)
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.p = float(p)
+        self.count = count
+        self.schedule = schedule
+        self.alpha = float(alpha)
+        self.projection = projection
+        self.space = space
+        self.mode = mode
+        self.decoder = decoder
+        self.stream = RoundStream(party_seed(seed, SERVER_PARTY, 0))
+        self.S: np.ndarray | None = np.array(S0, dtype=np.float64, copy=True)
+        self.theta = model.T(self.S)
+        self._theta_like = self.theta
+        self.theta_vector = model.theta_vector(self.theta)
+        self.theta_vector_prev = self.theta_vector
+        if space == "parameter":
+            self.S = None  # the baseline holds only θ_t
+        self.V = np.zeros(self._size)
+        self._coins: np.ndarray | None = None
+
+    @property
+    def _size(self) -> int:
+        return self.model.layout.size if self.space == "statistic" else self.theta_vector.shape[0]
+
+    # -- set-up -------------------------------------------------------------
+    def setup_message(self) -> Broadcast:
+        """The set-up broadcast (round ``-1``) carrying ``Ŝ_0`` and ``θ_0``."""
+        return Broadcast(-1, None if self.S is None else self.S, self.theta, self.theta_vector)
+
+    def setup_aggregate(self, payloads: dict[int, bytes]) -> None:
+        """``V_0 = Σ μ_i V_{0,i}`` from the clients' uncompressed initial control variates."""
+        V = np.zeros(self._size)
+        for i in sorted(payloads):
+            if payloads[i]:
+                V += self.weights[i] * self._decode(i, payloads[i])
+        self.V = V
+
+    # -- one round ----------------------------------------------------------
+    def select(self, t: int) -> list[int]:
+        """Clients contacted at round ``t``: the active set (Alg. 2) or everyone (Alg. 4)."""
+        if self.mode == "compress-local":
+            self._coins = None
+            return list(range(self.n_clients))
+        rng = self.stream.at(t)
+        if self.count is None:
+            coins = rng.random(self.n_clients) < self.p
+        else:
+            coins = np.zeros(self.n_clients, dtype=np.bool_)
+            coins[rng.choice(self.n_clients, self.count, replace=False)] = True
+        if self.mode == "compress":
+            self._coins = coins
+            return list(range(self.n_clients))
+        self._coins = None
+        return [int(i) for i in np.flatnonzero(coins)]
+
+    def broadcast(self, t: int) -> Broadcast:
+        """``(Ŝ_t, T(Ŝ_t))`` (line 4); call after :meth:`select` of the same round."""
+        return Broadcast(t, self.S, self.theta, self.theta_vector, self._coins)
+
+    def _decode(self, i: int, payload: bytes | SimulatedMessage) -> np.ndarray:
+        if isinstance(payload, SimulatedMessage):
+            return payload.values  # in-process simulation: already the decoded values
+        values = self.decoder.decode(payload)
+        if values.shape != (self._size,):
+            raise ValueError(f"Client {i} sent a message of length {values.shape}, expected ({self._size},)")
+        if not np.isfinite(values).all():
+            raise ValueError(f"Client {i} sent non-finite values")
+        return values
+
+    def aggregate(self, t: int, payloads: dict[int, bytes | SimulatedMessage]) -> dict[str, Any]:
+        """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``.
+
+        Empty payloads count as zero messages (Algorithm 4 with ``U = 0``).
+        Returns the round's monitoring record (``gamma``, ``E_s``/``E_ps`` or ``E_p``).
+        """
+        gamma = self.schedule(t + 1)
+        acc = np.zeros(self._size)
+        for i in sorted(payloads):
+            if payloads[i]:
+                acc += self.weights[i] / self.p * self._decode(i, payloads[i])
+        H = self.V + acc
+        self.theta_vector_prev = self.theta_vector
+        if self.space == "statistic":
+            S_half = self.S + gamma * H
+            S_new = self.model.project(S_half) if self.projection == "euclidean" else S_half
+            theta = self.model.T(S_new)
+            theta_vector = self.model.theta_vector(theta)
+            record = {
+                "gamma": gamma,
+                "E_s": float(np.sum((S_new - self.S) ** 2)) / gamma**2,
+                "E_ps": float(np.sum((theta_vector - self.theta_vector) ** 2)) / gamma**2,
+            }
+            self.S = S_new
+        else:
+            theta_half = self.theta_vector + gamma * H
+            theta = self.model.theta_from_vector(theta_half, self._theta_like)
+            if self.projection == "euclidean":
+                theta = self.model.project_theta(theta)
+            theta_vector = self.model.theta_vector(theta)
+            record = {
+                "gamma": gamma,
+                "E_p": float(np.sum((theta_vector - self.theta_vector) ** 2)) / gamma**2,
+            }
+        self.theta, self.theta_vector = theta, theta_vector
+        if self.alpha:
+            self.V = self.V + self.alpha * acc
+        return record
+
+
+# --------------------------------------------------------------------------- front-ends
+class FedMM:
+    """Federated Majorize-Minimization (FedMM paper, Algorithm 2; Algorithm 4 on request).
+
+    At round ``t`` the server samples active clients, sends ``Ŝ_t`` and
+    ``θ_t = T(Ŝ_t)``; each active client ``i`` computes an oracle ``S_{t+1,i}``
+    of ``E_{π_i}[S̄(Z, θ_t)]``, sends ``Quant(Δ_{t+1,i})`` with
+    ``Δ_{t+1,i} = S_{t+1,i} − Ŝ_t − V_{t,i}`` and updates
+    ``V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ_{t+1,i})``; the server sets
+    ``H_{t+1} = V_t + p⁻¹ Σ_{i active} μ_i Quant(Δ_{t+1,i})``,
+    ``Ŝ_{t+1} = Π(Ŝ_t + γ_{t+1} H_{t+1})`` (Euclidean, ``B_t = I`` as in §6)
+    and ``V_{t+1} = V_t + (α/p) Σ_{i active} μ_i Quant(Δ_{t+1,i})``.
+
+    Parameters
+    ----------
+    model : SurrogateModel
+    participation : float in (0, 1] or int
+        A float is the probability ``p`` of independent Bernoulli selection
+        (A5); an int ``m`` selects ``m`` clients uniformly without replacement
+        (then ``p = m/n``).  Note ``1`` (int) means one client, ``1.0`` all.
+    compressor : compressor or sequence of n compressors, default Identity()
+        Unbiased compressor(s) of ``fedmm.compression`` (one per client if a sequence).
+    alpha : float >= 0
+        Control-variate step ``α`` (0 disables the control variates).
+    step : float, '1/t', ('sqrt', beta) or callable
+        ``γ_t`` (see :class:`StepSchedule`); default ``('sqrt', 0.05)`` as in §6.
+    batch_size : int or None
+        Local minibatch size ``b``; None = full local batch.
+    projection : {'euclidean', None}
+        Line 16 with ``B_t = I``; None skips it.
+    oracle : {'minibatch', 'full', 'spider'}
+        ``'spider'`` is VR-FedEM's estimator with ``k_in`` rounds per epoch.
+    k_in : int, optional
+    weights : sequence of n non-negative floats, optional
+        ``μ_i`` (normalized to sum to one); default ``N_i/N``.
+    control_variates : {'zero', 'oracle'}
+        ``V_{0,i} = 0`` or ``h_i(Ŝ_0)`` (one full local pass, sent uncompressed).
+    n_threads : int >= 1
+        Threads of the in-process runtime.
+    batched : bool
+        Evaluate each thread's clients in one batched kernel call (same numbers).
+    participation_mode : {'select', 'compress', 'compress-local'}
+        Algorithm 2, or Algorithm 4 with server-drawn (coupled) or client-drawn coins.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.models import InverseToy
+    >>> rng = np.random.default_rng(0)
+    >>> datas = [rng.uniform(1, 2, 100), rng.uniform(5, 9, 100)]
+    >>> h = FedMM(InverseToy(), step=1.0).run(datas, 3, seed=0)
+    >>> bool(abs(h.state["theta"][0] - InverseToy().minimizer(datas, [0.5, 0.5])) < 1e-12)
+    True
+    """
+
+    _space = "statistic"
+    _name = "FedMM"
+
+    def __init__(self, model: SurrogateModel, participation: float | int = 1.0, compressor: Any = None,
+                 alpha: float = 0.0, step: Any = ("sqrt", 0.05), batch_size: int | None = None,
+                 projection: str | None = "euclidean", oracle: str = "minibatch", k_in: int | None = None,
+                 weights: Sequence[float] | None = None, control_variates: str = "zero", n_threads: int = 1,
+                 batched: bool = True, participation_mode: str = "select") -> None:
+        if not isinstance(model, SurrogateModel):
+            raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
+        self.model = model
+        if isinstance(participation, bool):
+            raise TypeError("Expected 'participation' to be a probability in (0, 1] or an int count, got a bool")
+        if isinstance(participation, numbers.Integral):
+            self.participation: float | int = check_int(participation, "participation", low=1)
+        elif isinstance(participation, numbers.Real):
+            self.participation = check_probability(participation, "participation")
+        else:
+            raise TypeError("Expected 'participation' to be a probability in (0, 1] or an int count, "
+                            f"got {type(participation).__name__}")
+        if compressor is None:
+            compressor = Identity()
+        self.compressor = compressor
+        self.alpha = check_real(alpha, "alpha", low=0.0)
+        self.schedule = StepSchedule(step)
+        self.oracle, self.batch_size, self.k_in = check_oracle_args(oracle, batch_size, k_in)
+        self.projection = check_in(projection, "projection", ("euclidean", None))
+        self.weights = None if weights is None else list(weights)
+        self.control_variates = check_in(control_variates, "control_variates", ("zero", "oracle"))
+        self.n_threads = check_int(n_threads, "n_threads", low=1)
+        if not isinstance(batched, (bool, np.bool_)):
+            raise TypeError(f"Expected 'batched' to be a bool, got {batched!r}")
+        self.batched = bool(batched)
+        self.participation_mode = check_in(participation_mode, "participation_mode", PARTICIPATION_MODES)
+        if self.participation_mode == "compress-local" and isinstance(self.participation, int):
+            raise ValueError("participation_mode='compress-local' draws independent Bernoulli(p) coins: "
+                             "pass 'participation' as a probability, not a count")
+
+    # -- configuration -----------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """JSON-friendly hyper-parameters (stored in ``History.config``)."""
+        comp = self.compressor
+        return {
+            "model": repr(self.model),
+            "participation": self.participation,
+            "compressor": [repr(c) for c in comp] if isinstance(comp, (list, tuple)) else repr(comp),
+            "alpha": self.alpha,
+            "step": self.schedule.description,
+            "batch_size": self.batch_size,
+            "projection": self.projection,
+            "oracle": self.oracle,
+            "k_in": self.k_in,
+            "control_variates": self.control_variates,
+            "participation_mode": self.participation_mode,
+            "n_threads": self.n_threads,
+            "batched": self.batched,
+        }
+
+    def _check_datas(self, datas: Sequence[Any]) -> list[Any]:
+        if isinstance(datas, np.ndarray) or not isinstance(datas, (list, tuple)):
+            raise TypeError(f"Expected 'datas' to be a list with one data set per client, got {type(datas).__name__}")
+        if len(datas) == 0:
+            raise ValueError("Expected at least one client in 'datas', got an empty list")
+        return [self.model.check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
+
+    def _weights(self, datas: Sequence[Any]) -> np.ndarray:
+        n = len(datas)
+        if self.weights is None:
+            sizes = np.array([self.model.n_samples(d) for d in datas], dtype=np.float64)
+            return sizes / sizes.sum()
+        w = np.asarray(self.weights, dtype=np.float64)
+        if w.shape != (n,):
+            raise ValueError(f"Expected 'weights' of length n_clients={n}, got shape {w.shape}")
+        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise ValueError("Expected 'weights' to be finite, non-negative and not all zero")
+        return w / w.sum()
+
+    @staticmethod
+    def _check_compressor(i: int, c: Any, size: int) -> None:
+        if not all(hasattr(c, m) for m in ("encode", "decode")):
+            raise TypeError(f"Expected compressor {i} to have encode/decode methods, got {type(c).__name__}")
+        probe = np.zeros(size)
+        try:
+            out = c.decode(c.encode(probe, np.random.default_rng(0)))
+        except Exception as exc:
+            raise ValueError(f"Compressor {i} ({c!r}) cannot encode messages of length {size}: {exc}") from exc
+        if np.shape(out) != (size,):
+            raise ValueError(f"Compressor {i} ({c!r}) turned a message of length {size} into shape {np.shape(out)}")
+
+    def _compressor_list(self, n: int) -> list[Any]:
+        comp = self.compressor
+        comps = list(comp) if isinstance(comp, (list, tuple)) else [comp] * n
+        if len(comps) != n:
+            raise ValueError(f"Expected one compressor per client (n_clients={n}), got {len(comps)}")
+        return comps
+
+    def _compressors(self, n: int, size: int) -> list[Any]:
+        comps = self._compressor_list(n)
+        for i, c in enumerate(comps):
+            self._check_compressor(i, c, size)
+        return comps
+
+    def _participation_for(self, n: int) -> tuple[int | None, float]:
+        """``(count, p)``: the fixed count (or None) and the participation probability for ``n`` clients."""
+        if isinstance(self.participation, int):
+            if self.participation > n:
+                raise ValueError(f"Expected 'participation' count <= n_clients={n}, got {self.participation}")
+            return self.participation, self.participation / n
+        return None, self.participation
+
+    def _message_size(self, S0: np.ndarray) -> int:
+        model = self.model
+        return model.layout.size if self._space == "statistic" else model.theta_vector(model.T(S0)).shape[0]
+
+    # -- building the parties ---------------------------------------------
+    def build_server(self, n_clients: int, *, weights: Any, S0: Any,
+                     seed: int | np.random.SeedSequence = 0) -> Server:
+        """The :class:`Server` alone, for runtimes where the data stay with remote clients.
+
+        Parameters
+        ----------
+        n_clients : int
+        weights : array_like of shape (n_clients,)
+            ``μ_i`` (normalized here), e.g. the clients' reported sample counts.
+        S0 : ndarray of shape (q,)
+            ``Ŝ_0`` in 𝒮 (the server cannot call ``init_statistic`` without the data).
+        seed : int or SeedSequence
+        """
+        seed = check_seed(seed)
+        n = check_int(n_clients, "n_clients", low=1)
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (n,):
+            raise ValueError(f"Expected 'weights' of length n_clients={n}, got shape {w.shape}")
+        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise ValueError("Expected 'weights' to be finite, non-negative and not all zero")
+        S0 = np.array(self.model.layout.check(S0, "S0"), dtype=np.float64, copy=True)
+        if not np.isfinite(S0).all():
+            raise ValueError("Expected 'S0' to contain only finite values")
+        if not self.model.in_domain(S0):
+            raise ValueError("Expected 'S0' in the surrogate domain 𝒮 (model.project(S0) != S0)")
+        count, p = self._participation_for(n)
+        comps = self._compressor_list(n)
+        self._check_compressor(0, comps[0], self._message_size(S0))
+        return Server(self.model, n, weights=w / w.sum(), p=p, count=count, schedule=self.schedule,
+                      alpha=self.alpha, projection=self.projection, space=self._space,
+                      mode=self.participation_mode, S0=S0, seed=seed, decoder=comps[0])
+
+    def build_client(self, index: int, data: Any, *, n_clients: int,
+                     seed: int | np.random.SeedSequence = 0, check: bool = True) -> Client:
+        """Client ``index`` of ``n_clients`` on its own ``data`` (what a remote worker builds).
+
+        With the same ``seed`` it is the client :meth:`build` creates, so a
+        remote client reproduces the in-process numbers.  ``check=False``
+        skips ``model.check_data`` for data already validated.
+        """
+        seed = check_seed(seed)
+        n = check_int(n_clients, "n_clients", low=1)
+        index = check_int(index, "index", low=0, high=n - 1)
+        if check:
+            data = self.model.check_data(data, f"datas[{index}]")
+        _, p = self._participation_for(n)
+        return Client(index, data, self.model, space=self._space, compressor=self._compressor_list(n)[index],
+                      alpha=self.alpha, p=p, mode=self.participation_mode, oracle=self.oracle,
+                      batch_size=self.batch_size, k_in=self.k_in, seed=seed,
+                      control_variates=self.control_variates)
+
+    def build(self, datas: Sequence[Any], *, seed: int | np.random.SeedSequence = 0,
+              S0: np.ndarray | None = None) -> tuple[Server, list[Client]]:
+        """Validated :class:`Server` and :class:`Client` objects for ``datas`` (used by every runtime)."""
+        seed = check_seed(seed)
+        datas = self._check_datas(datas)
+        model = self.model
+        n = len(datas)
+        weights = self._weights(datas)
+        if S0 is None:
+            S0 = model.init_statistic(datas, init_generator(seed))
+        server = self.build_server(n, weights=weights, S0=S0, seed=seed)
+        self._compressors(n, server._size)
+        clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
+        return server, clients
+
+    def run(self, datas: Sequence[Any], n_rounds: int, *, seed: int | np.random.SeedSequence = 0,
+            S0: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
+            monitor_every: int = 1, progress: bool = False,
+            callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None) -> History:
+        """Run ``n_rounds`` rounds on the clients' data ``datas``.
+
+        Parameters
+        ----------
+        datas : list of client data sets (model format, e.g. ``(N_i, p)`` arrays)
+        n_rounds : int
+        seed : int or SeedSequence
+            Root of all randomness (server selection, initial statistic, one
+            Philox stream per client); a run is reproducible bit for bit.
+        S0 : ndarray of shape (q,), optional
+            ``Ŝ_0`` (default ``model.init_statistic``).
+        objective_every : int
+            Record ``objective`` (``Σ_i μ_i f_i(θ) + g(θ)`` on the clients' data,
+            or ``f + g`` on ``objective_data``) every this many rounds and at
+            the last round; 0 never.  The value at ``θ_0`` goes to
+            ``history.config['initial_objective']``.
+        objective_data : data, optional
+            A single data set on which to evaluate the objective instead.
+        monitor_every : int
+            Cadence of the baseline's ``E_sp`` (needs a full pass over all data).
+        progress : bool
+            Show a tqdm progress bar.
+        callback : callable(t, S, theta), optional
+            Called after each round with ``Ŝ_{t+1}`` (None for the baseline) and ``θ_{t+1}``.
+        runtime : object, optional
+            Anything with ``run(server, clients, n_rounds, history=..., monitor=...,
+            callback=..., progress=...)``; default the in-process
+            :class:`fedmm.runtime.LocalRuntime` with this object's ``n_threads`` and ``batched``.
+
+        Returns
+        -------
+        History
+            Per round ``t``, ``gamma``, ``E_s``, ``E_ps`` (FedMM) or ``E_p``,
+            ``E_sp`` (baseline), ``objective`` (at the cadence), ``active``,
+            ``bytes_up``, ``bytes_down`` and ``wall_time`` (cumulative seconds,
+            monitoring excluded); ``state`` holds the final ``S`` and ``theta``.
+        """
+        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        objective_every = check_int(objective_every, "objective_every", low=0)
+        monitor_every = check_int(monitor_every, "monitor_every", low=1)
+        server, clients = self.build(datas, seed=seed, S0=S0)
+        datas = [c.data for c in clients]
+        if objective_data is not None:
+            objective_data = self.model.check_data(objective_data, "objective_data")
+        history = History(self._name, {**self.config(), "seed": seed_repr(check_seed(seed)),
+                                       "n_clients": len(clients), "n_rounds": n_rounds})
+        monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
+                           monitor_every if self._space == "parameter" else 0)
+        if objective_every:
+            history.config["initial_objective"] = monitor.objective()
+        if runtime is None:
+            # Imported here: fedmm.algorithms does not depend on the runtime package at import time.
+            from fedmm.runtime.local import LocalRuntime
+
+            runtime = LocalRuntime(n_threads=self.n_threads, batched=self.batched)
+        user_callback = None
+        if callback is not None:
+            def user_callback(t: int, srv: Server = server) -> None:
+                callback(t, srv.S, srv.theta)
+        runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=user_callback,
+                    progress=progress)
+        if server.S is not None:
+            history.state["S"] = server.S
+        history.state["theta"] = server.theta_vector
+        return history
+
+
+class ParameterAveraging(FedMM):
+    """The "naive" Θ-space baseline of FedMM paper §6 (eq. (21) with FedMM's machinery).
+
+    How §6 is read here: "at step t+1, each active agent computes a new
+    surrogate and optimizes it to obtain a new local parameter θ^i_{t+1}; it
+    communicates θ^i_{t+1} to the server, which aggregates the parameters of
+    active agents ... This naive algorithm exactly mirrors FedMM, except that
+    the communications and the server aggregation step occur in the parameter
+    space".  So every line of Algorithm 2 is kept with ``Ŝ_t`` replaced by the
+    parameter ``θ_t`` and the oracle ``S_{t+1,i}`` by the local parameter
+    ``θ_{t+1,i} = T(S_{t+1,i})`` (same oracle, same selection, compression,
+    control variates and step sizes):
+
+    - client: ``Δ_{t+1,i} = T(S_{t+1,i}) − θ_t − V_{t,i}`` (``S_{t+1,i}``
+      computed at ``θ_t``), sends ``Quant(Δ_{t+1,i})``,
+      ``V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ_{t+1,i})``;
+    - server: ``H = V_t + p⁻¹ Σ_{active} μ_i Quant(Δ_{t+1,i})``,
+      ``θ_{t+1} = Π_Θ(θ_t + γ_{t+1} H)`` (``model.project_theta``; the
+      identity where ``Θ`` is the whole space), ``V_{t+1} = V_t + (α/p) Σ μ_i Quant(Δ)``.
+
+    With ``p = 1``, no compression, ``α = 0``, full-batch oracles and ``γ = 1``
+    this is exactly eq. (21): ``θ_{t+1} = Σ_i μ_i T(E_{π_i}[S̄(Z, θ_t)])``.
+    It is initialised at ``θ_0 = T(Ŝ_0)`` with FedMM's ``Ŝ_0`` for the same seed.
+
+    Monitoring (§6): ``E_p = ‖θ_{t+1} − θ_t‖²/γ²_{t+1}`` every round and
+    ``E_sp = ‖𝒯(θ_{t+1}) − 𝒯(θ_t)‖²/γ²_{t+1}`` with
+    ``𝒯(θ) = Σ_i μ_i E_{π_i}[S̄(Z, θ)]`` (a full pass over every client's
+    data; the paper writes ``1/n``, equal to ``μ_i`` for its equal-size
+    clients) every ``monitor_every`` rounds.  ``history.state`` has ``theta`` only.
+    """
+
+    _space = "parameter"
+    _name = "ParameterAveraging"
+
+
+# --------------------------------------------------------------------------- monitoring
+class _Monitor:
+    """Objective and ``E_sp`` evaluations at their cadences (reporting only)."""
+
+    def __init__(self, model: SurrogateModel, server: Server, datas: list[Any], objective_every: int,
+                 objective_data: Any, n_rounds: int, sp_every: int) -> None:
+        self.model = model
+        self.server = server
+        self.datas = datas
+        self.objective_every = objective_every
+        self.objective_data = objective_data
+        self.n_rounds = n_rounds
+        self.sp_every = sp_every
+        self._mean_field_cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    def objective(self) -> float:
+        theta = self.server.theta
+        if self.objective_data is not None:
+            return float(self.model.objective(self.objective_data, theta))
+        return float(sum(w * self.model.objective(d, theta) for w, d in zip(self.server.weights, self.datas)))
+
+    def _mean_field(self, theta_vector: np.ndarray) -> np.ndarray:
+        """``𝒯(θ) = Σ_i μ_i E_{π_i}[S̄(Z, θ)]`` (cached for the last θ)."""
+        if self._mean_field_cache is not None and np.array_equal(self._mean_field_cache[0], theta_vector):
+            return self._mean_field_cache[1]
+        theta = self.model.theta_from_vector(theta_vector, self.server.theta)
+        stats = self.model.statistic_batch(self.datas, theta, [None] * len(self.datas))
+        value = self.server.weights @ stats
+        self._mean_field_cache = (theta_vector, value)
+        return value
+
+    def __call__(self, t: int, gamma: float) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        last = t == self.n_rounds - 1
+        if self.sp_every and ((t + 1) % self.sp_every == 0 or last):
+            before = self._mean_field(self.server.theta_vector_prev)
+            after = self._mean_field(self.server.theta_vector)
+            out["E_sp"] = float(np.sum((after - before) ** 2)) / gamma**2
+        if self.objective_every and ((t + 1) % self.objective_every == 0 or last):
+            out["objective"] = self.objective()
+        return out

@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""SA-SSMM: Stochastic Approximation Stochastic Surrogate MM (FedMM paper, Algorithm 1)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from fedmm._validation import check_in, check_int
+from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
+from fedmm.algorithms._random import CLIENT_PARTY, RoundStream, check_seed, init_generator, party_seed, seed_repr
+from fedmm.algorithms._schedule import StepSchedule
+from fedmm.history import History
+from fedmm.models.base import SurrogateModel
+
+__all__ = ["SASSMM"]
+
+
+class SASSMM:
+    """Centralized stochastic surrogate MM (FedMM paper, Algorithm 1).
+
+    Repeats, for ``t = 0, 1, ...``::
+
+        S_{t+1}  = oracle of E_π[S̄(Z, T(Ŝ_t))]
+        Ŝ_{t+1}  = Π( Ŝ_t + γ_{t+1} (S_{t+1} − Ŝ_t) )
+
+    With ``γ_t = 1/t`` the iterate is the running mean of the oracles; with
+    ``γ = 1`` and the full-batch oracle it is the deterministic MM iteration.
+
+    Parameters
+    ----------
+    model : SurrogateModel
+    step : float, '1/t', ('sqrt', beta) or callable
+        Step sizes ``γ_t`` (see :class:`fedmm.algorithms.StepSchedule`).
+    batch_size : int or None
+        Minibatch size ``b``; ``None`` means the full batch.
+    oracle : {'minibatch', 'full', 'spider'}
+        See :class:`fedmm.algorithms._oracle.LocalOracle`.
+    k_in : int, optional
+        Rounds per SPIDER epoch (required for ``oracle='spider'``).
+    projection : {'euclidean', None}
+        Apply ``model.project`` after each update.  Algorithm 1 needs none
+        (``𝒮`` is convex and ``γ_t ∈ (0, 1]``), but SPIDER oracles may leave ``𝒮``.
+    """
+
+    def __init__(self, model: SurrogateModel, step: Any = "1/t", batch_size: int | None = None,
+                 oracle: str = "minibatch", *, k_in: int | None = None,
+                 projection: str | None = "euclidean") -> None:
+        if not isinstance(model, SurrogateModel):
+            raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
+        self.model = model
+        self.schedule = StepSchedule(step)
+        self.oracle, self.batch_size, self.k_in = check_oracle_args(oracle, batch_size, k_in)
+        self.projection = check_in(projection, "projection", ("euclidean", None))
+
+    def run(self, data: Any, n_iter: int, *, seed: int | np.random.SeedSequence = 0,
+            S0: np.ndarray | None = None, objective_every: int = 0,
+            callback: Callable[[int, np.ndarray, Any], None] | None = None) -> History:
+        """Run ``n_iter`` iterations on ``data``.
+
+        Parameters
+        ----------
+        data : data set in the model's format
+        n_iter : int
+        seed : int or SeedSequence
+            All randomness (initial statistic, minibatches) derives from it.
+        S0 : ndarray of shape (layout.size,), optional
+            Initial statistic (default ``model.init_statistic``).
+        objective_every : int
+            Record ``objective`` every this many iterations (0: never).
+        callback : callable(t, S, theta), optional
+            Called after each iteration with ``Ŝ_{t+1}`` and ``T(Ŝ_{t+1})``.
+
+        Returns
+        -------
+        History
+            Per iteration ``t``, ``gamma``, ``E_s``, ``E_ps``, ``wall_time``
+            (cumulative, monitoring excluded) and ``objective`` when computed;
+            ``state`` holds the final ``S`` and ``theta``.
+        """
+        model = self.model
+        n_iter = check_int(n_iter, "n_iter", low=0)
+        seed = check_seed(seed)
+        objective_every = check_int(objective_every, "objective_every", low=0)
+        data = model.check_data(data, "data")
+        layout = model.layout
+        if S0 is None:
+            S = model.init_statistic([data], init_generator(seed))
+        else:
+            S = np.array(layout.check(S0, "S0"), dtype=np.float64, copy=True)
+        if not model.in_domain(S):
+            raise ValueError("Expected 'S0' in the surrogate domain 𝒮 (model.project(S0) != S0)")
+        oracle = LocalOracle(model, data, self.oracle, self.batch_size, self.k_in)
+        stream = RoundStream(party_seed(seed, CLIENT_PARTY, 0))
+        history = History("SASSMM", {
+            "model": repr(model), "step": self.schedule.description, "batch_size": self.batch_size,
+            "oracle": self.oracle, "k_in": self.k_in, "projection": self.projection, "seed": seed_repr(seed),
+            "n_iter": n_iter,
+        })
+        theta = model.T(S)
+        theta_vec = model.theta_vector(theta)
+        if objective_every:
+            history.config["initial_objective"] = model.objective(data, theta)
+        elapsed = 0.0
+        for t in range(n_iter):
+            start = time.perf_counter()
+            gamma = self.schedule(t + 1)
+            oracle_value = oracle.evaluate(t, theta, stream.at(t))
+            S_new = S + gamma * (oracle_value - S)
+            if self.projection is not None:
+                S_new = model.project(S_new)
+            theta = model.T(S_new)
+            new_vec = model.theta_vector(theta)
+            record = {
+                "t": t,
+                "gamma": gamma,
+                "E_s": float(np.sum((S_new - S) ** 2)) / gamma**2,
+                "E_ps": float(np.sum((new_vec - theta_vec) ** 2)) / gamma**2,
+            }
+            S, theta_vec = S_new, new_vec
+            elapsed += time.perf_counter() - start
+            record["wall_time"] = elapsed
+            if objective_every and ((t + 1) % objective_every == 0 or t == n_iter - 1):
+                record["objective"] = model.objective(data, theta)
+            history.append(**record)
+            if callback is not None:
+                callback(t, S, theta)
+        history.state["S"] = S
+        history.state["theta"] = theta_vec
+        return history
+

@@ -1,0 +1,277 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Unbiased compressors for client messages and their wire format.
+
+Every compressor ``C`` satisfies assumption A6 of the FedEM paper
+(Dieuleveut et al., 2021): ``E[C(x)] = x`` and
+``E||C(x) - x||^2 <= omega(q) ||x||^2`` for every ``x`` in ``R^q``.
+
+* :class:`Identity` -- no compression, ``omega = 0``.
+* :class:`BlockQuantizer` -- block-p quantization (FedEM, Appendix B).
+* :class:`StochasticRounding` -- random dithering with ``s = 2**(bits-1) - 1``
+  levels (QSGD; FedEM Section 2).
+
+Each has ``quantize(x, rng)`` (fused, returns float64 values, for simulation),
+``encode(x, rng) -> bytes`` (the wire payload), ``decode(payload) -> ndarray``,
+``omega(q)`` and ``payload_nbytes(q)``.  ``decode(encode(x, rng))`` equals
+``quantize(x, rng2)`` bit for bit when ``rng2`` starts from the same state.
+``x`` is a 1-D float32 or float64 array in any memory layout (strided input
+is copied once).  The byte layout is documented in ``docs/wire-format.md``;
+the C kernels (``quantize.c``) write and validate it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fedmm import _quantize
+from fedmm._validation import as_rng, check_int
+from fedmm._kernels_compression import _as_vector, _block, _norm_code, unpack
+
+__all__ = ["Compressor", "Identity", "BlockQuantizer", "StochasticRounding", "decode", "dither_omega"]
+
+#: Size in bytes of the fixed payload header.
+HEADER_NBYTES = 32
+
+_NORM_L2 = 1
+
+
+def _itemsize(dtype: Any) -> int:
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"Expected 'dtype' float32 or float64, got {dt}")
+    return dt.itemsize
+
+
+def decode(payload: Any) -> np.ndarray:
+    """Decode a payload of any fedmm compressor into a float64 vector.
+
+    Parameters
+    ----------
+    payload : bytes-like
+        Untrusted bytes; header, size, norms and padding are validated before
+        anything is written, and nothing outside ``payload`` is read.
+
+    Returns
+    -------
+    ndarray of shape (q,), float64
+
+    Raises
+    ------
+    TypeError
+        If ``payload`` is not bytes-like.
+    ValueError
+        ``"malformed payload: <reason>"``.
+    """
+    return unpack(payload)
+
+
+class Compressor:
+    """Common interface of the unbiased compressors (see the module docstring)."""
+
+    def quantize(self, x: Any, rng: Any = None) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def encode(self, x: Any, rng: Any = None) -> bytes:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def decode(self, payload: Any) -> np.ndarray:
+        """Decode any fedmm payload (its header says which scheme); see :func:`decode`."""
+        return decode(payload)
+
+    def omega(self, q: int) -> float:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:  # pragma: no cover
+        raise NotImplementedError
+
+
+class Identity(Compressor):
+    """No compression: ``C(x) = x``, ``omega = 0``.
+
+    The payload is the 32-byte header followed by the ``q`` values in the
+    input's dtype (float32 or float64), little-endian.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.compression import Identity
+    >>> c = Identity()
+    >>> x = np.array([1.5, -2.0])
+    >>> c.decode(c.encode(x))
+    array([ 1.5, -2. ])
+    >>> c.payload_nbytes(2)
+    48
+    """
+
+    def quantize(self, x: Any, rng: Any = None) -> np.ndarray:
+        """Return ``x`` as a new float64 array (``rng`` is accepted and unused)."""
+        arr = _as_vector(x)
+        if not np.isfinite(arr).all():
+            raise ValueError("Expected 'x' to contain only finite values (no NaN or inf)")
+        return arr.astype(np.float64, copy=True)
+
+    def encode(self, x: Any, rng: Any = None) -> bytes:
+        """Header + the raw little-endian values of ``x`` (float32 or float64)."""
+        return _quantize.identity_encode(_as_vector(x))
+
+    def omega(self, q: int) -> float:
+        """0: the identity adds no variance."""
+        check_int(q, "q", low=1)
+        return 0.0
+
+    def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:
+        """``32 + q * itemsize`` bytes (itemsize 8 for float64, 4 for float32 input)."""
+        q = check_int(q, "q", low=1)
+        return HEADER_NBYTES + q * _itemsize(dtype)
+
+    def __repr__(self) -> str:
+        return "Identity()"
+
+
+class StochasticRounding(Compressor):
+    """Random dithering (stochastic rounding) with ``s = 2**(bits-1) - 1`` levels.
+
+    Per block ``x_l`` with norm ``N = ||x_l||_r`` (``r`` = 2 or inf), every
+    coordinate becomes ``sign(x_j) N k_j / s`` where the level
+    ``k_j = floor(s|x_j|/N + xi_j)``, ``xi_j ~ U[0, 1)`` (FedEM Section 2):
+    ``k_j`` is ``floor(a_j)`` or ``floor(a_j) + 1`` with probability
+    ``a_j - floor(a_j)``, ``a_j = s|x_j|/N``, so ``E[k_j] = a_j``.
+    On the wire: one sign bit and ``bits - 1`` level bits per coordinate plus
+    one norm per block (float32 for float32 input, float64 otherwise).
+
+    Parameters
+    ----------
+    bits : int in [2, 16]
+        Bits per coordinate on the wire (the FedMM experiments use 8).
+    norm : {2, 'inf'}
+        Norm used to scale each block.
+    block_size : int or None
+        Coordinates per block; ``None`` = one block for the whole vector.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.compression import StochasticRounding
+    >>> c = StochasticRounding(bits=8)
+    >>> x = np.linspace(-1.0, 1.0, 5)
+    >>> bool(np.array_equal(c.decode(c.encode(x, rng=7)), c.quantize(x, rng=7)))
+    True
+    >>> c.payload_nbytes(5)
+    45
+    """
+
+    _scheme_id = _quantize.SCHEME_DITHER
+
+    def __init__(self, bits: int = 8, norm: Any = 2, block_size: int | None = None) -> None:
+        self.bits = check_int(bits, "bits", low=2, high=16)
+        self.norm = norm
+        self._norm_code = _norm_code(norm)
+        self.block_size = None if block_size is None else check_int(block_size, "block_size", low=1)
+
+    def _effective_block(self, q: int) -> int:
+        return q if self.block_size is None else min(self.block_size, q)
+
+    @property
+    def levels(self) -> int:
+        """Number of rounding levels ``s = 2**(bits-1) - 1``."""
+        return (1 << (self.bits - 1)) - 1
+
+    def quantize(self, x: Any, rng: Any = None) -> np.ndarray:
+        """Fused quantize-and-dequantize: the float64 values a receiver decodes.
+
+        Parameters
+        ----------
+        x : array_like of shape (q,), float32 or float64
+        rng : None, int seed or numpy.random.Generator
+
+        Returns
+        -------
+        ndarray of shape (q,), float64
+        """
+        arr = _as_vector(x)  # parameters were checked by __init__
+        return _quantize.quantize(arr, self._effective_block(arr.shape[0]), self.bits,
+                                  self._norm_code, as_rng(rng))
+
+    def encode(self, x: Any, rng: Any = None) -> bytes:
+        """Quantize ``x`` and pack it into a self-describing payload of
+        :meth:`payload_nbytes` bytes."""
+        arr = _as_vector(x)
+        return _quantize.encode(arr, self._effective_block(arr.shape[0]), self.bits,
+                                self._norm_code, self._scheme_id, as_rng(rng))
+
+    def omega(self, q: int) -> float:
+        """Variance constant of A6 for vectors of length ``q`` (see :func:`dither_omega`)."""
+        q = check_int(q, "q", low=1)
+        return dither_omega(_block(self.block_size, q), self.levels, self._norm_code)
+
+    def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:
+        """``32 + m * itemsize + ceil(q * bits / 8)`` with ``m = ceil(q / block)``."""
+        q = check_int(q, "q", low=1)
+        block = _block(self.block_size, q)
+        m = -(-q // block)
+        return HEADER_NBYTES + m * _itemsize(dtype) + -(-q * self.bits // 8)
+
+    def __repr__(self) -> str:
+        return f"StochasticRounding(bits={self.bits}, norm={self.norm!r}, block_size={self.block_size!r})"
+
+
+class BlockQuantizer(StochasticRounding):
+    """Block-p quantization (FedEM Appendix B, eq. (13)-(14)).
+
+    Per block ``x_l``, ``N = ||x_l||_p`` and each coordinate becomes
+    ``N sign(x_j) U_j`` with ``U_j ~ Bernoulli(|x_j| / N)``: ternary values,
+    2 bits per coordinate on the wire plus one norm per block.  This is
+    stochastic rounding with one level (``bits = 2``, ``s = 1``).
+
+    Parameters
+    ----------
+    block_size : int or None
+        Coordinates per block ``q_l`` (the last block may be shorter);
+        ``None`` = one block.
+    norm : {2, 'inf'}
+        The ``p`` of block-p quantization.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.compression import BlockQuantizer
+    >>> c = BlockQuantizer(block_size=256)
+    >>> c.payload_nbytes(1000), round(c.omega(1000), 6)
+    (314, 15.0)
+    """
+
+    _scheme_id = _quantize.SCHEME_BLOCKP
+
+    def __init__(self, block_size: int | None = None, norm: Any = 2) -> None:
+        super().__init__(bits=2, norm=norm, block_size=block_size)
+
+    def __repr__(self) -> str:
+        return f"BlockQuantizer(block_size={self.block_size!r}, norm={self.norm!r})"
+
+
+def dither_omega(block: int, levels: int, norm_code: int) -> float:
+    """Variance constant of stochastic rounding with blocks of at most ``block`` coordinates.
+
+    With ``a_j = s|x_j|/N`` and ``f_j = a_j - floor(a_j)``, each block has
+    ``E||Q(x_l) - x_l||^2 = (N/s)^2 sum_j f_j (1 - f_j)``.  Since
+    ``f(1-f) <= min(a, 1/4)`` the block error is at most
+    ``min(N ||x_l||_1 / s, q_l N^2 / (4 s^2))``, and with
+    ``||x||_1 ||x||_2 <= sqrt(q) ||x||_2^2``,
+    ``||x||_1 ||x||_inf <= (1 + sqrt(q))/2 ||x||_2^2`` (tight) and
+    ``||x||_inf <= ||x||_2``:
+
+    * ``r = 2``:   ``omega = min(sqrt(q_l)/s, q_l/(4 s^2))`` (QSGD's bound, with 1/4);
+    * ``r = inf``: ``omega = min((1 + sqrt(q_l))/(2 s), q_l/(4 s^2))``.
+
+    For ``s = 1`` (block-p) ``f_j = a_j`` and Lemma 5 gives the exact error
+    ``sum_l (N_l ||x_l||_1 - ||x_l||^2)``, hence ``omega = sqrt(q_l) - 1``
+    (p = 2, the paper's constant) and ``(sqrt(q_l) - 1)/2`` (p = inf).
+    ``q_l`` is the largest block, ``min(block_size, q)``.
+    """
+    root = math.sqrt(block)
+    if levels == 1:
+        return root - 1.0 if norm_code == _NORM_L2 else (root - 1.0) / 2.0
+    first = root / levels if norm_code == _NORM_L2 else (1.0 + root) / (2.0 * levels)
+    return min(first, block / (4.0 * levels * levels))

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Reproductions of the papers' figures (``fedmm experiment ...``).
+
+Every module ``fedmm.experiments.<name>`` that defines
+``add_<name>_parser(subparsers)`` contributes sub-commands of
+``fedmm experiment``: the function receives the argparse sub-parsers object
+of ``fedmm experiment``, adds its parsers and sets ``func`` (a callable
+``func(args) -> int`` exit status) as their default.  Modules are found at
+run time, so a new experiment needs no edit here; a module whose optional
+dependencies are missing is skipped.
+
+- :mod:`fedmm.experiments.dictionary` — FedMM paper §6, Figures 1 and 2.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+__all__ = ["add_experiment_subcommands", "experiment_modules"]
+
+
+def experiment_modules() -> list[str]:
+    """Names of the public experiment modules of this package, sorted."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def add_experiment_subcommands(subparsers: Any) -> list[str]:
+    """Call ``add_<name>_parser(subparsers)`` of every importable experiment module.
+
+    Returns
+    -------
+    list of str
+        The modules that registered sub-commands.
+    """
+    registered = []
+    for name in experiment_modules():
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ImportError:
+            continue  # optional dependency of that experiment not installed
+        add_parser = getattr(module, f"add_{name}_parser", None)
+        if add_parser is not None:
+            add_parser(subparsers)
+            registered.append(name)
+    return registered

@@ -1,0 +1,470 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Gaussian mixture (tied or full covariances) as a FedMM/FedEM model.
+
+FedEM paper (Dieuleveut, Fort, Moulines, Robin, 2021), Appendix F.1.  With
+``G`` components in ``ℝᵖ``, weights ``π``, means ``μ_ℓ`` and one covariance
+``Σ``, the complete-data sufficient statistic of an example ``y`` with label
+``z`` is ``s(y, z) = (1_{z=ℓ}, y 1_{z=ℓ})_ℓ`` and the E-step gives
+
+.. math::
+
+    \\bar s(y, θ) = (ρ_ℓ(y), ρ_ℓ(y) y)_{ℓ=1..G},\\qquad
+    ρ_ℓ(y) = \\frac{π_ℓ\\,\\mathcal N(y; μ_ℓ, Σ)}{\\sum_u π_u\\,\\mathcal N(y; μ_u, Σ)} .
+
+The M-step ``T`` (eq. (60)-(62)) needs the global second moment
+``M₂ = N⁻¹ Σ_i y_i y_iᵀ``, aggregated once at start-up from the clients' local
+sums (:meth:`GaussianMixture.local_moments` on each client,
+:meth:`GaussianMixture.set_global_moments` on the server, or
+:meth:`GaussianMixture.fit_global_moments` for both in one process)::
+
+    π_ℓ = s⁽¹⁾_ℓ / Σ_u s⁽¹⁾_u,   μ_ℓ = s⁽²⁾_ℓ / s⁽¹⁾_ℓ,   Σ = M₂ − Σ_ℓ s⁽¹⁾_ℓ μ_ℓ μ_ℓᵀ.
+
+A known, fixed covariance (FedEM Fig. 1) is selected with ``known_covariance``.
+
+``covariance="full"`` (one covariance per component; not in the paper, the
+standard extension) adds the block ``s⁽³⁾_ℓ = mean_j ρ_ℓ(y_j) y_j y_jᵀ`` and
+``Σ_ℓ = s⁽³⁾_ℓ / s⁽¹⁾_ℓ − μ_ℓ μ_ℓᵀ``; it needs no global moment.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from fedmm._validation import as_array, as_rng, check_in, check_int, check_real
+from fedmm.models.base import StatisticLayout, SurrogateModel
+
+__all__ = ["GaussianMixture", "GaussianMixtureParams"]
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+@dataclass(frozen=True)
+class GaussianMixtureParams:
+    """Parameters ``θ = (π, μ, Σ)`` of a Gaussian mixture.
+
+    Build it with :meth:`GaussianMixture.parameters` (which validates and
+    pre-computes the quantities the E-step needs).
+
+    Attributes
+    ----------
+    weights : ndarray of shape (G,)
+        Mixture weights ``π`` (positive, summing to one).
+    means : ndarray of shape (G, p)
+        Component means ``μ_ℓ``, one per row.
+    covariance : ndarray of shape (p, p) (tied) or (G, p, p) (full)
+        Covariance(s) ``Σ`` (symmetric positive definite).
+    natural_means : ndarray of shape (p, G), or None (full)
+        Tied: ``Σ⁻¹ μᵀ``; the E-step logits are ``Y Σ⁻¹μᵀ + offsets``.
+    offsets : ndarray of shape (G,)
+        Tied: ``log π_ℓ − ½ μ_ℓᵀ Σ⁻¹ μ_ℓ``; full: ``log π_ℓ − ½ ln det Σ_ℓ``.
+    whitening : ndarray of shape (p, p) (tied) or (p, G p) (full)
+        ``L⁻ᵀ`` with ``Σ = L Lᵀ`` (so ``‖y L⁻ᵀ‖² = yᵀ Σ⁻¹ y``); full: the
+        ``G`` matrices ``L_ℓ⁻ᵀ`` side by side.
+    shifts : ndarray of shape (G p,), or None (tied)
+        Full: ``μ_ℓ L_ℓ⁻ᵀ`` side by side, so that ``Y W − shifts`` holds the
+        whitened residuals of every component (one GEMM).
+    log_det : float
+        ``ln det Σ`` (tied; 0 for full, whose determinants are in ``offsets``).
+    """
+
+    weights: np.ndarray
+    means: np.ndarray
+    covariance: np.ndarray
+    natural_means: np.ndarray = field(repr=False)
+    offsets: np.ndarray = field(repr=False)
+    whitening: np.ndarray = field(repr=False)
+    shifts: np.ndarray | None = field(repr=False)
+    log_det: float = field(repr=False)
+
+
+class GaussianMixture(SurrogateModel):
+    """Gaussian mixture fitted by (federated) EM.
+
+    Parameters
+    ----------
+    n_components : int
+        Number of components ``G`` (≥ 1).
+    covariance : {"tied", "full"}
+        One covariance shared by all components (FedEM App. F.1), or one per component.
+    reg_covar : float, default 1e-6
+        Positive-definite guard of ``T``: the eigenvalues of ``Σ(s)`` are
+        clipped from below at ``reg_covar`` (in data units squared).  A
+        covariance whose eigenvalues are all above the floor is returned
+        unchanged, so exact EM is unaffected.  With ``reg_covar=0`` a singular
+        or indefinite ``Σ(s)`` raises :class:`numpy.linalg.LinAlgError`.
+    known_covariance : array_like of shape (p, p), optional
+        A fixed, known covariance (FedEM Fig. 1; tied only): ``T`` then
+        estimates only the weights and the means.
+    min_weight : float, default 1e-10
+        Floor of the weights block in :meth:`project`: the valid set of the
+        weights block is ``{w : w_ℓ ≥ min_weight, Σ_ℓ w_ℓ = 1}`` so that
+        ``μ_ℓ = s⁽²⁾_ℓ / s⁽¹⁾_ℓ`` is always defined.
+    n_features : int, optional
+        Dimension ``p``; otherwise taken from the global moments.
+
+    Notes
+    -----
+    Statistic layout: ``("weights", (G,))`` holds the mean responsibilities
+    and ``("means", (G, p))`` the responsibility-weighted data means
+    ``mean_j ρ_ℓ(y_j) y_j``; "full" adds ``("second", (G, p, p))``, the
+    responsibility-weighted second moments.  A client's data is an ndarray of
+    shape ``(N_i, p)``, one example per row.
+
+    The E-step uses the natural parameterization of FedEM eq. (56): the
+    logits ``Y Σ⁻¹μᵀ + (log π_ℓ − ½ μ_ℓᵀΣ⁻¹μ_ℓ)`` differ from the
+    log-densities by a term that depends on ``y`` only, so one GEMM and a
+    row-wise log-sum-exp give the responsibilities — no loop over samples or
+    components.  "full" whitens the data against every component in one GEMM
+    with the stacked ``L_ℓ⁻ᵀ``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> Y = np.concatenate([rng.normal(-3, 1, (50, 2)), rng.normal(3, 1, (50, 2))])
+    >>> gmm = GaussianMixture(2)
+    >>> s = gmm.init_statistic([Y], rng)
+    >>> for _ in range(20):
+    ...     s = gmm.statistic(Y, gmm.T(s))
+    >>> np.round(np.sort(gmm.T(s).means[:, 0]), 0)
+    array([-3.,  3.])
+    """
+
+    def __init__(
+        self,
+        n_components: int,
+        covariance: str = "tied",
+        *,
+        reg_covar: float = 1e-6,
+        known_covariance: Any = None,
+        min_weight: float = 1e-10,
+        n_features: int | None = None,
+    ) -> None:
+        self.n_components = check_int(n_components, "n_components", low=1)
+        self.covariance = check_in(covariance, "covariance", ("tied", "full"))
+        self.reg_covar = check_real(reg_covar, "reg_covar", low=0.0)
+        self.min_weight = check_real(min_weight, "min_weight", low=0.0, high=1.0 / self.n_components, high_open=True)
+        self.known_covariance = None
+        self.second_moment: np.ndarray | None = None
+        self.first_moment: np.ndarray | None = None
+        self.n_total: int | None = None
+        self.n_features: int | None = None
+        self._layout: StatisticLayout | None = None
+        if n_features is not None:
+            self._set_features(check_int(n_features, "n_features", low=1), "n_features")
+        if known_covariance is not None:
+            if self.covariance != "tied":
+                raise ValueError("Expected covariance='tied' with 'known_covariance', got covariance='full'")
+            cov = as_array(known_covariance, "known_covariance", ndim=2)
+            if cov.shape[0] != cov.shape[1]:
+                raise ValueError(f"Expected 'known_covariance' to be square (p, p), got {cov.shape}")
+            self._set_features(cov.shape[0], "known_covariance")
+            self.known_covariance = self._guard_covariance(0.5 * (cov + cov.T), "known_covariance")
+
+    # -- dimensions ---------------------------------------------------------
+    def _set_features(self, p: int, source: str) -> None:
+        if self.n_features is not None and self.n_features != p:
+            raise ValueError(f"Expected '{source}' with p = {self.n_features} features, got p = {p}")
+        if self.n_features is None:
+            self.n_features = int(p)
+            G, p = self.n_components, self.n_features
+            blocks = [("weights", (G,)), ("means", (G, p))]
+            if self.covariance == "full":
+                blocks.append(("second", (G, p, p)))
+            self._layout = StatisticLayout(blocks)
+
+    @property
+    def layout(self) -> StatisticLayout:  # type: ignore[override]
+        if self._layout is None:
+            raise RuntimeError(
+                "GaussianMixture does not know the data dimension yet: pass n_features=, "
+                "known_covariance=, or call fit_global_moments(datas) / init_statistic(datas, rng)"
+            )
+        return self._layout
+
+    # -- start-up: global moments --------------------------------------------
+    def local_moments(self, data: Any) -> tuple[int, np.ndarray, np.ndarray]:
+        """A client's local sums ``(N_i, Σ_j y_j, Σ_j y_j y_jᵀ)`` sent once at start-up.
+
+        Returns
+        -------
+        n : int
+        sum_y : ndarray of shape (p,)
+        sum_yyT : ndarray of shape (p, p)
+        """
+        Y = self.check_data(data)
+        return Y.shape[0], Y.sum(axis=0), Y.T @ Y
+
+    def set_global_moments(self, moments: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:
+        """Aggregate the clients' :meth:`local_moments` into ``M₂ = N⁻¹ Σ y yᵀ`` (server side)."""
+        if len(moments) == 0:
+            raise ValueError("Expected 'moments' from at least one client, got none")
+        n = sum(int(m[0]) for m in moments)
+        p = np.shape(moments[0][1])[0]
+        self._set_features(p, "moments")
+        sum_y = np.zeros(p)
+        sum_yy = np.zeros((p, p))
+        for i, (_, sy, syy) in enumerate(moments):
+            sum_y += as_array(sy, f"moments[{i}][1]", ndim=1)
+            sum_yy += as_array(syy, f"moments[{i}][2]", ndim=2)
+        self.n_total = n
+        self.first_moment = sum_y / n
+        m2 = sum_yy / n
+        self.second_moment = 0.5 * (m2 + m2.T)
+
+    def fit_global_moments(self, datas: Sequence[Any]) -> "GaussianMixture":
+        """:meth:`local_moments` on every client then :meth:`set_global_moments`; returns ``self``."""
+        self.set_global_moments([self.local_moments(d) for d in datas])
+        return self
+
+    # -- data ---------------------------------------------------------------
+    def check_data(self, data: Any, name: str = "data") -> np.ndarray:
+        Y = as_array(data, name, ndim=2, order="C")
+        if Y.shape[0] == 0:
+            raise ValueError(f"Expected '{name}' to hold at least one sample, got shape {Y.shape}")
+        if self.n_features is not None and Y.shape[1] != self.n_features:
+            raise ValueError(f"Expected '{name}' of shape (N, {self.n_features}), got {Y.shape}")
+        return Y
+
+    # -- parameters ---------------------------------------------------------
+    def parameters(self, weights: Any, means: Any, covariance: Any) -> GaussianMixtureParams:
+        """Validate ``(π, μ, Σ)`` and pre-compute the E-step quantities.
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            If ``covariance`` is not positive definite.
+        """
+        G = self.n_components
+        w = as_array(weights, "weights", ndim=1)
+        mu = as_array(means, "means", ndim=2)
+        cov = as_array(covariance, "covariance", ndim=(2, 3))
+        if w.shape != (G,):
+            raise ValueError(f"Expected 'weights' of shape ({G},), got {w.shape}")
+        if np.any(w <= 0.0):
+            raise ValueError("Expected 'weights' to be positive")
+        p = mu.shape[1]
+        want = (p, p) if self.covariance == "tied" else (G, p, p)
+        if mu.shape[0] != G or cov.shape != want:
+            raise ValueError(
+                f"Expected 'means' of shape ({G}, p) and 'covariance' of shape {want} for "
+                f"covariance={self.covariance!r}, got {mu.shape}, {cov.shape}"
+            )
+        return self._make_params(w, mu, cov)
+
+    @staticmethod
+    def _make_params(w: np.ndarray, mu: np.ndarray, cov: np.ndarray) -> GaussianMixtureParams:
+        """:meth:`parameters` without the argument checks (inputs already validated)."""
+        try:
+            chol = np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError as exc:
+            raise np.linalg.LinAlgError(f"Expected 'covariance' to be positive definite: {exc}") from exc
+        if cov.ndim == 2:
+            whitening = np.linalg.inv(chol).T  # L⁻ᵀ, (p, p)
+            natural_means = whitening @ (whitening.T @ mu.T)  # Σ⁻¹ μᵀ, (p, G)
+            offsets = np.log(w) - 0.5 * np.einsum("gp,pg->g", mu, natural_means)
+            log_det = 2.0 * float(np.log(np.diag(chol)).sum())
+            return GaussianMixtureParams(w, mu, cov, natural_means, offsets, whitening, None, log_det)
+        G, p = mu.shape
+        inv_t = np.linalg.inv(chol).transpose(0, 2, 1)  # L_ℓ⁻ᵀ, (G, p, p)
+        whitening = np.ascontiguousarray(inv_t.transpose(1, 0, 2).reshape(p, G * p))
+        shifts = np.einsum("gi,gij->gj", mu, inv_t).reshape(G * p)
+        log_dets = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+        offsets = np.log(w) - 0.5 * log_dets
+        return GaussianMixtureParams(w, mu, cov, None, offsets, whitening, shifts, 0.0)
+
+    def _as_params(self, theta: Any) -> GaussianMixtureParams:
+        if isinstance(theta, GaussianMixtureParams):
+            return theta
+        if isinstance(theta, dict):
+            return self.parameters(theta["weights"], theta["means"], theta["covariance"])
+        raise TypeError(
+            f"Expected 'theta' to be GaussianMixtureParams or a dict with weights/means/covariance, got {type(theta).__name__}"
+        )
+
+    def theta_vector(self, theta: Any) -> np.ndarray:
+        """``(π, vec μ, vec Σ)`` as one float64 vector (length ``G + Gp + p²``, or ``G + Gp + Gp²``)."""
+        th = self._as_params(theta)
+        return np.concatenate([th.weights, th.means.ravel(), th.covariance.ravel()])
+
+    def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> GaussianMixtureParams:
+        """Inverse of :meth:`theta_vector` (``like`` is not needed)."""
+        G, p = self.n_components, self.layout.shape("means")[1]
+        cov_shape = (p, p) if self.covariance == "tied" else (G, p, p)
+        size = G + G * p + int(np.prod(cov_shape))
+        v = as_array(vector, "vector", ndim=1)
+        if v.shape != (size,):
+            raise ValueError(f"Expected a flat parameter of shape ({size},), got {v.shape}")
+        return self.parameters(v[:G], v[G : G + G * p].reshape(G, p), v[G + G * p :].reshape(cov_shape))
+
+    # -- E-step ---------------------------------------------------------------
+    def responsibilities(self, data: Any, theta: Any, *, return_log_norm: bool = False) -> Any:
+        """Posterior probabilities ``ρ_ℓ(y_j)`` of the components, shape ``(N, G)``.
+
+        With ``return_log_norm`` also returns ``log Σ_ℓ exp(logit_ℓ)`` per row
+        (shape ``(N,)``), where the logits omit the terms common to all
+        components (tied: ``−½ yᵀΣ⁻¹y − ½ ln det Σ``; both: ``−(p/2) ln 2π``).
+        """
+        th = self._as_params(theta)
+        Y = np.asarray(data, dtype=np.float64)
+        if th.natural_means is not None:
+            logits = Y @ th.natural_means  # BLAS-3: (N, p) x (p, G)
+        else:
+            white = Y @ th.whitening  # BLAS-3: (N, p) x (p, G p), residuals of every component
+            white -= th.shifts
+            white *= white
+            logits = white.reshape(Y.shape[0], self.n_components, Y.shape[1]).sum(axis=2)
+            logits *= -0.5
+        logits += th.offsets
+        row_max = logits.max(axis=1, keepdims=True)
+        logits -= row_max
+        np.exp(logits, out=logits)
+        total = logits.sum(axis=1, keepdims=True)
+        logits /= total
+        if return_log_norm:
+            return logits, (np.log(total) + row_max)[:, 0]
+        return logits
+
+    def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
+        Y = np.asarray(data, dtype=np.float64)
+        if idx is not None:
+            Y = Y[idx]
+        b = Y.shape[0]
+        if b == 0:
+            raise ValueError("Expected a non-empty minibatch 'idx'")
+        resp = self.responsibilities(Y, theta)
+        G, p = self.n_components, Y.shape[1]
+        out = np.empty(G * (1 + p) + (G * p * p if self.covariance == "full" else 0), dtype=np.float64)
+        out[:G] = resp.sum(axis=0)
+        if self.covariance == "tied":
+            out[G:] = (resp.T @ Y).ravel()
+        else:
+            weighted = (resp[:, :, None] * Y[:, None, :]).reshape(b, G * p)  # ρ_jℓ y_j
+            out[G : G + G * p] = weighted.sum(axis=0)
+            out[G + G * p :] = (weighted.T @ Y).ravel()  # BLAS-3: Σ_j ρ_jℓ y_j y_jᵀ
+        out /= b
+        return out
+
+    # -- M-step ---------------------------------------------------------------
+    def _guard_covariance(self, cov: np.ndarray, what: str = "Σ(s)") -> np.ndarray:
+        """Floor the eigenvalues of a symmetric ``(p, p)`` matrix or ``(G, p, p)`` stack at ``reg_covar``."""
+        floor = self.reg_covar
+        if floor == 0.0:
+            try:
+                np.linalg.cholesky(cov)
+            except np.linalg.LinAlgError:
+                raise np.linalg.LinAlgError(
+                    f"The covariance {what} is singular or indefinite (eigenvalues "
+                    f"{np.linalg.eigvalsh(cov)}); use reg_covar > 0 to floor its eigenvalues"
+                ) from None
+            return cov
+        try:
+            # all eigenvalues above the floor iff Σ − floor·I is positive definite (cheap test)
+            np.linalg.cholesky(cov - floor * np.eye(cov.shape[-1]))
+            return cov
+        except np.linalg.LinAlgError:
+            pass
+        eigval, eigvec = np.linalg.eigh(cov)
+        clipped = (eigvec * np.maximum(eigval, floor)[..., None, :]) @ np.swapaxes(eigvec, -1, -2)
+        clipped = 0.5 * (clipped + np.swapaxes(clipped, -1, -2))
+        # leave the blocks that needed no clipping bit-for-bit unchanged
+        keep = eigval[..., 0] >= floor
+        return np.where(keep[..., None, None], cov, clipped) if cov.ndim == 3 else clipped
+
+    def T(self, s: np.ndarray) -> GaussianMixtureParams:
+        """M-step (FedEM eq. (60)-(62)) with the positive-definite guard of ``reg_covar``."""
+        s = np.asarray(self.layout.check(s, "s"), dtype=np.float64)
+        if not np.isfinite(s).all():
+            raise ValueError("Expected 's' to be finite")
+        G, p = self.n_components, self.n_features
+        w, m = s[:G], s[G : G + G * p].reshape(G, p)
+        if np.any(w <= 0.0):
+            raise ValueError(f"Expected the weights block of 's' to be positive (project it first), got {w}")
+        means = m / w[:, None]
+        if self.covariance == "full":
+            second = s[G + G * p :].reshape(G, p, p)
+            cov = second / w[:, None, None] - means[:, :, None] * means[:, None, :]
+            cov = self._guard_covariance(0.5 * (cov + np.swapaxes(cov, 1, 2)))
+        elif self.known_covariance is not None:
+            cov = self.known_covariance
+        else:
+            if self.second_moment is None:
+                raise RuntimeError("GaussianMixture.T needs the global second moment: call fit_global_moments(datas) first")
+            cov = self.second_moment - m.T @ means
+            cov = self._guard_covariance(0.5 * (cov + cov.T))
+        return self._make_params(w / w.sum(), means, cov)
+
+    def project(self, s: np.ndarray) -> np.ndarray:
+        """Weights block onto ``{w_ℓ ≥ min_weight, Σ w_ℓ = 1}`` (sort-based simplex projection);
+        "full": second-moment blocks onto the symmetric matrices."""
+        out = np.array(self.layout.check(s, "s"), dtype=np.float64, copy=True)
+        G, p = self.n_components, self.n_features
+        out[:G] = _project_capped_simplex(out[:G], self.min_weight)
+        if self.covariance == "full":
+            second = out[G + G * p :].reshape(G, p, p)
+            second[...] = 0.5 * (second + np.swapaxes(second, 1, 2))
+        return out
+
+    # -- start-up and monitoring ------------------------------------------
+    def init_statistic(self, datas: Sequence[Any], rng: Any) -> np.ndarray:
+        """FedEM §4 initialization: ``Ŝ₀ = s̄(π⁰, μ⁰, Σ̂₀)``.
+
+        ``π⁰ = 1/G``, the means are ``G`` distinct examples drawn uniformly
+        among all clients' examples, ``Σ̂₀`` is the empirical covariance of
+        all examples (or ``known_covariance``).  Also aggregates the global
+        moments (:meth:`fit_global_moments`).
+        """
+        rng = as_rng(rng)
+        datas = [self.check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
+        self.fit_global_moments(datas)
+        N = self.n_total
+        G = self.n_components
+        if G > N:
+            raise ValueError(f"Expected 'n_components' ≤ the number of examples {N}, got {G}")
+        picks = np.sort(rng.choice(N, size=G, replace=False))
+        sizes = np.array([d.shape[0] for d in datas])
+        owner = np.searchsorted(np.cumsum(sizes), picks, side="right")
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        means = np.stack([datas[c][j - offsets[c]] for c, j in zip(owner, picks)])
+        if self.known_covariance is not None:
+            cov = self.known_covariance
+        else:
+            cov = self.second_moment - np.outer(self.first_moment, self.first_moment)
+            cov = self._guard_covariance(0.5 * (cov + cov.T), "empirical covariance")
+        if self.covariance == "full":
+            cov = np.repeat(cov[None], G, axis=0)
+        theta0 = self.parameters(np.full(G, 1.0 / G), means, cov)
+        s0 = np.zeros(self.layout.size)
+        for d in datas:
+            s0 += (d.shape[0] / N) * self.statistic(d, theta0)
+        return self.project(s0)
+
+    def log_likelihood(self, data: Any, theta: Any) -> np.ndarray:
+        """Log-density ``log Σ_ℓ π_ℓ 𝒩(y_j; μ_ℓ, Σ)`` of each example, shape ``(N,)``."""
+        th = self._as_params(theta)
+        Y = self.check_data(data)
+        _, log_norm = self.responsibilities(Y, th, return_log_norm=True)
+        log_norm -= 0.5 * Y.shape[1] * _LOG_2PI
+        if th.natural_means is None:
+            return log_norm
+        white = Y @ th.whitening
+        quad = np.einsum("ij,ij->i", white, white)
+        return log_norm - 0.5 * quad - 0.5 * th.log_det
+
+    def objective(self, data: Any, theta: Any) -> float:
+        """Mean negative log-likelihood of ``data`` (nats per example)."""
+        return -float(self.log_likelihood(data, theta).mean())
+
+
+def _project_capped_simplex(w: np.ndarray, floor: float) -> np.ndarray:
+    """Euclidean projection onto ``{x : x ≥ floor, Σ x = 1}`` (Held et al.; sort-based)."""
+    G = w.shape[0]
+    radius = 1.0 - G * floor
+    v = w - floor
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - radius
+    k = np.arange(1, G + 1)
+    rho = np.nonzero(u - css / k > 0)[0][-1]
+    tau = css[rho] / (rho + 1)
+    return np.maximum(v - tau, 0.0) + floor

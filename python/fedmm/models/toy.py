@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The toy model of Remark 1 of the FedMM paper, where Θ-space averaging is provably wrong."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from fedmm._validation import check_real
+from fedmm.models.base import StatisticLayout, SurrogateModel
+
+__all__ = ["InverseToy"]
+
+
+class InverseToy(SurrogateModel):
+    """Loss ``ℓ(Z, θ) = Zθ + 1/θ`` on ``θ > 0`` (FedMM paper, Remark 1).
+
+    With ``φ(θ) = −θ``, ``ψ(θ) = 1/θ`` and ``S̄(Z, θ) = Z`` the surrogate is
+    linear in ``s`` and ``T(s) = 1/√s``.  The federated objective
+    ``Σ_i μ_i E_i[Z] θ + 1/θ`` is minimized at
+    ``θ* = (Σ_i μ_i E_i[Z])^{-1/2}``: aggregation in S-space finds it, while
+    aggregation in Θ-space (eq. (21)) converges to ``Σ_i μ_i E_i[Z]^{-1/2}``.
+
+    Parameters
+    ----------
+    floor : float, default 1e-12
+        ``𝒮 = ℝ_{>0}`` is open; :meth:`project` maps onto the closed set
+        ``[floor, ∞)`` so that ``T`` stays defined after compression or
+        control-variate steps.  Likewise :meth:`project_theta` for ``Θ``.
+
+    Notes
+    -----
+    A client's data is a 1-D array of shape ``(N_i,)`` of positive samples
+    (Remark 1 assumes ``Z > 0`` almost surely); ``(N_i, 1)`` is accepted.
+    The statistic is a vector of shape ``(1,)`` and θ an ndarray of shape ``(1,)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = InverseToy()
+    >>> m.T(np.array([4.0]))
+    array([0.5])
+    """
+
+    def __init__(self, floor: float = 1e-12) -> None:
+        self.floor = check_real(floor, "floor", low=0.0, low_open=True)
+        self.layout = StatisticLayout([("Z", (1,))])
+
+    def check_data(self, data: Any, name: str = "data") -> np.ndarray:
+        arr = super().check_data(data, name)
+        if arr.ndim == 2 and arr.shape[1] == 1:
+            arr = arr[:, 0]
+        if arr.ndim != 1:
+            raise ValueError(f"Expected '{name}' of shape (N,) or (N, 1), got {arr.shape}")
+        if not (arr > 0).all():
+            raise ValueError(f"Expected '{name}' to hold positive samples (Remark 1 needs Z > 0)")
+        return arr
+
+    def statistic(self, data: np.ndarray, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
+        """Mean of ``S̄(Z_j, θ) = Z_j`` over ``idx`` (independent of θ)."""
+        z = data if idx is None else data[idx]
+        return np.array([z.mean()], dtype=np.float64)
+
+    def T(self, s: np.ndarray) -> np.ndarray:
+        """``T(s) = s^{-1/2}``, shape (1,)."""
+        s = self.layout.check(s)
+        return 1.0 / np.sqrt(s)
+
+    def project(self, s: np.ndarray) -> np.ndarray:
+        """Projection onto ``[floor, ∞)``."""
+        return np.maximum(s, self.floor)
+
+    def project_theta(self, theta: Any) -> np.ndarray:
+        """Projection of θ onto ``[floor, ∞)``."""
+        return np.maximum(np.asarray(theta, dtype=np.float64), self.floor)
+
+    def init_statistic(self, datas: Sequence[Any], rng: np.random.Generator) -> np.ndarray:
+        """``Ŝ_0`` uniform on ``[0.5, 2]`` (any positive value is valid)."""
+        return np.array([rng.uniform(0.5, 2.0)], dtype=np.float64)
+
+    def objective(self, data: np.ndarray, theta: Any) -> float:
+        """``E[Z] θ + 1/θ`` on ``data``."""
+        th = float(np.asarray(theta).reshape(-1)[0])
+        return float(np.mean(data) * th + 1.0 / th)
+
+    def minimizer(self, datas: Sequence[Any], weights: Sequence[float]) -> float:
+        """``θ* = (Σ_i μ_i mean(Z_i))^{-1/2}`` for finite client samples."""
+        m = sum(float(w) * float(np.mean(d)) for w, d in zip(weights, datas))
+        return m ** -0.5
+
+    def __repr__(self) -> str:
+        return f"InverseToy(floor={self.floor!r})"

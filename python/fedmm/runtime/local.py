@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The in-process runtime: clients run on a local thread pool (the kernels release the GIL)."""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+from fedmm._validation import check_int
+from fedmm.history import History
+
+__all__ = ["LocalRuntime", "round_record"]
+
+
+def _chunks(items: Sequence[Any], k: int) -> list[list[Any]]:
+    """``items`` split into at most ``k`` contiguous, near-equal, non-empty chunks."""
+    n = len(items)
+    k = min(k, n)
+    bounds = [n * j // k for j in range(k + 1)]
+    return [list(items[bounds[j]:bounds[j + 1]]) for j in range(k)]
+
+
+def round_record(t: int, server_record: dict, ids: Sequence[int], payloads: Sequence[Any],
+                 message: Any, elapsed: float) -> dict:
+    """The History record of round ``t`` (shared by every runtime).
+
+    ``payloads[k]`` is client ``ids[k]``'s message, or None when the client
+    failed or timed out: it was *dropped* (left out of the aggregation, as an
+    inactive client of Algorithm 2).  ``active`` lists the clients whose
+    non-empty message was aggregated; bytes count what actually travelled.
+    """
+    return {
+        "t": t,
+        **server_record,
+        "active": [i for i, b in zip(ids, payloads) if b],
+        "dropped": [i for i, b in zip(ids, payloads) if b is None],
+        "bytes_up": sum(len(b) for b in payloads if b is not None),
+        "bytes_down": len(ids) * message.nbytes,
+        "wall_time": elapsed,
+    }
+
+
+class LocalRuntime:
+    """Run Server/Client rounds in this process.
+
+    Each round: ``ids = server.select(t)``, ``message = server.broadcast(t)``,
+    the contacted clients' ``step`` (or, batched, ``step_many`` on each
+    thread's share of clients: one kernel call per share, since they all
+    evaluate the same ``θ_t``), then ``server.aggregate(t, payloads)``.
+    Clients draw from their own counter-based streams, so the numbers do not
+    depend on ``n_threads``, ``batched`` or thread scheduling.
+
+    Parameters
+    ----------
+    n_threads : int >= 1
+        Worker threads; the contacted clients are split into ``n_threads``
+        contiguous shares, one task per share.
+    batched : bool
+        Use ``type(client).step_many`` on each share instead of one ``step`` per client.
+    """
+
+    def __init__(self, n_threads: int = 1, batched: bool = True) -> None:
+        self.n_threads = check_int(n_threads, "n_threads", low=1)
+        self.batched = bool(batched)
+
+    def _work(self, share: list[Any], message: Any) -> list[bytes]:
+        if self.batched:
+            return type(share[0]).step_many(share, message)
+        return [c.step(message) for c in share]
+
+    def exchange(self, clients: Sequence[Any], message: Any, pool: ThreadPoolExecutor | None) -> list[bytes]:
+        """Deliver ``message`` to ``clients`` and collect their payloads, in order (None: dropped)."""
+        if not clients:
+            return []
+        shares = _chunks(clients, self.n_threads)
+        if pool is None or len(shares) == 1:
+            return [b for share in shares for b in self._work(share, message)]
+        futures = [pool.submit(self._work, share, message) for share in shares]
+        return [b for f in futures for b in f.result()]
+
+    def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
+            monitor: Callable[[int, float], dict] | None = None,
+            callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
+        """Run the set-up exchange (if the server has one) and ``n_rounds`` rounds, one record per round.
+
+        Record fields added here (:func:`round_record`): ``t``, ``active``
+        (clients whose message was non-empty), ``dropped`` (clients that
+        failed; always empty in process, where an exception propagates),
+        ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative seconds of the
+        rounds, monitoring excluded); the server's record and the monitor's
+        fields are merged in.
+        """
+        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        rounds: Any = range(n_rounds)
+        if progress:
+            from tqdm import tqdm
+
+            rounds = tqdm(rounds, desc=history.algorithm or "rounds", unit="round")
+        pool = ThreadPoolExecutor(max_workers=self.n_threads) if self.n_threads > 1 else None
+        elapsed = 0.0
+        try:
+            # Optional set-up exchange (servers with setup_message, e.g. FedMM's initial control
+            # variates): every client answers once, the server aggregates.
+            if hasattr(server, "setup_message"):
+                setup = server.setup_message()
+                setup_payloads = [c.setup(setup) for c in clients]
+                server.setup_aggregate({c.index: b for c, b in zip(clients, setup_payloads)})
+                history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads)
+                history.config["setup_bytes_down"] = len(clients) * setup.nbytes
+            for t in rounds:
+                start = time.perf_counter()
+                ids = server.select(t)
+                message = server.broadcast(t)
+                payloads = self.exchange([clients[i] for i in ids], message, pool)
+                received = {i: b for i, b in zip(ids, payloads) if b is not None}
+                record = server.aggregate(t, received)
+                elapsed += time.perf_counter() - start
+                record = round_record(t, record, ids, payloads, message, elapsed)
+                if monitor is not None:
+                    record.update(monitor(t, record["gamma"]))
+                history.append(**record)
+                if callback is not None:
+                    callback(t)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+            if progress:
+                rounds.close()
+        return history

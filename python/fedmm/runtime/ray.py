@@ -1,0 +1,226 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""A sharded Ray runtime: a few actors, each holding many clients; the server stays in the driver.
+
+Each actor (:class:`_Shard`) holds a contiguous share of the
+:class:`fedmm.algorithms.Client` objects — their data, control variates
+``V_{t,i}`` and counter-based random streams.  Each round the driver sends
+the server's :class:`~fedmm.algorithms.Broadcast` and the active clients'
+indices to every actor that holds one of them, collects the payloads and
+hands them to the server.  Client randomness is a pure function of (seed,
+client, round), so the History equals the in-process one bit for bit.
+
+A client that raises, or whose actor does not answer within ``timeout``
+seconds, is *dropped* for that round: it is left out of the aggregation as an
+inactive client of Algorithm 2 (lines 10-11: ``V_{t+1,i} = V_{t,i}``), its
+state is rolled back to the start of the round, and it is listed in the
+round's ``dropped`` field.
+
+Ray binds to ``127.0.0.1`` unless you connect to an existing cluster
+(``address=``); see ``docs/runtime-ray.md``.
+"""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import Any, Callable, Sequence
+
+from fedmm._validation import check_int, check_real
+from fedmm.history import History
+from fedmm.runtime.local import _chunks, round_record
+
+__all__ = ["RayRuntime", "init_local_ray"]
+
+_EXTRA_HINT = "the Ray runtime needs Ray: pip install 'fedmm[ray]'"
+
+
+def _import_ray() -> Any:
+    # Before Ray starts: keep every Ray process on loopback and silence a FutureWarning of Ray 2.5x.
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(f"fedmm.runtime.ray: {_EXTRA_HINT} ({exc})") from exc
+    return ray
+
+
+def init_local_ray(num_cpus: int | None = None, **kwargs: Any) -> Any:
+    """Start a single-machine Ray bound to 127.0.0.1 (no dashboard), unless Ray is already up.
+
+    Parameters
+    ----------
+    num_cpus : int, optional
+        CPUs Ray may schedule on (default: all of this machine's).
+    **kwargs
+        More ``ray.init`` keyword arguments.
+
+    Returns
+    -------
+    module
+        The ``ray`` module.
+    """
+    ray = _import_ray()
+    if not ray.is_initialized():
+        options = {"include_dashboard": False, "log_to_driver": False, "_node_ip_address": "127.0.0.1"}
+        options.update(kwargs)
+        ray.init(num_cpus=num_cpus, **options)
+    return ray
+
+
+class _Shard:
+    """Ray actor body: a share of the clients, run round by round."""
+
+    def __init__(self, clients: Sequence[Any], batched: bool) -> None:
+        self.clients = {c.index: c for c in clients}
+        self.batched = bool(batched)
+        self._snapshots: dict[int, dict] = {}
+
+    def rollback(self, ids: Sequence[int]) -> None:
+        """Restore the start-of-round state of ``ids`` (their payloads were not aggregated)."""
+        for i in ids:
+            if i in self._snapshots:
+                self.clients[i].set_state(self._snapshots[i], self.clients[i].oracle._spider_theta)
+
+    def _one(self, i: int, message: Any) -> tuple[Any, str | None]:
+        try:
+            return self.clients[i].step(message), None
+        except Exception:  # the client failed: drop it, keep its start-of-round state
+            self.rollback([i])
+            return None, traceback.format_exc(limit=3)
+
+    def step(self, message: Any, ids: Sequence[int], rollback: Sequence[int]) -> list[tuple[int, Any, str | None]]:
+        """Run the clients ``ids`` on ``message``; each result is ``(i, payload or None, error or None)``."""
+        self.rollback(rollback)
+        self._snapshots = {i: self.clients[i].get_state() for i in ids}
+        if self.batched and ids:
+            share = [self.clients[i] for i in ids]
+            try:
+                payloads = type(share[0]).step_many(share, message)
+                return [(i, b, None) for i, b in zip(ids, payloads)]
+            except Exception:
+                self.rollback(ids)  # find the failing client(s) one by one (same numbers)
+        return [(i, *self._one(i, message)) for i in ids]
+
+    def states(self) -> dict[int, dict]:
+        """Every held client's :meth:`Client.get_state` (to copy the final state back)."""
+        return {i: c.get_state() for i, c in self.clients.items()}
+
+
+class RayRuntime:
+    """Run Server/Client rounds with the clients sharded over a few Ray actors.
+
+    Parameters
+    ----------
+    n_actors : int >= 1
+        Actors; client ``i`` lives on actor ``⌊i·n_actors/n⌋`` (contiguous shares).
+    batched : bool
+        Evaluate each actor's active clients with ``Client.step_many`` (one
+        kernel call per actor; the messages are decoded values plus their
+        wire size) instead of one ``Client.step`` per client (real bytes).
+    timeout : float, optional
+        Seconds to wait for the actors each round; clients of an actor that
+        has not answered are dropped for the round.  None waits forever.
+    address : str, optional
+        An existing Ray cluster (``"auto"``, ``"ray://head:10001"``); default
+        a local Ray on 127.0.0.1 (:func:`init_local_ray`), started on first use.
+    num_cpus_per_actor : float
+        Ray CPU reservation of each actor.
+    shutdown : bool
+        Shut Ray down after :meth:`run` if this runtime started it.
+    errors : list, optional
+        If given, ``(t, client, traceback)`` of every dropped client is appended here.
+
+    Notes
+    -----
+    The driver's :class:`~fedmm.algorithms.Client` objects are shipped to the
+    actors once; after :meth:`run` their states are copied back, so they end
+    where the in-process runtime would leave them.
+    """
+
+    def __init__(self, n_actors: int = 2, *, batched: bool = True, timeout: float | None = None,
+                 address: str | None = None, num_cpus_per_actor: float = 1.0, shutdown: bool = False,
+                 errors: list | None = None) -> None:
+        self.n_actors = check_int(n_actors, "n_actors", low=1)
+        self.batched = bool(batched)
+        self.timeout = None if timeout is None else check_real(timeout, "timeout", low=0.0, low_open=True)
+        self.address = address
+        self.num_cpus_per_actor = check_real(num_cpus_per_actor, "num_cpus_per_actor", low=0.0)
+        self.shutdown = bool(shutdown)
+        self.errors = errors
+
+    def _start(self) -> tuple[Any, bool]:
+        ray = _import_ray()
+        if ray.is_initialized():
+            return ray, False
+        if self.address is None:
+            init_local_ray()
+        else:
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        return ray, True
+
+    def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
+            monitor: Callable[[int, float], dict] | None = None,
+            callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
+        """Run ``n_rounds`` rounds (same records as :class:`fedmm.runtime.LocalRuntime`, ``dropped`` filled)."""
+        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        ray, started = self._start()
+        shares = _chunks(list(clients), self.n_actors)
+        actor_cls = ray.remote(num_cpus=self.num_cpus_per_actor)(_Shard)
+        actors = [actor_cls.remote(share, self.batched) for share in shares]
+        owner = {c.index: a for a, share in enumerate(shares) for c in share}
+        rollback: list[list[int]] = [[] for _ in actors]
+        rounds: Any = range(n_rounds)
+        if progress:
+            from tqdm import tqdm
+
+            rounds = tqdm(rounds, desc=history.algorithm or "rounds", unit="round")
+        elapsed = 0.0
+        try:
+            for t in rounds:
+                start = time.perf_counter()
+                ids = server.select(t)
+                message = server.broadcast(t)
+                message_ref = ray.put(message)
+                per_actor: list[list[int]] = [[] for _ in actors]
+                for i in ids:
+                    per_actor[owner[i]].append(i)
+                calls = {}
+                for a, actor in enumerate(actors):
+                    if per_actor[a] or rollback[a]:
+                        calls[actor.step.remote(message_ref, per_actor[a], rollback[a])] = a
+                        rollback[a] = []
+                ready, late = ray.wait(list(calls), num_returns=len(calls), timeout=self.timeout)
+                got: dict[int, Any] = {}
+                for ref in ready:
+                    for i, payload, error in ray.get(ref):
+                        got[i] = payload
+                        if error is not None and self.errors is not None:
+                            self.errors.append((t, i, error))
+                for ref in late:  # not aggregated: the actor rolls these clients back next time
+                    a = calls[ref]
+                    rollback[a] = list(per_actor[a])
+                    if self.errors is not None:
+                        self.errors.extend((t, i, f"timeout after {self.timeout} s") for i in per_actor[a])
+                payloads = [got.get(i) for i in ids]
+                record = server.aggregate(t, {i: b for i, b in zip(ids, payloads) if b is not None})
+                elapsed += time.perf_counter() - start
+                record = round_record(t, record, ids, payloads, message, elapsed)
+                if monitor is not None:
+                    record.update(monitor(t, record["gamma"]))
+                history.append(**record)
+                if callback is not None:
+                    callback(t)
+            for a, actor in enumerate(actors):
+                if rollback[a]:
+                    ray.get(actor.rollback.remote(rollback[a]))
+                for i, state in ray.get(actor.states.remote()).items():
+                    clients[i].set_state(state, server.theta)
+        finally:
+            if progress:
+                rounds.close()
+            for actor in actors:
+                ray.kill(actor)
+            if started and self.shutdown:
+                ray.shutdown()
+        return history

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Cython wrappers of the compression kernels (``quantize.c``).
+
+Private module: the checked public faces are :mod:`fedmm.kernels` and
+:mod:`fedmm.compression`.  Inputs must already be 1-D contiguous float32 or
+float64 arrays (the Python layer copies strided or non-native-order input
+once); outputs are allocated here with the GIL, and every kernel runs
+without it -- random kernels inside ``with rng.bit_generator.lock, nogil:``.
+"""
+import numpy as np
+
+cimport numpy as cnp
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from libc.stdint cimport uint8_t, uint64_t
+
+# The .pxd sits next to this file in the source tree (installed as
+# fedmm/fedmm_kernels.pxd for downstream `from fedmm.fedmm_kernels cimport`).
+from fedmm_kernels cimport (
+    FEDMM_ENONFINITE,
+    FEDMM_OK,
+    fedmm_bitgen_t,
+    fedmm_encode_f32,
+    fedmm_encode_f64,
+    fedmm_identity_encode_f32,
+    fedmm_identity_encode_f64,
+    fedmm_quantize_f32,
+    fedmm_quantize_f64,
+    fedmm_strerror,
+    fedmm_wire_decode,
+    fedmm_wire_header_t,
+    fedmm_wire_nbytes,
+    fedmm_wire_read_header,
+)
+
+cnp.import_array()
+
+SCHEME_IDENTITY = 0
+SCHEME_BLOCKP = 1
+SCHEME_DITHER = 2
+
+
+cdef fedmm_bitgen_t *_bitgen(object generator) except NULL:
+    capsule = generator.bit_generator.capsule
+    if not PyCapsule_IsValid(capsule, "BitGenerator"):
+        raise TypeError("Expected 'rng' backed by a NumPy BitGenerator capsule")
+    return <fedmm_bitgen_t *>PyCapsule_GetPointer(capsule, "BitGenerator")
+
+
+cdef int _raise(int status, str what, object x=None) except -1:
+    if status == FEDMM_ENONFINITE:
+        raise ValueError("Expected 'x' to contain only finite values (no NaN or inf)")
+    if x is not None and np.abs(x).max() > 2.0**1023:
+        raise ValueError("Expected 'x' with entries of magnitude at most 2**1023 (about 9e307)")
+    raise ValueError(f"{what} failed: {fedmm_strerror(status).decode()}")
+
+
+def payload_nbytes(int scheme, uint64_t q, uint64_t block, int bits, int norm, int value_nbytes):
+    """Exact payload size in bytes (0 when the fields are invalid)."""
+    return fedmm_wire_nbytes(scheme, q, block, bits, norm, value_nbytes)
+
+
+def quantize(cnp.ndarray x, Py_ssize_t block, int bits, int norm, object generator):
+    """Fused quantize-and-dequantize of contiguous 1-D float32/float64 ``x``.
+
+    Returns a new float64 array of the same length.
+    """
+    cdef Py_ssize_t q = x.shape[0]
+    cdef cnp.ndarray out = np.empty(q, dtype=np.float64)
+    cdef double[::1] out_v = out
+    cdef const double[::1] x64
+    cdef const float[::1] x32
+    cdef fedmm_bitgen_t *rng = _bitgen(generator)
+    cdef int status
+    if x.dtype == np.float64:
+        x64 = x
+        with generator.bit_generator.lock, nogil:
+            status = fedmm_quantize_f64(&x64[0], q, block, bits, norm, rng, &out_v[0])
+    else:
+        x32 = x
+        with generator.bit_generator.lock, nogil:
+            status = fedmm_quantize_f32(&x32[0], q, block, bits, norm, rng, &out_v[0])
+    if status != FEDMM_OK:
+        _raise(status, "quantize", x)
+    return out
+
+
+def encode(cnp.ndarray x, Py_ssize_t block, int bits, int norm, int scheme, object generator):
+    """Quantize contiguous 1-D float32/float64 ``x`` and return the payload bytes."""
+    cdef Py_ssize_t q = x.shape[0]
+    cdef int value_nbytes = 8 if x.dtype == np.float64 else 4
+    cdef uint64_t nbytes = fedmm_wire_nbytes(scheme, q, block, bits, norm, value_nbytes)
+    if nbytes == 0:
+        raise ValueError(
+            f"invalid compressor parameters: scheme={scheme}, q={q}, block={block}, "
+            f"bits={bits}, norm={norm}"
+        )
+    cdef bytes payload = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>nbytes)
+    cdef uint8_t *dst = <uint8_t *>PyBytes_AS_STRING(payload)
+    cdef const double[::1] x64
+    cdef const float[::1] x32
+    cdef fedmm_bitgen_t *rng = _bitgen(generator)
+    cdef int status
+    if value_nbytes == 8:
+        x64 = x
+        with generator.bit_generator.lock, nogil:
+            status = fedmm_encode_f64(&x64[0], q, block, bits, norm, scheme, rng, dst, nbytes)
+    else:
+        x32 = x
+        with generator.bit_generator.lock, nogil:
+            status = fedmm_encode_f32(&x32[0], q, block, bits, norm, scheme, rng, dst, nbytes)
+    if status != FEDMM_OK:
+        _raise(status, "encode", x)
+    return payload
+
+
+def identity_encode(cnp.ndarray x):
+    """Identity payload of contiguous 1-D float32/float64 ``x``."""
+    cdef Py_ssize_t q = x.shape[0]
+    cdef int value_nbytes = 8 if x.dtype == np.float64 else 4
+    cdef uint64_t nbytes = fedmm_wire_nbytes(SCHEME_IDENTITY, q, 0, 0, 0, value_nbytes)
+    if nbytes == 0:
+        raise ValueError(f"invalid identity payload length q={q}")
+    cdef bytes payload = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>nbytes)
+    cdef uint8_t *dst = <uint8_t *>PyBytes_AS_STRING(payload)
+    cdef const double[::1] x64
+    cdef const float[::1] x32
+    cdef int status
+    if value_nbytes == 8:
+        x64 = x
+        with nogil:
+            status = fedmm_identity_encode_f64(&x64[0], q, dst, nbytes)
+    else:
+        x32 = x
+        with nogil:
+            status = fedmm_identity_encode_f32(&x32[0], q, dst, nbytes)
+    if status != FEDMM_OK:
+        _raise(status, "identity encode")
+    return payload
+
+
+def read_header(const uint8_t[::1] payload):
+    """Validated header fields as a dict (``ValueError`` with the reason if malformed)."""
+    cdef fedmm_wire_header_t h
+    cdef const char *reason = NULL
+    cdef size_t n = payload.shape[0]
+    cdef uint8_t empty = 0
+    cdef const uint8_t *src = &empty  # never dereferenced when n == 0
+    if n > 0:
+        src = &payload[0]
+    cdef int status = fedmm_wire_read_header(src, n, &h, &reason)
+    if status != FEDMM_OK:
+        raise ValueError(f"malformed payload: {reason.decode()}")
+    return {
+        "version": h.version, "scheme": h.scheme, "value_nbytes": h.value_nbytes,
+        "norm": h.norm, "bits": h.bits, "q": h.q, "block": h.block,
+    }
+
+
+def decode(const uint8_t[::1] payload, out=None):
+    """Decode untrusted payload bytes into a float64 vector (``out`` if given)."""
+    cdef fedmm_wire_header_t h
+    cdef const char *reason = NULL
+    cdef size_t n = payload.shape[0]
+    cdef uint8_t empty = 0
+    cdef const uint8_t *src = &empty  # never dereferenced when n == 0
+    if n > 0:
+        src = &payload[0]
+    cdef int status = fedmm_wire_read_header(src, n, &h, &reason)
+    if status != FEDMM_OK:
+        raise ValueError(f"malformed payload: {reason.decode()}")
+    if out is None:
+        out = np.empty(<Py_ssize_t>h.q, dtype=np.float64)
+    elif not (isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 1
+              and out.flags.c_contiguous and out.flags.writeable and <uint64_t>out.shape[0] == h.q):
+        raise ValueError(
+            f"Expected 'out' to be a writeable contiguous float64 array of shape ({h.q},)"
+        )
+    cdef double[::1] out_v = out
+    with nogil:
+        status = fedmm_wire_decode(src, n, &out_v[0], out_v.shape[0], &reason)
+    if status != FEDMM_OK:
+        raise ValueError(f"malformed payload: {reason.decode()}")
+    return out

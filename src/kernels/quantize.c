@@ -1,0 +1,727 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * quantize.c -- unbiased compressors and their wire format.
+ *
+ * Block-p quantization (FedEM paper, Appendix B) and stochastic rounding /
+ * random dithering (FedEM Section 2, QSGD) share one operator: per block
+ * x_l of at most `block` coordinates, N = ||x_l||_r (r = 2 or inf), and with
+ * s = 2^(bits-1) - 1 levels each coordinate becomes
+ *
+ *     Q(x)_j = sign(x_j) * k_j * (N / s),   a_j = s |x_j| / N,
+ *     k_j = floor(a_j) + B_j,  B_j ~ Bernoulli(a_j - floor(a_j)),
+ *
+ * so E[Q(x)_j] = x_j.  bits = 2 (s = 1) is block-p quantization:
+ * Q(x)_j = N sign(x_j) U_j with U_j ~ Bernoulli(|x_j| / N).
+ *
+ * Exact Bernoulli sampling with few random bits
+ * ---------------------------------------------
+ * In double precision a = s |x| / N is evaluated as A / 256 with
+ * A = |x| * inv256, inv256 = 256 s / N rounded to double and then raised by
+ * ulps until N * inv256 >= 256 s (so |x| == N gives level s exactly).  The
+ * level is floor(A) >> 8 plus the Bernoulli of probability f = a - floor(a)
+ * in [0, 1).  We want the event {U < f} for U uniform on [0, 1),
+ * U = 0.b1 b2 b3 ... in binary.  Write f * 2^8 = T + r with
+ * T = floor(f 2^8) = floor(A) mod 256 and r = A - floor(A) in [0, 1) (both
+ * exact: scaling by a power of two and subtracting the floor are exact in
+ * binary floating point).  With u the first 8 random bits as an integer and
+ * U' the remaining bits,
+ *     U < f  <=>  u < T,  or  u == T and U' < r.
+ * The tie u == T (probability 2^-8) is resolved the same way with 64 more
+ * random bits at a time (r * 2^64 = R + r', ...); it ends when the random bits
+ * differ from the binary expansion of r, which is finite (a double has at most
+ * 1074 fractional bits), or when r' == 0 (then U' >= r: round down).  So the
+ * probability of rounding up is exactly f: the only deviation from
+ * E[Q(x)] = x is the double-precision evaluation of a = |x| * (s / N)
+ * (relative error below 2^-51), not the sampling.  One next_uint64 feeds 8
+ * coordinates, which is what makes the kernel fast.
+ *
+ * Consumption of the random stream (identical in quantize and encode, which
+ * share chunk_codes(); documented so that other implementations can
+ * reproduce it bit for bit):
+ *   for each block, skipped entirely when N == 0:
+ *     for each chunk of QCHUNK (= 256) consecutive coordinates of the
+ *     block (the last chunk may be shorter, n coordinates):
+ *       draw ceil(n / 8) values v_g = next_uint64(); coordinate 8g + k of the
+ *       chunk uses the byte u = (v_g >> 8k) & 0xff;
+ *       then for each coordinate of the chunk in order whose byte ties
+ *       (u == T and r != 0): draw further next_uint64() values as above.
+ */
+/* The hot loops are written for the auto-vectorizer; GCC's -O2 cost model
+ * ("very cheap") leaves them scalar, so this file asks for -O3 explicitly.
+ * Results must not depend on the compiler: no reassociation (no fast-math)
+ * and no FMA contraction, whatever the command line says. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("O3", "fp-contract=off")
+#endif
+
+#include "fedmm_kernels.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#define QCHUNK 256 /* coordinates per chunk: buffers live in L1 */
+
+/* Hot loops get an AVX2 clone picked at load time on x86-64 GCC/Clang
+ * (ifunc); both clones compute bit-identical results (no FMA contraction:
+ * C99 mode, and the loops have no multiply-add).  -DFEDMM_NO_TARGET_CLONES
+ * turns this off. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute) \
+    && !defined(FEDMM_NO_TARGET_CLONES)
+#if __has_attribute(target_clones)
+#define FEDMM_HOT __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef FEDMM_HOT
+#define FEDMM_HOT
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* little-endian scalar load/store (independent of the host byte order)      */
+
+static void store_u64_le(uint8_t *p, uint64_t v)
+{
+    for (int k = 0; k < 8; ++k) p[k] = (uint8_t)(v >> (8 * k));
+}
+
+static uint64_t load_u64_le(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < 8; ++k) v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+static void store_f64_le(uint8_t *p, double x)
+{
+    uint64_t v;
+    memcpy(&v, &x, 8);
+    store_u64_le(p, v);
+}
+
+static void store_f32_le(uint8_t *p, float x)
+{
+    uint32_t v;
+    memcpy(&v, &x, 4);
+    for (int k = 0; k < 4; ++k) p[k] = (uint8_t)(v >> (8 * k));
+}
+
+static double load_f64_le(const uint8_t *p)
+{
+    uint64_t v = load_u64_le(p);
+    double x;
+    memcpy(&x, &v, 8);
+    return x;
+}
+
+static float load_f32_le(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) v |= (uint32_t)p[k] << (8 * k);
+    float x;
+    memcpy(&x, &v, 4);
+    return x;
+}
+
+/* ------------------------------------------------------------------------ */
+/* sizes                                                                     */
+
+static int valid_scheme_args(int scheme, uint64_t q, uint64_t block, int bits,
+                             int norm, int value_nbytes)
+{
+    if (q < 1 || (value_nbytes != 4 && value_nbytes != 8)) return 0;
+    if (scheme == FEDMM_SCHEME_IDENTITY)
+        return block == 0 && bits == 0 && norm == FEDMM_NORM_NONE;
+    if (scheme == FEDMM_SCHEME_BLOCKP && bits != 2) return 0;
+    if (scheme != FEDMM_SCHEME_BLOCKP && scheme != FEDMM_SCHEME_DITHER) return 0;
+    if (bits < 2 || bits > 16) return 0;
+    if (norm != FEDMM_NORM_L2 && norm != FEDMM_NORM_LINF) return 0;
+    return block >= 1 && block <= q;
+}
+
+uint64_t fedmm_wire_nbytes(int scheme, uint64_t q, uint64_t block, int bits,
+                           int norm, int value_nbytes)
+{
+    if (!valid_scheme_args(scheme, q, block, bits, norm, value_nbytes)) return 0;
+    /* q <= 2^58 keeps every product below 2^64 (and any real payload is far
+     * smaller); larger headers are rejected as malformed. */
+    if (q > ((uint64_t)1 << 58)) return 0;
+    if (scheme == FEDMM_SCHEME_IDENTITY)
+        return FEDMM_WIRE_HEADER_NBYTES + q * (uint64_t)value_nbytes;
+    uint64_t m = q / block + (q % block != 0);
+    return FEDMM_WIRE_HEADER_NBYTES + m * (uint64_t)value_nbytes
+           + (q * (uint64_t)bits + 7) / 8;
+}
+
+static void write_header(uint8_t *p, int scheme, int value_nbytes, int norm,
+                         int bits, uint64_t q, uint64_t block)
+{
+    memset(p, 0, FEDMM_WIRE_HEADER_NBYTES);
+    memcpy(p, FEDMM_WIRE_MAGIC, 4);
+    p[4] = FEDMM_WIRE_VERSION;
+    p[5] = (uint8_t)scheme;
+    p[6] = (uint8_t)value_nbytes;
+    p[7] = (uint8_t)norm;
+    p[8] = (uint8_t)bits;
+    store_u64_le(p + 16, q);
+    store_u64_le(p + 24, block);
+}
+
+/* ------------------------------------------------------------------------ */
+/* block norms                                                               */
+
+#if defined(__GNUC__)
+/* GCC/Clang vector extensions: 8 lanes as two 4-double vectors (the same
+ * lane arithmetic as the portable loop below, so results are identical). */
+typedef double fedmm_v4d __attribute__((vector_size(32)));
+typedef int64_t fedmm_v4l __attribute__((vector_size(32)));
+typedef float fedmm_v4f __attribute__((vector_size(16)));
+/* macros, not functions: 32-byte vector arguments would trip -Wpsabi */
+#define LOAD4_f64(dst, p) memcpy(&(dst), (p), sizeof(dst))
+#define LOAD4_f32(dst, p)                                                       \
+    do {                                                                        \
+        fedmm_v4f tmp_;                                                         \
+        memcpy(&tmp_, (p), sizeof tmp_);                                        \
+        (dst) = __builtin_convertvector(tmp_, fedmm_v4d);                       \
+    } while (0)
+#define VABS4(a) ((fedmm_v4d)((fedmm_v4l)(a) & absmask))
+#define VMAX4(a, m) /* a > m ? a : m */                                         \
+    ((fedmm_v4d)(((fedmm_v4l)(a) & ((a) > (m))) | ((fedmm_v4l)(m) & ~((a) > (m)))))
+#define NORM_MAIN_LOOP(SUF)                                                     \
+    {                                                                           \
+        const fedmm_v4l absmask = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX}; \
+        fedmm_v4d s0 = {0, 0, 0, 0}, s1 = s0, m0 = s0, m1 = s0, a0, a1;         \
+        for (; j + 8 <= n; j += 8) {                                            \
+            LOAD4_##SUF(a0, x + j);                                             \
+            LOAD4_##SUF(a1, x + j + 4);                                         \
+            a0 = VABS4(a0);                                                     \
+            a1 = VABS4(a1);                                                     \
+            s0 += a0 * a0;                                                      \
+            s1 += a1 * a1;                                                      \
+            m0 = VMAX4(a0, m0);                                                 \
+            m1 = VMAX4(a1, m1);                                                 \
+        }                                                                       \
+        for (int k = 0; k < 4; ++k) {                                           \
+            ssq[k] = s0[k]; ssq[k + 4] = s1[k];                                 \
+            mxa[k] = m0[k]; mxa[k + 4] = m1[k];                                 \
+        }                                                                       \
+    }
+#else
+#define NORM_MAIN_LOOP(SUF)                                                     \
+    for (; j + 8 <= n; j += 8) {                                                \
+        for (int k = 0; k < 8; ++k) {                                           \
+            double a = fabs((double)x[j + k]);                                  \
+            ssq[k] += a * a;                                                    \
+            mxa[k] = a > mxa[k] ? a : mxa[k];                                   \
+        }                                                                       \
+    }
+#endif
+
+/* Norm of one block of n >= 1 values.  Returns FEDMM_ENONFINITE on NaN/inf
+ * and FEDMM_EINVAL when max|x_j| > cap.  The result N satisfies
+ * max_j |x_j| <= N <= cap (N >= max|x_j| keeps the probabilities <= 1;
+ * cap = 2^1023 for float64 keeps s * (N / s) finite, FLT_MAX for float32).
+ * Sums of squares run on 8 lanes (lane k takes j = k mod 8). */
+#define DEFINE_BLOCK_NORM(T, SUF)                                               \
+    static FEDMM_HOT int block_norm_##SUF(const T *restrict x, size_t n,       \
+                                          int norm, double cap, double *out)    \
+    {                                                                           \
+        double ssq[8] = {0, 0, 0, 0, 0, 0, 0, 0};                               \
+        double mxa[8] = {0, 0, 0, 0, 0, 0, 0, 0};                               \
+        size_t j = 0;                                                           \
+        NORM_MAIN_LOOP(SUF)                                                     \
+        for (int k = 0; j < n; ++j, ++k) {                                      \
+            double a = fabs((double)x[j]);                                      \
+            ssq[k] += a * a;                                                    \
+            mxa[k] = a > mxa[k] ? a : mxa[k];                                   \
+        }                                                                       \
+        double ss = ((ssq[0] + ssq[1]) + (ssq[2] + ssq[3]))                     \
+                    + ((ssq[4] + ssq[5]) + (ssq[6] + ssq[7]));                  \
+        double mx = 0;                                                          \
+        for (int k = 0; k < 8; ++k) mx = mxa[k] > mx ? mxa[k] : mx;             \
+        if (!isfinite(ss)) { /* NaN/inf in x, or an overflowing sum */          \
+            for (j = 0; j < n; ++j)                                             \
+                if (!isfinite((double)x[j])) return FEDMM_ENONFINITE;           \
+        }                                                                       \
+        if (mx > cap) return FEDMM_EINVAL; /* |x| too large to quantize */     \
+        double nrm = mx;                                                        \
+        if (norm == FEDMM_NORM_L2 && mx > 0) {                                  \
+            if (isfinite(ss) && mx >= 0x1p-450 && mx <= 0x1p+450) {             \
+                nrm = sqrt(ss);                                                 \
+            } else { /* scaled sum: no overflow/underflow, x_max/mx == 1 */     \
+                double t = 0;                                                   \
+                for (j = 0; j < n; ++j) {                                       \
+                    double v = fabs((double)x[j]) / mx;                         \
+                    t += v * v;                                                 \
+                }                                                               \
+                nrm = mx * sqrt(t);                                             \
+            }                                                                   \
+            if (nrm < mx) nrm = mx;                                             \
+        }                                                                       \
+        if (nrm > cap) nrm = cap; /* still >= mx: cap is the dtype's max */     \
+        *out = nrm;                                                             \
+        return FEDMM_OK;                                                        \
+    }
+
+DEFINE_BLOCK_NORM(double, f64)
+DEFINE_BLOCK_NORM(float, f32)
+
+/* ------------------------------------------------------------------------ */
+/* the shared core: codes of one chunk                                       */
+
+/* Resolve a tie (the first 8 random bits equal T): returns 1 (round up)
+ * with probability r in [0, 1), drawing 64 random bits at a time; draws
+ * nothing when r == 0. */
+static int resolve_tie(double r, fedmm_bitgen_t *rng)
+{
+    while (r != 0.0) {
+        double big = r * 0x1p64; /* exact, < 2^64 */
+        double whole = floor(big);
+        uint64_t w = (uint64_t)whole;
+        uint64_t v = rng->next_uint64(rng->state);
+        if (v < w) return 1;
+        if (v > w) return 0;
+        r = big - whole; /* exact */
+    }
+    return 0;
+}
+
+/* Sign-magnitude codes (sign << (bits-1) | level) of the first n of QCHUNK
+ * values xd (entries n..QCHUNK-1 must be readable; their codes are
+ * garbage).  inv256 = 256 s / N, rounded up if needed so that N * inv256
+ * >= 256 s: the coordinates with |x| == N get level s exactly.  With A = |x| * inv256 (= 256 a exactly:
+ * scaling by 256 is exact), level = floor(A / 256) + [U < f] where
+ * f = A/256 - floor(A/256); the first 8 bits of U are compared with
+ * T = floor(A) mod 256 and ties go to resolve_tie with r = A - floor(A).
+ * Level 0 never carries the sign bit, so a zero decodes to +0.0.
+ * The fixed trip count QCHUNK lets the compiler vectorize the main loop. */
+static FEDMM_HOT void chunk_codes(const double *restrict xd, size_t n,
+                                   double inv256, int32_t s, int bits,
+                                   fedmm_bitgen_t *rng, uint16_t *restrict codes)
+{
+    uint8_t u[QCHUNK];
+    uint8_t tie[QCHUNK];
+    const int shift = bits - 1;
+    size_t ngroups = (n + 7) / 8;
+    for (size_t g = 0; g < ngroups; ++g) {
+        uint64_t v = rng->next_uint64(rng->state);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(u + 8 * g, &v, 8); /* byte k = (v >> 8k) & 0xff */
+#else
+        for (int k = 0; k < 8; ++k) u[8 * g + k] = (uint8_t)(v >> (8 * k));
+#endif
+    }
+    if (ngroups * 8 < QCHUNK) memset(u + ngroups * 8, 0, QCHUNK - ngroups * 8);
+    /* Two simple loops vectorize better than one mixing widths.  The signed
+     * product keeps the sign: trunc(x * inv256) = sign(x) trunc(|x| inv256),
+     * and a nonzero level implies a nonzero truncation. */
+    int32_t sai[QCHUNK];
+    for (size_t j = 0; j < QCHUNK; ++j) sai[j] = (int32_t)(xd[j] * inv256);
+    for (size_t j = 0; j < QCHUNK; ++j) {
+        int32_t Ai = sai[j] < 0 ? -sai[j] : sai[j];
+        int32_t T = Ai & 255;
+        int32_t uj = u[j];
+        int32_t c = (Ai >> 8) + (uj < T);
+        c = c > s ? s : c;
+        int32_t neg = (sai[j] < 0) & (c != 0);
+        codes[j] = (uint16_t)(c | (neg << shift));
+        tie[j] = (uint8_t)(uj == T);
+    }
+    for (size_t g = 0; g < ngroups; ++g) {
+        uint64_t word;
+        memcpy(&word, tie + 8 * g, 8);
+        if (word == 0) continue;
+        for (size_t j = 8 * g; j < 8 * g + 8 && j < n; ++j) {
+            if (!tie[j]) continue;
+            double A = fabs(xd[j]) * inv256;
+            int32_t Ai = (int32_t)A;
+            if (resolve_tie(A - (double)Ai, rng)) {
+                int32_t c = (Ai >> 8) + 1;
+                c = c > s ? s : c;
+                int32_t neg = (xd[j] < 0) & (c != 0);
+                codes[j] = (uint16_t)(c | (neg << shift));
+            }
+        }
+    }
+}
+
+/* value of a code: (-1)^sign * (level * scale), scale = N / s */
+static double code_value(uint32_t code, int bits, double scale)
+{
+    uint32_t level = code & ((1u << (bits - 1)) - 1u);
+    double v = (double)level * scale;
+    return (code >> (bits - 1)) ? -v : v;
+}
+
+static FEDMM_HOT void dequantize_chunk(const uint16_t *codes, size_t n, int bits,
+                             double scale, double *out)
+{
+    const uint32_t mask = (1u << (bits - 1)) - 1u;
+    const int shift = bits - 1;
+    for (size_t j = 0; j < n; ++j) {
+        uint32_t c = codes[j];
+        /* times +-1 is exact: the same value as code_value() */
+        double sign = 1.0 - 2.0 * (double)(int32_t)(c >> shift);
+        out[j] = ((double)(int32_t)(c & mask) * scale) * sign;
+    }
+}
+
+/* OR `bits` bits of code into a zeroed bit stream at bit position pos
+ * (LSB-first); touches only the bytes that hold the code. */
+static void put_bits(uint8_t *dst, uint64_t pos, uint32_t code, int bits)
+{
+    uint8_t *p = dst + (pos >> 3);
+    unsigned sh = (unsigned)(pos & 7);
+    uint32_t v = code << sh;
+    unsigned nb = (sh + (unsigned)bits + 7) >> 3;
+    for (unsigned k = 0; k < nb; ++k) p[k] |= (uint8_t)(v >> (8 * k));
+}
+
+static uint32_t get_bits(const uint8_t *src, uint64_t pos, int bits)
+{
+    const uint8_t *p = src + (pos >> 3);
+    unsigned sh = (unsigned)(pos & 7);
+    unsigned nb = (sh + (unsigned)bits + 7) >> 3;
+    uint32_t v = 0;
+    for (unsigned k = 0; k < nb; ++k) v |= (uint32_t)p[k] << (8 * k);
+    return (v >> sh) & ((1u << bits) - 1u);
+}
+
+/* Append n codes at *bitpos of a zeroed stream. */
+static void pack_codes(uint8_t *dst, uint64_t *bitpos, const uint16_t *codes,
+                       size_t n, int bits)
+{
+    size_t j = 0;
+    uint64_t pos = *bitpos;
+    if ((pos & 7) == 0) {
+        uint8_t *p = dst + (pos >> 3);
+        switch (bits) {
+        case 2:
+            for (; j + 4 <= n; j += 4)
+                *p++ = (uint8_t)(codes[j] | codes[j + 1] << 2 | codes[j + 2] << 4
+                                 | codes[j + 3] << 6);
+            break;
+        case 4:
+            for (; j + 2 <= n; j += 2) *p++ = (uint8_t)(codes[j] | codes[j + 1] << 4);
+            break;
+        case 8:
+            for (; j < n; ++j) *p++ = (uint8_t)codes[j];
+            break;
+        case 16:
+            for (; j < n; ++j) {
+                p[0] = (uint8_t)codes[j];
+                p[1] = (uint8_t)(codes[j] >> 8);
+                p += 2;
+            }
+            break;
+        default:
+            break;
+        }
+        pos += (uint64_t)j * (uint64_t)bits;
+    }
+    for (; j < n; ++j, pos += (uint64_t)bits) put_bits(dst, pos, codes[j], bits);
+    *bitpos = pos;
+}
+
+/* ------------------------------------------------------------------------ */
+/* quantize / encode drivers                                                 */
+
+/* One driver for both input types and both outputs: out (values) or
+ * packed (+ norm_dst) -- exactly one of them is non-NULL.  The random stream
+ * is consumed by chunk_codes() only, identically for both outputs. */
+#define DEFINE_DRIVER(T, SUF, NORMFN, CAP, NORMSTORE, NBYTES)                         \
+    static int drive_##SUF(const T *x, size_t q, size_t block, int bits,        \
+                           int norm, fedmm_bitgen_t *rng, double *out,          \
+                           uint8_t *norm_dst, uint8_t *packed)                  \
+    {                                                                           \
+        const int32_t s = ((int32_t)1 << (bits - 1)) - 1;                       \
+        double xbuf[QCHUNK];                                                    \
+        uint16_t codes[QCHUNK];                                                 \
+        uint64_t bitpos = 0;                                                    \
+        size_t nblocks = q / block + (q % block != 0);                          \
+        for (size_t b = 0; b < nblocks; ++b) {                                  \
+            size_t start = b * block;                                           \
+            size_t len = q - start < block ? q - start : block;                 \
+            double nrm;                                                         \
+            int st = NORMFN(x + start, len, norm, CAP, &nrm);                    \
+            if (st != FEDMM_OK) return st;                                      \
+            if (norm_dst) NORMSTORE(norm_dst + b * (NBYTES), nrm);              \
+            double scale = nrm / (double)s;                                     \
+            if (nrm == 0.0) { /* zero block: all codes 0, no randomness */      \
+                if (out) memset(out + start, 0, len * sizeof(double));          \
+                bitpos += (uint64_t)len * (uint64_t)bits;                       \
+                continue;                                                       \
+            }                                                                   \
+            /* tiny N: s / N would overflow; scale x and N by 2^600 (exact) */  \
+            int tiny = nrm < 0x1p-1000;                                         \
+            double nsc = tiny ? nrm * 0x1p600 : nrm;                            \
+            double inv256 = 256.0 * s / nsc;                                    \
+            while (nsc * inv256 < 256.0 * s) inv256 = nextafter(inv256, INFINITY); \
+            for (size_t c0 = 0; c0 < len; c0 += QCHUNK) {                       \
+                size_t n = len - c0 < QCHUNK ? len - c0 : QCHUNK;               \
+                const T *xc = x + start + c0;                                   \
+                const double *xd;                                               \
+                if (sizeof(T) == sizeof(double) && !tiny && n == QCHUNK) {      \
+                    xd = (const double *)(const void *)xc;                      \
+                } else { /* convert, scale, zero-pad to QCHUNK */               \
+                    double pre = tiny ? 0x1p600 : 1.0;                          \
+                    size_t j = 0;                                               \
+                    for (; j < n; ++j) xbuf[j] = (double)xc[j] * pre;           \
+                    for (; j < QCHUNK; ++j) xbuf[j] = 0.0;                      \
+                    xd = xbuf;                                                  \
+                }                                                               \
+                chunk_codes(xd, n, inv256, s, bits, rng, codes);                \
+                if (out) dequantize_chunk(codes, n, bits, scale, out + start + c0); \
+                else pack_codes(packed, &bitpos, codes, n, bits);               \
+            }                                                                   \
+        }                                                                       \
+        return FEDMM_OK;                                                        \
+    }
+
+/* Norms are rounded to the payload's value type before use, so that the
+ * probabilities and the decoded values both use the transmitted norm. */
+static void norm_store_f64(uint8_t *p, double v) { store_f64_le(p, v); }
+static void norm_store_f32(uint8_t *p, double v) { store_f32_le(p, (float)v); }
+
+/* For float32 input the norm is rounded to float32 (round to nearest keeps
+ * N >= max|x_j| because max|x_j| is itself a float32). */
+static int block_norm_f32r(const float *x, size_t n, int norm, double cap, double *out)
+{
+    int st = block_norm_f32(x, n, norm, cap, out);
+    if (st == FEDMM_OK) *out = (double)(float)*out;
+    return st;
+}
+
+DEFINE_DRIVER(double, f64, block_norm_f64, 0x1p1023, norm_store_f64, 8)
+DEFINE_DRIVER(float, f32, block_norm_f32r, (double)FLT_MAX, norm_store_f32, 4)
+
+static int check_quant_args(size_t q, size_t block, int bits, int norm, const void *rng)
+{
+    if (q < 1 || block < 1 || block > q || bits < 2 || bits > 16 || rng == NULL)
+        return FEDMM_EINVAL;
+    if (norm != FEDMM_NORM_L2 && norm != FEDMM_NORM_LINF) return FEDMM_EINVAL;
+    if ((uint64_t)q > ((uint64_t)1 << 58)) return FEDMM_EINVAL;
+    return FEDMM_OK;
+}
+
+int fedmm_quantize_f64(const double *x, size_t q, size_t block, int bits, int norm,
+                       fedmm_bitgen_t *rng, double *out)
+{
+    int st = check_quant_args(q, block, bits, norm, rng);
+    if (st != FEDMM_OK || x == NULL || out == NULL) return FEDMM_EINVAL;
+    return drive_f64(x, q, block, bits, norm, rng, out, NULL, NULL);
+}
+
+int fedmm_quantize_f32(const float *x, size_t q, size_t block, int bits, int norm,
+                       fedmm_bitgen_t *rng, double *out)
+{
+    int st = check_quant_args(q, block, bits, norm, rng);
+    if (st != FEDMM_OK || x == NULL || out == NULL) return FEDMM_EINVAL;
+    return drive_f32(x, q, block, bits, norm, rng, out, NULL, NULL);
+}
+
+static int encode_common(const void *x, int value_nbytes, size_t q, size_t block,
+                         int bits, int norm, int scheme, fedmm_bitgen_t *rng,
+                         uint8_t *payload, size_t nbytes)
+{
+    int st = check_quant_args(q, block, bits, norm, rng);
+    if (st != FEDMM_OK || x == NULL || payload == NULL) return FEDMM_EINVAL;
+    if (scheme != FEDMM_SCHEME_BLOCKP && scheme != FEDMM_SCHEME_DITHER) return FEDMM_EINVAL;
+    uint64_t want = fedmm_wire_nbytes(scheme, q, block, bits, norm, value_nbytes);
+    if (want == 0 || want != (uint64_t)nbytes) return FEDMM_EINVAL;
+    size_t nblocks = q / block + (q % block != 0);
+    uint8_t *norm_dst = payload + FEDMM_WIRE_HEADER_NBYTES;
+    uint8_t *packed = norm_dst + nblocks * (size_t)value_nbytes;
+    write_header(payload, scheme, value_nbytes, norm, bits, q, block);
+    memset(packed, 0, (size_t)(payload + nbytes - packed));
+    if (value_nbytes == 8)
+        return drive_f64((const double *)x, q, block, bits, norm, rng, NULL, norm_dst, packed);
+    return drive_f32((const float *)x, q, block, bits, norm, rng, NULL, norm_dst, packed);
+}
+
+int fedmm_encode_f64(const double *x, size_t q, size_t block, int bits, int norm,
+                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+{
+    return encode_common(x, 8, q, block, bits, norm, scheme, rng, payload, nbytes);
+}
+
+int fedmm_encode_f32(const float *x, size_t q, size_t block, int bits, int norm,
+                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+{
+    return encode_common(x, 4, q, block, bits, norm, scheme, rng, payload, nbytes);
+}
+
+int fedmm_identity_encode_f64(const double *x, size_t q, uint8_t *payload, size_t nbytes)
+{
+    uint64_t want = fedmm_wire_nbytes(FEDMM_SCHEME_IDENTITY, q, 0, 0, FEDMM_NORM_NONE, 8);
+    if (x == NULL || payload == NULL || want == 0 || want != (uint64_t)nbytes) return FEDMM_EINVAL;
+    for (size_t j = 0; j < q; ++j)
+        if (!isfinite(x[j])) return FEDMM_ENONFINITE;
+    write_header(payload, FEDMM_SCHEME_IDENTITY, 8, FEDMM_NORM_NONE, 0, q, 0);
+    for (size_t j = 0; j < q; ++j) store_f64_le(payload + FEDMM_WIRE_HEADER_NBYTES + 8 * j, x[j]);
+    return FEDMM_OK;
+}
+
+int fedmm_identity_encode_f32(const float *x, size_t q, uint8_t *payload, size_t nbytes)
+{
+    uint64_t want = fedmm_wire_nbytes(FEDMM_SCHEME_IDENTITY, q, 0, 0, FEDMM_NORM_NONE, 4);
+    if (x == NULL || payload == NULL || want == 0 || want != (uint64_t)nbytes) return FEDMM_EINVAL;
+    for (size_t j = 0; j < q; ++j)
+        if (!isfinite(x[j])) return FEDMM_ENONFINITE;
+    write_header(payload, FEDMM_SCHEME_IDENTITY, 4, FEDMM_NORM_NONE, 0, q, 0);
+    for (size_t j = 0; j < q; ++j) store_f32_le(payload + FEDMM_WIRE_HEADER_NBYTES + 4 * j, x[j]);
+    return FEDMM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* decode                                                                    */
+
+#define FAIL(msg)                     \
+    do {                              \
+        if (reason) *reason = (msg);  \
+        return FEDMM_EFORMAT;         \
+    } while (0)
+
+int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
+                           fedmm_wire_header_t *hdr, const char **reason)
+{
+    if (reason) *reason = "ok";
+    if (payload == NULL || hdr == NULL) {
+        if (reason) *reason = "NULL argument";
+        return FEDMM_EINVAL;
+    }
+    if (nbytes < FEDMM_WIRE_HEADER_NBYTES) FAIL("payload shorter than the 32-byte header");
+    if (memcmp(payload, FEDMM_WIRE_MAGIC, 4) != 0) FAIL("bad magic (expected \"FMMQ\")");
+    if (payload[4] != FEDMM_WIRE_VERSION) FAIL("unsupported format version (expected 1)");
+    for (int k = 9; k < 16; ++k)
+        if (payload[k] != 0) FAIL("reserved header bytes 9..15 are not zero");
+    hdr->version = payload[4];
+    hdr->scheme = payload[5];
+    hdr->value_nbytes = payload[6];
+    hdr->norm = payload[7];
+    hdr->bits = payload[8];
+    hdr->q = load_u64_le(payload + 16);
+    hdr->block = load_u64_le(payload + 24);
+    if (hdr->scheme > FEDMM_SCHEME_DITHER) FAIL("unknown scheme (expected 0, 1 or 2)");
+    if (hdr->value_nbytes != 4 && hdr->value_nbytes != 8)
+        FAIL("bad value dtype code (expected 4 = float32 or 8 = float64)");
+    if (hdr->q < 1) FAIL("length q is zero");
+    if (hdr->scheme == FEDMM_SCHEME_IDENTITY) {
+        if (hdr->norm != FEDMM_NORM_NONE || hdr->bits != 0 || hdr->block != 0)
+            FAIL("identity payload must have norm kind 0, bits 0 and block size 0");
+    } else {
+        if (hdr->scheme == FEDMM_SCHEME_BLOCKP && hdr->bits != 2)
+            FAIL("block-p payload must have bits = 2");
+        if (hdr->bits < 2 || hdr->bits > 16) FAIL("bits per coordinate outside 2..16");
+        if (hdr->norm != FEDMM_NORM_L2 && hdr->norm != FEDMM_NORM_LINF)
+            FAIL("bad norm kind (expected 1 = L2 or 2 = Linf)");
+        if (hdr->block < 1 || hdr->block > hdr->q) FAIL("block size outside 1..q");
+    }
+    if (hdr->q > ((uint64_t)1 << 58)) FAIL("length q too large");
+    if ((uint64_t)(size_t)hdr->q != hdr->q) FAIL("length q does not fit in memory");
+    uint64_t want = fedmm_wire_nbytes(hdr->scheme, hdr->q, hdr->block, hdr->bits,
+                                      hdr->norm, hdr->value_nbytes);
+    if (want == 0) FAIL("inconsistent header");
+    if ((uint64_t)nbytes != want) FAIL("payload size does not match its header");
+    return FEDMM_OK;
+}
+
+/* signed level of each code packed in one byte, for the aligned fast paths:
+ * value = LUT entry * scale reproduces code_value() exactly ((-k) * s ==
+ * -(k * s) in IEEE arithmetic; -0.0 for a sign bit on level 0). */
+#define L2V(c) (((c) & 1) ? (((c) & 2) ? -1.0 : 1.0) : (((c) & 2) ? -0.0 : 0.0))
+#define E2(b) {L2V((b) & 3), L2V(((b) >> 2) & 3), L2V(((b) >> 4) & 3), L2V(((b) >> 6) & 3)}
+#define L4V(c) (((c) & 8) ? -(double)((c) & 7) : (double)((c) & 7))
+#define E4(b) {L4V((b) & 15), L4V(((b) >> 4) & 15)}
+#define L8V(b) (((b) & 128) ? -(double)((b) & 127) : (double)((b) & 127))
+#define R4(E, b) E(b), E((b) + 1), E((b) + 2), E((b) + 3)
+#define R16(E, b) R4(E, b), R4(E, (b) + 4), R4(E, (b) + 8), R4(E, (b) + 12)
+#define R64(E, b) R16(E, b), R16(E, (b) + 16), R16(E, (b) + 32), R16(E, (b) + 48)
+#define R256(E) R64(E, 0), R64(E, 64), R64(E, 128), R64(E, 192)
+
+static const double LUT2[256][4] = {R256(E2)};
+static const double LUT4[256][2] = {R256(E4)};
+static const double LUT8[256] = {R256(L8V)};
+
+static void unpack_block(const uint8_t *src, uint64_t pos, size_t n, int bits,
+                         double scale, double *out)
+{
+    size_t j = 0;
+    if ((pos & 7) == 0) {
+        const uint8_t *p = src + (pos >> 3);
+        switch (bits) {
+        case 2:
+            for (; j + 4 <= n; j += 4, ++p) {
+                const double *e = LUT2[*p];
+                out[j] = e[0] * scale;
+                out[j + 1] = e[1] * scale;
+                out[j + 2] = e[2] * scale;
+                out[j + 3] = e[3] * scale;
+            }
+            break;
+        case 4:
+            for (; j + 2 <= n; j += 2, ++p) {
+                const double *e = LUT4[*p];
+                out[j] = e[0] * scale;
+                out[j + 1] = e[1] * scale;
+            }
+            break;
+        case 8:
+            for (; j < n; ++j) out[j] = LUT8[p[j]] * scale;
+            break;
+        case 16:
+            for (; j < n; ++j, p += 2)
+                out[j] = code_value((uint32_t)p[0] | (uint32_t)p[1] << 8, 16, scale);
+            break;
+        default:
+            break;
+        }
+    }
+    for (; j < n; ++j) out[j] = code_value(get_bits(src, pos + (uint64_t)j * bits, bits), bits, scale);
+}
+
+int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
+                      size_t out_len, const char **reason)
+{
+    fedmm_wire_header_t h;
+    int st = fedmm_wire_read_header(payload, nbytes, &h, reason);
+    if (st != FEDMM_OK) return st;
+    if (out == NULL || (uint64_t)out_len != h.q) {
+        if (reason) *reason = "output length does not match q";
+        return FEDMM_EINVAL;
+    }
+    const size_t q = (size_t)h.q;
+    const int vb = h.value_nbytes;
+    const uint8_t *body = payload + FEDMM_WIRE_HEADER_NBYTES;
+    if (h.scheme == FEDMM_SCHEME_IDENTITY) {
+        for (size_t j = 0; j < q; ++j) {
+            double v = vb == 8 ? load_f64_le(body + 8 * j) : (double)load_f32_le(body + 4 * j);
+            if (!isfinite(v)) FAIL("identity payload holds a non-finite value");
+            out[j] = v;
+        }
+        return FEDMM_OK;
+    }
+    const size_t block = (size_t)h.block;
+    const int bits = h.bits;
+    const size_t nblocks = q / block + (q % block != 0);
+    const uint8_t *packed = body + nblocks * (size_t)vb;
+    /* validate everything before writing any output */
+    for (size_t b = 0; b < nblocks; ++b) {
+        double nrm = vb == 8 ? load_f64_le(body + 8 * b) : (double)load_f32_le(body + 4 * b);
+        if (!isfinite(nrm) || signbit(nrm)) FAIL("a block norm is negative or not finite");
+    }
+    uint64_t total_bits = (uint64_t)q * (uint64_t)bits;
+    if (total_bits % 8 != 0) {
+        uint8_t last = packed[total_bits / 8];
+        if (last >> (total_bits % 8)) FAIL("padding bits of the last byte are not zero");
+    }
+    const double s = (double)((1 << (bits - 1)) - 1);
+    for (size_t b = 0; b < nblocks; ++b) {
+        double nrm = vb == 8 ? load_f64_le(body + 8 * b) : (double)load_f32_le(body + 4 * b);
+        size_t start = b * block;
+        size_t len = q - start < block ? q - start : block;
+        unpack_block(packed, (uint64_t)start * (uint64_t)bits, len, bits, nrm / s, out + start);
+    }
+    return FEDMM_OK;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Prints an FNV-1a hash of payloads for many (bits, block, norm, dtype)
+ * settings, drawn from a splitmix64 generator: two builds of the kernels
+ * (any ISA, any optimization level) must print the same hash. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fedmm_kernels.h"
+
+typedef struct { uint64_t s; } splitmix_t;
+
+static uint64_t sm_next64(void *st)
+{
+    splitmix_t *g = (splitmix_t *)st;
+    uint64_t z = (g->s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static uint32_t sm_next32(void *st) { return (uint32_t)(sm_next64(st) >> 32); }
+static double sm_nextd(void *st) { return (double)(sm_next64(st) >> 11) * 0x1p-53; }
+
+int main(void)
+{
+    const size_t q = 20011;
+    const size_t blocks[] = {1, 7, 256, 1000, 20011};
+    splitmix_t st = {42};
+    fedmm_bitgen_t rng = {&st, sm_next64, sm_next32, sm_nextd, sm_next64};
+    double *x = (double *)malloc(q * sizeof(double));
+    float *xf = (float *)malloc(q * sizeof(float));
+    if (x == NULL || xf == NULL) return 2;
+    for (size_t j = 0; j < q; ++j) {
+        x[j] = (2.0 * sm_nextd(&st) - 1.0) * (j % 7 ? 1.0 : 1e-3);
+        xf[j] = (float)x[j];
+    }
+    uint64_t h = 1469598103934665603ULL;
+    for (int bits = 2; bits <= 16; ++bits)
+        for (int b = 0; b < 5; ++b)
+            for (int norm = FEDMM_NORM_L2; norm <= FEDMM_NORM_LINF; ++norm)
+                for (int vb = 4; vb <= 8; vb += 4) {
+                    uint64_t nb = fedmm_wire_nbytes(FEDMM_SCHEME_DITHER, q, blocks[b], bits, norm, vb);
+                    uint8_t *p = (uint8_t *)malloc((size_t)nb);
+                    if (p == NULL) return 2;
+                    int status = vb == 8
+                        ? fedmm_encode_f64(x, q, blocks[b], bits, norm, FEDMM_SCHEME_DITHER, &rng, p, (size_t)nb)
+                        : fedmm_encode_f32(xf, q, blocks[b], bits, norm, FEDMM_SCHEME_DITHER, &rng, p, (size_t)nb);
+                    if (status != FEDMM_OK) return 3;
+                    for (uint64_t k = 0; k < nb; ++k) h = (h ^ p[k]) * 1099511628211ULL;
+                    free(p);
+                }
+    printf("%016llx\n", (unsigned long long)h);
+    free(x);
+    free(xf);
+    return 0;
+}

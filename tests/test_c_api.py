@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The C API is usable without Python: compile and run a small C program that
+includes ``fedmm_kernels.h`` and links ``libfedmm_kernels.a``."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import fedmm
+
+SOURCE = Path(__file__).parent / "c_api" / "quantize_demo.c"
+HASH_SOURCE = Path(__file__).parent / "c_api" / "payload_hash.c"
+FUZZ_SOURCE = Path(__file__).parent / "c_api" / "decode_fuzz.c"
+# kernels sources, present in a source checkout only
+KERNEL_SOURCES = [Path(__file__).parents[1] / "src" / "kernels" / name for name in ("quantize.c", "common.c")]
+
+
+def _compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc/clang) on PATH")
+    return cc
+
+
+def test_header_and_library_are_installed():
+    assert Path(fedmm.get_include(), "fedmm_kernels.h").is_file()
+    assert Path(fedmm.get_library_dir(), "libfedmm_kernels.a").is_file()
+
+
+def test_c_program_quantizes_with_its_own_generator(tmp_path):
+    exe = tmp_path / "quantize_demo"
+    cmd = [
+        _compiler(), "-std=c99", "-O1", "-Wall", "-Werror",
+        "-I", fedmm.get_include(), str(SOURCE),
+        "-L", fedmm.get_library_dir(), "-lfedmm_kernels", "-lm", "-o", str(exe),
+    ]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "OK", run.stdout + run.stderr
+
+
+def _build_and_run(cmd, exe):
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout.strip()
+
+
+def test_payloads_do_not_depend_on_build_flags(tmp_path):
+    # The installed library (optimized, AVX2 clone picked at load time on
+    # x86-64) and the kernels compiled from source at -O0 without clones must
+    # write identical payloads: no FMA contraction or reassociation anywhere.
+    if not all(p.is_file() for p in KERNEL_SOURCES):
+        pytest.skip("kernel sources not available (not a source checkout)")
+    cc = _compiler()
+    lib_hash = _build_and_run(
+        [cc, "-std=c99", "-I", fedmm.get_include(), str(HASH_SOURCE),
+         "-L", fedmm.get_library_dir(), "-lfedmm_kernels", "-lm", "-o", str(tmp_path / "lib_hash")],
+        tmp_path / "lib_hash",
+    )
+    src_hash = _build_and_run(
+        [cc, "-std=c99", "-O0", "-DFEDMM_NO_TARGET_CLONES", "-D_POSIX_C_SOURCE=200809L",
+         "-I", str(KERNEL_SOURCES[0].parent), str(HASH_SOURCE), *map(str, KERNEL_SOURCES),
+         "-lm", "-o", str(tmp_path / "src_hash")],
+        tmp_path / "src_hash",
+    )
+    assert len(lib_hash) == 16 and lib_hash == src_hash
+
+
+def test_decoder_never_reads_out_of_bounds_under_asan(tmp_path):
+    # Truncated, extended, bit-flipped and random payloads in exact-size heap
+    # buffers, decoded by the kernels compiled from source with
+    # AddressSanitizer: any out-of-bounds read aborts the program.
+    if not all(p.is_file() for p in KERNEL_SOURCES):
+        pytest.skip("kernel sources not available (not a source checkout)")
+    cc = _compiler()
+    probe = subprocess.run([cc, "-fsanitize=address,undefined", "-x", "c", "-", "-o",
+                            str(tmp_path / "probe")], input="int main(void){return 0;}",
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip("the C compiler has no AddressSanitizer runtime")
+    out = _build_and_run(
+        [cc, "-std=c99", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+         "-DFEDMM_NO_TARGET_CLONES", "-D_POSIX_C_SOURCE=200809L",
+         "-I", str(KERNEL_SOURCES[0].parent), str(FUZZ_SOURCE), *map(str, KERNEL_SOURCES),
+         "-lm", "-o", str(tmp_path / "fuzz")],
+        tmp_path / "fuzz",
+    )
+    words = out.split()
+    assert words[0] == "OK" and int(words[1]) > 0 and int(words[2]) > 0, out

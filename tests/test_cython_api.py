@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The public Cython API: a downstream module ``cimport``s ``fedmm.fedmm_kernels``,
+is compiled in a temporary directory and calls a kernel on a NumPy Generator."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import fedmm
+
+PYX = textwrap.dedent(
+    '''
+    # cython: language_level=3
+    import numpy as np
+    from cpython.pycapsule cimport PyCapsule_GetPointer
+    from fedmm.fedmm_kernels cimport (FEDMM_NORM_L2, FEDMM_OK, fedmm_bitgen_t,
+                                      fedmm_quantize_f64, fedmm_strerror)
+
+    def blockp(const double[::1] x, Py_ssize_t block, generator):
+        out = np.empty(x.shape[0])
+        cdef double[::1] o = out
+        cdef fedmm_bitgen_t *rng = <fedmm_bitgen_t *>PyCapsule_GetPointer(
+            generator.bit_generator.capsule, "BitGenerator")
+        cdef int status
+        with generator.bit_generator.lock, nogil:
+            status = fedmm_quantize_f64(&x[0], x.shape[0], block, 2, FEDMM_NORM_L2, rng, &o[0])
+        if status != FEDMM_OK:
+            raise ValueError(fedmm_strerror(status).decode())
+        return out
+    '''
+)
+
+SETUP = textwrap.dedent(
+    '''
+    import sys
+    from Cython.Build import cythonize
+    from setuptools import Extension, setup
+
+    include, libdir, cyinc = sys.argv.pop(1), sys.argv.pop(1), sys.argv.pop(1)
+    ext = Extension("downstream", ["downstream.pyx"], include_dirs=[include],
+                    library_dirs=[libdir], libraries=["fedmm_kernels", "m"])
+    setup(name="downstream", ext_modules=cythonize([ext], include_path=[cyinc], quiet=True))
+    '''
+)
+
+CHECK = textwrap.dedent(
+    '''
+    import numpy as np
+    import downstream
+    from fedmm.kernels import quantize_blockp
+    x = np.random.default_rng(0).standard_normal(1000)
+    ours = downstream.blockp(x, 100, np.random.default_rng(42))
+    ref = quantize_blockp(x, block_size=100, rng=np.random.default_rng(42))
+    assert np.array_equal(ours.view(np.uint64), ref.view(np.uint64)), "results differ"
+    try:
+        downstream.blockp(np.array([1.0, np.nan]), 2, np.random.default_rng(0))
+    except ValueError as exc:
+        assert "non-finite" in str(exc)
+    else:
+        raise AssertionError("NaN not reported")
+    print("OK")
+    '''
+)
+
+
+def test_downstream_cython_module_cimports_the_kernels(tmp_path):
+    pytest.importorskip("Cython", reason="Cython is needed to build the downstream module")
+    pytest.importorskip("setuptools", reason="setuptools is needed to build the downstream module")
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler on PATH")
+    (tmp_path / "downstream.pyx").write_text(PYX)
+    (tmp_path / "setup.py").write_text(SETUP)
+    (tmp_path / "check.py").write_text(CHECK)
+    build = subprocess.run(
+        [sys.executable, "setup.py", fedmm.get_include(), fedmm.get_library_dir(),
+         fedmm.get_cython_include(), "build_ext", "--inplace", "-q"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "CFLAGS": "-O0"},  # a fast compile is all this test needs
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    run = subprocess.run([sys.executable, "check.py"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "OK", run.stdout + run.stderr
