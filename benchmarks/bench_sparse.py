@@ -12,9 +12,7 @@ tests/reference.py) so that speed is compared at a stated accuracy.
 scikit-learn and FISTA are timed on at most ``REFERENCE_COLUMNS`` columns of
 the large shapes to keep the run short; columns/s is comparable.
 """
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from fedmm.kernels import ConvergenceWarning, dictionary_statistics, lasso
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from reference import lasso_kkt_violation, sparse_codes  # noqa: E402
+from reference import lasso_kkt_violation, sparse_codes  # tests/ is on sys.path (conftest.py)
 
 LAM = 0.1
 REFERENCE_COLUMNS = 250  # 40 on the overcomplete shape, where sklearn needs ~1e4 sweeps
