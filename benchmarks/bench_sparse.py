@@ -72,9 +72,14 @@ def _sklearn(D, Z, lam):
     return sparse_encode(Z.T, D.T, algorithm="lasso_cd", alpha=lam, max_iter=10_000).T
 
 
+def _columns_per_s(benchmark, b):
+    """From the median; None when timing is off (``--benchmark-disable`` smoke runs)."""
+    return None if benchmark.stats is None else b / benchmark.stats.stats.median
+
+
 def _record(benchmark, D, Z, H, b):
     benchmark.extra_info["columns"] = b
-    benchmark.extra_info["columns_per_s"] = b / benchmark.stats.stats.median
+    benchmark.extra_info["columns_per_s"] = _columns_per_s(benchmark, b)
     benchmark.extra_info["kkt_violation"] = float(lasso_kkt_violation(D, Z, H, LAM).max())
 
 
@@ -114,4 +119,4 @@ def test_statistics_segmented_vs_separate(benchmark, n_clients):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         benchmark(dictionary_statistics, D, Z, LAM, segments=offsets)
-    benchmark.extra_info["columns_per_s"] = b * n_clients / benchmark.stats.stats.median
+    benchmark.extra_info["columns_per_s"] = _columns_per_s(benchmark, b * n_clients)
