@@ -29,7 +29,7 @@ class DictionaryLearning(SurrogateModel):
     ----------
     n_components : int
         Number of atoms ``K``.
-    lam : float >= 0
+    lam : float > 0
         ``λ`` of the codes' ℓ1 penalty.
     eta : float >= 0, default 0.0
         Ridge weight ``η`` of ``g(θ) = η‖θ‖²_F``.  With ``constraint=None``
@@ -59,7 +59,7 @@ class DictionaryLearning(SurrogateModel):
                  n_features: int | None = None, tol: float = 1e-9, max_iter: int = 1000,
                  warm_start: bool = True) -> None:
         self.n_components = check_int(n_components, "n_components", low=1)
-        self.lam = check_real(lam, "lam", low=0.0)
+        self.lam = check_real(lam, "lam", low=0.0, low_open=True)
         self.eta = check_real(eta, "eta", low=0.0)
         self.constraint = check_in(constraint, "constraint", (None, "unit_norm"))
         self.n_features = None if n_features is None else check_int(n_features, "n_features", low=1)
