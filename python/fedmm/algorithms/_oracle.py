@@ -81,15 +81,30 @@ class LocalOracle:
         self._spider_epoch = -1
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """The SPIDER memory as arrays (empty for the memoryless oracles)."""
+        """The oracle's memory as arrays: the model's per-client memory (warm starts, keys
+        ``memory:<name>``) and the SPIDER memory (empty when there is none).
+
+        Runtimes that rebuild clients between rounds (Flower, Ray) carry this
+        state, so a remote client reproduces the in-process numbers bit for bit.
+        """
+        state: dict[str, np.ndarray] = {}
+        if self.memory:
+            for name, value in self.memory.items():
+                state[f"memory:{name}"] = np.array(value, copy=True)
         if self.kind != "spider" or self._spider_S is None:
-            return {}
-        return {"spider_S": np.array(self._spider_S, dtype=np.float64, copy=True),
-                "spider_theta": self.model.theta_vector(self._spider_theta),
-                "spider_epoch": np.array([self._spider_epoch], dtype=np.int64)}
+            return state
+        state.update({"spider_S": np.array(self._spider_S, dtype=np.float64, copy=True),
+                      "spider_theta": self.model.theta_vector(self._spider_theta),
+                      "spider_epoch": np.array([self._spider_epoch], dtype=np.int64)})
+        return state
 
     def set_state(self, state: dict[str, np.ndarray], like_theta: Any) -> None:
         """Inverse of :meth:`get_state`; ``like_theta`` gives the parameter's structure."""
+        if self.memory is not None:
+            self.memory.clear()
+            for key, value in state.items():
+                if key.startswith("memory:"):
+                    self.memory[key[len("memory:"):]] = np.array(value, copy=True)
         if self.kind != "spider":
             return
         if "spider_S" not in state:  # no full pass yet
