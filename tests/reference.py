@@ -219,10 +219,10 @@ def engine_ista(X, y, lam, rho, n_iter, theta0=None):
     return theta
 
 
-def engine_heterogeneous_positive(n_clients, n_per_client, rng):
-    """Positive samples whose client means differ by an order of magnitude (Remark 1 data)."""
-    scales = np.geomspace(0.2, 20.0, n_clients)
-    return [rng.gamma(4.0, s / 4.0, size=n_per_client) for s in scales]
+def engine_heterogeneous_positive(sizes, rng):
+    """Positive samples, one client per entry of ``sizes``, whose means differ by two orders of magnitude."""
+    scales = np.geomspace(0.2, 20.0, len(sizes))
+    return [rng.gamma(4.0, s / 4.0, size=int(n)) for s, n in zip(scales, sizes)]
 
 
 # =====================================================================================
@@ -537,3 +537,54 @@ def gmm_full_em_step(Y, weights, means, covs):
     new_means = (resp.T @ Y) / nk[:, None]
     new_covs = np.stack([((resp[:, k, None] * (Y - new_means[k])).T @ (Y - new_means[k])) / nk[k] for k in range(len(nk))])
     return nk / len(Y), new_means, new_covs, float(logsumexp(log_joint, axis=1).mean())
+
+
+# =============================================================================
+# ---- runtimes (issue 8): FedMM rounds with dropped clients ----
+# =============================================================================
+from fedmm.models import DictionaryLearning, InverseToy  # noqa: E402 - only the runtime helpers below need fedmm
+
+
+def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, S0=None):
+    """Algorithm 2 run in process where the clients in ``failing`` never answer.
+
+    A dropped client is treated as an inactive one (lines 10-11: no message,
+    ``V_{t+1,i} = V_{t,i}``): the server aggregates the other active clients'
+    payloads with the nominal ``1/p``.  Returns the per-round
+    ``(ids, E_s, Ŝ_{t+1})`` and the final ``(Ŝ, θ)``.
+    """
+    server, clients = algo.build(datas, seed=seed, S0=S0)
+    setup = server.setup_message()
+    server.setup_aggregate({c.index: c.setup(setup) for c in clients})
+    rounds = []
+    for t in range(n_rounds):
+        ids = server.select(t)
+        message = server.broadcast(t)
+        payloads = {i: clients[i].step(message) for i in ids if i not in failing}
+        record = server.aggregate(t, payloads)
+        rounds.append((ids, record["E_s"], server.S.copy()))
+    return rounds, server.S, server.theta_vector
+
+
+class _FailOnMark:
+    """Mixin: the oracle raises on a client whose data start with ``FAIL_MARK`` (a broken worker)."""
+
+    FAIL_MARK = 1000.0
+
+    def statistic(self, data, theta, idx=None, **kwargs):
+        if np.ravel(data)[0] == self.FAIL_MARK:
+            raise RuntimeError("simulated client failure")
+        return super().statistic(data, theta, idx, **kwargs)
+
+    def statistic_batch(self, datas, theta, idxs, **kwargs):
+        if any(np.ravel(d)[0] == self.FAIL_MARK for d in datas):
+            raise RuntimeError("simulated client failure")
+        return super().statistic_batch(datas, theta, idxs, **kwargs)
+
+
+class FailingInverseToy(_FailOnMark, InverseToy):
+    """``InverseToy`` with a failing client (see :class:`_FailOnMark`)."""
+
+
+class FailingDictionaryLearning(_FailOnMark, DictionaryLearning):
+    """``DictionaryLearning`` with a failing client (see :class:`_FailOnMark`)."""

@@ -13,7 +13,7 @@ from reference import engine_centralized_mm, engine_heterogeneous_positive
 
 @pytest.fixture(scope="module")
 def toy_datas():
-    return engine_heterogeneous_positive(6, 40, np.random.default_rng(3))
+    return engine_heterogeneous_positive([40, 25, 60, 30, 45, 20], np.random.default_rng(3))
 
 
 def _mu(datas):
@@ -62,6 +62,17 @@ def test_remark1_with_quantization_converges_exactly(toy_datas):
     h = FedMM(InverseToy(), participation=0.5, compressor=comp, alpha=0.5, step=0.5, oracle="full",
               control_variates="oracle").run(toy_datas, 400, seed=5)
     assert abs(h.state["theta"][0] - theta_star) <= 1e-8
+
+
+def test_remark1_with_user_weights(toy_datas):
+    weights = np.array([3.0, 1.0, 1.0, 1.0, 1.0, 3.0])
+    mu = weights / weights.sum()
+    means = np.array([d.mean() for d in toy_datas])
+    h = FedMM(InverseToy(), step=1.0, oracle="full", weights=weights).run(toy_datas, 2, seed=0)
+    g = ParameterAveraging(InverseToy(), step=1.0, oracle="full", weights=weights).run(toy_datas, 2, seed=0)
+    assert abs(h.state["theta"][0] - (mu @ means) ** -0.5) <= 1e-12
+    assert abs(g.state["theta"][0] - mu @ means**-0.5) <= 1e-12
+    assert abs((mu @ means) ** -0.5 - (_mu(toy_datas) @ means) ** -0.5) > 1e-2  # weights matter
 
 
 # --------------------------------------------------------------------------- Algorithm 1

@@ -3,13 +3,9 @@
 import os
 
 import numpy as np
-import pytest
 
-from fedmm import History, kernels
+from fedmm import History
 from fedmm.cli import main
-
-if not hasattr(kernels, "dictionary_statistics"):  # until the issue-3 kernels are merged
-    pytest.skip("fedmm.kernels.dictionary_statistics not available yet", allow_module_level=True)
 
 
 def test_demo_writes_histories_plot_and_summary(tmp_path, capsys):

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from fedmm import _quantize
-from fedmm._validation import check_int
-from fedmm._kernels_compression import _as_vector, _block, _norm_code, pack, quantize_dither, unpack
+from fedmm._validation import as_rng, check_int
+from fedmm._kernels_compression import _as_vector, _block, _norm_code, unpack
 
 __all__ = ["Compressor", "Identity", "BlockQuantizer", "StochasticRounding", "decode", "dither_omega"]
 
@@ -162,13 +162,16 @@ class StochasticRounding(Compressor):
     45
     """
 
-    _scheme = "dither"
+    _scheme_id = _quantize.SCHEME_DITHER
 
     def __init__(self, bits: int = 8, norm: Any = 2, block_size: int | None = None) -> None:
         self.bits = check_int(bits, "bits", low=2, high=16)
         self.norm = norm
         self._norm_code = _norm_code(norm)
         self.block_size = None if block_size is None else check_int(block_size, "block_size", low=1)
+
+    def _effective_block(self, q: int) -> int:
+        return q if self.block_size is None else min(self.block_size, q)
 
     @property
     def levels(self) -> int:
@@ -187,13 +190,16 @@ class StochasticRounding(Compressor):
         -------
         ndarray of shape (q,), float64
         """
-        return quantize_dither(x, self.bits, block_size=self.block_size, norm=self.norm, rng=rng)
+        arr = _as_vector(x)  # parameters were checked by __init__
+        return _quantize.quantize(arr, self._effective_block(arr.shape[0]), self.bits,
+                                  self._norm_code, as_rng(rng))
 
     def encode(self, x: Any, rng: Any = None) -> bytes:
         """Quantize ``x`` and pack it into a self-describing payload of
         :meth:`payload_nbytes` bytes."""
-        return pack(x, self.bits, block_size=self.block_size, norm=self.norm, rng=rng,
-                    scheme=self._scheme)
+        arr = _as_vector(x)
+        return _quantize.encode(arr, self._effective_block(arr.shape[0]), self.bits,
+                                self._norm_code, self._scheme_id, as_rng(rng))
 
     def omega(self, q: int) -> float:
         """Variance constant of A6 for vectors of length ``q`` (see :func:`dither_omega`)."""
@@ -236,7 +242,7 @@ class BlockQuantizer(StochasticRounding):
     (314, 15.0)
     """
 
-    _scheme = "blockp"
+    _scheme_id = _quantize.SCHEME_BLOCKP
 
     def __init__(self, block_size: int | None = None, norm: Any = 2) -> None:
         super().__init__(bits=2, norm=norm, block_size=block_size)

@@ -179,7 +179,8 @@ class FedMMStrategy(Strategy):
                  init_datas: Sequence[Any] | None = None, objective: Callable[[Any], float] | None = None,
                  wait_nodes: float = 120.0) -> None:
         if not isinstance(algorithm, FedMM) or algorithm._space != "statistic":
-            raise TypeError(f"Expected 'algorithm' to be a fedmm FedMM instance, got {type(algorithm).__name__}")
+            raise TypeError("Expected 'algorithm' to be a fedmm FedMM instance (surrogate-space aggregation; "
+                            f"use fedmm.runtime.RayRuntime for the Θ-space baseline), got {type(algorithm).__name__}")
         seed = check_seed(seed)
         if not isinstance(seed, int):
             raise TypeError("Expected 'seed' to be an int for Flower (it travels as a decimal string)")
@@ -240,12 +241,6 @@ class FedMMStrategy(Strategy):
     def _start_server(self, hello: dict[int, RecordDict]) -> None:
         algo = self.algorithm
         model = algo.model
-        if hasattr(model, "set_global_moments"):
-            moments = []
-            for pid in range(self.n_clients):
-                arrays = hello[pid].array_records[_MOMENTS]
-                moments.append((int(arrays["n"].numpy()[0]), arrays["sum"].numpy(), arrays["sumsq"].numpy()))
-            model.set_global_moments(moments)
         if algo.weights is None:
             weights = [float(hello[pid].config_records[_REPLY]["n-samples"]) for pid in range(self.n_clients)]
         else:
@@ -257,6 +252,12 @@ class FedMMStrategy(Strategy):
             except Exception as exc:
                 raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass S0= or init_datas= "
                                  "to FedMMStrategy") from exc
+        if hasattr(model, "set_global_moments"):
+            moments = []
+            for pid in range(self.n_clients):
+                arrays = hello[pid].array_records[_MOMENTS]
+                moments.append((int(arrays["n"].numpy()[0]), arrays["sum"].numpy(), arrays["sumsq"].numpy()))
+            model.set_global_moments(moments)  # after init_statistic, which may fit pilot moments
         self.server = algo.build_server(self.n_clients, weights=weights, S0=S0, seed=self.seed)
         self._structure = _theta_structure(self.server.theta)
 
@@ -272,6 +273,7 @@ class FedMMStrategy(Strategy):
         for pid in payloads:
             self._accepted_round[pid] = -1
         self.history.config["setup_bytes_up"] = sum(len(b) for b in payloads.values())
+        self.history.config["setup_bytes_down"] = self.n_clients * self.server.setup_message().nbytes
 
     def _collect(self, replies: Iterable[Message], t: int) -> tuple[dict[int, bytes], list]:
         payloads: dict[int, bytes] = {}
@@ -305,8 +307,9 @@ class FedMMStrategy(Strategy):
         self._start_server(hello)
         if self.algorithm.control_variates == "oracle":
             self._setup_control_variates(grid, timeout)
-        else:
+        else:  # V_0,i = 0 needs no exchange: each client sets it on its first round
             self.history.config["setup_bytes_up"] = 0
+            self.history.config["setup_bytes_down"] = 0
         if self.objective is not None:
             self.history.config["initial_objective"] = float(self.objective(self.server.theta))
         self.start(grid, self._state_record(), num_rounds=int(n_rounds), timeout=timeout)
@@ -437,10 +440,8 @@ def client_app(algorithm: FedMM | Callable[[Context], FedMM],
 
     @app.train("fedmm_setup")
     def setup(msg: Message, context: Context) -> Message:
-        from fedmm.compression import Identity
-
-        algo, client, message, _ = build(msg, context)
-        payload = client.setup(message, algo.control_variates, Identity())
+        _, client, message, _ = build(msg, context)
+        payload = client.setup(message)
         _save_state(context, client.get_state())
         return reply(msg, payload, client.index, -1)
 
@@ -456,7 +457,7 @@ def client_app(algorithm: FedMM | Callable[[Context], FedMM],
             if algo.control_variates != "zero":
                 raise RuntimeError("This node has no control variate V_0,i (its state was lost): "
                                    "control_variates='oracle' needs the set-up exchange")
-            client.setup(message, "zero", None)
+            client.setup(message)  # V_0,i = 0: no set-up exchange was needed
         client.set_state(committed, message.theta)
         payload = client.step(message)
         new_state = {**committed, **{_PENDING + k: v for k, v in client.get_state().items()},

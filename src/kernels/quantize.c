@@ -15,14 +15,16 @@
  *
  * Exact Bernoulli sampling with few random bits
  * ---------------------------------------------
- * In double precision a = |x| * (s / N) is evaluated as A / 256 with
+ * In double precision a = s |x| / N is evaluated as A / 256 with
  * A = |x| * inv256, inv256 = 256 s / N rounded to double and then raised by
- * ulps until N * inv256 >= 256 s (so |x| == N gives level s exactly).
- * Let f = a - floor(a) in [0, 1) be the rounding probability.  We want the event {U < f} for U uniform on [0, 1),
- * U = 0.b1 b2 b3 ... in binary.  Write f * 2^8 = T + r with T = floor(f 2^8)
- * in 0..255 and r in [0, 1) (both exact: scaling by a power of two and
- * subtracting the floor are exact in binary floating point).  With u the
- * first 8 random bits as an integer and U' the remaining bits,
+ * ulps until N * inv256 >= 256 s (so |x| == N gives level s exactly).  The
+ * level is floor(A) >> 8 plus the Bernoulli of probability f = a - floor(a)
+ * in [0, 1).  We want the event {U < f} for U uniform on [0, 1),
+ * U = 0.b1 b2 b3 ... in binary.  Write f * 2^8 = T + r with
+ * T = floor(f 2^8) = floor(A) mod 256 and r = A - floor(A) in [0, 1) (both
+ * exact: scaling by a power of two and subtracting the floor are exact in
+ * binary floating point).  With u the first 8 random bits as an integer and
+ * U' the remaining bits,
  *     U < f  <=>  u < T,  or  u == T and U' < r.
  * The tie u == T (probability 2^-8) is resolved the same way with 64 more
  * random bits at a time (r * 2^64 = R + r', ...); it ends when the random bits
@@ -37,7 +39,7 @@
  * share chunk_codes(); documented so that other implementations can
  * reproduce it bit for bit):
  *   for each block, skipped entirely when N == 0:
- *     for each chunk of FEDMM_QCHUNK (= 256) consecutive coordinates of the
+ *     for each chunk of QCHUNK (= 256) consecutive coordinates of the
  *     block (the last chunk may be shorter, n coordinates):
  *       draw ceil(n / 8) values v_g = next_uint64(); coordinate 8g + k of the
  *       chunk uses the byte u = (v_g >> 8k) & 0xff;
@@ -46,9 +48,12 @@
  */
 /* The hot loops are written for the auto-vectorizer; GCC's -O2 cost model
  * ("very cheap") leaves them scalar, so this file asks for -O3 explicitly.
- * Results do not depend on it (no reassociation, no FMA contraction). */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3")
+ * Results must not depend on the compiler: no reassociation (no fast-math)
+ * and no FMA contraction, whatever the command line says. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("O3", "fp-contract=off")
 #endif
 
 #include "fedmm_kernels.h"

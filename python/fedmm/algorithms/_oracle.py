@@ -10,7 +10,7 @@ parameter on the same minibatch and updates its memory).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -73,6 +73,8 @@ class LocalOracle:
         self.n_samples = model.n_samples(data)
         self.batch_size = None if batch_size is None else min(batch_size, self.n_samples)
         self.k_in = k_in
+        # Per-holder memory of models that keep one (warm starts), owned by this holder.
+        self.memory: dict | None = {} if model.uses_memory else None
         # SPIDER memory.
         self._spider_S: np.ndarray | None = None
         self._spider_theta: Any = None
@@ -128,7 +130,23 @@ class LocalOracle:
         self._spider_theta = theta
         return self._spider_S
 
+    def statistic(self, theta: Any, idx: np.ndarray | None) -> np.ndarray:
+        """``model.statistic`` on this holder's data, with its memory when the model keeps one."""
+        if self.memory is None:
+            return self.model.statistic(self.data, theta, idx)
+        return self.model.statistic(self.data, theta, idx, memory=self.memory)
+
+    @staticmethod
+    def statistic_batch(oracles: Sequence["LocalOracle"], theta: Any,
+                        idxs: Sequence[np.ndarray | None]) -> np.ndarray:
+        """Several holders' statistics at one ``θ`` in one ``model.statistic_batch`` call."""
+        model = oracles[0].model
+        datas = [o.data for o in oracles]
+        if not model.uses_memory:
+            return model.statistic_batch(datas, theta, idxs)
+        return model.statistic_batch(datas, theta, idxs, memories=[o.memory for o in oracles])
+
     def evaluate(self, t: int, theta: Any, rng: np.random.Generator) -> np.ndarray:
-        """``plan`` + one ``model.statistic`` call + ``finish``."""
+        """``plan`` + one statistic evaluation + ``finish``."""
         idx, refresh = self.plan(t, rng)
-        return self.finish(t, theta, idx, refresh, self.model.statistic(self.data, theta, idx))
+        return self.finish(t, theta, idx, refresh, self.statistic(theta, idx))

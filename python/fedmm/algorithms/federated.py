@@ -202,7 +202,7 @@ class Client:
         if self.control_variates == "zero":
             self.V = np.zeros_like(ref)
             return b""
-        full = self.model.statistic(self.data, message.theta, None)
+        full = self.oracle.statistic(message.theta, None)
         self.V = self._local_value(full) - ref
         return Identity().encode(self.V, None)
 
@@ -261,7 +261,7 @@ class Client:
     def step(self, message: Broadcast) -> bytes:
         """Run the client's part of round ``message.t`` and return its encoded message."""
         rng, coin, idx, refresh = self._begin(message)
-        stat = self.model.statistic(self.data, message.theta, idx)
+        stat = self.oracle.statistic(message.theta, idx)
         return self._finish(message, rng, coin, idx, refresh, stat)
 
     @staticmethod
@@ -275,9 +275,8 @@ class Client:
         """
         if not clients:
             return []
-        model = clients[0].model
         begun = [c._begin(message) for c in clients]
-        stats = model.statistic_batch([c.data for c in clients], message.theta, [b[2] for b in begun])
+        stats = LocalOracle.statistic_batch([c.oracle for c in clients], message.theta, [b[2] for b in begun])
         return [c._finish(message, rng, coin, idx, refresh, stats[k], wire=False)
                 for k, (c, (rng, coin, idx, refresh)) in enumerate(zip(clients, begun))]
 

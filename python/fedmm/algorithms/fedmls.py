@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import kernels
-from fedmm._validation import check_in, check_real
+from fedmm._validation import check_in, check_int, check_real
 from fedmm.algorithms.nonsmooth import (
     Inverse,
     Linear,
@@ -143,7 +143,7 @@ class FedMLS(_FederatedSubgradientMethod):
         return server, clients
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = 0, x0: Any = None,
-            runtime: Any = None, n_threads: int = 1, batched: bool = True) -> History:
+            runtime: Any = None, n_threads: int = 1, batched: bool = True, objective_every: int = 1) -> History:
         """Run ``n_rounds`` communication rounds.
 
         Parameters
@@ -177,8 +177,12 @@ class FedMLS(_FederatedSubgradientMethod):
 
             runtime = LocalRuntime(n_threads=n_threads, batched=batched)
 
+        objective_every = check_int(objective_every, "objective_every", low=0)
+
         def monitor(t: int, gamma: float) -> dict:
-            return {"objective": self.problem.objective(stacked, server.x)}
+            if objective_every and ((t + 1) % objective_every == 0 or t + 1 == n_rounds):
+                return {"objective": self.problem.objective(stacked, server.x)}
+            return {}
 
         runtime.run(server, clients, n_rounds, history=history, monitor=monitor)
         history.state["x"] = server.x.copy()
@@ -189,15 +193,15 @@ class FedMLS(_FederatedSubgradientMethod):
 class FedMLSMessage:
     """Server → clients in round ``k``: ``y_k`` and the round's ``T_k``, ``λ_k``."""
 
-    __slots__ = ("k", "y", "local_steps", "lam")
+    __slots__ = ("k", "y", "local_steps", "lam", "header")
 
-    def __init__(self, k: int, y: np.ndarray, local_steps: int, lam: float) -> None:
-        self.k, self.y, self.local_steps, self.lam = k, y, local_steps, lam
+    def __init__(self, k: int, y: np.ndarray, local_steps: int, lam: float, header: bool = True) -> None:
+        self.k, self.y, self.local_steps, self.lam, self.header = k, y, local_steps, lam, header
 
     @property
     def nbytes(self) -> int:
         """Bytes on the wire: ``y_k`` (float64) plus ``k``, ``T_k``, ``λ_k`` (8 bytes each)."""
-        return self.y.nbytes + 24
+        return self.y.nbytes + (24 if self.header else 0)
 
 
 class FedMLSServer:
@@ -209,6 +213,16 @@ class FedMLSServer:
         self.local_steps, self.lam = local_steps, lam
         self.total_local_steps = 0
         self._round: tuple[int, int, float] | None = None
+
+    def setup_message(self) -> FedMLSMessage:
+        """FedMLS has no set-up exchange (no control variates): an empty message."""
+        return FedMLSMessage(0, np.empty(0), 0, 0.0, header=False)
+
+    def setup_aggregate(self, payloads: dict) -> None:
+        """Nothing to aggregate before round 1 (see :meth:`setup_message`)."""
+        for i, b in payloads.items():
+            if b:
+                raise ValueError(f"Expected an empty set-up payload from client {i}, got {len(b)} bytes")
 
     def select(self, t: int) -> list[int]:
         """All clients participate (Algorithm 1)."""
@@ -265,6 +279,11 @@ class FedMLSClient:
         self.problem, self.data, self.oracle = problem, data, oracle
         self.n_clients, self.radius, self.backend = n_clients, radius, backend
         self.x, self.z, self.y = x0.copy(), x0.copy(), x0.copy()
+        self._share: tuple[tuple[int, ...], StackedClients] | None = None  # stacked data of the last share
+
+    def setup(self, message: FedMLSMessage) -> bytes:
+        """No set-up exchange in FedMLS: an empty payload."""
+        return b""
 
     def step(self, message: FedMLSMessage) -> bytes:
         """One round of local training; returns the payload ``y_{k+1}^i``."""
@@ -280,7 +299,10 @@ class FedMLSClient:
         Z = np.stack([c.z for c in clients])
         V = Z - (k / 4.0) * (np.stack([c.y for c in clients]) - message.y)
         U, U_avg = Z.copy(), Z.copy()
-        share = _stack_share(clients)
+        key = tuple(c.index for c in clients)
+        if first._share is None or first._share[0] != key:  # shares are fixed between rounds: stack once
+            first._share = (key, _stack_share(clients))
+        share = first._share[1]
         minibatch = first.oracle.batch_fraction is not None
         rows = row_bounds = scale = None
         if minibatch:  # each client draws T steps from its own stream, shifted to share rows

@@ -117,6 +117,12 @@ class SurrogateModel(ABC):
 
     layout: StatisticLayout
 
+    #: True when :meth:`statistic` accepts ``memory=`` and :meth:`statistic_batch`
+    #: ``memories=``: a dict per data holder that the algorithm keeps between
+    #: calls (e.g. warm starts of an inner solver).  The result must not depend
+    #: on the memory beyond the inner solver's tolerance.
+    uses_memory: bool = False
+
     # -- client side --------------------------------------------------------
     @abstractmethod
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:

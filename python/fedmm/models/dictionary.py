@@ -29,7 +29,7 @@ class DictionaryLearning(SurrogateModel):
     ----------
     n_components : int
         Number of atoms ``K``.
-    lam : float >= 0
+    lam : float > 0
         ``λ`` of the codes' ℓ1 penalty.
     eta : float >= 0, default 0.0
         Ridge weight ``η`` of ``g(θ) = η‖θ‖²_F``.  With ``constraint=None``
@@ -39,7 +39,12 @@ class DictionaryLearning(SurrogateModel):
     n_features : int, optional
         Signal dimension ``p``; taken from the first data checked if None.
     tol, max_iter : float, int
-        LASSO solver tolerance (duality gap) and iteration cap.
+        LASSO solver tolerance (relative duality gap) and iteration cap.
+    warm_start : bool, default True
+        Each client remembers the code of each of its samples and restarts
+        the LASSO from it (θ_t moves little between rounds, so a few
+        iterations suffice).  The statistics agree with cold starts to the
+        solver tolerance; ``False`` gives cold starts at every call.
 
     Notes
     -----
@@ -51,14 +56,16 @@ class DictionaryLearning(SurrogateModel):
     """
 
     def __init__(self, n_components: int, lam: float, eta: float = 0.0, constraint: str | None = None, *,
-                 n_features: int | None = None, tol: float = 1e-9, max_iter: int = 1000) -> None:
+                 n_features: int | None = None, tol: float = 1e-9, max_iter: int = 1000,
+                 warm_start: bool = True) -> None:
         self.n_components = check_int(n_components, "n_components", low=1)
-        self.lam = check_real(lam, "lam", low=0.0)
+        self.lam = check_real(lam, "lam", low=0.0, low_open=True)
         self.eta = check_real(eta, "eta", low=0.0)
         self.constraint = check_in(constraint, "constraint", (None, "unit_norm"))
         self.n_features = None if n_features is None else check_int(n_features, "n_features", low=1)
         self.tol = check_real(tol, "tol", low=0.0)
         self.max_iter = check_int(max_iter, "max_iter", low=1)
+        self.warm_start = bool(warm_start)
         self._layout: StatisticLayout | None = None
 
     # -- layout -------------------------------------------------------------
@@ -88,10 +95,43 @@ class DictionaryLearning(SurrogateModel):
         return s[: K * K].reshape(K, K), s[K * K:].reshape(self.n_features, K)
 
     # -- client side --------------------------------------------------------
-    def statistic(self, data: np.ndarray, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
-        """``b⁻¹ Σ_j (h_j h_jᵀ, z_j h_jᵀ)`` over the samples ``idx`` (eq. (18)), one fused kernel call."""
+    @property
+    def uses_memory(self) -> bool:  # type: ignore[override]
+        """Warm starts: each client remembers the last code of each of its samples."""
+        return self.warm_start
+
+    def _warm_codes(self, memory: dict | None, data: np.ndarray, idx: np.ndarray | None) -> np.ndarray | None:
+        """Remembered codes of the samples ``idx``, shape (b, K), or None on a cold start."""
+        if memory is None:
+            return None
+        codes = memory.get("codes")
+        if codes is None:
+            # Zero codes are the solver's own cold start: the first call equals a cold call.
+            codes = memory["codes"] = np.zeros((data.shape[0], self.n_components))
+        return codes if idx is None else codes[idx]
+
+    @staticmethod
+    def _remember(memory: dict | None, idx: np.ndarray | None, H: np.ndarray) -> None:
+        if memory is not None:
+            if idx is None:
+                memory["codes"][...] = H.T
+            else:
+                memory["codes"][idx] = H.T
+
+    def statistic(self, data: np.ndarray, theta: Any, idx: np.ndarray | None = None, *,
+                  memory: dict | None = None) -> np.ndarray:
+        """``b⁻¹ Σ_j (h_j h_jᵀ, z_j h_jᵀ)`` over the samples ``idx`` (eq. (18)), one fused kernel call.
+
+        ``memory`` (a dict owned by the client, used when ``warm_start``) keeps
+        the last code of every local sample: the LASSO solves start from them
+        and store the new codes.  The codes are the same minimizers to the
+        solver tolerance; only the number of iterations changes.
+        """
         Z = (data if idx is None else data[idx]).T
-        A, B = kernels.dictionary_statistics(theta, Z, self.lam, tol=self.tol, max_iter=self.max_iter)
+        warm = self._warm_codes(memory, data, idx)
+        A, B, H = kernels.dictionary_statistics(theta, Z, self.lam, H0=None if warm is None else warm.T,
+                                                tol=self.tol, max_iter=self.max_iter, return_codes=True)
+        self._remember(memory, idx, H)
         K = self.n_components
         out = np.empty(self.layout.size)
         out[: K * K] = A.ravel()
@@ -99,14 +139,21 @@ class DictionaryLearning(SurrogateModel):
         return out
 
     def statistic_batch(self, datas: Sequence[np.ndarray], theta: Any,
-                        idxs: Sequence[np.ndarray | None]) -> np.ndarray:
+                        idxs: Sequence[np.ndarray | None], *,
+                        memories: Sequence[dict | None] | None = None) -> np.ndarray:
         """All clients' statistics at one ``θ`` with one segmented kernel call (rows equal :meth:`statistic`)."""
         blocks = [d if idx is None else d[idx] for d, idx in zip(datas, idxs)]
         segments = np.zeros(len(blocks) + 1, dtype=np.int64)
         np.cumsum([blk.shape[0] for blk in blocks], out=segments[1:])
         Z = np.concatenate(blocks, axis=0).T
-        A, B = kernels.dictionary_statistics(theta, Z, self.lam, segments=segments, tol=self.tol,
-                                             max_iter=self.max_iter)
+        H0 = None
+        if memories is not None:
+            H0 = np.concatenate([self._warm_codes(mem, d, idx) for mem, d, idx in zip(memories, datas, idxs)]).T
+        A, B, H = kernels.dictionary_statistics(theta, Z, self.lam, segments=segments, H0=H0, tol=self.tol,
+                                                max_iter=self.max_iter, return_codes=True)
+        if memories is not None:
+            for j, (mem, idx) in enumerate(zip(memories, idxs)):
+                self._remember(mem, idx, H[:, segments[j]:segments[j + 1]])
         m, K = len(blocks), self.n_components
         out = np.empty((m, self.layout.size))
         out[:, : K * K] = A.reshape(m, K * K)

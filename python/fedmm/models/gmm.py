@@ -359,9 +359,13 @@ class GaussianMixture(SurrogateModel):
                     f"{np.linalg.eigvalsh(cov)}); use reg_covar > 0 to floor its eigenvalues"
                 ) from None
             return cov
-        eigval, eigvec = np.linalg.eigh(cov)
-        if eigval[..., 0].min() >= floor:
+        try:
+            # all eigenvalues above the floor iff Σ − floor·I is positive definite (cheap test)
+            np.linalg.cholesky(cov - floor * np.eye(cov.shape[-1]))
             return cov
+        except np.linalg.LinAlgError:
+            pass
+        eigval, eigvec = np.linalg.eigh(cov)
         clipped = (eigvec * np.maximum(eigval, floor)[..., None, :]) @ np.swapaxes(eigvec, -1, -2)
         clipped = 0.5 * (clipped + np.swapaxes(clipped, -1, -2))
         # leave the blocks that needed no clipping bit-for-bit unchanged

@@ -22,7 +22,8 @@ Families: ``"gaussian"`` (unit variance, ``ψ(τ) = τ²/2``; ``T`` is the rank-
 SVD of ``s`` with its singular values soft-thresholded by ``λ``),
 ``"poisson"`` (``ψ(τ) = eᵗ``, log-intensity) and ``"bernoulli"``
 (``ψ(τ) = ln(1 + eᵗ)``, log-odds); the last two have an iterative M-step
-(L-BFGS on ``(U, V)`` started from the rank-r SVD of ``(ψ')⁻¹(s)``).
+(damped Newton with the exact Hessian on ``(U, V)``, started from the
+rank-r SVD of ``(ψ')⁻¹(s)``).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, gammaln, logit
 
 from fedmm._validation import as_array, check_in, check_int, check_real
@@ -38,7 +39,7 @@ from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["MissingValues", "MissingData", "LowRankParams"]
 
-_MAX_LOG_INTENSITY = 30.0  # e^30 ≈ 1e13 counts: beyond any data; keeps L-BFGS trial points finite
+_MAX_LOG_INTENSITY = 30.0  # e^30 ≈ 1e13 counts: beyond any data; keeps Newton trial points finite
 
 
 class MissingData(NamedTuple):
@@ -85,9 +86,9 @@ class MissingValues(SurrogateModel):
     shape : tuple (J, L), optional
         Matrix shape; otherwise taken from the data by :meth:`init_statistic`.
     max_iter : int, default 500
-        L-BFGS iterations of the iterative M-step.
+        Newton iterations of the iterative M-step.
     tol : float, default 1e-10
-        Gradient tolerance of the iterative M-step.
+        Stop when the largest gradient entry is below ``tol · max(1, max|s|)``.
 
     Notes
     -----
@@ -225,41 +226,90 @@ class MissingValues(SurrogateModel):
         root = np.sqrt(np.maximum(sig[:r] - shrink, 0.0))
         return LowRankParams(u[:, :r] * root, vt[:r].T * root)
 
+    def _psi(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``ψ(θ)``, ``ψ'(θ)``, ``ψ''(θ)`` (Poisson: continued linearly above the cap, keeping it convex and finite)."""
+        if self.family == "poisson":
+            capped = np.minimum(theta, _MAX_LOG_INTENSITY)
+            d1 = np.exp(capped)
+            d2 = np.where(theta > _MAX_LOG_INTENSITY, 0.0, d1)
+            return d1 + d1 * (theta - capped), d1, d2
+        d1 = expit(theta)
+        return np.logaddexp(0.0, theta), d1, d1 * (1.0 - d1)
+
     def _iterative_T(self, S: np.ndarray) -> LowRankParams:
+        """Newton's method with the exact Hessian on ``(U, V)``, started from the rank-r SVD
+        of ``(ψ')⁻¹(s)`` (deterministic in ``s``).  The problem is convex in ``U`` and in
+        ``V`` but not jointly: the Hessian is damped (Levenberg-Marquardt, Cholesky
+        solves) until it is positive definite and the step decreases the objective."""
         J, L = S.shape
         r = self.rank
+        lam = self.lam
         eps = 1e-3
         if self.family == "poisson":
             start = np.log(S + eps)
         else:
             start = logit(np.clip(S, eps, 1.0 - eps))
         init = self._svd_factors(start)
-        lam = self.lam
-        family = self.family
+        eye_r = np.eye(r)
+
+        def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return x[: J * r].reshape(J, r), x[J * r :].reshape(L, r)
 
         def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-            U = x[: J * r].reshape(J, r)
-            V = x[J * r :].reshape(L, r)
+            U, V = split(x)
             theta = U @ V.T
-            if family == "poisson":
-                capped = np.minimum(theta, _MAX_LOG_INTENSITY)
-                psi = np.exp(capped)
-                dpsi = psi
-                # linear continuation above the cap keeps the objective convex and finite
-                psi = psi + np.exp(_MAX_LOG_INTENSITY) * (theta - capped)
-            else:
-                psi = np.logaddexp(0.0, theta)
-                dpsi = expit(theta)
-            resid = dpsi - S
+            psi, d1, _ = self._psi(theta)
+            resid = d1 - S
             val = float(psi.sum() - (S * theta).sum() + 0.5 * lam * (np.sum(U * U) + np.sum(V * V)))
-            grad = np.concatenate([(resid @ V + lam * U).ravel(), (resid.T @ U + lam * V).ravel()])
-            return val, grad
+            return val, np.concatenate([(resid @ V + lam * U).ravel(), (resid.T @ U + lam * V).ravel()])
 
-        x0 = np.concatenate([init.U.ravel(), init.V.ravel()])
-        res = minimize(fun, x0, jac=True, method="L-BFGS-B", options={"maxiter": self.max_iter, "gtol": self.tol, "ftol": 0.0})
-        if not np.isfinite(res.fun):
-            raise FloatingPointError(f"MissingValues.T: the iterative M-step diverged ({res.message})")
-        return LowRankParams(res.x[: J * r].reshape(J, r).copy(), res.x[J * r :].reshape(L, r).copy())
+        def hess(x: np.ndarray) -> np.ndarray:
+            U, V = split(x)
+            _, d1, d2 = self._psi(U @ V.T)
+            n_u = J * r
+            H = np.zeros((n_u + L * r, n_u + L * r))
+            huu = np.zeros((J, r, J, r))
+            huu[np.arange(J), :, np.arange(J), :] = np.einsum("jl,la,lb->jab", d2, V, V) + lam * eye_r
+            hvv = np.zeros((L, r, L, r))
+            hvv[np.arange(L), :, np.arange(L), :] = np.einsum("jl,ja,jb->lab", d2, U, U) + lam * eye_r
+            huv = np.einsum("jl,la,jb->jalb", d2, V, U) + np.einsum("jl,ab->jalb", d1 - S, eye_r)
+            H[:n_u, :n_u] = huu.reshape(n_u, n_u)
+            H[n_u:, n_u:] = hvv.reshape(L * r, L * r)
+            H[:n_u, n_u:] = huv.reshape(n_u, L * r)
+            H[n_u:, :n_u] = H[:n_u, n_u:].T
+            return H
+
+        x = np.concatenate([init.U.ravel(), init.V.ravel()])
+        gtol = self.tol * max(1.0, float(np.abs(S).max()))
+        f, g = fun(x)
+        damping = 0.0
+        eye = np.eye(x.shape[0])
+        for _ in range(self.max_iter):
+            if np.abs(g).max() <= gtol:
+                break
+            H = hess(x)
+            scale = max(1.0, float(np.abs(np.diag(H)).max()))
+            # Levenberg-Marquardt: the smallest damping that makes the model positive
+            # definite (Cholesky succeeds) and the step decrease the objective (Armijo)
+            for _ in range(80):
+                try:
+                    factor = cho_factor(H + damping * eye)
+                except np.linalg.LinAlgError:
+                    damping = max(4.0 * damping, 1e-10 * scale)
+                    continue
+                step = -cho_solve(factor, g)
+                f_new, g_new = fun(x + step)
+                if f_new <= f + 1e-4 * float(g @ step):
+                    break
+                damping = max(4.0 * damping, 1e-10 * scale)
+            else:
+                break  # no decrease possible at machine precision
+            x, f, g = x + step, f_new, g_new
+            damping *= 0.25
+        if not np.isfinite(f):
+            raise FloatingPointError("MissingValues.T: the iterative M-step diverged")
+        U, V = split(x)
+        return LowRankParams(U.copy(), V.copy())
 
     def project(self, s: np.ndarray) -> np.ndarray:
         out = np.array(self.layout.check(s, "s"), dtype=np.float64, copy=True)

@@ -3,8 +3,12 @@
 
 A runtime knows nothing of the mathematics: it asks the server whom to
 contact, delivers its broadcast, collects the clients' bytes and hands them
-back.  :class:`LocalRuntime` does this in process on a thread pool.
+back.  :class:`LocalRuntime` does this in process on a thread pool;
+:class:`RayRuntime` shards the clients over Ray actors (Ray is imported on
+first use: ``pip install 'fedmm[ray]'``).  Flower deployments use
+``fedmm.flower`` (``pip install 'fedmm[flower]'``).
 """
 from fedmm.runtime.local import LocalRuntime
+from fedmm.runtime.ray import RayRuntime
 
-__all__ = ["LocalRuntime"]
+__all__ = ["LocalRuntime", "RayRuntime"]

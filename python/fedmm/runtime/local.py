@@ -81,7 +81,7 @@ class LocalRuntime:
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
             callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
-        """Run the set-up exchange and ``n_rounds`` rounds, appending one record per round to ``history``.
+        """Run the set-up exchange (if the server has one) and ``n_rounds`` rounds, one record per round.
 
         Record fields added here (:func:`round_record`): ``t``, ``active``
         (clients whose message was non-empty), ``dropped`` (clients that
@@ -99,12 +99,14 @@ class LocalRuntime:
         pool = ThreadPoolExecutor(max_workers=self.n_threads) if self.n_threads > 1 else None
         elapsed = 0.0
         try:
-            # Set-up exchange: every client initialises its control variate, the server aggregates.
-            setup = server.setup_message()
-            setup_payloads = [c.setup(setup) for c in clients]
-            server.setup_aggregate({c.index: b for c, b in zip(clients, setup_payloads)})
-            history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads)
-            history.config["setup_bytes_down"] = len(clients) * setup.nbytes
+            # Optional set-up exchange (servers with setup_message, e.g. FedMM's initial control
+            # variates): every client answers once, the server aggregates.
+            if hasattr(server, "setup_message"):
+                setup = server.setup_message()
+                setup_payloads = [c.setup(setup) for c in clients]
+                server.setup_aggregate({c.index: b for c, b in zip(clients, setup_payloads)})
+                history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads)
+                history.config["setup_bytes_down"] = len(clients) * setup.nbytes
             for t in rounds:
                 start = time.perf_counter()
                 ids = server.select(t)

@@ -21,6 +21,7 @@ Ray binds to ``127.0.0.1`` unless you connect to an existing cluster
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
 from typing import Any, Callable, Sequence
@@ -62,7 +63,10 @@ def init_local_ray(num_cpus: int | None = None, **kwargs: Any) -> Any:
     """
     ray = _import_ray()
     if not ray.is_initialized():
-        options = {"include_dashboard": False, "log_to_driver": False, "_node_ip_address": "127.0.0.1"}
+        # Workers see the driver's sys.path, so clients defined in local modules unpickle there.
+        runtime_env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}}
+        options = {"include_dashboard": False, "log_to_driver": False, "_node_ip_address": "127.0.0.1",
+                   "runtime_env": runtime_env}
         options.update(kwargs)
         ray.init(num_cpus=num_cpus, **options)
     return ray
@@ -75,6 +79,10 @@ class _Shard:
         self.clients = {c.index: c for c in clients}
         self.batched = bool(batched)
         self._snapshots: dict[int, dict] = {}
+
+    def setup(self, message: Any) -> list[tuple[int, bytes]]:
+        """The set-up exchange: every held client initialises ``V_{0,i}`` (errors propagate, as in process)."""
+        return [(i, c.setup(message)) for i, c in self.clients.items()]
 
     def rollback(self, ids: Sequence[int]) -> None:
         """Restore the start-of-round state of ``ids`` (their payloads were not aggregated)."""
@@ -162,7 +170,7 @@ class RayRuntime:
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
             callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
-        """Run ``n_rounds`` rounds (same records as :class:`fedmm.runtime.LocalRuntime`, ``dropped`` filled)."""
+        """The set-up exchange and ``n_rounds`` rounds (records as :class:`fedmm.runtime.LocalRuntime`'s)."""
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         ray, started = self._start()
         shares = _chunks(list(clients), self.n_actors)
@@ -177,6 +185,13 @@ class RayRuntime:
             rounds = tqdm(rounds, desc=history.algorithm or "rounds", unit="round")
         elapsed = 0.0
         try:
+            # Set-up exchange (as LocalRuntime): the clients' V_0,i, aggregated by the server.
+            setup = server.setup_message()
+            setup_ref = ray.put(setup)
+            setup_payloads = dict(p for part in ray.get([a.setup.remote(setup_ref) for a in actors]) for p in part)
+            server.setup_aggregate(setup_payloads)
+            history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads.values())
+            history.config["setup_bytes_down"] = len(clients) * setup.nbytes
             for t in rounds:
                 start = time.perf_counter()
                 ids = server.select(t)

@@ -1,0 +1,272 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""fedmm.flower: Flower's simulation and a real loopback deployment reproduce the in-process History."""
+import gc
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="the 'flower' extra is not installed: pip install 'fedmm[flower]'")
+
+# Telemetry off and loopback-only Ray before Flower or Ray start (also inherited by the processes below).
+os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
+os.environ["FLWR_DISABLE_UPDATE_CHECK"] = "1"
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"
+
+from flwr.serverapp import ServerApp  # noqa: E402
+from flwr.simulation import run_simulation  # noqa: E402
+
+import fedmm.flower as ff  # noqa: E402
+from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
+from fedmm.algorithms._random import init_generator  # noqa: E402
+from fedmm.compression import BlockQuantizer, StochasticRounding  # noqa: E402
+from fedmm.data import synthetic_dictionary  # noqa: E402
+from fedmm.history import History  # noqa: E402
+from fedmm.models import GaussianMixture  # noqa: E402
+from reference import FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "flower"
+BIN = Path(sys.executable).parent
+# Ray (under Flower's simulation) drops handles of helper processes while they run: not ours.
+RAY_WARNINGS = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+# --------------------------------------------------------------------------- unit level
+def test_payload_array_round_trip_and_validation():
+    payload = bytes(range(256)) * 3
+    arr = ff.payload_array(payload)
+    assert (arr.dtype, tuple(arr.shape), arr.stype) == ("uint8", (768,), ff.PAYLOAD_STYPE)
+    assert ff.payload_bytes(arr) == payload
+    assert ff.payload_bytes(ff.payload_array(b"")) == b""
+    from flwr.app import Array
+
+    with pytest.raises(ValueError, match="stype"):
+        ff.payload_bytes(Array(dtype="uint8", shape=(3,), stype="numpy.ndarray", data=b"abc"))
+    with pytest.raises(ValueError, match="declares 4 bytes"):
+        ff.payload_bytes(Array(dtype="uint8", shape=(4,), stype=ff.PAYLOAD_STYPE, data=b"abc"))
+    with pytest.raises(TypeError, match="flwr Array"):
+        ff.payload_bytes(b"abc")
+
+
+@pytest.mark.parametrize("theta", [np.zeros((3, 2)), np.float64(1.5), (np.zeros(2), np.ones((2, 2))),
+                                   {"b": np.zeros(3), "a": np.ones((1, 2))}])
+def test_theta_structure_rebuilds_the_parameter(theta):
+    from fedmm.models.base import SurrogateModel
+
+    template = ff._theta_template(ff._theta_structure(theta))
+    vector = SurrogateModel.theta_vector(None, theta)
+    rebuilt = SurrogateModel.theta_from_vector(None, vector, template)
+    np.testing.assert_array_equal(SurrogateModel.theta_vector(None, rebuilt), vector)
+
+
+def test_strategy_rejects_bad_arguments():
+    algo = FedMM(FailingInverseToy())
+    with pytest.raises(ValueError, match="n_clients"):
+        ff.FedMMStrategy(algo, 0)
+    with pytest.raises(TypeError, match="seed"):
+        ff.FedMMStrategy(algo, 3, seed=np.random.SeedSequence(1))
+    with pytest.raises(TypeError, match="FedMM"):
+        ff.FedMMStrategy("FedMM", 3)
+    with pytest.raises(TypeError, match="RayRuntime"):
+        ff.FedMMStrategy(ParameterAveraging(FailingInverseToy()), 3)
+
+
+def test_missing_flower_gives_an_import_error_naming_the_extra():
+    code = ("import sys; sys.modules['flwr'] = sys.modules['flwr.app'] = None\n"
+            "try:\n    import fedmm.flower\nexcept ImportError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "pip install 'fedmm[flower]'" in out.stdout, out.stdout + out.stderr
+    # Importing fedmm and its runtimes imports neither Flower nor Ray (both are optional extras).
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, fedmm, fedmm.runtime; print(sorted(m for m in sys.modules "
+                               "if m.split('.')[0] in ('flwr', 'ray') or m == 'fedmm.flower'))"],
+        capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
+
+
+# --------------------------------------------------------------------------- Flower simulation
+def _simulate(algo, datas, n_rounds, seed, **strategy_kwargs):
+    """Run the fedmm ServerApp and ClientApp in Flower's simulation runtime; return the strategy."""
+    out = {}
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid, context):
+        strategy = ff.FedMMStrategy(algo, len(datas), seed=seed, **strategy_kwargs)
+        strategy.run(grid, n_rounds, timeout=120.0)
+        out["strategy"] = strategy
+
+    backend = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
+               "client_resources": {"num_cpus": 1}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        run_simulation(server_app, ff.client_app(algo, lambda pid, context: datas[pid]), len(datas),
+                       backend_config=backend)
+        gc.collect()
+    assert "strategy" in out, "the ServerApp did not finish"
+    return out["strategy"]
+
+
+def _gmm_clients(n_clients):
+    rng = np.random.default_rng(4)
+    centers = np.array([[-3.0, 0.0], [0.0, 3.0], [3.0, 0.0]])
+    return [centers[rng.choice(3, size=40, p=np.roll([0.6, 0.3, 0.1], i))] + rng.standard_normal((40, 2))
+            for i in range(n_clients)]
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_reproduces_in_process_history():
+    # Gaussian mixture (EM surrogate) with SPIDER memory and V_i in context.state, block quantization,
+    # a fixed count of 3 of 4 clients, control variates initialized by the oracle (set-up exchange).
+    datas = _gmm_clients(4)
+    algo = FedMM(GaussianMixture(3, n_features=2), participation=3, alpha=0.3, step=0.5, batch_size=8,
+                 oracle="spider", k_in=2, control_variates="oracle", compressor=BlockQuantizer(4))
+    ref = algo.run(datas, 4, seed=9)
+    S0 = GaussianMixture(3).init_statistic(datas, init_generator(9))
+    strategy = _simulate(algo, datas, 4, 9, S0=S0)
+    assert strategy.errors == []
+    assert strategy.history.equals(ref)
+    assert strategy.history.config["setup_bytes_up"] == ref.config["setup_bytes_up"] > 0
+    assert [r["dropped"] for r in strategy.history.records] == [[]] * 4
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_client():
+    # Dictionary learning (Ŝ_0 drawn by the server without data), 8-bit stochastic rounding, α > 0;
+    # client 1 raises in every round: it is dropped and the others' rounds equal the in-process steps.
+    Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
+    datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
+    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation=1.0, alpha=0.5, step=0.5,
+                 batch_size=10, compressor=StochasticRounding(bits=8))
+    strategy = _simulate(algo, datas, 3, 7)
+    rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={1})
+    for rec, (ids, E_s, _) in zip(strategy.history.records, rounds):
+        assert rec["dropped"] == [1] and rec["active"] == [0, 2]
+        assert rec["E_s"] == E_s
+    np.testing.assert_array_equal(strategy.history.state["S"], S)
+    np.testing.assert_array_equal(strategy.history.state["theta"], theta)
+    assert [(t, i) for t, i, _ in strategy.errors] == [(0, 1), (1, 1), (2, 1)]
+    assert all("simulated client failure" in reason for *_, reason in strategy.errors)
+
+
+# --------------------------------------------------------------------------- real deployment
+def _free_ports(n):
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _wait_for_port(port, proc, deadline):
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"flower-superlink exited with code {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.3)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def _stop(procs):
+    """SIGTERM each started process group (by its leader's PID), then SIGKILL what remains (bounded)."""
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for proc in procs:  # the process group also holds flower-superexec/flwr-clientapp children
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+
+@pytest.mark.integration
+def test_loopback_deployment_superlink_three_supernodes_flwr_run(tmp_path):
+    link_port, *node_ports = _free_ports(4)
+    # The venv's bin first: the SuperLink and SuperNodes spawn flower-superexec, flwr-serverapp, flwr-clientapp.
+    env = {**os.environ, "FLWR_HOME": str(tmp_path / "cli"),
+           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "config.toml").write_text(
+        f'[superlink.loopback]\naddress = "127.0.0.1:{link_port}"\ninsecure = true\n')
+    history_path = tmp_path / "history.json"
+    procs = []
+    logs = []
+
+    def start(name, args, home):
+        home.mkdir(exist_ok=True)
+        log = open(tmp_path / f"{name}.log", "w")
+        logs.append(log)
+        procs.append(subprocess.Popen([str(BIN / args[0]), *args[1:]], cwd=tmp_path, stdout=log,
+                                      stderr=subprocess.STDOUT, env={**env, "FLWR_HOME": str(home)},
+                                      start_new_session=True))
+        return procs[-1]
+
+    try:
+        link = start("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", str(link_port),
+                                   "--disable-runtime-dependency-installation",
+                                   "--database", ":flwr-in-memory:"], tmp_path / "link")
+        deadline = time.monotonic() + 60
+        try:
+            _wait_for_port(link_port, link, deadline)
+        except (RuntimeError, TimeoutError) as exc:
+            raise AssertionError((tmp_path / "superlink.log").read_text()[-3000:]) from exc
+        for i, port in enumerate(node_ports):
+            start(f"supernode{i}", ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}",
+                                    "--host", "127.0.0.1", "--port", str(port),
+                                    "--node-config", f"partition-id={i} num-partitions=3"], tmp_path / f"node{i}")
+        run = subprocess.run(
+            [str(BIN / "flwr"), "run", str(EXAMPLE), "loopback", "--run-config",
+             f"num-server-rounds=2 seed=5 history-path='{history_path}'"],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+        deadline = time.monotonic() + 240  # ~3 fresh clientapp processes per node, each importing fedmm
+        while not history_path.exists() and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), "a Flower process exited early"
+            time.sleep(1.0)
+        assert history_path.exists(), (tmp_path / "superlink.log").read_text()[-3000:]
+        time.sleep(0.5)  # the ServerApp may still be writing
+        got = History.load(history_path)
+    finally:
+        _stop(procs)
+        for log in logs:
+            log.close()
+
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        from fedmm_flower_example import task
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
+    config.update({"num-server-rounds": 2, "seed": 5})
+    algo = task.make_algorithm(config)
+    datas = [task.load_partition(i, config) for i in range(3)]
+    S0 = task.initial_statistic(config)
+    algo.model.fit_global_moments(datas)  # the strategy aggregated the same moments at start-up
+    ref = algo.run(datas, 2, seed=5, S0=S0)
+    assert got.equals(ref)
+    assert [r["active"] for r in got.records] == [[0, 1, 2], [0, 1, 2]]

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The sharded Ray runtime reproduces the in-process History and drops failing clients."""
+import gc
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray", reason="the 'ray' extra is not installed: pip install 'fedmm[ray]'")
+
+from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
+from fedmm.compression import StochasticRounding  # noqa: E402
+from fedmm.models import GaussianMixture, InverseToy  # noqa: E402
+from fedmm.runtime.ray import RayRuntime, init_local_ray  # noqa: E402
+from reference import FailingInverseToy, fedmm_rounds_with_drops  # noqa: E402
+
+# Ray drops handles of its helper processes while they run (a ResourceWarning, not ours).
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = init_local_ray(num_cpus=2)
+    yield ray
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        ray.shutdown()
+        gc.collect()
+
+
+def _gmm_clients(n_clients, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = np.array([[-3.0, 0.0], [0.0, 3.0], [3.0, 0.0]])
+    datas = []
+    for i in range(n_clients):
+        labels = rng.choice(3, size=40, p=np.roll([0.6, 0.3, 0.1], i))
+        datas.append(centers[labels] + rng.standard_normal((40, 2)))
+    return datas
+
+
+def test_ray_reproduces_in_process_gmm(ray_session):
+    # SPIDER memory, control variates from the oracle and 8-bit compression all live in the actors.
+    datas = _gmm_clients(7)
+    algo = FedMM(GaussianMixture(3), participation=4, alpha=0.2, step=0.5, batch_size=10, oracle="spider",
+                 k_in=2, control_variates="oracle", compressor=StochasticRounding(bits=8))
+    ref = algo.run(datas, 5, seed=11)
+    got = algo.run(datas, 5, seed=11, runtime=RayRuntime(2))
+    assert got.equals(ref)
+    assert all(r["dropped"] == [] for r in got.records)
+    assert sum(r["bytes_up"] for r in got.records) > 0
+
+
+def test_ray_reproduces_parameter_averaging(ray_session):
+    rng = np.random.default_rng(2)
+    datas = [rng.uniform(1, 3, 30) for _ in range(5)]
+    algo = ParameterAveraging(InverseToy(), participation=0.6, alpha=0.3, step=0.5, batch_size=4)
+    runtime = RayRuntime(2, batched=False)  # one Client.step per client: payloads are real bytes
+    assert algo.run(datas, 4, seed=5, runtime=runtime).equals(algo.run(datas, 4, seed=5))
+
+
+def test_ray_drops_and_reports_a_failing_client(ray_session):
+    # Batched evaluation fails for the whole share, then each client is retried alone (real bytes).
+    rng = np.random.default_rng(3)
+    datas = [rng.uniform(1, 3, 20) for _ in range(6)]
+    datas[4] = np.full(20, FailingInverseToy.FAIL_MARK)
+    algo = FedMM(FailingInverseToy(), participation=1.0, alpha=0.5, step=0.5, batch_size=5)
+    errors = []
+    h = algo.run(datas, 3, seed=7, runtime=RayRuntime(2, errors=errors))
+    rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={4})
+    for rec, (ids, E_s, _) in zip(h.records, rounds):
+        assert rec["dropped"] == [4]
+        assert rec["active"] == [i for i in ids if i != 4]
+        assert rec["E_s"] == E_s
+    np.testing.assert_array_equal(h.state["S"], S)
+    np.testing.assert_array_equal(h.state["theta"], theta)
+    assert [(t, i) for t, i, _ in errors] == [(0, 4), (1, 4), (2, 4)]
+    assert all("simulated client failure" in e for *_, e in errors)
+
+
+def test_missing_ray_gives_an_import_error_naming_the_extra(monkeypatch):
+    from fedmm.runtime import ray as ray_runtime
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"pip install 'fedmm\[ray\]'"):
+        ray_runtime._import_ray()
+
+
+def test_ray_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="n_actors"):
+        RayRuntime(0)
+    with pytest.raises(ValueError, match="timeout"):
+        RayRuntime(2, timeout=0.0)
