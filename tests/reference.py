@@ -571,15 +571,15 @@ class _FailOnMark:
 
     FAIL_MARK = 1000.0
 
-    def statistic(self, data, theta, idx=None):
+    def statistic(self, data, theta, idx=None, **kwargs):
         if np.ravel(data)[0] == self.FAIL_MARK:
             raise RuntimeError("simulated client failure")
-        return super().statistic(data, theta, idx)
+        return super().statistic(data, theta, idx, **kwargs)
 
-    def statistic_batch(self, datas, theta, idxs):
+    def statistic_batch(self, datas, theta, idxs, **kwargs):
         if any(np.ravel(d)[0] == self.FAIL_MARK for d in datas):
             raise RuntimeError("simulated client failure")
-        return super().statistic_batch(datas, theta, idxs)
+        return super().statistic_batch(datas, theta, idxs, **kwargs)
 
 
 class FailingInverseToy(_FailOnMark, InverseToy):

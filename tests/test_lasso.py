@@ -38,8 +38,9 @@ def _check_against_sklearn(D, Z, lam, H, positive=False):
 @pytest.mark.parametrize("method", ["auto", "cd", "active_set"])
 @pytest.mark.parametrize(
     "p, K, lam, cond",
-    [(20, 8, 0.1, None), (30, 15, 0.5, None), (20, 8, 0.05, 1e3), (12, 30, 0.2, None)],
-    ids=["random", "random-bigger-lam", "ill-conditioned", "overcomplete"],
+    [(20, 8, 0.1, None), (30, 15, 0.5, None), (20, 8, 0.05, 1e3), (12, 30, 0.2, None),
+     (100, 40, 0.02, None)],
+    ids=["random", "random-bigger-lam", "ill-conditioned", "overcomplete", "dense-codes"],
 )
 def test_lasso_matches_sklearn(p, K, lam, cond, method):
     rng = np.random.default_rng(0)
@@ -53,8 +54,13 @@ def test_lasso_overcomplete_k256_converges():
     rng = np.random.default_rng(1)
     D, Z = _problem(rng, 64, 256, 3)
     H, n_iter = lasso(D, Z, 0.1, return_n_iter=True)
+    assert (H != 0).sum(axis=0).max() <= 64  # a LASSO support never exceeds p here
     assert lasso_kkt_violation(D, Z, H, 0.1).max() <= KKT_TOL
     assert (n_iter < 1000).all()
+    H_gram = lasso_gram(D.T @ D, D.T @ Z, 0.1, method="active_set", znorm2=(Z * Z).sum(axis=0))
+    np.testing.assert_allclose(
+        lasso_objective(D, Z, H_gram, 0.1), lasso_objective(D, Z, H, 0.1), rtol=OBJ_RTOL
+    )
 
 
 @pytest.mark.parametrize("method", ["cd", "active_set"])
@@ -198,6 +204,13 @@ def test_bad_inputs():
     Zn[0, 0] = np.nan
     with pytest.raises(ValueError, match="'Z' to contain only finite"):
         lasso(D, Zn, 0.1)
+    Zn[0, 0] = np.inf
+    with pytest.raises(ValueError, match="'Z' to contain only finite"):
+        dictionary_statistics(D, Zn.T.copy().T, 0.1)  # F-ordered: checked in the kernel
+    Dn = D.copy()
+    Dn[1, 1] = np.nan
+    with pytest.raises(ValueError, match="'D' to contain only finite"):
+        lasso(Dn, Z, 0.1)
     for bad_lam in (-1.0, 0.0):
         with pytest.raises(ValueError, match="'lam'"):
             lasso(D, Z, bad_lam)
@@ -211,3 +224,5 @@ def test_bad_inputs():
         dictionary_statistics(D, Z, 0.1, segments=[0, 2])
     with pytest.raises(ValueError, match="'G' to be symmetric"):
         lasso_gram(np.triu(np.ones((4, 4))), D.T @ Z, 0.1)
+    with pytest.raises(ValueError, match="'G' to be positive semidefinite"):
+        lasso_gram(-np.eye(4), D.T @ Z, 0.1)

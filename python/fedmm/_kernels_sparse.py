@@ -28,19 +28,30 @@ __all__ += [
 ]
 
 
+_FLOAT64 = np.dtype(np.float64)
+
+
 class ConvergenceWarning(UserWarning):
     """An iterative kernel stopped at ``max_iter`` before reaching ``tol``."""
 
 
-def _as_fortran_matrix(x: Any, name: str) -> np.ndarray:
-    """float64 2-D, F-contiguous; F-ordered float64 input is not copied."""
-    arr = as_array(x, name, ndim=2)
-    return np.asfortranarray(arr)
+def _as_fortran_matrix(x: Any, name: str, *, check_finite: bool = True) -> np.ndarray:
+    """float64 2-D, F-contiguous; F-ordered float64 input is not copied.
+
+    ``check_finite=False`` leaves the check to the kernel (signals: the C code
+    rejects a column whose squared norm is not finite, without a pass here).
+    """
+    if type(x) is np.ndarray and x.dtype is _FLOAT64 and x.ndim == 2:
+        arr = x if x.flags.f_contiguous else np.asfortranarray(x)
+        if check_finite and not np.isfinite(arr).all():
+            raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
+        return arr
+    return np.asfortranarray(as_array(x, name, ndim=2, finite=check_finite))
 
 
 def _dictionary_and_signals(D: Any, Z: Any) -> tuple[np.ndarray, np.ndarray]:
     D = _as_fortran_matrix(D, "D")
-    Z = _as_fortran_matrix(Z, "Z")
+    Z = _as_fortran_matrix(Z, "Z", check_finite=False)
     if Z.shape[0] != D.shape[0]:
         raise ValueError(
             f"Expected 'Z' of shape (p, b) with p == D.shape[0], got {D.shape=}, {Z.shape=}"
@@ -98,9 +109,14 @@ def lasso(
     i.e. :math:`h_j = \operatorname{argmin}_h \tfrac12\|z_j - D h\|^2 + \lambda\|h\|_1`
     for every column (FedMM paper eq. (16) with the 1/2 convention of eq. (28)).
     The Gram matrix :math:`G = D^\top D` and :math:`C = D^\top Z` are formed
-    with BLAS-3; each column is solved by coordinate descent on :math:`G` with a
-    Newton step on its support, and stops when its duality gap is at most
-    ``tol`` :math:`\cdot \tfrac12\|z_j\|^2`.
+    with BLAS-3; each column is solved on :math:`G` by an active-set
+    (feature-sign) search and/or coordinate descent with Newton steps on the
+    support (``method``), and stops when its duality gap is at most
+    ``tol`` :math:`\cdot \tfrac12\|z_j\|^2`.  Both solvers end on the exact
+    solution of the support's linear system, so the KKT conditions
+    :math:`|d_k^\top(z_j - D h_j)| \le \lambda`, with equality and the sign
+    of :math:`h_{kj}` on the support, hold to rounding error (about 1e-12
+    relative) in practice, well below what ``tol`` alone guarantees.
 
     Parameters
     ----------
@@ -128,10 +144,13 @@ def lasso(
         ``"cd"``: cyclic coordinate descent on :math:`G` with a Newton step
         on a stable support; ``"active_set"``: feature-sign active-set search
         (Lee et al. 2007), exact after finitely many steps, handing over to
-        ``"cd"`` if its support matrix becomes singular; ``"auto"`` picks
-        ``"active_set"`` when :math:`2K > p` (for :func:`lasso_gram`, where
-        p is unknown: when K > 32), as measured in
-        ``benchmarks/bench_sparse.py``.
+        ``"cd"`` if its support matrix becomes singular; ``"auto"`` runs the
+        active set while the support has at most min(24, max(4, K/2)) atoms and
+        continues with ``"cd"`` beyond (dense codes), except when
+        :math:`2K > p` (nearly square or overcomplete ``D``, where ``"cd"``
+        crawls) where the active set runs alone; :func:`lasso_gram` (p
+        unknown) always uses the former, so pass ``method="active_set"`` for
+        an overcomplete Gram matrix.  Measured in ``benchmarks/bench_sparse.py``.
     return_n_iter : bool, default False
         Also return the number of iterations used per column.
 
@@ -220,6 +239,11 @@ def lasso_gram(
         raise ValueError(f"Expected 'G' to be square (K, K), got shape {G.shape}")
     if not np.allclose(G, G.T, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(G).max(initial=0.0)))):
         raise ValueError("Expected 'G' to be symmetric (a Gram matrix D^T D)")
+    if (np.diagonal(G) < 0).any():
+        raise ValueError(
+            "Expected 'G' to be positive semidefinite (a Gram matrix D^T D), "
+            "got a negative diagonal entry"
+        )
     if C.shape[0] != K:
         raise ValueError(f"Expected 'C' of shape (K, b) with K == G.shape[0], got {G.shape=}, {C.shape=}")
     H0 = _check_codes(H0, K, C.shape[1])
@@ -449,8 +473,9 @@ def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     :math:`\Pi` of the first statistic block in FedMM §6,
     :math:`\mathcal S = \mathbb M_K^+ \times \mathbb R^{p\times K}`).
     Positive definite input is detected by a Cholesky attempt and returned
-    symmetrized; otherwise only the eigenpairs with :math:`\lambda_i \le 0`
-    are computed (LAPACK ``dsyevr``).
+    symmetrized; otherwise the inertia (LDLᵀ) counts the negative
+    eigenvalues, and when they are few (at most K/4) only those eigenpairs
+    are computed (LAPACK ``dsyevr``), else all of them.
 
     Parameters
     ----------
@@ -481,18 +506,11 @@ def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     array([[1.5, 1.5],
            [1.5, 1.5]])
     """
-    arr = as_array(A, "A", ndim=(2, 3))
-    if arr.shape[-1] != arr.shape[-2] or arr.shape[-1] == 0:
-        raise ValueError(f"Expected 'A' of shape (K, K) or (m, K, K) with K >= 1, got {arr.shape}")
-    stack = np.ascontiguousarray(arr).reshape((-1,) + arr.shape[-2:])
-    if out is None:
-        result = np.empty(arr.shape, dtype=np.float64)
-    else:
-        if not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.shape != arr.shape or not out.flags.c_contiguous or not out.flags.writeable:
-            raise ValueError(
-                f"Expected 'out' to be a writeable C-contiguous float64 ndarray of shape {arr.shape}"
-            )
-        result = out
-    _linalg.project_psd(stack, result.reshape(stack.shape))
-    return result
+    # C-contiguous float64 ndarrays go straight to the kernel (a per-round call
+    # on small matrices); finiteness is checked while the kernel symmetrizes
+    if not (type(A) is np.ndarray and A.dtype is _FLOAT64):
+        A = as_array(A, "A", ndim=(2, 3), finite=False)
+    if out is not None and not isinstance(out, np.ndarray):
+        raise ValueError(f"Expected 'out' to be an ndarray, got {type(out).__name__}")
+    return _linalg.project_psd(A, out)
 

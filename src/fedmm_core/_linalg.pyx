@@ -8,11 +8,15 @@ each kernel inside ``nogil``.  LAPACK failures raise ``LinAlgError``.
 import numpy as np
 from numpy.linalg import LinAlgError
 
+cimport numpy as cnp
 from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
 
 from fedmm_kernels cimport *
 
 include "blas_table.pxi"
+
+cnp.import_array()
 
 
 def dictionary_update_ridge(const double[::1, :] A, const double[::1, :] B, double eta):
@@ -59,33 +63,59 @@ def dictionary_update_unit_norm(const double[::1, :] A, const double[::1, :] B, 
     return D_arr, n_iter, status == FEDMM_OK
 
 
-def project_psd(const double[:, :, ::1] A, double[:, :, ::1] out):
-    """Project every matrix of the C-contiguous stack A (m, K, K) into out.
+def project_psd(cnp.ndarray A, out=None, bint want_path=False):
+    """Project sym(A) onto the PSD cone, for A (K, K) or a stack (m, K, K).
 
-    ``out`` may be ``A`` itself.  Returns the per-matrix path codes
-    (0: Cholesky, 1: partial eigendecomposition, 2: all eigenpairs).
+    ``A`` must be float64 (the public wrapper converts), other layouts are
+    copied to C order;
+    ``out`` (same shape, C-contiguous float64, writeable; may be ``A``) is
+    allocated when None.  Returns ``out``, or ``(out, path)`` with the
+    per-matrix path codes of ``fedmm_project_psd`` when ``want_path``.  Raw
+    pointers instead of memoryviews: this runs every round on small matrices.
     """
-    cdef fedmm_blas_int K = A.shape[1]
-    cdef int64_t m = A.shape[0]
-    if A.shape[2] != K or out.shape[0] != m or out.shape[1] != K or out.shape[2] != K:
-        raise ValueError(f"Expected matching (m, K, K) stacks, got {A.shape=}, {out.shape=}")
-    path_arr = np.zeros(m, dtype=np.intc)
+    cdef int ndim = A.ndim
+    if ndim != 2 and ndim != 3:
+        raise ValueError(f"Expected 'A' with 2 or 3 dimension(s), got shape {(<object>A).shape}")
+    if A.shape[ndim - 1] != A.shape[ndim - 2] or A.shape[ndim - 1] == 0:
+        raise ValueError(
+            f"Expected 'A' of shape (K, K) or (m, K, K) with K >= 1, got {(<object>A).shape}")
+    if A.dtype != np.float64:
+        raise ValueError(f"Expected 'A' of dtype float64, got {A.dtype}")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(A):
+        A = np.ascontiguousarray(A)
+    cdef cnp.ndarray result
+    if out is None:
+        result = cnp.PyArray_EMPTY(ndim, A.shape, cnp.NPY_FLOAT64, 0)
+    else:
+        result = out
+        if (result.dtype != np.float64 or not cnp.PyArray_IS_C_CONTIGUOUS(result)
+                or not result.flags.writeable or (<object>result).shape != (<object>A).shape):
+            raise ValueError(
+                f"Expected 'out' to be a writeable C-contiguous float64 ndarray of shape "
+                f"{(<object>A).shape}")
+    cdef fedmm_blas_int K = A.shape[ndim - 1]
+    cdef int64_t m = A.shape[0] if ndim == 3 else 1
+    path_arr = np.zeros(m, dtype=np.intc) if want_path else None
     if m == 0:
-        return path_arr
-    cdef int[::1] path = path_arr
-    cdef fedmm_blas_int lwork = 0, liwork = 0
-    cdef int status = fedmm_project_psd_query(K, &lwork, &liwork, &_BLAS)
-    if status != FEDMM_OK:
-        raise LinAlgError(f"project_psd: LAPACK workspace query failed ({fedmm_strerror(status).decode()})")
-    cdef double[::1] work = np.empty(fedmm_project_psd_work(K, lwork), dtype=np.float64)
-    cdef fedmm_blas_int[::1] iwork = np.empty(fedmm_project_psd_iwork(K, liwork), dtype=np.intc)
-    with nogil:
-        status = fedmm_project_psd(K, m, &A[0, 0, 0], &out[0, 0, 0], &work[0], lwork, &iwork[0],
-                                   liwork, &path[0], &_BLAS)
+        return (result, path_arr) if want_path else result
+    cdef int *path = <int *>cnp.PyArray_DATA(path_arr) if want_path else NULL
+    cdef double *work = <double *>malloc(fedmm_project_psd_work(K) * sizeof(double))
+    cdef fedmm_blas_int *iwork = <fedmm_blas_int *>malloc(
+        fedmm_project_psd_iwork(K) * sizeof(fedmm_blas_int))
+    cdef const double *A_ptr = <const double *>cnp.PyArray_DATA(A)
+    cdef double *out_ptr = <double *>cnp.PyArray_DATA(result)
+    cdef int status = FEDMM_ENOMEM
+    if work != NULL and iwork != NULL:
+        with nogil:
+            status = fedmm_project_psd(K, m, A_ptr, out_ptr, work, iwork, path, &_BLAS)
+    free(work)
+    free(iwork)
+    if status == FEDMM_ENOMEM:
+        raise MemoryError(f"project_psd: cannot allocate the workspace for K={K}")
     if status == FEDMM_ELAPACK:
         raise LinAlgError("project_psd: the symmetric eigensolver (dsyevr) did not converge")
     if status == FEDMM_ENONFINITE:
         raise ValueError("Expected 'A' to contain only finite values (no NaN or inf)")
     if status != FEDMM_OK:
         raise ValueError(f"project_psd: {fedmm_strerror(status).decode()}")
-    return path_arr
+    return (result, path_arr) if want_path else result

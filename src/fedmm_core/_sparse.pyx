@@ -133,6 +133,9 @@ def dictionary_statistics(const double[::1, :] D, const double[::1, :] Z, double
                                              tol, max_iter, warm, method, m, &offsets[0], H_ptr,
                                              A_ptr, B_ptr, obj_ptr, it_ptr, &n_bad, &work[0],
                                              &_BLAS)
+    if status == FEDMM_ENONFINITE:
+        raise ValueError("Expected 'Z' to contain only finite values (no NaN or inf; "
+                         "a column's squared norm overflowed or was NaN)")
     if status != FEDMM_OK:
         raise _status_error(status, "dictionary_statistics")
     return A_arr, B_arr, H_arr, obj_arr, n_iter_arr, int(n_bad)

@@ -62,6 +62,10 @@ cdef extern from "fedmm_kernels.h" nogil:
                                     fedmm_blas_int *, const fedmm_blas_int *,
                                     fedmm_blas_int *) noexcept nogil
 
+    ctypedef void (*fedmm_dsytrf_t)(const char *, const fedmm_blas_int *, double *,
+                                    const fedmm_blas_int *, fedmm_blas_int *, double *,
+                                    const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+
     ctypedef struct fedmm_blas_t:
         fedmm_dgemm_t dgemm
         fedmm_dsyrk_t dsyrk
@@ -69,6 +73,7 @@ cdef extern from "fedmm_kernels.h" nogil:
         fedmm_dpotrf_t dpotrf
         fedmm_dpotrs_t dpotrs
         fedmm_dsyevr_t dsyevr
+        fedmm_dsytrf_t dsytrf
 
     # ---- kernel families: one section per C source file ----
 
@@ -140,13 +145,11 @@ cdef extern from "fedmm_kernels.h" nogil:
                                           fedmm_blas_int ldb, double eta, double tol,
                                           int max_iter, double *D, fedmm_blas_int ldd,
                                           int *n_iter, double *work)
-    int fedmm_project_psd_query(fedmm_blas_int K, fedmm_blas_int *lwork,
-                                fedmm_blas_int *liwork, const fedmm_blas_t *blas)
-    size_t fedmm_project_psd_work(fedmm_blas_int K, fedmm_blas_int lwork)
-    size_t fedmm_project_psd_iwork(fedmm_blas_int K, fedmm_blas_int liwork)
+    size_t fedmm_project_psd_work(fedmm_blas_int K)
+    size_t fedmm_project_psd_iwork(fedmm_blas_int K)
     int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,
-                          double *work, fedmm_blas_int lwork, fedmm_blas_int *iwork,
-                          fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas)
+                          double *work, fedmm_blas_int *iwork, int *path,
+                          const fedmm_blas_t *blas)
 
     # ---- non-smooth problems, FedMLS (nonsmooth.c) ----
     int FEDMM_LOSS_HINGE

@@ -94,6 +94,10 @@ typedef void (*fedmm_dsyevr_t)(const char *jobz, const char *range,
                                const fedmm_blas_int *lwork, fedmm_blas_int *iwork,
                                const fedmm_blas_int *liwork, fedmm_blas_int *info);
 
+typedef void (*fedmm_dsytrf_t)(const char *uplo, const fedmm_blas_int *n, double *a,
+                               const fedmm_blas_int *lda, fedmm_blas_int *ipiv, double *work,
+                               const fedmm_blas_int *lwork, fedmm_blas_int *info);
+
 typedef struct fedmm_blas {
     fedmm_dgemm_t dgemm;
     fedmm_dsyrk_t dsyrk;
@@ -101,6 +105,7 @@ typedef struct fedmm_blas {
     fedmm_dpotrf_t dpotrf;
     fedmm_dpotrs_t dpotrs;
     fedmm_dsyevr_t dsyevr;
+    fedmm_dsytrf_t dsytrf; /* symmetric indefinite LDL^T (inertia in project_psd) */
 } fedmm_blas_t;
 
 /* ---- kernel families ---------------------------------------------------- */
@@ -202,9 +207,10 @@ int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
  * method: FEDMM_LASSO_CD (coordinate descent + Newton on a stable support),
  * FEDMM_LASSO_ACTIVE_SET (feature-sign active-set search, handing over to
  * coordinate descent if its support matrix G_SS becomes singular) or
- * FEDMM_LASSO_AUTO (fedmm_dictionary_statistics: active set when 2K > p,
- * else coordinate descent; fedmm_lasso_gram, p unknown: active set when
- * K > 32).  lam must be > 0 (the duality gap certifies nothing at lam = 0).
+ * FEDMM_LASSO_AUTO (active set while the support has at most min(24, max(4, K/2))
+ * atoms, then coordinate descent; in fedmm_dictionary_statistics with
+ * 2K > p the active set uncapped).  lam must be > 0 (the duality gap
+ * certifies nothing at lam = 0).
  * work: fedmm_lasso_gram_work(K) doubles. */
 #define FEDMM_LASSO_AUTO 0
 #define FEDMM_LASSO_CD 1
@@ -268,21 +274,23 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
                                       int *n_iter, double *work);
 
 /* Euclidean projection onto the PSD cone of sym(A) = (A + A^T)/2 for a stack
- * of n_matrices K x K matrices (contiguous, column-major; out may equal A).
- * A Cholesky attempt settles positive definite input (path 0); otherwise only
- * the eigenpairs with eigenvalue <= 0 are computed (dsyevr, RANGE='V') and
- * out = sym(A) - sum_i lambda_i v_i v_i^T (path 1; path 2 when all K
- * eigenpairs were needed).  path (optional, n_matrices ints) records it.
- * fedmm_project_psd_query gives the LAPACK workspace sizes (call it first);
- * work: fedmm_project_psd_work(K, lwork) doubles, iwork:
- * fedmm_project_psd_iwork(K, liwork) ints. */
-int fedmm_project_psd_query(fedmm_blas_int K, fedmm_blas_int *lwork, fedmm_blas_int *liwork,
-                            const fedmm_blas_t *blas);
-size_t fedmm_project_psd_work(fedmm_blas_int K, fedmm_blas_int lwork);
-size_t fedmm_project_psd_iwork(fedmm_blas_int K, fedmm_blas_int liwork);
+ * of n_matrices K x K matrices (contiguous, column-major; out may equal A):
+ * out = sum_i max(lambda_i, 0) v_i v_i^T.  Paths (recorded in path[s] when
+ * path != NULL): 0 -- Cholesky succeeds, sym(A) is returned (positive
+ * definite); 1 -- the inertia (LDL^T, dsytrf) shows no negative eigenvalue
+ * (singular PSD), sym(A) is returned; 2 -- few (<= K/4) negative
+ * eigenvalues: only those eigenpairs are computed (dsyevr, RANGE='I') and
+ * out = sym(A) - sum_{lambda_i<0} lambda_i v_i v_i^T; 3 -- otherwise all
+ * eigenpairs (dsyevr, RANGE='A') and the update uses the smaller side of the
+ * spectrum.  The result is exactly symmetric.  FEDMM_ENONFINITE on NaN/inf,
+ * FEDMM_ELAPACK when dsyevr fails.
+ * work: fedmm_project_psd_work(K) doubles, iwork: fedmm_project_psd_iwork(K)
+ * ints (sizes from the LAPACK documentation, no workspace query needed). */
+size_t fedmm_project_psd_work(fedmm_blas_int K);
+size_t fedmm_project_psd_iwork(fedmm_blas_int K);
 int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,
-                      double *work, fedmm_blas_int lwork, fedmm_blas_int *iwork,
-                      fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas);
+                      double *work, fedmm_blas_int *iwork, int *path,
+                      const fedmm_blas_t *blas);
 
 /* ---- non-smooth problems, FedMLS (nonsmooth.c) ---- */
 /* Losses l(z, y) of a linear prediction z = a_j^T w (FedMLS paper §4):

@@ -24,6 +24,19 @@
  * requested tolerance below it could never be certified. */
 #define LASSO_TOL_FLOOR 2.220446049250313e-13
 
+/* Internal method code: active set while the support is small, then
+ * coordinate descent from that point.  An active-set step costs about
+ * K m + m^2 and a solve about m steps, while coordinate descent needs a
+ * handful of O(K m) sweeps whatever m; measured crossovers: m ~ 9 at K = 15,
+ * m between 15 and 35 at K = 50.  Cap: min(24, max(4, K/2)). */
+#define LASSO_HYBRID 3
+
+static fedmm_blas_int lasso_hybrid_max_support(fedmm_blas_int K)
+{
+    const fedmm_blas_int half = K / 2 > 4 ? K / 2 : 4;
+    return half < 24 ? half : 24;
+}
+
 static double soft_threshold(double u, double lam, int positive)
 {
     if (u > lam) return u - lam;
@@ -40,6 +53,19 @@ static void refresh_gradient(fedmm_blas_int K, const double *G, fedmm_blas_int l
         const double hk = h[k];
         if (hk == 0.0) continue;
         const double *Gk = G + (size_t)k * ldg;
+        for (fedmm_blas_int i = 0; i < K; ++i) g[i] -= hk * Gk[i];
+    }
+}
+
+/* g = c - G_{:,S} h_S over an index list S[0..m) (the active set). */
+static void refresh_gradient_list(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
+                                  const double *c, const double *h, const int *S,
+                                  fedmm_blas_int m, double *g)
+{
+    memcpy(g, c, (size_t)K * sizeof(double));
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        const double hk = h[S[j]];
+        const double *Gk = G + (size_t)S[j] * ldg;
         for (fedmm_blas_int i = 0; i < K; ++i) g[i] -= hk * Gk[i];
     }
 }
@@ -106,6 +132,50 @@ static int chol_factor(fedmm_blas_int m, const int *S, const double *G, fedmm_bl
     return 1;
 }
 
+/* Like chol_factor, but an index whose pivot fails (its atom is numerically
+ * in the span of the previous ones, e.g. a duplicated atom) is dropped from
+ * S instead of failing.  Left-looking, so every inner loop is a contiguous
+ * axpy.  Returns the number of indices kept (S compacted in place). */
+static fedmm_blas_int chol_factor_skip(fedmm_blas_int m, int *S, const double *G,
+                                       fedmm_blas_int ldg, double *L, fedmm_blas_int ld)
+{
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        const double *Gj = G + (size_t)S[j] * ldg;
+        double *Lj = L + (size_t)j * ld;
+        for (fedmm_blas_int i = j; i < m; ++i) Lj[i] = Gj[S[i]];
+    }
+    fedmm_blas_int j = 0;
+    while (j < m) {
+        double *Lj = L + (size_t)j * ld;
+        for (fedmm_blas_int k = 0; k < j; ++k) {
+            const double *Lk = L + (size_t)k * ld;
+            const double ljk = Lk[j];
+            for (fedmm_blas_int i = j; i < m; ++i) Lj[i] -= ljk * Lk[i];
+        }
+        if (Lj[j] > 1e-13 * G[(size_t)S[j] * ldg + S[j]]) {
+            const double d = sqrt(Lj[j]);
+            Lj[j] = d;
+            for (fedmm_blas_int i = j + 1; i < m; ++i) Lj[i] /= d;
+            ++j;
+            continue;
+        }
+        /* drop position j: row j leaves the finished columns, the pending
+         * columns (still holding G entries) shift one place up and left */
+        for (fedmm_blas_int col = 0; col < j; ++col) {
+            double *Lc = L + (size_t)col * ld;
+            for (fedmm_blas_int r = j; r + 1 < m; ++r) Lc[r] = Lc[r + 1];
+        }
+        for (fedmm_blas_int col = j; col + 1 < m; ++col) {
+            double *dst = L + (size_t)col * ld;
+            const double *src = L + (size_t)(col + 1) * ld;
+            for (fedmm_blas_int r = col; r + 1 < m; ++r) dst[r] = src[r + 1];
+            S[col] = S[col + 1];
+        }
+        --m;
+    }
+    return m;
+}
+
 /* Extend the factor of G_SS (m x m) by the index S[m] (row m of L). */
 static int chol_append(fedmm_blas_int m, const int *S, const double *G, fedmm_blas_int ldg,
                        double *L, fedmm_blas_int ld)
@@ -165,11 +235,9 @@ static int support_newton(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
                           int *support, double *L, double *x, double *h_keep)
 {
     fedmm_blas_int m = 0;
-    for (fedmm_blas_int k = 0; k < K; ++k) {
-        if (h[k] == 0.0) continue;
-        support[m] = (int)k;
-        if (chol_append(m, support, G, ldg, L, K)) ++m;
-    }
+    for (fedmm_blas_int k = 0; k < K; ++k)
+        if (h[k] != 0.0) support[m++] = (int)k;
+    m = chol_factor_skip(m, support, G, ldg, L, K);
     if (m == 0) return 0;
     const double f_old = lasso_reduced_objective(K, c, h, g, lam);
     memcpy(h_keep, h, (size_t)K * sizeof(double));
@@ -204,6 +272,38 @@ static int support_newton(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
     return 0;
 }
 
+/* Remove position j from the active set (S, theta) of size m and from the
+ * Cholesky factor of G_SS: delete row j of L, then restore the lower
+ * triangle with Givens rotations of adjacent columns (O(m^2), no refactor). */
+static void active_remove(fedmm_blas_int m, fedmm_blas_int j, int *S, double *theta, double *L,
+                          fedmm_blas_int ld)
+{
+    for (fedmm_blas_int i = j; i + 1 < m; ++i) {
+        S[i] = S[i + 1];
+        theta[i] = theta[i + 1];
+    }
+    /* shift rows j+1..m-1 up by one in every column */
+    for (fedmm_blas_int col = 0; col < m; ++col) {
+        double *Lc = L + (size_t)col * ld;
+        const fedmm_blas_int first = col > j ? col - 1 : j;
+        for (fedmm_blas_int r = first; r + 1 < m; ++r) Lc[r] = Lc[r + 1];
+    }
+    /* rows k >= j now have one entry above the diagonal, at column k + 1 */
+    for (fedmm_blas_int k = j; k + 1 < m; ++k) {
+        double *Lk = L + (size_t)k * ld;
+        double *Lk1 = L + (size_t)(k + 1) * ld;
+        const double a = Lk[k], b = Lk1[k];
+        const double r = hypot(a, b);
+        const double cs = a / r, sn = b / r;
+        Lk[k] = r;
+        for (fedmm_blas_int i = k + 1; i + 1 < m; ++i) {
+            const double u = Lk[i], v = Lk1[i];
+            Lk[i] = cs * u + sn * v;
+            Lk1[i] = -sn * u + cs * v;
+        }
+    }
+}
+
 /* Active-set (feature-sign search, Lee, Battle, Raina, Ng 2007) solve of one
  * column from h (support = nonzeros of h, whose G_SS must be nonsingular,
  * else the start is h = 0).  Alternates (a) adding the zero coefficient with
@@ -212,11 +312,13 @@ static int support_newton(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
  * objective decreases along the segment; the coefficient reaching zero
  * leaves S).  Finite termination in exact arithmetic.  g is kept exact.
  * Returns the steps used (>= 0) when the gap test passed, or -1 - steps when
- * it must hand over to coordinate descent (singular G_SS or the cap). */
+ * it hands over to coordinate descent (singular G_SS, the iteration cap, or
+ * a support about to exceed max_support). */
 static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
                             const double *c, double znorm2, double lam, int positive,
-                            double tol, int max_iter, double *h, double *g, double *x,
-                            double *L, double *theta, int *S)
+                            double tol, int max_iter, fedmm_blas_int max_support,
+                            const double *inv_diag, double *h, double *g, double *x, double *L,
+                            double *theta, int *S)
 {
     fedmm_blas_int m = 0;
     for (fedmm_blas_int k = 0; k < K; ++k) {
@@ -229,19 +331,23 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
         memset(h, 0, (size_t)K * sizeof(double));
         m = 0;
     }
-    refresh_gradient(K, G, ldg, c, h, g);
+    refresh_gradient_list(K, G, ldg, c, h, S, m, g);
     int need_step = m > 0;
     for (int it = 0; it < max_iter; ++it) {
         if (!need_step) {
-            if (lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol) return it;
+            /* h is exact on S; a zero coefficient with |g_k| > lam violates KKT */
             fedmm_blas_int best = -1;
             double best_v = lam;
             for (fedmm_blas_int k = 0; k < K; ++k) {
-                if (h[k] != 0.0 || !(G[(size_t)k * ldg + k] > 0.0)) continue;
-                const double v = positive ? g[k] : fabs(g[k]);
+                /* branch-free eligibility (zero coefficient, nonzero atom) */
+                const double gk = positive ? g[k] : fabs(g[k]);
+                const double v = (h[k] == 0.0 && inv_diag[k] > 0.0) ? gk : 0.0;
                 if (v > best_v) { best_v = v; best = k; }
             }
-            if (best < 0) return -1 - it; /* gap above tol without a violator: rounding */
+            /* no violator: optimal up to rounding; the gap is the certificate
+             * (above tol only through rounding: hand over) */
+            if (best < 0) return lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol ? it : -1 - it;
+            if (m >= max_support) return -1 - it; /* dense support: coordinate descent is cheaper */
             S[m] = (int)best;
             theta[m] = g[best] > 0.0 ? 1.0 : -1.0;
             if (chol_append(m, S, G, ldg, L, K)) {
@@ -268,10 +374,11 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                 for (fedmm_blas_int j = 0; j < m; ++j) h[S[j]] -= t_min * tb * x[j];
                 h[S[j_min]] = 0.0;
                 h[best] = tb * t_min;
-                S[j_min] = (int)best;
-                theta[j_min] = tb;
-                if (!chol_factor(m, S, G, ldg, L, K)) return -1 - it;
-                refresh_gradient(K, G, ldg, c, h, g);
+                active_remove(m, j_min, S, theta, L, K);
+                S[m - 1] = (int)best;
+                theta[m - 1] = tb;
+                if (!chol_append(m - 1, S, G, ldg, L, K)) return -1 - it;
+                refresh_gradient_list(K, G, ldg, c, h, S, m, g);
                 need_step = 1;
                 continue;
             }
@@ -292,17 +399,13 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
         }
         if (j_min >= 0) {
             h[S[j_min]] = 0.0;
-            for (fedmm_blas_int j = j_min; j + 1 < m; ++j) {
-                S[j] = S[j + 1];
-                theta[j] = theta[j + 1];
-            }
+            active_remove(m, j_min, S, theta, L, K);
             --m;
-            if (m > 0 && !chol_factor(m, S, G, ldg, L, K)) return -1 - it;
             need_step = m > 0;
         } else {
             need_step = 0;
         }
-        refresh_gradient(K, G, ldg, c, h, g);
+        refresh_gradient_list(K, G, ldg, c, h, S, m, g);
     }
     return -1 - max_iter;
 }
@@ -315,8 +418,8 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
  * step is also tried each time the support and signs survive a sweep. */
 static int lasso_cd(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const double *c,
                     double znorm2, double lam, int positive, double tol, int max_iter,
-                    double *h, double *g, double *x, double *h_keep, double *h_keep2, double *L,
-                    int *support)
+                    const double *inv_diag, double *h, double *g, double *x, double *h_keep,
+                    double *h_keep2, double *L, int *support)
 {
     int newton_tried = 0; /* for the current support */
     int at_newton_point = 0; /* h is the full Newton point of its support */
@@ -339,11 +442,14 @@ static int lasso_cd(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const
         }
         int support_changed = 0;
         for (fedmm_blas_int k = 0; k < K; ++k) {
-            const double *Gk = G + (size_t)k * ldg;
-            const double gkk = Gk[k];
-            if (!(gkk > 0.0)) continue;
             const double hk = h[k];
-            const double hn = soft_threshold(g[k] + gkk * hk, lam, positive) / gkk;
+            const double gk = g[k];
+            /* most coordinates are zero and stay zero: one comparison */
+            if (hk == 0.0 && (positive ? gk : fabs(gk)) <= lam) continue;
+            const double inv = inv_diag[k];
+            if (inv == 0.0) continue; /* zero atom */
+            const double *Gk = G + (size_t)k * ldg;
+            const double hn = soft_threshold(gk + Gk[k] * hk, lam, positive) * inv;
             if (hn == hk) continue;
             at_newton_point = 0;
             const double delta = hn - hk;
@@ -369,8 +475,8 @@ static int lasso_cd(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const
  * cap was hit. */
 static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
                         const double *c, double znorm2, double lam, int positive,
-                        double tol, int max_iter, int warm, int method, double *h,
-                        double *work, int *support)
+                        double tol, int max_iter, int warm, int method,
+                        const double *inv_diag, double *h, double *work, int *support)
 {
     double *g = work;
     double *x = work + K;
@@ -391,32 +497,66 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
         memset(h, 0, (size_t)K * sizeof(double));
     }
     int used = 0;
-    if (method == FEDMM_LASSO_ACTIVE_SET) {
-        const int it = lasso_active_set(K, G, ldg, c, znorm2, lam, positive, tol, max_iter, h,
-                                        g, x, L, theta, support);
+    if (method != FEDMM_LASSO_CD) {
+        /* the hybrid hands dense supports to coordinate descent: an active-set
+         * step costs O(K m + m^2), a sweep O(K m), and dense supports need
+         * many steps but few sweeps */
+        const fedmm_blas_int max_support =
+            method == LASSO_HYBRID ? lasso_hybrid_max_support(K) : K;
+        const int it = lasso_active_set(K, G, ldg, c, znorm2, lam, positive, tol, max_iter,
+                                        max_support, inv_diag, h, g, x, L, theta, support);
         if (it >= 0) return it;
         used = -1 - it; /* hand over to coordinate descent from where it stopped */
         if (used >= max_iter) used = max_iter - 1;
     }
     refresh_gradient(K, G, ldg, c, h, g);
-    const int it = lasso_cd(K, G, ldg, c, znorm2, lam, positive, tol, max_iter - used, h, g, x,
-                            h_keep, theta, L, support);
+    const int it = lasso_cd(K, G, ldg, c, znorm2, lam, positive, tol, max_iter - used, inv_diag,
+                            h, g, x, h_keep, theta, L, support);
     return it >= 0 ? used + it : -1 - max_iter;
 }
 
-/* Measured choice (benchmarks/bench_sparse.py): coordinate descent wins
- * when the atoms are few compared with the dimension (2K <= p), the active
- * set otherwise (nearly square and overcomplete D, where coordinate descent
- * crawls).  p = 0 (unknown, Gram-only call) counts as K <= 32. */
+/* Measured choice (benchmarks/bench_sparse.py): on sparse solutions the
+ * active set wins (3 steps for 3 atoms: 4x coordinate descent at p=64,
+ * K=15), on dense ones coordinate descent does (1.5-3x); the hybrid takes
+ * both.  When 2K > p (nearly square or overcomplete D) coordinate descent
+ * crawls and the active set runs uncapped.  p = 0 (unknown, Gram-only call)
+ * gives the hybrid. */
 static int lasso_auto_method(fedmm_blas_int p, fedmm_blas_int K)
 {
-    if (p <= 0) return K > 32 ? FEDMM_LASSO_ACTIVE_SET : FEDMM_LASSO_CD;
-    return 2 * K > p ? FEDMM_LASSO_ACTIVE_SET : FEDMM_LASSO_CD;
+    return p > 0 && 2 * K > p ? FEDMM_LASSO_ACTIVE_SET : LASSO_HYBRID;
 }
 
 size_t fedmm_lasso_gram_work(fedmm_blas_int K)
 {
-    return 4 * (size_t)K + (size_t)K * (size_t)K + ((size_t)K + 1) / 2;
+    return 5 * (size_t)K + (size_t)K * (size_t)K + ((size_t)K + 1) / 2;
+}
+
+/* The solve loop shared by fedmm_lasso_gram and fedmm_dictionary_statistics;
+ * arguments already checked, method already resolved (never AUTO). */
+static void lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+                           fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
+                           const double *znorm2, double lam, int positive, double tol,
+                           int max_iter, int warm_start, int method, double *H,
+                           fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
+{
+    if (tol < LASSO_TOL_FLOOR) tol = LASSO_TOL_FLOOR;
+    /* the int support list lives after the doubles of the work area */
+    double *inv_diag = work + 4 * (size_t)K + (size_t)K * (size_t)K;
+    int *support = (int *)(inv_diag + K);
+    for (fedmm_blas_int k = 0; k < K; ++k) {
+        const double gkk = G[(size_t)k * ldg + k];
+        inv_diag[k] = gkk > 0.0 ? 1.0 / gkk : 0.0;
+    }
+    int64_t bad = 0;
+    for (fedmm_blas_int j = 0; j < b; ++j) {
+        const double zn = znorm2 ? znorm2[j] : -1.0;
+        const int it = lasso_column(K, G, ldg, C + (size_t)j * ldc, zn, lam, positive, tol,
+                                    max_iter, warm_start, method, inv_diag, H + (size_t)j * ldh,
+                                    work, support);
+        if (it < 0) ++bad;
+        if (n_iter) n_iter[j] = it < 0 ? -1 - it : it;
+    }
+    if (n_unconverged) *n_unconverged = bad;
 }
 
 int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
@@ -426,22 +566,12 @@ int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                      fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
 {
     if (K < 1 || b < 0 || ldg < K || ldc < K || ldh < K || max_iter < 0 || !(lam > 0.0) ||
-        !(tol >= 0.0) || method < 0 || method > 2 || G == NULL || H == NULL || work == NULL || (b > 0 && C == NULL))
+        !(tol >= 0.0) || method < 0 || method > 2 || G == NULL || H == NULL ||
+        work == NULL || (b > 0 && C == NULL))
         return FEDMM_EINVAL;
-    if (tol < LASSO_TOL_FLOOR) tol = LASSO_TOL_FLOOR;
     if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(0, K);
-    /* the int support list lives after the doubles of the work area */
-    int *support = (int *)(work + 4 * (size_t)K + (size_t)K * (size_t)K);
-    int64_t bad = 0;
-    for (fedmm_blas_int j = 0; j < b; ++j) {
-        const double zn = znorm2 ? znorm2[j] : -1.0;
-        const int it = lasso_column(K, G, ldg, C + (size_t)j * ldc, zn, lam, positive, tol,
-                                    max_iter, warm_start, method, H + (size_t)j * ldh, work,
-                                    support);
-        if (it < 0) ++bad;
-        if (n_iter) n_iter[j] = it < 0 ? -1 - it : it;
-    }
-    if (n_unconverged) *n_unconverged = bad;
+    lasso_gram_run(K, b, G, ldg, C, ldc, znorm2, lam, positive, tol, max_iter, warm_start,
+                   method, H, ldh, n_iter, n_unconverged, work);
     return FEDMM_OK;
 }
 
@@ -466,7 +596,7 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
 {
     if (p < 1 || K < 1 || b < 0 || ldd < p || ldz < p || n_segments < 0 || D == NULL ||
         H == NULL || work == NULL || blas == NULL || offsets == NULL || !(lam > 0.0) ||
-        method < 0 || method > 2)
+        !(tol >= 0.0) || max_iter < 0 || method < 0 || method > 2)
         return FEDMM_EINVAL;
     fedmm_blas_int max_seg = 0;
     if (offsets[0] != 0 || offsets[n_segments] != b) return FEDMM_EINVAL;
@@ -514,10 +644,8 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
         /* C = D^T Z_s */
         blas->dgemm("T", "N", &K, &bs, &p, &one, D, &ldd, Zs, &ldz, &zero, C, &K);
         int64_t bad = 0;
-        int status = fedmm_lasso_gram(K, bs, G, K, C, K, zn, lam, positive, tol, max_iter,
-                                      warm_start, method, Hs, K, n_iter ? n_iter + j0 : NULL, &bad,
-                                      lasso_work);
-        if (status != FEDMM_OK) return status;
+        lasso_gram_run(K, bs, G, K, C, K, zn, lam, positive, tol, max_iter, warm_start, method,
+                       Hs, K, n_iter ? n_iter + j0 : NULL, &bad, lasso_work);
         bad_total += bad;
         const double inv_b = 1.0 / (double)bs;
         if (As) { /* A = H H^T / b */

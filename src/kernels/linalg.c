@@ -114,61 +114,70 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
 
 /* ---- projection onto the PSD cone ------------------------------------------ */
 
-int fedmm_project_psd_query(fedmm_blas_int K, fedmm_blas_int *lwork, fedmm_blas_int *liwork,
-                            const fedmm_blas_t *blas)
+/* LAPACK workspace sizes: dsyevr needs lwork >= 26K (optimal (NB+6)K with
+ * NB the dsytrd block size, 32 or 64 in reference LAPACK and OpenBLAS),
+ * liwork >= 10K; dsytrf runs blocked with lwork >= NB K. */
+#define PSD_LWORK(K) (70 * (size_t)(K) + 1)
+#define PSD_LIWORK(K) (10 * (size_t)(K) + 1)
+
+size_t fedmm_project_psd_work(fedmm_blas_int K)
 {
-    if (K < 1 || lwork == NULL || liwork == NULL || blas == NULL) return FEDMM_EINVAL;
-    double wq = 0.0, dummy = 0.0, vl = -1.0, vu = 0.0, abstol = 0.0;
-    fedmm_blas_int iwq = 0, m = 0, il = 1, iu = K, info = 0, minus_one = -1;
-    fedmm_blas_int isuppz[2];
-    blas->dsyevr("V", "V", "L", &K, &dummy, &K, &vl, &vu, &il, &iu, &abstol, &m, &dummy,
-                 &dummy, &K, isuppz, &wq, &minus_one, &iwq, &minus_one, &info);
-    if (info != 0) return FEDMM_ELAPACK;
-    double wq_all = 0.0;
-    fedmm_blas_int iwq_all = 0;
-    blas->dsyevr("V", "A", "L", &K, &dummy, &K, &vl, &vu, &il, &iu, &abstol, &m, &dummy,
-                 &dummy, &K, isuppz, &wq_all, &minus_one, &iwq_all, &minus_one, &info);
-    if (info != 0) return FEDMM_ELAPACK;
-    if (wq_all > wq) wq = wq_all;
-    if (iwq_all > iwq) iwq = iwq_all;
-    *lwork = (fedmm_blas_int)wq;
-    *liwork = iwq;
-    return FEDMM_OK;
+    return 2 * (size_t)K * K + (size_t)K + PSD_LWORK(K);
 }
 
-size_t fedmm_project_psd_work(fedmm_blas_int K, fedmm_blas_int lwork)
+size_t fedmm_project_psd_iwork(fedmm_blas_int K)
 {
-    return 2 * (size_t)K * K + (size_t)K + (size_t)lwork;
+    return 2 * (size_t)K + PSD_LIWORK(K);
 }
 
-size_t fedmm_project_psd_iwork(fedmm_blas_int K, fedmm_blas_int liwork)
+/* Fewest negative eigenvalues (as a fraction of K) for which all eigenpairs
+ * are computed (MRRR) rather than the few negative ones (bisection and
+ * inverse iteration), measured in benchmarks/bench_psd.py. */
+#define PSD_PARTIAL_MAX_FRACTION 4
+
+/* Number of negative eigenvalues of the symmetric matrix factored by dsytrf
+ * ('L'): Sylvester's law of inertia on the block diagonal D (a 2x2 block of
+ * Bunch-Kaufman pivoting always has one negative and one positive
+ * eigenvalue). */
+static fedmm_blas_int ldl_negative_count(fedmm_blas_int K, const double *W,
+                                         const fedmm_blas_int *ipiv)
 {
-    return 2 * (size_t)K + (size_t)liwork;
+    fedmm_blas_int n_neg = 0;
+    for (fedmm_blas_int i = 0; i < K; ++i) {
+        if (ipiv[i] > 0) {
+            if (W[(size_t)i * K + i] < 0.0) ++n_neg;
+        } else {
+            ++n_neg;
+            ++i;
+        }
+    }
+    return n_neg;
 }
 
 /* One K x K matrix (column-major, leading dimension K). */
 static int project_psd_one(fedmm_blas_int K, const double *A, double *out, double *work,
-                           fedmm_blas_int lwork, fedmm_blas_int *iwork,
-                           fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas)
+                           fedmm_blas_int *iwork, int *path, const fedmm_blas_t *blas)
 {
     double *W = work;                        /* K x K scratch for LAPACK */
     double *V = W + (size_t)K * K;           /* eigenvectors, K x K */
     double *w = V + (size_t)K * K;           /* eigenvalues */
     double *lapack_work = w + K;
-    fedmm_blas_int *isuppz = iwork;
+    fedmm_blas_int lwork = (fedmm_blas_int)PSD_LWORK(K);
+    fedmm_blas_int liwork = (fedmm_blas_int)PSD_LIWORK(K);
+    fedmm_blas_int *isuppz = iwork;          /* 2K; also the dsytrf pivots */
     fedmm_blas_int *lapack_iwork = iwork + 2 * (size_t)K;
 
     /* out = (A + A^T) / 2, pairwise so that out may alias A */
-    double fro2 = 0.0;
+    double max_abs = 0.0;
     for (fedmm_blas_int j = 0; j < K; ++j) {
         for (fedmm_blas_int i = j; i < K; ++i) {
             const double s = 0.5 * (A[(size_t)j * K + i] + A[(size_t)i * K + j]);
+            if (!isfinite(s)) return FEDMM_ENONFINITE;
             out[(size_t)j * K + i] = s;
             out[(size_t)i * K + j] = s;
-            fro2 += (i == j ? 1.0 : 2.0) * s * s;
+            if (fabs(s) > max_abs) max_abs = fabs(s);
         }
     }
-    if (!isfinite(fro2)) return FEDMM_ENONFINITE;
     /* positive definite: Cholesky succeeds and the matrix is its own projection */
     for (fedmm_blas_int j = 0; j < K; ++j)
         memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
@@ -179,37 +188,57 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
         return FEDMM_OK;
     }
     if (info < 0) return FEDMM_ELAPACK;
-    /* otherwise: eigenpairs with eigenvalue in (vl, 0] only (vl below the
-     * spectrum), then out -= sum lambda_i v_i v_i^T */
+    /* inertia: how many eigenvalues are negative */
     for (fedmm_blas_int j = 0; j < K; ++j)
         memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
-    const double vl = -2.0 * sqrt(fro2) - 1.0, vu = 0.0, abstol = 0.0;
-    fedmm_blas_int il = 1, iu = K, m = 0;
-    blas->dsyevr("V", "V", "L", &K, W, &K, &vl, &vu, &il, &iu, &abstol, &m, w, V, &K, isuppz,
-                 lapack_work, &lwork, lapack_iwork, &liwork, &info);
+    blas->dsytrf("L", &K, W, &K, isuppz, lapack_work, &lwork, &info);
+    if (info < 0) return FEDMM_ELAPACK; /* info > 0: exactly singular D, still an inertia */
+    const fedmm_blas_int n_neg = ldl_negative_count(K, W, isuppz);
+    if (n_neg == 0) {
+        *path = 1;
+        return FEDMM_OK;
+    }
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
+    const int partial = n_neg * PSD_PARTIAL_MAX_FRACTION <= K;
+    /* Gershgorin: every eigenvalue lies in [-K max|s|, K max|s|] */
+    const double vl = -(double)K * max_abs - 1.0, vu = 0.0, abstol = 0.0;
+    fedmm_blas_int il = 1, iu = partial ? n_neg : K, m = 0;
+    blas->dsyevr("V", partial ? "I" : "A", "L", &K, W, &K, &vl, &vu, &il, &iu, &abstol, &m, w,
+                 V, &K, isuppz, lapack_work, &lwork, lapack_iwork, &liwork, &info);
     if (info != 0) return FEDMM_ELAPACK;
-    *path = m == K ? 2 : 1;
-    fedmm_blas_int m_neg = 0;
-    for (fedmm_blas_int j = 0; j < m; ++j) {
-        if (!(w[j] < 0.0)) continue;
-        const double scale = sqrt(-w[j]);
-        double *src = V + (size_t)j * K;
-        double *dst = V + (size_t)m_neg * K;
+    *path = partial ? 2 : 3;
+    /* eigenvalues ascend: w[0..n_below) < 0 <= w[n_below..m) */
+    fedmm_blas_int n_below = 0;
+    while (n_below < m && w[n_below] < 0.0) ++n_below;
+    const fedmm_blas_int n_above = m - n_below;
+    const int from_positive = !partial && n_above < n_below;
+    const fedmm_blas_int first = from_positive ? n_below : 0;
+    const fedmm_blas_int count = from_positive ? n_above : n_below;
+    /* the columns used, scaled by sqrt(|lambda|), packed to the front of V */
+    for (fedmm_blas_int j = 0; j < count; ++j) {
+        const double scale = sqrt(fabs(w[first + j]));
+        const double *src = V + (size_t)(first + j) * K;
+        double *dst = V + (size_t)j * K;
         for (fedmm_blas_int i = 0; i < K; ++i) dst[i] = scale * src[i];
-        ++m_neg;
     }
-    if (m_neg > 0) {
-        const double one = 1.0;
-        blas->dsyrk("L", "N", &K, &m_neg, &one, V, &K, &one, out, &K);
-        for (fedmm_blas_int j = 0; j < K; ++j)
-            for (fedmm_blas_int i = j + 1; i < K; ++i) out[(size_t)i * K + j] = out[(size_t)j * K + i];
+    const double one = 1.0, zero = 0.0;
+    if (from_positive) { /* out = sum_{lambda > 0} lambda v v^T */
+        if (count > 0) {
+            blas->dsyrk("L", "N", &K, &count, &one, V, &K, &zero, out, &K);
+        } else {
+            memset(out, 0, (size_t)K * K * sizeof(double));
+        }
+    } else if (count > 0) { /* out = S - sum_{lambda < 0} lambda v v^T */
+        blas->dsyrk("L", "N", &K, &count, &one, V, &K, &one, out, &K);
     }
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = j + 1; i < K; ++i) out[(size_t)i * K + j] = out[(size_t)j * K + i];
     return FEDMM_OK;
 }
 
 int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,
-                      double *work, fedmm_blas_int lwork, fedmm_blas_int *iwork,
-                      fedmm_blas_int liwork, int *path, const fedmm_blas_t *blas)
+                      double *work, fedmm_blas_int *iwork, int *path, const fedmm_blas_t *blas)
 {
     if (K < 1 || n_matrices < 0 || A == NULL || out == NULL || work == NULL || iwork == NULL ||
         blas == NULL)
@@ -217,7 +246,7 @@ int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, dou
     for (int64_t s = 0; s < n_matrices; ++s) {
         int one_path = 0;
         const int status = project_psd_one(K, A + (size_t)s * K * K, out + (size_t)s * K * K,
-                                           work, lwork, iwork, liwork, &one_path, blas);
+                                           work, iwork, &one_path, blas);
         if (status != FEDMM_OK) return status;
         if (path) path[s] = one_path;
     }
