@@ -239,10 +239,27 @@ class Client:
         idx, refresh = self.oracle.plan(message.t, rng)
         return rng, coin, idx, refresh
 
+    def _delta(self, message: Broadcast, idx: np.ndarray | None, refresh: bool, stat: np.ndarray,
+               out: np.ndarray | None = None) -> np.ndarray:
+        """``Δ = S_{t+1,i} − Ŝ_t − V_{t,i}`` (its parameter-space analogue for the baseline), into ``out``."""
+        S = self.oracle.finish(message.t, message.theta, idx, refresh, stat)
+        delta = np.subtract(self._local_value(S), self._reference(message, self.space), out=out)
+        return np.subtract(delta, self.V, out=delta)
+
+    def _simulated(self, values: np.ndarray) -> SimulatedMessage:
+        """The in-process message carrying the decoded ``values`` and the real payload's size."""
+        if self._payload_nbytes is None:
+            self._payload_nbytes = int(self.compressor.payload_nbytes(values.shape[0]))
+        return SimulatedMessage(values, self._payload_nbytes)
+
+    def _update_control_variate(self, values: np.ndarray | None) -> None:
+        if self.alpha:
+            # V_{t+1,i} = V_{t,i} + (α U / p) Quant(Δ), with U = 1 here.
+            self.V = self.V + self.alpha / self.p * values
+
     def _finish(self, message: Broadcast, rng: np.random.Generator, coin: bool, idx: np.ndarray | None,
                 refresh: bool, stat: np.ndarray, wire: bool = True) -> bytes | SimulatedMessage:
-        S = self.oracle.finish(message.t, message.theta, idx, refresh, stat)
-        delta = self._local_value(S) - self._reference(message, self.space) - self.V
+        delta = self._delta(message, idx, refresh, stat)
         if not coin:
             return b""  # Quant~ = (U/p) Quant(Δ) = 0: nothing to send, V unchanged
         if wire:
@@ -250,12 +267,8 @@ class Client:
             values = self.compressor.decode(payload) if self.alpha else None
         else:
             values = self.compressor.quantize(delta, rng)
-            if self._payload_nbytes is None:
-                self._payload_nbytes = int(self.compressor.payload_nbytes(delta.shape[0]))
-            payload = SimulatedMessage(values, self._payload_nbytes)
-        if self.alpha:
-            # V_{t+1,i} = V_{t,i} + (α U / p) Quant(Δ), with U = 1 here.
-            self.V = self.V + (self.alpha * coin) / self.p * values
+            payload = self._simulated(values)
+        self._update_control_variate(values)
         return payload
 
     def step(self, message: Broadcast) -> bytes:
@@ -271,14 +284,36 @@ class Client:
         One ``model.statistic_batch`` call evaluates every client's minibatch
         (it equals stacked ``model.statistic`` calls), and the messages are
         :class:`SimulatedMessage` objects from the fused ``quantize`` (equal
-        to the decoded bytes of :meth:`step`).  The server accepts both.
+        to the decoded bytes of :meth:`step`): one ``quantize_many`` call for
+        all senders sharing a compressor, each row drawn from its client's own
+        stream.  The server accepts both.
         """
         if not clients:
             return []
         begun = [c._begin(message) for c in clients]
         stats = LocalOracle.statistic_batch([c.oracle for c in clients], message.theta, [b[2] for b in begun])
-        return [c._finish(message, rng, coin, idx, refresh, stats[k], wire=False)
-                for k, (c, (rng, coin, idx, refresh)) in enumerate(zip(clients, begun))]
+        first = clients[0]
+        deltas = np.empty((len(clients), first._reference(message, first.space).shape[0]))
+        for k, (c, (_, _, idx, refresh)) in enumerate(zip(clients, begun)):
+            c._delta(message, idx, refresh, stats[k], out=deltas[k])
+        senders = [k for k, b in enumerate(begun) if b[1]]
+        values: dict[int, np.ndarray] = {}
+        if senders:
+            comp = clients[senders[0]].compressor
+            rngs = [begun[k][0] for k in senders]
+            if all(clients[k].compressor is comp for k in senders):
+                rows = comp.quantize_many(deltas if len(senders) == len(clients) else deltas[senders], rngs)
+            else:
+                rows = [clients[k].compressor.quantize(deltas[k], rng) for k, rng in zip(senders, rngs)]
+            values = dict(zip(senders, rows))
+        payloads: list[SimulatedMessage | bytes] = []
+        for k, c in enumerate(clients):
+            if k not in values:
+                payloads.append(b"")  # U = 0: nothing to send, V unchanged
+                continue
+            payloads.append(c._simulated(values[k]))
+            c._update_control_variate(values[k])
+        return payloads
 
 
 # --------------------------------------------------------------------------- server
