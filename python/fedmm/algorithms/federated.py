@@ -293,26 +293,39 @@ class Client:
         begun = [c._begin(message) for c in clients]
         stats = LocalOracle.statistic_batch([c.oracle for c in clients], message.theta, [b[2] for b in begun])
         first = clients[0]
-        deltas = np.empty((len(clients), first._reference(message, first.space).shape[0]))
-        for k, (c, (_, _, idx, refresh)) in enumerate(zip(clients, begun)):
-            c._delta(message, idx, refresh, stats[k], out=deltas[k])
+        # Plain statistic oracles with one (α, p): Δ and the V updates as (m, q) array operations,
+        # element for element the per-client expressions of _delta and _update_control_variate.
+        stacked = all(c.space == "statistic" and c.oracle.kind != "spider" and c.alpha == first.alpha
+                      and c.p == first.p for c in clients)
+        if stacked:
+            V = np.stack([c.V for c in clients])
+            deltas = np.subtract(stats, message.statistic)
+            np.subtract(deltas, V, out=deltas)
+        else:
+            deltas = np.empty((len(clients), first._reference(message, first.space).shape[0]))
+            for k, (c, (_, _, idx, refresh)) in enumerate(zip(clients, begun)):
+                c._delta(message, idx, refresh, stats[k], out=deltas[k])
         senders = [k for k, b in enumerate(begun) if b[1]]
-        values: dict[int, np.ndarray] = {}
-        if senders:
-            comp = clients[senders[0]].compressor
-            rngs = [begun[k][0] for k in senders]
-            if all(clients[k].compressor is comp for k in senders):
-                rows = comp.quantize_many(deltas if len(senders) == len(clients) else deltas[senders], rngs)
-            else:
-                rows = [clients[k].compressor.quantize(deltas[k], rng) for k, rng in zip(senders, rngs)]
-            values = dict(zip(senders, rows))
-        payloads: list[SimulatedMessage | bytes] = []
-        for k, c in enumerate(clients):
-            if k not in values:
-                payloads.append(b"")  # U = 0: nothing to send, V unchanged
-                continue
-            payloads.append(c._simulated(values[k]))
-            c._update_control_variate(values[k])
+        if not senders:
+            return [b""] * len(clients)
+        every = len(senders) == len(clients)
+        comp = clients[senders[0]].compressor
+        rngs = [begun[k][0] for k in senders]
+        if all(clients[k].compressor is comp for k in senders):
+            rows = comp.quantize_many(deltas if every else deltas[senders], rngs)
+        else:
+            rows = np.stack([clients[k].compressor.quantize(deltas[k], rng) for k, rng in zip(senders, rngs)])
+        if stacked and first.alpha:
+            # V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ) for every sender at once (rows become the clients' V).
+            new_V = (V if every else V[senders]) + first.alpha / first.p * rows
+            for j, k in enumerate(senders):
+                clients[k].V = new_V[j]
+        elif not stacked:
+            for j, k in enumerate(senders):
+                clients[k]._update_control_variate(rows[j])
+        payloads: list[SimulatedMessage | bytes] = [b""] * len(clients)  # U = 0: nothing sent, V unchanged
+        for j, k in enumerate(senders):
+            payloads[k] = clients[k]._simulated(rows[j])
         return payloads
 
 
@@ -425,10 +438,13 @@ class Server:
         Returns the round's monitoring record (``gamma``, ``E_s``/``E_ps`` or ``E_p``).
         """
         gamma = self.schedule(t + 1)
+        scale = self.weights / self.p
         acc = np.zeros(self._size)
+        term = np.empty(self._size)
         for i in sorted(payloads):
-            if payloads[i]:
-                acc += self.weights[i] / self.p * self._decode(i, payloads[i])
+            payload = payloads[i]
+            if payload:
+                acc += np.multiply(scale[i], self._decode(i, payload), out=term)
         H = self.V + acc
         self.theta_vector_prev = self.theta_vector
         if self.space == "statistic":

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedmm import _sparse, kernels
+from fedmm import _linalg, _sparse, kernels
 from fedmm._kernels_sparse import _warn_unconverged
 from fedmm._validation import as_array, check_in, check_int, check_real
 from fedmm.models.base import StatisticLayout, SurrogateModel
@@ -173,16 +173,11 @@ class DictionaryLearning(SurrogateModel):
         H0_rows = None if memories is None else np.empty((bounds[-1], K))
         for j, (d, idx) in enumerate(zip(datas, idxs)):
             lo, hi = bounds[j], bounds[j + 1]
-            if idx is None:
-                Z_rows[lo:hi] = d
-            else:
-                np.take(d, idx, axis=0, out=Z_rows[lo:hi])
+            # take() without out= (its out= is buffered in 'raise' mode) keeps the bounds check.
+            Z_rows[lo:hi] = d if idx is None else d.take(idx, axis=0)
             if H0_rows is not None:
                 codes = self._warm_codes(memories[j], d, None)
-                if idx is None:
-                    H0_rows[lo:hi] = codes
-                else:
-                    np.take(codes, idx, axis=0, out=H0_rows[lo:hi])
+                H0_rows[lo:hi] = codes if idx is None else codes.take(idx, axis=0)
         A, B, H = self._fused_statistics(theta, Z_rows.T, None if H0_rows is None else H0_rows.T, segments)
         if memories is not None:
             codes_rows = H.T
@@ -197,6 +192,11 @@ class DictionaryLearning(SurrogateModel):
     def T(self, s: np.ndarray) -> np.ndarray:
         """The dictionary update ``T(s)`` (ridge closed form or unit-norm BCD), shape (p, K)."""
         A, B = self._split(s)
+        if self.constraint is None and A.dtype == np.float64 and np.isfinite(s).all():
+            # Per-round server call: the compiled ridge update on the operands the public
+            # wrapper would build (eta was checked by __init__, A and B are finite float64).
+            return _linalg.dictionary_update_ridge(np.asfortranarray(0.5 * (A + A.T)), np.asfortranarray(B),
+                                                   self.eta)
         constraint = "ridge" if self.constraint is None else "unit_norm"
         return kernels.dictionary_update(A, B, constraint=constraint, eta=self.eta)
 
