@@ -330,6 +330,12 @@ class Client:
 
 
 # --------------------------------------------------------------------------- server
+def _squared_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """``‖a − b‖²`` as ``np.sum((a - b) ** 2)`` computes it (one temporary, squared in place)."""
+    diff = np.subtract(a, b)
+    return float(np.square(diff, out=diff).sum())
+
+
 class Server:
     """The FedMM server (Algorithm 2 lines 1-4 and 13-17; Algorithm 4 lines 10-13).
 
@@ -415,7 +421,7 @@ class Server:
             self._coins = coins
             return list(range(self.n_clients))
         self._coins = None
-        return [int(i) for i in np.flatnonzero(coins)]
+        return np.flatnonzero(coins).tolist()
 
     def broadcast(self, t: int) -> Broadcast:
         """``(Ŝ_t, T(Ŝ_t))`` (line 4); call after :meth:`select` of the same round."""
@@ -454,8 +460,8 @@ class Server:
             theta_vector = self.model.theta_vector(theta)
             record = {
                 "gamma": gamma,
-                "E_s": float(np.sum((S_new - self.S) ** 2)) / gamma**2,
-                "E_ps": float(np.sum((theta_vector - self.theta_vector) ** 2)) / gamma**2,
+                "E_s": _squared_distance(S_new, self.S) / gamma**2,
+                "E_ps": _squared_distance(theta_vector, self.theta_vector) / gamma**2,
             }
             self.S = S_new
         else:
@@ -466,7 +472,7 @@ class Server:
             theta_vector = self.model.theta_vector(theta)
             record = {
                 "gamma": gamma,
-                "E_p": float(np.sum((theta_vector - self.theta_vector) ** 2)) / gamma**2,
+                "E_p": _squared_distance(theta_vector, self.theta_vector) / gamma**2,
             }
         self.theta, self.theta_vector = theta, theta_vector
         if self.alpha:

@@ -165,9 +165,10 @@ class DictionaryLearning(SurrogateModel):
         m, p, K = len(datas), self.n_features, self.n_components
         idxs = [idx if idx is None or (type(idx) is np.ndarray and idx.dtype.kind == "i") else _as_index(idx)
                 for idx in idxs]
-        segments = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum([d.shape[0] if idx is None else len(idx) for d, idx in zip(datas, idxs)], out=segments[1:])
-        bounds = segments.tolist()
+        bounds = [0]
+        for d, idx in zip(datas, idxs):
+            bounds.append(bounds[-1] + (d.shape[0] if idx is None else len(idx)))
+        segments = np.array(bounds, dtype=np.int64)
         # The minibatches (and their remembered codes) are gathered straight into one buffer each.
         Z_rows = np.empty((bounds[-1], p))
         H0_rows = None if memories is None else np.empty((bounds[-1], K))
