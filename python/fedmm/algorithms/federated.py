@@ -311,7 +311,7 @@ class Client:
         every = len(senders) == len(clients)
         comp = clients[senders[0]].compressor
         rngs = [begun[k][0] for k in senders]
-        if all(clients[k].compressor is comp for k in senders):
+        if hasattr(comp, "quantize_many") and all(clients[k].compressor is comp for k in senders):
             rows = comp.quantize_many(deltas if every else deltas[senders], rngs)
         else:
             rows = np.stack([clients[k].compressor.quantize(deltas[k], rng) for k, rng in zip(senders, rngs)])
