@@ -4,7 +4,8 @@
 FedMM paper §6: n = 20 clients of 250 signals (5000 split by equal-size
 k-means), K = 15, λ = 0.1, η = 0.2, 10 active clients per round, minibatches
 of 50, 8-bit stochastic rounding, α = 0.01; p = 20 (not stated in the paper).
-Our round (batched kernel path, 1 and 2 threads) is timed next to a plain
+Our round (batched kernel path and one-client-per-call thread-pool path,
+1 and 2 threads) is timed next to a plain
 NumPy + scikit-learn implementation of the same round (``sparse_encode``,
 ``numpy.linalg``) in the same run.
 
@@ -32,15 +33,16 @@ def datas():
     return split_by_constrained_kmeans(Z, N_CLIENTS, seed=0)
 
 
-def _fedmm(n_threads):
+def _fedmm(n_threads, batched=True):
     return FedMM(DictionaryLearning(K, LAM, ETA), participation=ACTIVE, compressor=StochasticRounding(bits=BITS),
-                 alpha=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads, batched=True)
+                 alpha=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads, batched=batched)
 
 
 @pytest.mark.benchmark(group="client-rounds")
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "pool"])
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_fedmm_rounds(benchmark, datas, n_threads):
-    algo = _fedmm(n_threads)
+def test_fedmm_rounds(benchmark, datas, n_threads, batched):
+    algo = _fedmm(n_threads, batched)
     history = benchmark.pedantic(algo.run, args=(datas, OURS_ROUNDS), kwargs={"seed": 0}, rounds=5,
                                  warmup_rounds=1)
     client_rounds = sum(len(r["active"]) for r in history.records)

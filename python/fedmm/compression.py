@@ -76,6 +76,24 @@ class Compressor:
     def encode(self, x: Any, rng: Any = None) -> bytes:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def quantize_many(self, X: np.ndarray, rngs: list) -> np.ndarray:
+        """``quantize`` of every row: row ``k`` is ``quantize(X[k], rngs[k])`` bit for bit.
+
+        Parameters
+        ----------
+        X : ndarray of shape (m, q), float64
+            One message per row (several clients' messages of one round).
+        rngs : list of m numpy.random.Generator
+            Each row's own generator (advanced as ``quantize`` would).
+
+        Returns
+        -------
+        ndarray of shape (m, q), float64
+        """
+        if len(rngs) != len(X):
+            raise ValueError(f"Expected one generator per row of 'X' ({len(X)}), got {len(rngs)}")
+        return np.array([self.quantize(x, rng) for x, rng in zip(X, rngs)], dtype=np.float64).reshape(np.shape(X))
+
     def decode(self, payload: Any) -> np.ndarray:
         """Decode any fedmm payload (its header says which scheme); see :func:`decode`."""
         return decode(payload)
@@ -193,6 +211,15 @@ class StochasticRounding(Compressor):
         arr = _as_vector(x)  # parameters were checked by __init__
         return _quantize.quantize(arr, self._effective_block(arr.shape[0]), self.bits,
                                   self._norm_code, as_rng(rng))
+
+    def quantize_many(self, X: np.ndarray, rngs: list) -> np.ndarray:
+        """``quantize`` of every row in one compiled call (see :meth:`Compressor.quantize_many`)."""
+        if not (type(X) is np.ndarray and X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous
+                and X.shape[1] > 0 and all(type(r) is np.random.Generator for r in rngs)):
+            return super().quantize_many(X, rngs)
+        if len(rngs) != X.shape[0]:
+            raise ValueError(f"Expected one generator per row of 'X' ({X.shape[0]}), got {len(rngs)}")
+        return _quantize.quantize_rows(X, self._effective_block(X.shape[1]), self.bits, self._norm_code, list(rngs))
 
     def encode(self, x: Any, rng: Any = None) -> bytes:
         """Quantize ``x`` and pack it into a self-describing payload of

@@ -85,6 +85,31 @@ def quantize(cnp.ndarray x, Py_ssize_t block, int bits, int norm, object generat
     return out
 
 
+
+def quantize_rows(const double[:, ::1] X, Py_ssize_t block, int bits, int norm, list generators):
+    """Row ``k`` of the result is ``quantize(X[k], block, bits, norm, generators[k])``.
+
+    One call for several clients' float64 messages (each row drawn from its
+    own generator, under that generator's lock); returns a new (m, q) array.
+    """
+    cdef Py_ssize_t m = X.shape[0], q = X.shape[1], k
+    if len(generators) != m:
+        raise ValueError(f"Expected one generator per row ({m}), got {len(generators)}")
+    cdef cnp.ndarray out = np.empty((m, q), dtype=np.float64)
+    if q == 0:
+        return out
+    cdef double[:, ::1] out_v = out
+    cdef fedmm_bitgen_t *rng
+    cdef int status
+    for k in range(m):
+        generator = generators[k]
+        rng = _bitgen(generator)
+        with generator.bit_generator.lock, nogil:
+            status = fedmm_quantize_f64(&X[k, 0], q, block, bits, norm, rng, &out_v[k, 0])
+        if status != FEDMM_OK:
+            _raise(status, "quantize", np.asarray(X[k]))
+    return out
+
 def encode(cnp.ndarray x, Py_ssize_t block, int bits, int norm, int scheme, object generator):
     """Quantize contiguous 1-D float32/float64 ``x`` and return the payload bytes."""
     cdef Py_ssize_t q = x.shape[0]

@@ -239,10 +239,27 @@ class Client:
         idx, refresh = self.oracle.plan(message.t, rng)
         return rng, coin, idx, refresh
 
+    def _delta(self, message: Broadcast, idx: np.ndarray | None, refresh: bool, stat: np.ndarray,
+               out: np.ndarray | None = None) -> np.ndarray:
+        """``Δ = S_{t+1,i} − Ŝ_t − V_{t,i}`` (its parameter-space analogue for the baseline), into ``out``."""
+        S = self.oracle.finish(message.t, message.theta, idx, refresh, stat)
+        delta = np.subtract(self._local_value(S), self._reference(message, self.space), out=out)
+        return np.subtract(delta, self.V, out=delta)
+
+    def _simulated(self, values: np.ndarray) -> SimulatedMessage:
+        """The in-process message carrying the decoded ``values`` and the real payload's size."""
+        if self._payload_nbytes is None:
+            self._payload_nbytes = int(self.compressor.payload_nbytes(values.shape[0]))
+        return SimulatedMessage(values, self._payload_nbytes)
+
+    def _update_control_variate(self, values: np.ndarray | None) -> None:
+        if self.alpha:
+            # V_{t+1,i} = V_{t,i} + (α U / p) Quant(Δ), with U = 1 here.
+            self.V = self.V + self.alpha / self.p * values
+
     def _finish(self, message: Broadcast, rng: np.random.Generator, coin: bool, idx: np.ndarray | None,
                 refresh: bool, stat: np.ndarray, wire: bool = True) -> bytes | SimulatedMessage:
-        S = self.oracle.finish(message.t, message.theta, idx, refresh, stat)
-        delta = self._local_value(S) - self._reference(message, self.space) - self.V
+        delta = self._delta(message, idx, refresh, stat)
         if not coin:
             return b""  # Quant~ = (U/p) Quant(Δ) = 0: nothing to send, V unchanged
         if wire:
@@ -250,12 +267,8 @@ class Client:
             values = self.compressor.decode(payload) if self.alpha else None
         else:
             values = self.compressor.quantize(delta, rng)
-            if self._payload_nbytes is None:
-                self._payload_nbytes = int(self.compressor.payload_nbytes(delta.shape[0]))
-            payload = SimulatedMessage(values, self._payload_nbytes)
-        if self.alpha:
-            # V_{t+1,i} = V_{t,i} + (α U / p) Quant(Δ), with U = 1 here.
-            self.V = self.V + (self.alpha * coin) / self.p * values
+            payload = self._simulated(values)
+        self._update_control_variate(values)
         return payload
 
     def step(self, message: Broadcast) -> bytes:
@@ -271,17 +284,58 @@ class Client:
         One ``model.statistic_batch`` call evaluates every client's minibatch
         (it equals stacked ``model.statistic`` calls), and the messages are
         :class:`SimulatedMessage` objects from the fused ``quantize`` (equal
-        to the decoded bytes of :meth:`step`).  The server accepts both.
+        to the decoded bytes of :meth:`step`): one ``quantize_many`` call for
+        all senders sharing a compressor, each row drawn from its client's own
+        stream.  The server accepts both.
         """
         if not clients:
             return []
         begun = [c._begin(message) for c in clients]
         stats = LocalOracle.statistic_batch([c.oracle for c in clients], message.theta, [b[2] for b in begun])
-        return [c._finish(message, rng, coin, idx, refresh, stats[k], wire=False)
-                for k, (c, (rng, coin, idx, refresh)) in enumerate(zip(clients, begun))]
+        first = clients[0]
+        # Plain statistic oracles with one (α, p): Δ and the V updates as (m, q) array operations,
+        # element for element the per-client expressions of _delta and _update_control_variate.
+        stacked = all(c.space == "statistic" and c.oracle.kind != "spider" and c.alpha == first.alpha
+                      and c.p == first.p for c in clients)
+        if stacked:
+            V = np.stack([c.V for c in clients])
+            deltas = np.subtract(stats, message.statistic)
+            np.subtract(deltas, V, out=deltas)
+        else:
+            deltas = np.empty((len(clients), first._reference(message, first.space).shape[0]))
+            for k, (c, (_, _, idx, refresh)) in enumerate(zip(clients, begun)):
+                c._delta(message, idx, refresh, stats[k], out=deltas[k])
+        senders = [k for k, b in enumerate(begun) if b[1]]
+        if not senders:
+            return [b""] * len(clients)
+        every = len(senders) == len(clients)
+        comp = clients[senders[0]].compressor
+        rngs = [begun[k][0] for k in senders]
+        if hasattr(comp, "quantize_many") and all(clients[k].compressor is comp for k in senders):
+            rows = comp.quantize_many(deltas if every else deltas[senders], rngs)
+        else:
+            rows = np.stack([clients[k].compressor.quantize(deltas[k], rng) for k, rng in zip(senders, rngs)])
+        if stacked and first.alpha:
+            # V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ) for every sender at once (rows become the clients' V).
+            new_V = (V if every else V[senders]) + first.alpha / first.p * rows
+            for j, k in enumerate(senders):
+                clients[k].V = new_V[j]
+        elif not stacked:
+            for j, k in enumerate(senders):
+                clients[k]._update_control_variate(rows[j])
+        payloads: list[SimulatedMessage | bytes] = [b""] * len(clients)  # U = 0: nothing sent, V unchanged
+        for j, k in enumerate(senders):
+            payloads[k] = clients[k]._simulated(rows[j])
+        return payloads
 
 
 # --------------------------------------------------------------------------- server
+def _squared_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """``‖a − b‖²`` as ``np.sum((a - b) ** 2)`` computes it (one temporary, squared in place)."""
+    diff = np.subtract(a, b)
+    return float(np.square(diff, out=diff).sum())
+
+
 class Server:
     """The FedMM server (Algorithm 2 lines 1-4 and 13-17; Algorithm 4 lines 10-13).
 
@@ -367,7 +421,7 @@ class Server:
             self._coins = coins
             return list(range(self.n_clients))
         self._coins = None
-        return [int(i) for i in np.flatnonzero(coins)]
+        return np.flatnonzero(coins).tolist()
 
     def broadcast(self, t: int) -> Broadcast:
         """``(Ŝ_t, T(Ŝ_t))`` (line 4); call after :meth:`select` of the same round."""
@@ -390,10 +444,13 @@ class Server:
         Returns the round's monitoring record (``gamma``, ``E_s``/``E_ps`` or ``E_p``).
         """
         gamma = self.schedule(t + 1)
+        scale = self.weights / self.p
         acc = np.zeros(self._size)
+        term = np.empty(self._size)
         for i in sorted(payloads):
-            if payloads[i]:
-                acc += self.weights[i] / self.p * self._decode(i, payloads[i])
+            payload = payloads[i]
+            if payload:
+                acc += np.multiply(scale[i], self._decode(i, payload), out=term)
         H = self.V + acc
         self.theta_vector_prev = self.theta_vector
         if self.space == "statistic":
@@ -403,8 +460,8 @@ class Server:
             theta_vector = self.model.theta_vector(theta)
             record = {
                 "gamma": gamma,
-                "E_s": float(np.sum((S_new - self.S) ** 2)) / gamma**2,
-                "E_ps": float(np.sum((theta_vector - self.theta_vector) ** 2)) / gamma**2,
+                "E_s": _squared_distance(S_new, self.S) / gamma**2,
+                "E_ps": _squared_distance(theta_vector, self.theta_vector) / gamma**2,
             }
             self.S = S_new
         else:
@@ -415,7 +472,7 @@ class Server:
             theta_vector = self.model.theta_vector(theta)
             record = {
                 "gamma": gamma,
-                "E_p": float(np.sum((theta_vector - self.theta_vector) ** 2)) / gamma**2,
+                "E_p": _squared_distance(theta_vector, self.theta_vector) / gamma**2,
             }
         self.theta, self.theta_vector = theta, theta_vector
         if self.alpha:

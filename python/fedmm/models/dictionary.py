@@ -6,11 +6,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedmm import kernels
+from fedmm import _linalg, _sparse, kernels
+from fedmm._kernels_sparse import _warn_unconverged
 from fedmm._validation import as_array, check_in, check_int, check_real
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["DictionaryLearning"]
+
+
+def _as_index(idx: Any) -> np.ndarray:
+    """Integer sample indices from a list or a boolean mask (what ``data[idx]`` accepts)."""
+    arr = np.asarray(idx)
+    return np.flatnonzero(arr) if arr.dtype == np.bool_ else arr.astype(np.intp, copy=False)
 
 
 class DictionaryLearning(SurrogateModel):
@@ -111,12 +118,34 @@ class DictionaryLearning(SurrogateModel):
         return codes if idx is None else codes[idx]
 
     @staticmethod
-    def _remember(memory: dict | None, idx: np.ndarray | None, H: np.ndarray) -> None:
+    def _remember(memory: dict | None, idx: np.ndarray | None, codes: np.ndarray) -> None:
+        """Store the new codes (shape (b, K), one row per sample of ``idx``)."""
         if memory is not None:
             if idx is None:
-                memory["codes"][...] = H.T
+                memory["codes"][...] = codes
             else:
-                memory["codes"][idx] = H.T
+                memory["codes"][idx] = codes
+
+    def _fused_statistics(self, theta: Any, Z: np.ndarray, H0: np.ndarray | None,
+                          offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``kernels.dictionary_statistics(theta, Z, lam, segments=offsets, H0=H0, ...)`` on the hot path.
+
+        ``lam``, ``tol`` and ``max_iter`` were checked by ``__init__``, ``Z``
+        (F-ordered float64 ``(p, b)``) comes from data checked by
+        :meth:`check_data`, ``offsets`` and ``H0`` (``(K, b)``, previous
+        kernel outputs) are built here: only ``θ`` is checked per call, and the
+        compiled kernel is called directly (same numbers as the public wrapper,
+        which any other ``θ`` goes through).
+        """
+        p, K = self.n_features, self.n_components
+        if not (type(theta) is np.ndarray and theta.dtype == np.float64 and theta.shape == (p, K)
+                and theta.flags.f_contiguous and self.lam > 0 and np.isfinite(theta).all()):
+            return kernels.dictionary_statistics(theta, Z, self.lam, segments=offsets, H0=H0, tol=self.tol,
+                                                 max_iter=self.max_iter, return_codes=True)
+        A, B, H, _, _, n_bad = _sparse.dictionary_statistics(theta, Z, self.lam, False, self.tol, self.max_iter,
+                                                             H0, offsets, True, False, _sparse.METHODS["auto"])
+        _warn_unconverged(n_bad, Z.shape[1], "dictionary_statistics", self.max_iter)
+        return A, B, H
 
     def statistic(self, data: np.ndarray, theta: Any, idx: np.ndarray | None = None, *,
                   memory: dict | None = None) -> np.ndarray:
@@ -127,34 +156,34 @@ class DictionaryLearning(SurrogateModel):
         and store the new codes.  The codes are the same minimizers to the
         solver tolerance; only the number of iterations changes.
         """
-        Z = (data if idx is None else data[idx]).T
-        warm = self._warm_codes(memory, data, idx)
-        A, B, H = kernels.dictionary_statistics(theta, Z, self.lam, H0=None if warm is None else warm.T,
-                                                tol=self.tol, max_iter=self.max_iter, return_codes=True)
-        self._remember(memory, idx, H)
-        K = self.n_components
-        out = np.empty(self.layout.size)
-        out[: K * K] = A.ravel()
-        out[K * K:].reshape(B.shape)[...] = B
-        return out
+        return self.statistic_batch([data], theta, [idx], memories=None if memory is None else [memory])[0]
 
     def statistic_batch(self, datas: Sequence[np.ndarray], theta: Any,
                         idxs: Sequence[np.ndarray | None], *,
                         memories: Sequence[dict | None] | None = None) -> np.ndarray:
         """All clients' statistics at one ``θ`` with one segmented kernel call (rows equal :meth:`statistic`)."""
-        blocks = [d if idx is None else d[idx] for d, idx in zip(datas, idxs)]
-        segments = np.zeros(len(blocks) + 1, dtype=np.int64)
-        np.cumsum([blk.shape[0] for blk in blocks], out=segments[1:])
-        Z = np.concatenate(blocks, axis=0).T
-        H0 = None
+        m, p, K = len(datas), self.n_features, self.n_components
+        idxs = [idx if idx is None or (type(idx) is np.ndarray and idx.dtype.kind == "i") else _as_index(idx)
+                for idx in idxs]
+        bounds = [0]
+        for d, idx in zip(datas, idxs):
+            bounds.append(bounds[-1] + (d.shape[0] if idx is None else len(idx)))
+        segments = np.array(bounds, dtype=np.int64)
+        # The minibatches (and their remembered codes) are gathered straight into one buffer each.
+        Z_rows = np.empty((bounds[-1], p))
+        H0_rows = None if memories is None else np.empty((bounds[-1], K))
+        for j, (d, idx) in enumerate(zip(datas, idxs)):
+            lo, hi = bounds[j], bounds[j + 1]
+            # take() without out= (its out= is buffered in 'raise' mode) keeps the bounds check.
+            Z_rows[lo:hi] = d if idx is None else d.take(idx, axis=0)
+            if H0_rows is not None:
+                codes = self._warm_codes(memories[j], d, None)
+                H0_rows[lo:hi] = codes if idx is None else codes.take(idx, axis=0)
+        A, B, H = self._fused_statistics(theta, Z_rows.T, None if H0_rows is None else H0_rows.T, segments)
         if memories is not None:
-            H0 = np.concatenate([self._warm_codes(mem, d, idx) for mem, d, idx in zip(memories, datas, idxs)]).T
-        A, B, H = kernels.dictionary_statistics(theta, Z, self.lam, segments=segments, H0=H0, tol=self.tol,
-                                                max_iter=self.max_iter, return_codes=True)
-        if memories is not None:
+            codes_rows = H.T
             for j, (mem, idx) in enumerate(zip(memories, idxs)):
-                self._remember(mem, idx, H[:, segments[j]:segments[j + 1]])
-        m, K = len(blocks), self.n_components
+                self._remember(mem, idx, codes_rows[bounds[j]:bounds[j + 1]])
         out = np.empty((m, self.layout.size))
         out[:, : K * K] = A.reshape(m, K * K)
         out[:, K * K:].reshape(B.shape)[...] = B
@@ -164,6 +193,11 @@ class DictionaryLearning(SurrogateModel):
     def T(self, s: np.ndarray) -> np.ndarray:
         """The dictionary update ``T(s)`` (ridge closed form or unit-norm BCD), shape (p, K)."""
         A, B = self._split(s)
+        if self.constraint is None and A.dtype == np.float64 and np.isfinite(s).all():
+            # Per-round server call: the compiled ridge update on the operands the public
+            # wrapper would build (eta was checked by __init__, A and B are finite float64).
+            return _linalg.dictionary_update_ridge(np.asfortranarray(0.5 * (A + A.T)), np.asfortranarray(B),
+                                                   self.eta)
         constraint = "ridge" if self.constraint is None else "unit_norm"
         return kernels.dictionary_update(A, B, constraint=constraint, eta=self.eta)
 

@@ -53,7 +53,8 @@ class LocalRuntime:
     Parameters
     ----------
     n_threads : int >= 1
-        Worker threads; the contacted clients are split into ``n_threads``
+        Worker threads (the calling thread and ``n_threads − 1`` pool
+        threads); the contacted clients are split into ``n_threads``
         contiguous shares, one task per share.
     batched : bool
         Use ``type(client).step_many`` on each share instead of one ``step`` per client.
@@ -75,8 +76,10 @@ class LocalRuntime:
         shares = _chunks(clients, self.n_threads)
         if pool is None or len(shares) == 1:
             return [b for share in shares for b in self._work(share, message)]
-        futures = [pool.submit(self._work, share, message) for share in shares]
-        return [b for f in futures for b in f.result()]
+        # The calling thread works on the first share instead of idling on the futures.
+        futures = [pool.submit(self._work, share, message) for share in shares[1:]]
+        payloads = self._work(shares[0], message)
+        return [*payloads, *(b for f in futures for b in f.result())]
 
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
@@ -96,7 +99,7 @@ class LocalRuntime:
             from tqdm import tqdm
 
             rounds = tqdm(rounds, desc=history.algorithm or "rounds", unit="round")
-        pool = ThreadPoolExecutor(max_workers=self.n_threads) if self.n_threads > 1 else None
+        pool = ThreadPoolExecutor(max_workers=self.n_threads - 1) if self.n_threads > 1 else None
         elapsed = 0.0
         try:
             # Optional set-up exchange (servers with setup_message, e.g. FedMM's initial control
