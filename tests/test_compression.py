@@ -412,3 +412,18 @@ def test_shared_generator_across_threads_is_safe():
     for v in outs:
         for sl, nrm in zip(block_slices(5000, 500), block_norms(x, 500, 2)):
             assert np.allclose(np.abs(v[sl][v[sl] != 0]), nrm, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("comp", [StochasticRounding(bits=8, block_size=7), BlockQuantizer(block_size=5)])
+def test_quantize_many_rows_equal_per_row_quantize(comp):
+    # The batched simulation path quantizes all clients' messages in one call;
+    # each row must be exactly quantize(row, its own generator), generators advanced alike.
+    X = np.random.default_rng(3).standard_normal((4, 23))
+    rngs = [np.random.default_rng(100 + k) for k in range(4)]
+    twins = [np.random.default_rng(100 + k) for k in range(4)]
+    out = comp.quantize_many(X, rngs)
+    for k in range(4):
+        assert np.array_equal(out[k], comp.quantize(X[k], twins[k]))
+        assert rngs[k].random() == twins[k].random()
+    with pytest.raises(ValueError, match="one generator per row"):
+        comp.quantize_many(X, rngs[:3])

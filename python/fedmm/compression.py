@@ -21,6 +21,7 @@ the C kernels (``quantize.c``) write and validate it.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -67,14 +68,16 @@ def decode(payload: Any) -> np.ndarray:
     return unpack(payload)
 
 
-class Compressor:
+class Compressor(ABC):
     """Common interface of the unbiased compressors (see the module docstring)."""
 
-    def quantize(self, x: Any, rng: Any = None) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def quantize(self, x: Any, rng: Any = None) -> np.ndarray:
+        """``Quant(x)`` as float64 values (the simulation path, no packing)."""
 
-    def encode(self, x: Any, rng: Any = None) -> bytes:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def encode(self, x: Any, rng: Any = None) -> bytes:
+        """``Quant(x)`` packed into a self-describing payload (docs/wire-format.md)."""
 
     def quantize_many(self, X: np.ndarray, rngs: list) -> np.ndarray:
         """``quantize`` of every row: row ``k`` is ``quantize(X[k], rngs[k])`` bit for bit.
@@ -98,11 +101,13 @@ class Compressor:
         """Decode any fedmm payload (its header says which scheme); see :func:`decode`."""
         return decode(payload)
 
-    def omega(self, q: int) -> float:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def omega(self, q: int) -> float:
+        """Variance constant of assumption A4: ``E‖Quant(x) − x‖² ≤ ω‖x‖²`` for length ``q``."""
 
-    def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:
+        """Exact size in bytes of :meth:`encode`'s payload for a length-``q`` vector."""
 
 
 class Identity(Compressor):
