@@ -164,8 +164,8 @@ def identity_encode(cnp.ndarray x):
     return payload
 
 
-def read_header(const uint8_t[::1] payload):
-    """Validated header fields as a dict (``ValueError`` with the reason if malformed)."""
+cdef fedmm_wire_header_t _checked_header(const uint8_t[::1] payload) except *:
+    """The payload's header, validated by the C reader (``ValueError`` with its reason)."""
     cdef fedmm_wire_header_t h
     cdef const char *reason = NULL
     cdef size_t n = payload.shape[0]
@@ -173,9 +173,14 @@ def read_header(const uint8_t[::1] payload):
     cdef const uint8_t *src = &empty  # never dereferenced when n == 0
     if n > 0:
         src = &payload[0]
-    cdef int status = fedmm_wire_read_header(src, n, &h, &reason)
-    if status != FEDMM_OK:
+    if fedmm_wire_read_header(src, n, &h, &reason) != FEDMM_OK:
         raise ValueError(f"malformed payload: {reason.decode()}")
+    return h
+
+
+def read_header(const uint8_t[::1] payload):
+    """Validated header fields as a dict (``ValueError`` with the reason if malformed)."""
+    cdef fedmm_wire_header_t h = _checked_header(payload)
     return {
         "version": h.version, "scheme": h.scheme, "value_nbytes": h.value_nbytes,
         "norm": h.norm, "bits": h.bits, "q": h.q, "block": h.block,
@@ -184,16 +189,11 @@ def read_header(const uint8_t[::1] payload):
 
 def decode(const uint8_t[::1] payload, out=None):
     """Decode untrusted payload bytes into a float64 vector (``out`` if given)."""
-    cdef fedmm_wire_header_t h
+    cdef fedmm_wire_header_t h = _checked_header(payload)
     cdef const char *reason = NULL
-    cdef size_t n = payload.shape[0]
-    cdef uint8_t empty = 0
-    cdef const uint8_t *src = &empty  # never dereferenced when n == 0
-    if n > 0:
-        src = &payload[0]
-    cdef int status = fedmm_wire_read_header(src, n, &h, &reason)
-    if status != FEDMM_OK:
-        raise ValueError(f"malformed payload: {reason.decode()}")
+    cdef size_t n = payload.shape[0]  # > 0: a valid header was read
+    cdef const uint8_t *src = &payload[0]
+    cdef int status
     if out is None:
         out = np.empty(<Py_ssize_t>h.q, dtype=np.float64)
     elif not (isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 1

@@ -40,6 +40,27 @@ def round_record(t: int, server_record: dict, ids: Sequence[int], payloads: Sequ
     }
 
 
+def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payloads: Sequence[Any],
+                 message: Any, start: float, elapsed: float, monitor: Callable[[int, float], dict] | None,
+                 callback: Callable[[int], None] | None) -> float:
+    """The end of round ``t`` shared by every runtime; returns the new cumulative round time.
+
+    Aggregates the received payloads (``None`` = dropped client), adds the
+    round's time since ``start`` (``time.perf_counter()``) to ``elapsed``,
+    appends :func:`round_record` (plus the monitor's fields, which are not
+    timed) to ``history`` and calls ``callback(t)``.
+    """
+    record = server.aggregate(t, {i: b for i, b in zip(ids, payloads) if b is not None})
+    elapsed += time.perf_counter() - start
+    record = round_record(t, record, ids, payloads, message, elapsed)
+    if monitor is not None:
+        record.update(monitor(t, record["gamma"]))
+    history.append(**record)
+    if callback is not None:
+        callback(t)
+    return elapsed
+
+
 class LocalRuntime:
     """Run Server/Client rounds in this process.
 
@@ -115,15 +136,8 @@ class LocalRuntime:
                 ids = server.select(t)
                 message = server.broadcast(t)
                 payloads = self.exchange([clients[i] for i in ids], message, pool)
-                received = {i: b for i, b in zip(ids, payloads) if b is not None}
-                record = server.aggregate(t, received)
-                elapsed += time.perf_counter() - start
-                record = round_record(t, record, ids, payloads, message, elapsed)
-                if monitor is not None:
-                    record.update(monitor(t, record["gamma"]))
-                history.append(**record)
-                if callback is not None:
-                    callback(t)
+                elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor,
+                                       callback)
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)

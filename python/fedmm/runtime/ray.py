@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 from fedmm._validation import check_int, check_real
 from fedmm.history import History
-from fedmm.runtime.local import _chunks, round_record
+from fedmm.runtime.local import _chunks, finish_round
 
 __all__ = ["RayRuntime", "init_local_ray"]
 
@@ -218,14 +218,8 @@ class RayRuntime:
                     if self.errors is not None:
                         self.errors.extend((t, i, f"timeout after {self.timeout} s") for i in per_actor[a])
                 payloads = [got.get(i) for i in ids]
-                record = server.aggregate(t, {i: b for i, b in zip(ids, payloads) if b is not None})
-                elapsed += time.perf_counter() - start
-                record = round_record(t, record, ids, payloads, message, elapsed)
-                if monitor is not None:
-                    record.update(monitor(t, record["gamma"]))
-                history.append(**record)
-                if callback is not None:
-                    callback(t)
+                elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor,
+                                       callback)
             for a, actor in enumerate(actors):
                 if rollback[a]:
                     ray.get(actor.rollback.remote(rollback[a]))
