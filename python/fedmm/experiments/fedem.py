@@ -254,14 +254,11 @@ def _tail_stats(run: dict[str, Any], fraction: float = 0.5) -> dict[str, float]:
             "h2_last": float(run["h2"][-1]) if run["h2"] else float("nan")}
 
 
-def run_fig1(cfg: Fig1Config | None = None) -> dict[str, Any]:
-    """FedEM vs VR-FedEM on the synthetic GMM of FedEM Fig. 1 (same data, same ``Ŝ₀``)."""
-    from fedmm.models import GaussianMixture
+def _fedem_and_vr_fedem(model: Any, datas: Sequence[Any], S0: np.ndarray, cfg: Any) -> dict[str, Any]:
+    """FedEM (minibatch oracle) and VR-FedEM (SPIDER oracle) on the same clients, start and epoch budget.
 
-    cfg = cfg or Fig1Config()
-    datas, truth = fig1_clients(cfg.n_samples, cfg.n_clients, cfg.seed)
-    model = GaussianMixture(2, known_covariance=truth["covariance"])
-    S0 = model.init_statistic(datas, np.random.default_rng(cfg.seed))
+    ``cfg`` is a :class:`Fig1Config` or :class:`DigitsConfig` (same field names).
+    """
     sizes = [d.shape[0] for d in datas]
     common = dict(S0=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
                   step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
@@ -271,6 +268,18 @@ def run_fig1(cfg: Fig1Config | None = None) -> dict[str, Any]:
                                   ("VR-FedEM", "spider", cfg.vr_batch_size, cfg.k_in)):
         n_rounds = _expected_rounds(cfg.epochs, sizes, cfg.participation, oracle, b, k_in)
         runs[name] = _run(model, datas, n_rounds=n_rounds, oracle=oracle, batch_size=b, k_in=k_in, **common)
+    return runs
+
+
+def run_fig1(cfg: Fig1Config | None = None) -> dict[str, Any]:
+    """FedEM vs VR-FedEM on the synthetic GMM of FedEM Fig. 1 (same data, same ``Ŝ₀``)."""
+    from fedmm.models import GaussianMixture
+
+    cfg = cfg or Fig1Config()
+    datas, truth = fig1_clients(cfg.n_samples, cfg.n_clients, cfg.seed)
+    model = GaussianMixture(2, known_covariance=truth["covariance"])
+    S0 = model.init_statistic(datas, np.random.default_rng(cfg.seed))
+    runs = _fedem_and_vr_fedem(model, datas, S0, cfg)
     return {
         "experiment": "fedem-fig1",
         "config": asdict(cfg),
@@ -290,18 +299,10 @@ def run_digits(cfg: DigitsConfig | None = None) -> dict[str, Any]:
     datas = digits_clients(cfg.n_pca, cfg.n_clients, cfg.seed)
     model = GaussianMixture(cfg.n_components, reg_covar=cfg.reg_covar)
     S0 = model.init_statistic(datas, np.random.default_rng(cfg.seed))
-    sizes = [d.shape[0] for d in datas]
     Y = np.concatenate(datas)
-    common = dict(S0=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
-                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
-                  extra_monitor=lambda S, theta: theta.weights.tolist())
-    runs = {}
-    for name, oracle, b, k_in in (("FedEM", "minibatch", cfg.batch_size, None),
-                                  ("VR-FedEM", "spider", cfg.vr_batch_size, cfg.k_in)):
-        n_rounds = _expected_rounds(cfg.epochs, sizes, cfg.participation, oracle, b, k_in)
-        run = _run(model, datas, n_rounds=n_rounds, oracle=oracle, batch_size=b, k_in=k_in, **common)
+    runs = _fedem_and_vr_fedem(model, datas, S0, cfg)
+    for run in runs.values():
         run["final_log_likelihood"] = -model.objective(Y, model.T(np.asarray(run["final_S"])))
-        runs[name] = run
     sk = SkGaussianMixture(cfg.n_components, covariance_type="tied", reg_covar=cfg.reg_covar,
                            random_state=cfg.seed, max_iter=500).fit(Y)
     return {
