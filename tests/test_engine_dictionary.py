@@ -6,6 +6,7 @@ from sklearn.decomposition import sparse_encode
 
 from fedmm.algorithms import SASSMM, FedMM
 from fedmm.compression import Identity, StochasticRounding
+from fedmm.kernels import ConvergenceWarning
 from fedmm.models import DictionaryLearning
 
 from reference import engine_centralized_mm
@@ -77,6 +78,22 @@ def test_T_ridge_closed_form_and_unit_norm_constraint():
     for _ in range(20):  # no feasible perturbation does better
         other = unit.project_theta(theta + 0.05 * rng.standard_normal(theta.shape))
         assert surrogate(theta) <= surrogate(other) + 1e-9
+
+
+def test_unit_norm_update_tolerance_is_the_models():
+    """``update_tol`` reaches the BCD kernel: a loose T is within its tolerance of a tight one."""
+    rng = np.random.default_rng(14)
+    M = rng.standard_normal((K, K + 3))
+    A, B = M @ M.T / K, 3.0 * rng.standard_normal((P, K))
+    s = DictionaryLearning(K, LAM, ETA, n_features=P).layout.join(A=A, B=B)
+    tight = DictionaryLearning(K, LAM, ETA, "unit_norm", n_features=P, update_tol=1e-13, update_max_iter=10_000).T(s)
+    loose = DictionaryLearning(K, LAM, ETA, "unit_norm", n_features=P, update_tol=1e-3).T(s)
+    one_sweep = DictionaryLearning(K, LAM, ETA, "unit_norm", n_features=P, update_tol=0.0, update_max_iter=1)
+    assert 0 < np.abs(loose - tight).max() < 1e-1
+    with pytest.warns(ConvergenceWarning):
+        assert np.abs(one_sweep.T(s) - tight).max() > np.abs(loose - tight).max()
+    with pytest.raises(ValueError, match="update_tol"):
+        DictionaryLearning(K, LAM, update_tol=-1.0)
 
 
 def test_project_is_psd_projection_of_first_block():
