@@ -303,7 +303,8 @@ def test_spider_oracle_removes_the_minibatch_noise_floor():
         ])
     assert err["spider"] < 1e-3 * err["minibatch"], err
     # Single node: SA-SSMM with the same oracle.
-    single = SASSMM(model, step=0.5, batch_size=4, oracle="spider", k_in=10).run((X, y), 300, seed=0)
+    # (the error decays geometrically, about 100x per 100 rounds here: 400 rounds clear the bound by 50x)
+    single = SASSMM(model, step=0.5, batch_size=4, oracle="spider", k_in=10).run((X, y), 400, seed=0)
     central = SASSMM(model, step=1.0, oracle="full").run((X, y), 2000, seed=0)
     assert np.linalg.norm(single.state["theta"] - central.state["theta"]) < 1e-3 * err["minibatch"]
 

@@ -23,6 +23,7 @@ from fedmm._kernels_sparse import (  # noqa: F401
     project_psd,
 )
 from fedmm._kernels_nonsmooth import fedmls_local_round  # noqa: F401
+from fedmm._kernels_random import sample_without_replacement  # noqa: F401
 
 __all__ = [
     # compression
@@ -38,6 +39,8 @@ __all__ = [
     "dictionary_statistics",
     "dictionary_update",
     "project_psd",
+    # random streams
+    "sample_without_replacement",
     # non-smooth problems (FedMLS local loop)
     "fedmls_local_round",
 ]

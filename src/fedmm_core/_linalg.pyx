@@ -41,6 +41,25 @@ def dictionary_update_ridge(const double[::1, :] A, const double[::1, :] B, doub
     return D_arr
 
 
+def dictionary_update_ridge_flat(const double[::1] s, fedmm_blas_int K, fedmm_blas_int p, double eta):
+    """``dictionary_update_ridge(asfortranarray(0.5 * (A + A.T)), asfortranarray(B), eta)`` for the flat
+    statistic ``s = [vec(A), vec(B)]`` (C order), with the same arithmetic: the server's per-round ``T``."""
+    if s.shape[0] != K * K + p * K:
+        raise ValueError(f"Expected a statistic of length K*K + p*K = {K * K + p * K}, got {s.shape[0]}")
+    A_arr = np.empty((K, K), dtype=np.float64, order="F")
+    B_arr = np.empty((p, K), dtype=np.float64, order="F")
+    cdef double[::1, :] A = A_arr
+    cdef double[::1, :] B = B_arr
+    cdef Py_ssize_t i, j, KK = K * K
+    for j in range(K):
+        for i in range(K):
+            A[i, j] = 0.5 * (s[i * K + j] + s[j * K + i])
+    for j in range(K):
+        for i in range(p):
+            B[i, j] = s[KK + i * K + j]
+    return dictionary_update_ridge(A, B, eta)
+
+
 def dictionary_update_unit_norm(const double[::1, :] A, const double[::1, :] B, D0, double eta,
                                 double tol, int max_iter):
     """Return ``(D, n_iter, converged)``; D is a fresh F-ordered (p, K) array."""

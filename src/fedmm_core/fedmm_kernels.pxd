@@ -134,6 +134,35 @@ cdef extern from "fedmm_kernels.h" nogil:
                                     double *objective, int *n_iter, int64_t *n_unconverged,
                                     double *work, const fedmm_blas_t *blas)
 
+    # ---- counter-based random streams and sampling (random.c) ----
+    ctypedef struct fedmm_philox_t:
+        uint64_t counter[4]
+        uint64_t key[2]
+        uint64_t buffer[4]
+        int buffer_pos
+        int has_uint32
+        uint32_t uinteger
+    void fedmm_philox_seek(fedmm_philox_t *state, const uint64_t *key, const uint64_t *counter)
+    uint64_t fedmm_philox_next_uint64(void *state)
+    uint32_t fedmm_philox_next_uint32(void *state)
+    double fedmm_philox_next_double(void *state)
+    void fedmm_philox_bitgen(fedmm_philox_t *state, fedmm_bitgen_t *bitgen)
+    int fedmm_sample_without_replacement(fedmm_bitgen_t *rng, int64_t n, int64_t b, int64_t *out,
+                                         int64_t *work)
+
+    # ---- one FedMM client round of dictionary learning (rounds.c) ----
+    size_t fedmm_dictionary_client_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t batch)
+    int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const double *D,
+                                      fedmm_blas_int ldd, double lam, double tol, int max_iter,
+                                      int method, const double *data, int64_t n_samples,
+                                      int64_t batch, double *codes, fedmm_bitgen_t *rng,
+                                      const double *S, double *V, double v_step, int scheme,
+                                      int bits, int norm, size_t block, double *out,
+                                      int64_t *n_unconverged, double *work, int64_t *iwork,
+                                      const fedmm_blas_t *blas)
+    void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double *const *rows,
+                            double *out)
+
     # ---- dictionary update and PSD projection (linalg.c) ----
     size_t fedmm_dictionary_update_ridge_work(fedmm_blas_int p, fedmm_blas_int K)
     int fedmm_dictionary_update_ridge(fedmm_blas_int p, fedmm_blas_int K, const double *A,

@@ -247,6 +247,73 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
                                 double *objective, int *n_iter, int64_t *n_unconverged,
                                 double *work, const fedmm_blas_t *blas);
 
+/* ---- counter-based random streams and sampling (random.c) ---------------- */
+/* Philox4x64-10 with NumPy's state layout semantics: numpy.random.Philox with
+ * key `key` and counter `counter` (buffer empty) produces the same uint64,
+ * uint32 and double draws as fedmm_philox_seek(st, key, counter) followed by
+ * the fedmm_philox_next_* functions (the next draw first increments the
+ * 256-bit counter, then yields the four outputs of its block in order; a
+ * 32-bit draw returns the low half of a 64-bit draw and keeps the high half
+ * for the next 32-bit draw).  fedmm_philox_bitgen fills a fedmm_bitgen_t so
+ * that every kernel taking a generator can draw from it. */
+typedef struct fedmm_philox {
+    uint64_t counter[4];
+    uint64_t key[2];
+    uint64_t buffer[4];
+    int buffer_pos;
+    int has_uint32;
+    uint32_t uinteger;
+} fedmm_philox_t;
+void fedmm_philox_seek(fedmm_philox_t *state, const uint64_t key[2], const uint64_t counter[4]);
+uint64_t fedmm_philox_next_uint64(void *state);
+uint32_t fedmm_philox_next_uint32(void *state);
+double fedmm_philox_next_double(void *state);
+void fedmm_philox_bitgen(fedmm_philox_t *state, fedmm_bitgen_t *bitgen);
+
+/* b distinct indices drawn uniformly from 0..n-1, in the order of a partial
+ * Fisher-Yates shuffle: out[i] is a uniform pick among the n - i indices
+ * not yet taken, by masked rejection on next_uint32 (n - 1 - i < 2^32) or
+ * next_uint64.  work: n int64 (overwritten).  0 <= b <= n. */
+int fedmm_sample_without_replacement(fedmm_bitgen_t *rng, int64_t n, int64_t b, int64_t *out,
+                                     int64_t *work);
+
+/* ---- one FedMM client round of dictionary learning (rounds.c) ------------- */
+/* FedMM Alg. 2 lines 5-11 with the minibatch oracle (eq. (18)), what
+ * fedmm.algorithms.Client.step computes for DictionaryLearning, in one call:
+ *   1. idx = fedmm_sample_without_replacement(rng, n_samples, batch);
+ *   2. H = LASSO codes of the samples idx (rows of data, n_samples x p,
+ *      C order) on D (p x K, ldd), warm-started from the rows idx of codes
+ *      (n_samples x K, C order) and written back there (codes == NULL: cold
+ *      start, nothing remembered), via fedmm_dictionary_statistics (lam,
+ *      tol, max_iter, method as there; *n_unconverged receives its count);
+ *   3. Delta = (S_{t+1} - S) - V with S_{t+1} = [vec(H H^T/b), vec(Z H^T/b)]
+ *      (A block then the (p, K) B block, both row-major), S and V of length
+ *      q = K*K + p*K;
+ *   4. out = Quant(Delta) by fedmm_quantize_f64(..., block, bits, norm, rng)
+ *      for FEDMM_SCHEME_BLOCKP / FEDMM_SCHEME_DITHER, out = Delta for
+ *      FEDMM_SCHEME_IDENTITY;
+ *   5. V += v_step * out when v_step != 0 (v_step = alpha / p).
+ * work: fedmm_dictionary_client_round_work(p, K, batch) doubles; iwork:
+ * batch + n_samples int64.  Reentrant: clients with separate codes, V, out,
+ * work and generators may run on separate threads. */
+size_t fedmm_dictionary_client_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t batch);
+int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const double *D,
+                                  fedmm_blas_int ldd, double lam, double tol, int max_iter,
+                                  int method, const double *data, int64_t n_samples,
+                                  int64_t batch, double *codes, fedmm_bitgen_t *rng,
+                                  const double *S, double *V, double v_step, int scheme,
+                                  int bits, int norm, size_t block, double *out,
+                                  int64_t *n_unconverged, double *work, int64_t *iwork,
+                                  const fedmm_blas_t *blas);
+
+/* The server's aggregate of the decoded messages (FedMM Alg. 2 line 13):
+ * out = sum_k weights[k] * rows[k] (each of length q), accumulated in the
+ * order k = 0..m-1 as out = out + weights[k] * rows[k] (one rounding for the
+ * product, one for the sum: no fused multiply-add), i.e. exactly what the
+ * NumPy expression does.  m = 0 gives zeros. */
+void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double *const *rows,
+                        double *out);
+
 /* ---- dictionary update and PSD projection (linalg.c) ---------------------- */
 /* Ridge T map (FedMM eq. (17) with g = eta ||D||_F^2 and the 1/2 convention
  * of eq. (28)): D = B (A + 2 eta I)^{-1} by Cholesky (dpotrf/dpotrs).

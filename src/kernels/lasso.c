@@ -304,6 +304,105 @@ static void active_remove(fedmm_blas_int m, fedmm_blas_int j, int *S, double *th
     }
 }
 
+/* Nearly full supports (the codes of the FedMM experiments use 14 or 15 of
+ * K = 15 atoms) make every active-set column refactor an almost K x K
+ * matrix.  When G itself is well conditioned, its inverse M = G^{-1}, formed
+ * once per call, gives every Newton step on a support S whose complement R
+ * has at most INVERSE_MAX_COMPLEMENT atoms without any factorization, by the
+ * Schur complement of the inverse:
+ *     (G_SS)^{-1} = M_SS - M_SR (M_RR)^{-1} M_RS,
+ * at O(K |S| + |R|^3) per step.  G counts as well conditioned when every
+ * pivot of its Cholesky factor keeps more than INVERSE_MIN_PIVOT of its
+ * diagonal entry (each atom keeps that fraction of its squared norm outside
+ * the span of the previous ones), so the solves lose at most a few digits;
+ * the duality gap certifies the result as on every other path. */
+#define INVERSE_MAX_COMPLEMENT 4
+#define INVERSE_MIN_PIVOT 1e-4
+#define INVERSE_MAX_K 64
+
+typedef struct lasso_inverse {
+    int state;   /* 0: not formed yet, 1: M holds G^{-1}, -1: unavailable */
+    int dense;   /* the previous column's solution had a nearly full support */
+    double *M;   /* K x K */
+    double *y;   /* K */
+    double *Lr;  /* INVERSE_MAX_COMPLEMENT^2 */
+    double *w;   /* INVERSE_MAX_COMPLEMENT */
+    int *R;      /* K */
+} lasso_inverse_t;
+
+/* Form M = G^{-1} (both triangles) in inv->M, using L (K x K) as scratch. */
+static void inverse_form(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, double *L,
+                         lasso_inverse_t *inv)
+{
+    inv->state = -1;
+    if (K > INVERSE_MAX_K) return;
+    for (fedmm_blas_int j = 0; j < K; ++j) { /* Cholesky with the conditioning test */
+        const double *Gj = G + (size_t)j * ldg;
+        double *Lj = L + (size_t)j * K;
+        for (fedmm_blas_int i = j; i < K; ++i) Lj[i] = Gj[i];
+        for (fedmm_blas_int k = 0; k < j; ++k) {
+            const double *Lk = L + (size_t)k * K;
+            const double ljk = Lk[j];
+            for (fedmm_blas_int i = j; i < K; ++i) Lj[i] -= ljk * Lk[i];
+        }
+        if (!(Lj[j] > INVERSE_MIN_PIVOT * Gj[j])) return;
+        const double d = sqrt(Lj[j]);
+        Lj[j] = d;
+        for (fedmm_blas_int i = j + 1; i < K; ++i) Lj[i] /= d;
+    }
+    for (fedmm_blas_int j = 0; j < K; ++j) { /* column j of M = L^{-T} L^{-1} e_j */
+        double *Mj = inv->M + (size_t)j * K;
+        memset(Mj, 0, (size_t)K * sizeof(double));
+        Mj[j] = 1.0;
+        chol_solve(K, L, K, Mj);
+    }
+    for (fedmm_blas_int j = 0; j < K; ++j) /* exact symmetry */
+        for (fedmm_blas_int i = j + 1; i < K; ++i)
+            inv->M[(size_t)i * K + j] = inv->M[(size_t)j * K + i];
+    inv->state = 1;
+}
+
+/* x[0..m) <- (G_SS)^{-1} x[0..m) for the support S[0..m) from M = G^{-1};
+ * the complement R must have at most INVERSE_MAX_COMPLEMENT atoms.  Returns
+ * 0 if M_RR is numerically singular (the caller factors G_SS instead). */
+static int inverse_solve(fedmm_blas_int K, fedmm_blas_int m, const int *S, lasso_inverse_t *inv,
+                         double *x)
+{
+    const double *M = inv->M;
+    double *y = inv->y;
+    memset(y, 0, (size_t)K * sizeof(double));
+    for (fedmm_blas_int j = 0; j < m; ++j) { /* y = M_{:,S} x_S */
+        const double *Mc = M + (size_t)S[j] * K;
+        const double v = x[j];
+        for (fedmm_blas_int i = 0; i < K; ++i) y[i] += v * Mc[i];
+    }
+    const fedmm_blas_int r = K - m;
+    if (r == 0) {
+        for (fedmm_blas_int j = 0; j < m; ++j) x[j] = y[S[j]];
+        return 1;
+    }
+    /* R = complement of S, in increasing order (flags in inv->R, then compacted) */
+    int *R = inv->R;
+    for (fedmm_blas_int k = 0; k < K; ++k) R[k] = 1;
+    for (fedmm_blas_int j = 0; j < m; ++j) R[S[j]] = 0;
+    fedmm_blas_int n = 0;
+    for (fedmm_blas_int k = 0; k < K; ++k)
+        if (R[k]) R[n++] = (int)k;
+    int Rs[INVERSE_MAX_COMPLEMENT];
+    for (fedmm_blas_int a = 0; a < r; ++a) Rs[a] = R[a];
+    double *w = inv->w;
+    for (fedmm_blas_int a = 0; a < r; ++a) w[a] = y[Rs[a]];
+    if (!chol_factor(r, Rs, M, K, inv->Lr, INVERSE_MAX_COMPLEMENT)) return 0;
+    chol_solve(r, inv->Lr, INVERSE_MAX_COMPLEMENT, w); /* w = M_RR^{-1} y_R */
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        const double *Mrow = M + S[j]; /* M[S[j], R[a]] = Mrow[R[a] * K] */
+        double v = y[S[j]];
+        for (fedmm_blas_int a = 0; a < r; ++a) v -= Mrow[(size_t)Rs[a] * K] * w[a];
+        x[j] = v;
+    }
+    return 1;
+}
+
 /* Active-set (feature-sign search, Lee, Battle, Raina, Ng 2007) solve of one
  * column from h (support = nonzeros of h, whose G_SS must be nonsingular,
  * else the start is h = 0).  Alternates (a) adding the zero coefficient with
@@ -318,7 +417,7 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                             const double *c, double znorm2, double lam, int positive,
                             double tol, int max_iter, fedmm_blas_int max_support,
                             const double *inv_diag, double *h, double *g, double *x, double *L,
-                            double *theta, int *S)
+                            double *theta, int *S, lasso_inverse_t *inv)
 {
     fedmm_blas_int m = 0;
     for (fedmm_blas_int k = 0; k < K; ++k) {
@@ -327,10 +426,21 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
             S[m++] = (int)k;
         }
     }
-    if (m > 0 && !chol_factor(m, S, G, ldg, L, K)) {
-        memset(h, 0, (size_t)K * sizeof(double));
-        m = 0;
+    /* Nearly full support: Newton steps from G^{-1} (formed at the first
+     * such column of the call), no factor of G_SS; have_L says whether L
+     * holds the factor of the current G_SS (then it is kept up to date). */
+    if (inv->state == 0 && K - m <= INVERSE_MAX_COMPLEMENT) inverse_form(K, G, ldg, L, inv);
+    const int use_inverse = inv->state == 1;
+    int have_L = 0;
+    if (m > 0 && !(use_inverse && K - m <= INVERSE_MAX_COMPLEMENT)) {
+        if (chol_factor(m, S, G, ldg, L, K)) {
+            have_L = 1;
+        } else {
+            memset(h, 0, (size_t)K * sizeof(double));
+            m = 0;
+        }
     }
+    if (m == 0) have_L = 1; /* the empty factor */
     refresh_gradient_list(K, G, ldg, c, h, S, m, g);
     int need_step = m > 0;
     for (int it = 0; it < max_iter; ++it) {
@@ -347,10 +457,11 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
             /* no violator: optimal up to rounding; the gap is the certificate
              * (above tol only through rounding: hand over) */
             if (best < 0) return lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol ? it : -1 - it;
-            if (m >= max_support) return -1 - it; /* dense support: coordinate descent is cheaper */
+            /* dense support: coordinate descent is cheaper, unless G^{-1} makes the steps cheap */
+            if (m >= max_support && !use_inverse) return -1 - it;
             S[m] = (int)best;
             theta[m] = g[best] > 0.0 ? 1.0 : -1.0;
-            if (chol_append(m, S, G, ldg, L, K)) {
+            if (!have_L || chol_append(m, S, G, ldg, L, K)) {
                 ++m;
             } else {
                 /* d_best is (numerically) in the span of D_S (e.g. |S| = p < K):
@@ -384,7 +495,13 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
             }
         }
         for (fedmm_blas_int j = 0; j < m; ++j) x[j] = c[S[j]] - lam * theta[j];
-        chol_solve(m, L, K, x);
+        if (!(use_inverse && K - m <= INVERSE_MAX_COMPLEMENT && inverse_solve(K, m, S, inv, x))) {
+            if (!have_L) {
+                if (!chol_factor(m, S, G, ldg, L, K)) return -1 - it;
+                have_L = 1;
+            }
+            chol_solve(m, L, K, x);
+        }
         double t_min = 1.0;
         fedmm_blas_int j_min = -1;
         for (fedmm_blas_int j = 0; j < m; ++j) {
@@ -399,7 +516,14 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
         }
         if (j_min >= 0) {
             h[S[j_min]] = 0.0;
-            active_remove(m, j_min, S, theta, L, K);
+            if (have_L) {
+                active_remove(m, j_min, S, theta, L, K);
+            } else {
+                for (fedmm_blas_int i = j_min; i + 1 < m; ++i) {
+                    S[i] = S[i + 1];
+                    theta[i] = theta[i + 1];
+                }
+            }
             --m;
             need_step = m > 0;
         } else {
@@ -476,7 +600,8 @@ static int lasso_cd(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const
 static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
                         const double *c, double znorm2, double lam, int positive,
                         double tol, int max_iter, int warm, int method,
-                        const double *inv_diag, double *h, double *work, int *support)
+                        const double *inv_diag, double *h, double *work, int *support,
+                        lasso_inverse_t *inv)
 {
     double *g = work;
     double *x = work + K;
@@ -495,6 +620,22 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
         }
     } else {
         memset(h, 0, (size_t)K * sizeof(double));
+        if (method != FEDMM_LASSO_CD && inv->dense) {
+            /* cold start among dense solutions: start the active set from the
+             * least-squares point G^{-1} c (any point is a valid start; from
+             * it the sign-change cuts drop the few atoms left out in a few
+             * steps, instead of adding nearly K atoms one at a time from 0) */
+            if (inv->state == 0) inverse_form(K, G, ldg, work + 4 * (size_t)K, inv);
+            if (inv->state == 1) {
+                for (fedmm_blas_int k = 0; k < K; ++k) {
+                    const double *Mk = inv->M + (size_t)k * K;
+                    const double ck = c[k];
+                    for (fedmm_blas_int i = 0; i < K; ++i) h[i] += ck * Mk[i];
+                }
+                for (fedmm_blas_int k = 0; k < K; ++k)
+                    if (inv_diag[k] == 0.0 || (positive && h[k] < 0.0)) h[k] = 0.0;
+            }
+        }
     }
     int used = 0;
     if (method != FEDMM_LASSO_CD) {
@@ -504,7 +645,7 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
         const fedmm_blas_int max_support =
             method == LASSO_HYBRID ? lasso_hybrid_max_support(K) : K;
         const int it = lasso_active_set(K, G, ldg, c, znorm2, lam, positive, tol, max_iter,
-                                        max_support, inv_diag, h, g, x, L, theta, support);
+                                        max_support, inv_diag, h, g, x, L, theta, support, inv);
         if (it >= 0) return it;
         used = -1 - it; /* hand over to coordinate descent from where it stopped */
         if (used >= max_iter) used = max_iter - 1;
@@ -528,7 +669,11 @@ static int lasso_auto_method(fedmm_blas_int p, fedmm_blas_int K)
 
 size_t fedmm_lasso_gram_work(fedmm_blas_int K)
 {
-    return 5 * (size_t)K + (size_t)K * (size_t)K + ((size_t)K + 1) / 2;
+    /* per column: g, x, h_keep, theta, L (K x K), inv_diag, support (K ints);
+     * G^{-1} path: M (K x K), y, Lr, w, R (K ints) */
+    const size_t ints = ((size_t)K + 1) / 2;
+    return 5 * (size_t)K + (size_t)K * (size_t)K + ints + (size_t)K * (size_t)K + (size_t)K +
+           INVERSE_MAX_COMPLEMENT * INVERSE_MAX_COMPLEMENT + INVERSE_MAX_COMPLEMENT + ints;
 }
 
 /* The solve loop shared by fedmm_lasso_gram and fedmm_dictionary_statistics;
@@ -543,6 +688,14 @@ static void lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
     /* the int support list lives after the doubles of the work area */
     double *inv_diag = work + 4 * (size_t)K + (size_t)K * (size_t)K;
     int *support = (int *)(inv_diag + K);
+    lasso_inverse_t inv;
+    inv.state = method == FEDMM_LASSO_CD ? -1 : 0; /* formed on demand */
+    inv.dense = 0;
+    inv.M = inv_diag + K + ((size_t)K + 1) / 2;
+    inv.y = inv.M + (size_t)K * K;
+    inv.Lr = inv.y + K;
+    inv.w = inv.Lr + INVERSE_MAX_COMPLEMENT * INVERSE_MAX_COMPLEMENT;
+    inv.R = (int *)(inv.w + INVERSE_MAX_COMPLEMENT);
     for (fedmm_blas_int k = 0; k < K; ++k) {
         const double gkk = G[(size_t)k * ldg + k];
         inv_diag[k] = gkk > 0.0 ? 1.0 / gkk : 0.0;
@@ -552,7 +705,10 @@ static void lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
         const double zn = znorm2 ? znorm2[j] : -1.0;
         const int it = lasso_column(K, G, ldg, C + (size_t)j * ldc, zn, lam, positive, tol,
                                     max_iter, warm_start, method, inv_diag, H + (size_t)j * ldh,
-                                    work, support);
+                                    work, support, &inv);
+        fedmm_blas_int nnz = 0;
+        for (fedmm_blas_int k = 0; k < K; ++k) nnz += H[(size_t)j * ldh + k] != 0.0;
+        inv.dense = K - nnz <= INVERSE_MAX_COMPLEMENT;
         if (it < 0) ++bad;
         if (n_iter) n_iter[j] = it < 0 ? -1 - it : it;
     }

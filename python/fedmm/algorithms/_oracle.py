@@ -14,13 +14,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fedmm import _rounds
 from fedmm._validation import check_in, check_int
 from fedmm.models.base import SurrogateModel
 
 __all__ = ["LocalOracle", "check_oracle_args"]
 
 ORACLES = ("minibatch", "full", "spider")
-#: Up to this many local samples a minibatch is the prefix of a random permutation.
+#: Up to this many local samples a minibatch is drawn by the compiled partial Fisher-Yates
+#: shuffle (O(N_i) workspace), which the compiled client rounds replay bit for bit.
 _PERMUTATION_MAX = 4096
 
 
@@ -126,9 +128,9 @@ class LocalOracle:
         return self._sample(rng), False
 
     def _sample(self, rng: np.random.Generator) -> np.ndarray:
-        """``b`` distinct indices, uniformly (a permutation prefix is faster for small ``N_i``)."""
+        """``b`` distinct indices, uniformly (a partial Fisher-Yates shuffle for small ``N_i``)."""
         if self.n_samples <= _PERMUTATION_MAX:
-            return rng.permutation(self.n_samples)[: self.batch_size]
+            return _rounds.sample_without_replacement(rng, self.n_samples, self.batch_size)
         return rng.choice(self.n_samples, self.batch_size, replace=False, shuffle=False)
 
     def finish(self, t: int, theta: Any, idx: np.ndarray | None, refresh: bool,

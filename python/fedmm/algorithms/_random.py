@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedmm import _rounds
+
 __all__ = ["RoundStream", "party_seed", "check_seed", "seed_repr", "init_generator"]
 
 SERVER_PARTY = 0
@@ -54,6 +56,19 @@ class RoundStream:
             "has_uint32": 0,
             "uinteger": 0,
         }
+
+    @property
+    def key(self) -> np.ndarray:
+        """The 128-bit Philox key as two uint64 (the compiled rounds seed their own replica with it)."""
+        return self._key
+
+    def sample(self, t: int, n: int, b: int) -> np.ndarray:
+        """``b`` distinct indices of ``range(n)``: the first draw of round ``t``'s stream.
+
+        Equal to ``fedmm.kernels.sample_without_replacement(n, b, self.at(t))``,
+        drawn from the compiled replica of the stream (no generator state to set).
+        """
+        return _rounds.philox_sample_without_replacement(self._key, t, n, b)
 
     def at(self, t: int) -> np.random.Generator:
         """The generator positioned at the start of round ``t``'s stream (counter ``(0, t, 0, 0)``)."""

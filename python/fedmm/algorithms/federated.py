@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import (
@@ -278,6 +279,22 @@ class Client:
         return self._finish(message, rng, coin, idx, refresh, stat)
 
     @staticmethod
+    def step_many_fused(clients: Sequence["Client"], message: Broadcast,
+                        n_threads: int = 1) -> list[SimulatedMessage] | None:
+        """:meth:`step_many` as one compiled, GIL-free call on ``n_threads`` threads, or None.
+
+        Available for dictionary learning with minibatch oracles under
+        Algorithm 2 (see :mod:`fedmm.algorithms._fused`); equal to
+        :meth:`step_many` bit for bit.  None (nothing done) for any other
+        configuration.
+        """
+        if not clients:
+            return []
+        from fedmm.algorithms._fused import dictionary_client_rounds
+
+        return dictionary_client_rounds(clients, message, n_threads)
+
+    @staticmethod
     def step_many(clients: Sequence["Client"], message: Broadcast) -> list[SimulatedMessage | bytes]:
         """Batched simulation of :meth:`step` for several clients sharing ``θ_t``.
 
@@ -411,12 +428,14 @@ class Server:
         if self.mode == "compress-local":
             self._coins = None
             return list(range(self.n_clients))
-        rng = self.stream.at(t)
         if self.count is None:
-            coins = rng.random(self.n_clients) < self.p
-        else:
+            coins = self.stream.at(t).random(self.n_clients) < self.p
+        elif self.mode == "compress":
             coins = np.zeros(self.n_clients, dtype=np.bool_)
-            coins[rng.choice(self.n_clients, self.count, replace=False)] = True
+            coins[self.stream.sample(t, self.n_clients, self.count)] = True
+        else:
+            self._coins = None
+            return sorted(self.stream.sample(t, self.n_clients, self.count).tolist())
         if self.mode == "compress":
             self._coins = coins
             return list(range(self.n_clients))
@@ -444,13 +463,11 @@ class Server:
         Returns the round's monitoring record (``gamma``, ``E_s``/``E_ps`` or ``E_p``).
         """
         gamma = self.schedule(t + 1)
-        scale = self.weights / self.p
-        acc = np.zeros(self._size)
-        term = np.empty(self._size)
-        for i in sorted(payloads):
-            payload = payloads[i]
-            if payload:
-                acc += np.multiply(scale[i], self._decode(i, payload), out=term)
+        senders = [i for i in sorted(payloads) if payloads[i]]
+        # acc = Σ_i (μ_i / p) Quant_i, accumulated in client order (one compiled pass).
+        acc = _rounds.weighted_row_sum([np.ascontiguousarray(self._decode(i, payloads[i]), dtype=np.float64)
+                                        for i in senders],
+                                       self.weights[senders] / self.p, self._size)
         H = self.V + acc
         self.theta_vector_prev = self.theta_vector
         if self.space == "statistic":

@@ -202,12 +202,13 @@ class DictionaryLearning(SurrogateModel):
     # -- server side --------------------------------------------------------
     def T(self, s: np.ndarray) -> np.ndarray:
         """The dictionary update ``T(s)`` (ridge closed form or unit-norm BCD), shape (p, K)."""
-        A, B = self._split(s)
-        if self.constraint is None and A.dtype == np.float64 and np.isfinite(s).all():
+        s = self.layout.check(s)
+        if self.constraint is None and s.dtype == np.float64 and np.isfinite(s).all():
             # Per-round server call: the compiled ridge update on the operands the public
-            # wrapper would build (eta was checked by __init__, A and B are finite float64).
-            return _linalg.dictionary_update_ridge(np.asfortranarray(0.5 * (A + A.T)), np.asfortranarray(B),
-                                                   self.eta)
+            # wrapper would build, sym(A) and B (eta was checked by __init__, s is finite float64).
+            return _linalg.dictionary_update_ridge_flat(np.ascontiguousarray(s), self.n_components,
+                                                        self.n_features, self.eta)
+        A, B = self._split(s)
         constraint = "ridge" if self.constraint is None else "unit_norm"
         return kernels.dictionary_update(A, B, constraint=constraint, eta=self.eta, tol=self.update_tol,
                                          max_iter=self.update_max_iter)

@@ -78,7 +78,11 @@ class LocalRuntime:
         threads); the contacted clients are split into ``n_threads``
         contiguous shares, one task per share.
     batched : bool
-        Use ``type(client).step_many`` on each share instead of one ``step`` per client.
+        Use ``type(client).step_many_fused`` (one compiled call for all
+        contacted clients, which runs them on ``n_threads`` OpenMP threads)
+        when the client type has it and it accepts the configuration, else
+        ``type(client).step_many`` on each share, instead of one ``step`` per
+        client.
     """
 
     def __init__(self, n_threads: int = 1, batched: bool = True) -> None:
@@ -94,6 +98,11 @@ class LocalRuntime:
         """Deliver ``message`` to ``clients`` and collect their payloads, in order (None: dropped)."""
         if not clients:
             return []
+        fused = getattr(type(clients[0]), "step_many_fused", None) if self.batched else None
+        if fused is not None:
+            payloads = fused(clients, message, self.n_threads)
+            if payloads is not None:
+                return payloads
         shares = _chunks(clients, self.n_threads)
         if pool is None or len(shares) == 1:
             return [b for share in shares for b in self._work(share, message)]

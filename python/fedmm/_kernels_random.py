@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Checked Python face of ``random.c``: sampling without replacement from a NumPy generator."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fedmm import _rounds
+from fedmm._validation import as_rng, check_int
+
+__all__ = ["sample_without_replacement"]
+
+
+def sample_without_replacement(n: int, b: int, rng: Any = None) -> np.ndarray:
+    """``b`` distinct indices drawn uniformly from ``range(n)``, in random order.
+
+    A partial Fisher-Yates shuffle: ``out[i]`` is a uniform pick among the
+    ``n − i`` indices not taken yet, each pick one bounded integer drawn by
+    masked rejection (``next_uint32`` while ``n − 1 − i < 2**32``), so every
+    ordered ``b``-tuple of distinct indices has probability
+    ``(n − b)! / n!``.  This is how FedMM clients draw their minibatches (the
+    compiled client rounds replay it bit for bit from the same stream).
+
+    Parameters
+    ----------
+    n : int >= 0
+        Population size.
+    b : int, 0 <= b <= n
+        Sample size.
+    rng : seed, SeedSequence, BitGenerator or numpy.random.Generator
+        Source of randomness (advanced; its lock is held while drawing).
+
+    Returns
+    -------
+    ndarray of shape (b,), int64
+
+    Notes
+    -----
+    Costs ``O(n)`` time and memory (the shuffled index table) plus ``b`` draws.
+    """
+    n = check_int(n, "n", low=0)
+    b = check_int(b, "b", low=0, high=n)
+    return _rounds.sample_without_replacement(as_rng(rng), n, b)

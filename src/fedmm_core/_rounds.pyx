@@ -1,0 +1,188 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Cython wrappers of ``random.c`` and ``rounds.c``: Philox streams, sampling, fused client rounds.
+
+Private module: :mod:`fedmm.kernels` exposes the checked public faces, and
+:class:`fedmm.algorithms.Client` calls :func:`dictionary_client_rounds` on its
+batched path.  Arguments arrive already validated.
+"""
+import numpy as np
+
+cimport numpy as cnp
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t, uint64_t
+
+from fedmm_kernels cimport *
+
+include "blas_table.pxi"
+
+cnp.import_array()
+
+
+cdef fedmm_bitgen_t *_bitgen(object generator) except NULL:
+    capsule = generator.bit_generator.capsule
+    if not PyCapsule_IsValid(capsule, "BitGenerator"):
+        raise TypeError("Expected 'rng' backed by a NumPy BitGenerator capsule")
+    return <fedmm_bitgen_t *>PyCapsule_GetPointer(capsule, "BitGenerator")
+
+
+def philox_draws(const uint64_t[::1] key, const uint64_t[::1] counter, str kinds):
+    """Draws of the C Philox replica from ``(key, counter)``: one per letter of
+    ``kinds`` ('q' uint64, 'l' uint32, 'd' double), as a list (test helper)."""
+    cdef fedmm_philox_t state
+    fedmm_philox_seek(&state, &key[0], &counter[0])
+    out = []
+    for kind in kinds:
+        if kind == "q":
+            out.append(fedmm_philox_next_uint64(&state))
+        elif kind == "l":
+            out.append(fedmm_philox_next_uint32(&state))
+        elif kind == "d":
+            out.append(fedmm_philox_next_double(&state))
+        else:
+            raise ValueError(f"Expected 'kinds' made of 'q', 'l', 'd', got {kind!r}")
+    return out
+
+
+def sample_without_replacement(object generator, int64_t n, int64_t b):
+    """``b`` distinct indices of ``range(n)`` drawn from ``generator`` (``0 <= b <= n``)."""
+    cdef cnp.ndarray out = np.empty(b, dtype=np.int64)
+    if b == 0:
+        return out
+    cdef int64_t[::1] out_v = out
+    cdef int64_t[::1] work = np.empty(n, dtype=np.int64)
+    cdef fedmm_bitgen_t *rng = _bitgen(generator)
+    cdef int status
+    with generator.bit_generator.lock, nogil:
+        status = fedmm_sample_without_replacement(rng, n, b, &out_v[0], &work[0])
+    if status != FEDMM_OK:
+        raise ValueError(f"Expected 0 <= b <= n, got n={n}, b={b}")
+    return out
+
+
+def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int max_iter, int method,
+                             list datas, list codes, const uint64_t[:, ::1] keys, uint64_t t,
+                             const double[::1] S, list Vs, double v_step, int scheme, int bits,
+                             int norm, Py_ssize_t block, int64_t batch, int n_threads):
+    """One round of ``len(datas)`` dictionary-learning clients (``fedmm_dictionary_client_round``).
+
+    Client ``k`` holds ``datas[k]`` (C-ordered float64 ``(N_k, p)``), its
+    remembered codes ``codes[k]`` (C-ordered ``(N_k, K)``, updated in place;
+    None: cold starts), its control variate ``Vs[k]`` (length ``q``, updated
+    in place) and its Philox key ``keys[k]``; its stream starts at counter
+    ``(0, t, 0, 0)``.  Clients run on ``n_threads`` threads (OpenMP, when
+    the build has it).  Returns ``(values, n_unconverged)``: the ``(m, q)``
+    decoded messages and the number of LASSO columns that hit ``max_iter``.
+    """
+    cdef fedmm_blas_int p = D.shape[0], K = D.shape[1]
+    cdef Py_ssize_t m = len(datas), q = K * K + p * K, k
+    cdef cnp.ndarray values = np.empty((m, q), dtype=np.float64)
+    if m == 0:
+        return values, 0
+    cdef double[:, ::1] values_v = values
+    cdef size_t work_size = fedmm_dictionary_client_round_work(p, K, batch)
+    cdef int64_t max_n = 0
+    for data in datas:
+        max_n = max(max_n, (<cnp.ndarray>data).shape[0])
+    cdef double[:, ::1] work = np.empty((m, work_size), dtype=np.float64)
+    cdef int64_t[:, ::1] iwork = np.empty((m, batch + max_n), dtype=np.int64)
+    cdef int64_t[::1] n_bad = np.zeros(m, dtype=np.int64)
+    cdef int[::1] status = np.zeros(m, dtype=np.intc)
+    cdef fedmm_philox_t *streams = <fedmm_philox_t *>PyMem_Malloc(m * sizeof(fedmm_philox_t))
+    cdef fedmm_bitgen_t *bitgens = <fedmm_bitgen_t *>PyMem_Malloc(m * sizeof(fedmm_bitgen_t))
+    cdef const double **data_ptr = <const double **>PyMem_Malloc(m * sizeof(double *))
+    cdef double **code_ptr = <double **>PyMem_Malloc(m * sizeof(double *))
+    cdef double **V_ptr = <double **>PyMem_Malloc(m * sizeof(double *))
+    cdef int64_t *n_samples = <int64_t *>PyMem_Malloc(m * sizeof(int64_t))
+    cdef uint64_t counter[4]
+    cdef cnp.ndarray arr
+    try:
+        if (streams == NULL or bitgens == NULL or data_ptr == NULL or code_ptr == NULL or V_ptr == NULL
+                or n_samples == NULL):
+            raise MemoryError()
+        counter[0] = 0
+        counter[1] = t
+        counter[2] = 0
+        counter[3] = 0
+        for k in range(m):
+            arr = datas[k]
+            data_ptr[k] = <const double *>cnp.PyArray_DATA(arr)
+            n_samples[k] = arr.shape[0]
+            arr = codes[k] if codes[k] is not None else None
+            code_ptr[k] = NULL if arr is None else <double *>cnp.PyArray_DATA(arr)
+            arr = Vs[k]
+            V_ptr[k] = <double *>cnp.PyArray_DATA(arr)
+            fedmm_philox_seek(&streams[k], &keys[k, 0], counter)
+            fedmm_philox_bitgen(&streams[k], &bitgens[k])
+        for k in prange(m, nogil=True, num_threads=n_threads, schedule="dynamic"):
+            status[k] = fedmm_dictionary_client_round(
+                p, K, &D[0, 0], p, lam, tol, max_iter, method, data_ptr[k], n_samples[k], batch,
+                code_ptr[k], &bitgens[k], &S[0], V_ptr[k], v_step, scheme, bits, norm, block,
+                &values_v[k, 0], &n_bad[k], &work[k, 0], &iwork[k, 0], &_BLAS)
+    finally:
+        PyMem_Free(streams)
+        PyMem_Free(bitgens)
+        PyMem_Free(data_ptr)
+        PyMem_Free(code_ptr)
+        PyMem_Free(V_ptr)
+        PyMem_Free(n_samples)
+    for k in range(m):
+        if status[k] != FEDMM_OK:
+            raise ValueError(f"dictionary client round failed for client #{k}: "
+                             f"{fedmm_strerror(status[k]).decode()}")
+    return values, int(np.sum(n_bad))
+
+
+def philox_sample_without_replacement(const uint64_t[::1] key, uint64_t t, int64_t n, int64_t b):
+    """:func:`sample_without_replacement` from the stream ``Philox(key)`` at counter ``(0, t, 0, 0)``.
+
+    Equal to ``sample_without_replacement(RoundStream.at(t), n, b)`` without
+    building a NumPy generator state (the server's per-round selection).
+    """
+    cdef cnp.ndarray out = np.empty(b, dtype=np.int64)
+    if b == 0:
+        return out
+    cdef int64_t[::1] out_v = out
+    cdef int64_t[::1] work = np.empty(n, dtype=np.int64)
+    cdef fedmm_philox_t state
+    cdef fedmm_bitgen_t bitgen
+    cdef uint64_t counter[4]
+    counter[0] = 0
+    counter[1] = t
+    counter[2] = 0
+    counter[3] = 0
+    fedmm_philox_seek(&state, &key[0], counter)
+    fedmm_philox_bitgen(&state, &bitgen)
+    if fedmm_sample_without_replacement(&bitgen, n, b, &out_v[0], &work[0]) != FEDMM_OK:
+        raise ValueError(f"Expected 0 <= b <= n, got n={n}, b={b}")
+    return out
+
+
+def weighted_row_sum(list rows, const double[::1] weights, Py_ssize_t q):
+    """``Σ_k weights[k] * rows[k]`` accumulated in list order (``fedmm_weighted_sum``).
+
+    ``rows[k]``: contiguous float64 of length ``q``.  Returns a new vector.
+    """
+    cdef Py_ssize_t m = len(rows), k
+    if weights.shape[0] != m:
+        raise ValueError(f"Expected one weight per row ({m}), got {weights.shape[0]}")
+    cdef cnp.ndarray out = np.empty(q, dtype=np.float64)
+    cdef double[::1] out_v = out
+    if q == 0:
+        return out
+    cdef const double **ptr = <const double **>PyMem_Malloc(max(m, 1) * sizeof(double *))
+    cdef cnp.ndarray arr
+    if ptr == NULL:
+        raise MemoryError()
+    try:
+        for k in range(m):
+            arr = rows[k]
+            if arr.dtype != np.float64 or arr.ndim != 1 or arr.shape[0] != q or not arr.flags.c_contiguous:
+                raise ValueError(f"Expected row {k} to be a contiguous float64 vector of length {q}")
+            ptr[k] = <const double *>cnp.PyArray_DATA(arr)
+        with nogil:
+            fedmm_weighted_sum(m, q, &weights[0] if m > 0 else NULL, ptr, &out_v[0])
+    finally:
+        PyMem_Free(ptr)
+    return out

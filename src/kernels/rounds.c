@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * rounds.c -- a whole FedMM client round of dictionary learning in one call.
+ *
+ * FedMM paper, Algorithm 2 lines 5-11 with the minibatch oracle of eq. (18):
+ * the client draws its minibatch, solves the LASSO codes of the minibatch at
+ * theta_t (warm-started from the codes it remembers), forms
+ *     S_{t+1,i} = (H H^T / b, Z H^T / b),
+ *     Delta     = S_{t+1,i} - S_t - V_{t,i},
+ * quantizes Delta and updates its control variate
+ *     V_{t+1,i} = V_{t,i} + (alpha / p) Quant(Delta).
+ * The Python client (fedmm.algorithms.federated.Client) does the same steps
+ * one NumPy call at a time; this kernel does them without the GIL, so the
+ * clients of one round run on several threads at once.  Every step calls
+ * the same kernels, in the same order, on the same operands as the Python
+ * path, and the random stream is consumed identically (minibatch draw, then
+ * the quantizer), so both paths give the same numbers bit for bit.
+ */
+/* Same numbers as NumPy's separate multiply and add: no FMA contraction. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <string.h>
+
+#include "fedmm_kernels.h"
+
+size_t fedmm_dictionary_client_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t batch)
+{
+    const size_t q = (size_t)K * K + (size_t)p * K;
+    return (size_t)p * batch + (size_t)K * batch + q /* stat */ + q /* delta */ +
+           fedmm_dictionary_statistics_work(p, K, (fedmm_blas_int)batch, 0);
+}
+
+int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const double *D,
+                                  fedmm_blas_int ldd, double lam, double tol, int max_iter,
+                                  int method, const double *data, int64_t n_samples,
+                                  int64_t batch, double *codes, fedmm_bitgen_t *rng,
+                                  const double *S, double *V, double v_step, int scheme,
+                                  int bits, int norm, size_t block, double *out,
+                                  int64_t *n_unconverged, double *work, int64_t *iwork,
+                                  const fedmm_blas_t *blas)
+{
+    if (p < 1 || K < 1 || D == NULL || ldd < p || data == NULL || n_samples < 1 || batch < 1 ||
+        batch > n_samples || batch > (int64_t)0x7fffffff || rng == NULL || S == NULL ||
+        V == NULL || out == NULL || work == NULL || iwork == NULL || blas == NULL ||
+        (scheme != FEDMM_SCHEME_IDENTITY && scheme != FEDMM_SCHEME_BLOCKP &&
+         scheme != FEDMM_SCHEME_DITHER))
+        return FEDMM_EINVAL;
+    const fedmm_blas_int b = (fedmm_blas_int)batch;
+    const size_t KK = (size_t)K * K, q = KK + (size_t)p * K;
+    double *Z = work;                     /* p x b, the minibatch as columns */
+    double *H = Z + (size_t)p * b;        /* K x b, codes */
+    double *stat = H + (size_t)K * b;     /* q: A (K x K) then B^T (p x K, column-major) */
+    double *delta = stat + q;             /* q */
+    double *stats_work = delta + q;
+    int64_t *idx = iwork;                 /* b */
+    int64_t *sample_work = iwork + b;     /* n_samples */
+
+    int status = fedmm_sample_without_replacement(rng, n_samples, batch, idx, sample_work);
+    if (status != FEDMM_OK) return status;
+    for (fedmm_blas_int c = 0; c < b; ++c) {
+        memcpy(Z + (size_t)c * p, data + (size_t)idx[c] * p, (size_t)p * sizeof(double));
+        if (codes) memcpy(H + (size_t)c * K, codes + (size_t)idx[c] * K, (size_t)K * sizeof(double));
+    }
+    const int64_t offsets[2] = {0, batch};
+    double *A = stat, *Bt = stat + KK;
+    status = fedmm_dictionary_statistics(p, K, b, D, ldd, Z, p, lam, 0, tol, max_iter,
+                                         codes != NULL, method, 1, offsets, H, A, Bt, NULL, NULL,
+                                         n_unconverged, stats_work, blas);
+    if (status != FEDMM_OK) return status;
+    if (codes)
+        for (fedmm_blas_int c = 0; c < b; ++c)
+            memcpy(codes + (size_t)idx[c] * K, H + (size_t)c * K, (size_t)K * sizeof(double));
+    /* Delta = (S_{t+1,i} - S_t) - V_{t,i}; the statistic's B block is stored
+     * row-major (p, K) while the kernel wrote it column-major */
+    for (size_t j = 0; j < KK; ++j) delta[j] = (A[j] - S[j]) - V[j];
+    for (fedmm_blas_int i = 0; i < p; ++i) {
+        for (fedmm_blas_int k = 0; k < K; ++k) {
+            const size_t j = KK + (size_t)i * K + k;
+            delta[j] = (Bt[(size_t)k * p + i] - S[j]) - V[j];
+        }
+    }
+    if (scheme == FEDMM_SCHEME_IDENTITY) {
+        memcpy(out, delta, q * sizeof(double));
+    } else {
+        status = fedmm_quantize_f64(delta, q, block, bits, norm, rng, out);
+        if (status != FEDMM_OK) return status;
+    }
+    if (v_step != 0.0)
+        for (size_t j = 0; j < q; ++j) V[j] = V[j] + v_step * out[j];
+    return FEDMM_OK;
+}
+
+void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double *const *rows,
+                        double *out)
+{
+    memset(out, 0, q * sizeof(double));
+    for (int64_t k = 0; k < m; ++k) {
+        const double w = weights[k], *x = rows[k];
+        for (size_t j = 0; j < q; ++j) out[j] = out[j] + w * x[j];
+    }
+}

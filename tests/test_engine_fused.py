@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The compiled client round (rounds.c) and its random streams (random.c) against their Python references.
+
+* the C Philox replica draws what ``numpy.random.Philox`` draws from the same state;
+* ``sample_without_replacement`` is uniform over ordered samples (a count test
+  whose tolerance follows from the number of draws);
+* ``Client.step_many_fused`` (one GIL-free call, several threads) equals
+  ``Client.step_many`` (NumPy + one statistics kernel) bit for bit: payloads,
+  control variates, remembered codes and whole Histories.
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+from fedmm import _rounds
+from fedmm.algorithms import Client, FedMM
+from fedmm.algorithms._random import RoundStream, party_seed
+from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
+from fedmm.kernels import sample_without_replacement
+from fedmm.models import DictionaryLearning
+
+P, K, LAM, ETA = 8, 5, 0.1, 0.2
+
+
+def _numpy_philox(key, counter):
+    bitgen = np.random.Philox(key=np.asarray(key, dtype=np.uint64))
+    state = bitgen.state
+    state["state"]["counter"] = np.asarray(counter, dtype=np.uint64)
+    state["buffer_pos"] = 4
+    bitgen.state = state
+    return bitgen, np.random.Generator(bitgen)
+
+
+@pytest.mark.parametrize("counter", [(0, 0, 0, 0), (0, 7, 0, 0), (2**64 - 3, 2**64 - 1, 5, 0)],
+                         ids=["zero", "round-7", "carry"])
+def test_philox_replica_draws_what_numpy_draws(counter):
+    rng = np.random.default_rng(0)
+    kinds = "".join(rng.choice(list("qld"), 400))  # interleaved 64-bit, 32-bit and double draws
+    for key in ([0, 0], [2**64 - 1, 12345], rng.integers(0, 2**63, 2).tolist()):
+        bitgen, gen = _numpy_philox(key, counter)
+        expected = []
+        for kind in kinds:
+            if kind == "q":
+                expected.append(int(bitgen.random_raw()))
+            elif kind == "l":
+                expected.append(int(gen.integers(0, 2**32, dtype=np.uint32)))  # one next_uint32
+            else:
+                expected.append(gen.random())
+        ours = _rounds.philox_draws(np.array(key, dtype=np.uint64), np.array(counter, dtype=np.uint64), kinds)
+        assert ours == expected
+
+
+def test_sample_without_replacement_is_uniform_over_ordered_samples():
+    n, b, draws = 5, 2, 40_000
+    rng = np.random.default_rng(1)
+    counts = {}
+    for _ in range(draws):
+        s = sample_without_replacement(n, b, rng)
+        assert len(set(s.tolist())) == b and s.min() >= 0 and s.max() < n
+        counts[tuple(s.tolist())] = counts.get(tuple(s.tolist()), 0) + 1
+    assert set(counts) == set(itertools.permutations(range(n), b))
+    prob = 1.0 / len(counts)  # 20 ordered pairs, each (n - b)!/n!
+    se = np.sqrt(draws * prob * (1 - prob))
+    assert max(abs(c - draws * prob) for c in counts.values()) < 4.5 * se  # 20 cells, 4.5 sigma each
+
+
+def test_sample_without_replacement_edges_and_errors():
+    assert sample_without_replacement(0, 0, 0).shape == (0,)
+    assert sorted(sample_without_replacement(7, 7, 0).tolist()) == list(range(7))
+    with pytest.raises(ValueError, match="'b'"):
+        sample_without_replacement(3, 4, 0)
+    with pytest.raises(ValueError, match="'n'"):
+        sample_without_replacement(-1, 0, 0)
+    with pytest.raises(TypeError, match="'b'"):
+        sample_without_replacement(3, 1.5, 0)
+
+
+def test_round_stream_sample_equals_the_generator_draw():
+    stream = RoundStream(party_seed(4, 0, 0))
+    for t in (0, 1, 99):
+        np.testing.assert_array_equal(stream.sample(t, 20, 10), sample_without_replacement(20, 10, stream.at(t)))
+
+
+def test_weighted_row_sum_accumulates_like_numpy():
+    rng = np.random.default_rng(2)
+    rows = [rng.standard_normal(31) for _ in range(6)]
+    w = rng.random(6)
+    acc = np.zeros(31)
+    for wk, r in zip(w, rows):
+        acc += np.multiply(wk, r)
+    np.testing.assert_array_equal(_rounds.weighted_row_sum(rows, w, 31), acc)
+    np.testing.assert_array_equal(_rounds.weighted_row_sum([], np.zeros(0), 4), np.zeros(4))
+    with pytest.raises(ValueError, match="length 31"):
+        _rounds.weighted_row_sum([rows[0][:30]], w[:1], 31)
+
+
+# --------------------------------------------------------------------------- fused rounds
+def _clients(n_clients=6, n_per_client=40, seed=0):
+    rng = np.random.default_rng(seed)
+    theta = rng.standard_normal((P, K))
+    out = []
+    for i in range(n_clients):
+        codes = rng.standard_normal((n_per_client + i, K)) * (rng.random((n_per_client + i, K)) < 0.5)
+        out.append(np.ascontiguousarray(codes @ theta.T + 0.05 * rng.standard_normal((n_per_client + i, P))))
+    return out
+
+
+COMPRESSORS = {
+    "identity": Identity(),
+    "dither8": StochasticRounding(bits=8),
+    "blockp": BlockQuantizer(block_size=16, norm="inf"),
+}
+
+
+@pytest.mark.parametrize("warm_start", [True, False], ids=["warm", "cold"])
+@pytest.mark.parametrize("alpha", [0.0, 0.05])
+@pytest.mark.parametrize("compressor", list(COMPRESSORS), ids=list(COMPRESSORS))
+def test_fused_client_round_equals_step_many(compressor, alpha, warm_start):
+    datas = _clients()
+    algo = FedMM(DictionaryLearning(K, LAM, ETA, warm_start=warm_start), participation=4,
+                 compressor=COMPRESSORS[compressor], alpha=alpha, step=0.2, batch_size=7)
+    (server_a, clients_a), (server_b, clients_b) = algo.build(datas, seed=5), algo.build(datas, seed=5)
+    for server, clients in ((server_a, clients_a), (server_b, clients_b)):
+        setup = server.setup_message()
+        server.setup_aggregate({c.index: c.setup(setup) for c in clients})
+    for t in range(6):
+        ids = server_a.select(t)
+        assert ids == server_b.select(t)
+        msg_a, msg_b = server_a.broadcast(t), server_b.broadcast(t)
+        ref = Client.step_many([clients_a[i] for i in ids], msg_a)
+        fused = Client.step_many_fused([clients_b[i] for i in ids], msg_b, n_threads=2)
+        assert fused is not None
+        for a, b in zip(ref, fused):
+            np.testing.assert_array_equal(a.values, b.values)
+            assert len(a) == len(b)
+        for i in ids:
+            np.testing.assert_array_equal(clients_a[i].V, clients_b[i].V)
+            state_a, state_b = clients_a[i].get_state(), clients_b[i].get_state()
+            assert state_a.keys() == state_b.keys()
+            for key in state_a:
+                np.testing.assert_array_equal(state_a[key], state_b[key])
+        server_a.aggregate(t, dict(zip(ids, ref)))
+        server_b.aggregate(t, dict(zip(ids, fused)))
+        np.testing.assert_array_equal(server_a.S, server_b.S)
+
+
+def test_fused_and_python_histories_identical_across_threads():
+    datas = _clients()
+    runs = [FedMM(DictionaryLearning(K, LAM, ETA), participation=3, compressor=StochasticRounding(bits=6),
+                  alpha=0.02, step=("sqrt", 0.05), batch_size=9, n_threads=n_threads, batched=batched)
+            .run(datas, 12, seed=2, objective_every=4)
+            for n_threads, batched in ((1, True), (2, True), (1, False))]
+    for h in runs[1:]:
+        assert h.equals(runs[0])
+
+
+def test_fused_round_declines_other_configurations():
+    datas = _clients()
+    for kw in (dict(oracle="full"), dict(participation_mode="compress"), dict(compressor=None)):
+        base = dict(participation=3, batch_size=5, compressor=StochasticRounding(bits=8))
+        base.update(kw)
+        if base["compressor"] is None:
+            base["compressor"] = _SubclassedRounding(bits=8)  # unknown compressor type: Python path
+        server, clients = FedMM(DictionaryLearning(K, LAM, ETA), **base).build(datas, seed=0)
+        setup = server.setup_message()
+        server.setup_aggregate({c.index: c.setup(setup) for c in clients})
+        ids = server.select(0)
+        assert Client.step_many_fused([clients[i] for i in ids], server.broadcast(0)) is None
+
+
+class _SubclassedRounding(StochasticRounding):
+    """A user's compressor subclass: the compiled round must not assume its behaviour."""
