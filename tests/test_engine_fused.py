@@ -171,3 +171,23 @@ def test_fused_round_declines_other_configurations():
 
 class _SubclassedRounding(StochasticRounding):
     """A user's compressor subclass: the compiled round must not assume its behaviour."""
+
+
+@pytest.mark.parametrize("project", [True, False])
+def test_compiled_server_step_equals_project_then_T(project):
+    """DictionaryLearning.sa_step (one kernel call) == SurrogateModel.sa_step (add, project, T) bit for bit."""
+    from fedmm.models.base import SurrogateModel
+
+    model = DictionaryLearning(K, LAM, ETA, n_features=P)
+    rng = np.random.default_rng(3)
+    for shift in (0.0, 0.3, 3.0):  # positive definite, a few and many negative eigenvalues after the step
+        M = rng.standard_normal((K, K))
+        S = model.layout.join(A=M @ M.T / K + (1.0 if not project else 0.0) * np.eye(K), B=rng.standard_normal((P, K)))
+        H = model.layout.join(A=-shift * np.eye(K) + 0.1 * rng.standard_normal((K, K)),
+                              B=rng.standard_normal((P, K)))
+        gamma = 0.3 if project else 0.01
+        ours, ref = model.sa_step(S, H, gamma, project), SurrogateModel.sa_step(model, S, H, gamma, project)
+        np.testing.assert_array_equal(ours[0], ref[0])
+        np.testing.assert_array_equal(ours[1], ref[1])
+    with pytest.raises(ValueError, match="finite"):
+        model.sa_step(S, np.full_like(H, np.nan), 0.1, project)

@@ -60,6 +60,32 @@ def dictionary_update_ridge_flat(const double[::1] s, fedmm_blas_int K, fedmm_bl
     return dictionary_update_ridge(A, B, eta)
 
 
+def dictionary_sa_step(const double[::1] S, const double[::1] H, double gamma, fedmm_blas_int K,
+                       fedmm_blas_int p, double eta, bint project):
+    """``(S_new, D)`` of ``fedmm_dictionary_sa_step``: ``S_new = Π(S + γH)`` and ``D = T(S_new)`` (ridge),
+    D a fresh F-ordered (p, K) array."""
+    cdef Py_ssize_t q = K * K + p * K
+    if S.shape[0] != q or H.shape[0] != q:
+        raise ValueError(f"Expected statistics of length K*K + p*K = {q}, got {S.shape[0]} and {H.shape[0]}")
+    S_new_arr = np.empty(q, dtype=np.float64)
+    D_arr = np.empty((p, K), dtype=np.float64, order="F")
+    cdef double[::1] S_new = S_new_arr
+    cdef double[::1, :] D = D_arr
+    cdef double[::1] work = np.empty(fedmm_dictionary_sa_step_work(p, K), dtype=np.float64)
+    cdef fedmm_blas_int[::1] iwork = np.empty(max(<Py_ssize_t>fedmm_project_psd_iwork(K), 1), dtype=np.intc)
+    cdef int status
+    with nogil:
+        status = fedmm_dictionary_sa_step(p, K, &S[0], &H[0], gamma, eta, project, &S_new[0], &D[0, 0],
+                                          &work[0], &iwork[0], &_BLAS)
+    if status == FEDMM_ENONFINITE:
+        raise ValueError("Expected a finite statistic S + gamma * H (NaN or inf in the server step)")
+    if status == FEDMM_ELAPACK:
+        raise LinAlgError("dictionary SA step: LAPACK failed (eigensolver, or A + 2*eta*I not positive definite)")
+    if status != FEDMM_OK:
+        raise ValueError(f"dictionary SA step: {fedmm_strerror(status).decode()}")
+    return S_new_arr, D_arr
+
+
 def dictionary_update_unit_norm(const double[::1, :] A, const double[::1, :] B, D0, double eta,
                                 double tol, int max_iter):
     """Return ``(D, n_iter, converged)``; D is a fresh F-ordered (p, K) array."""

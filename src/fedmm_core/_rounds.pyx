@@ -162,7 +162,8 @@ def philox_sample_without_replacement(const uint64_t[::1] key, uint64_t t, int64
 def weighted_row_sum(list rows, const double[::1] weights, Py_ssize_t q):
     """``Σ_k weights[k] * rows[k]`` accumulated in list order (``fedmm_weighted_sum``).
 
-    ``rows[k]``: contiguous float64 of length ``q``.  Returns a new vector.
+    ``rows[k]``: float64 vectors of length ``q`` (copied once if not
+    contiguous).  Returns a new vector.
     """
     cdef Py_ssize_t m = len(rows), k
     if weights.shape[0] != m:
@@ -171,6 +172,9 @@ def weighted_row_sum(list rows, const double[::1] weights, Py_ssize_t q):
     cdef double[::1] out_v = out
     if q == 0:
         return out
+    rows = [row if type(row) is np.ndarray and (<cnp.ndarray>row).dtype == np.float64
+            and cnp.PyArray_IS_C_CONTIGUOUS(row) else np.ascontiguousarray(row, dtype=np.float64)
+            for row in rows]
     cdef const double **ptr = <const double **>PyMem_Malloc(max(m, 1) * sizeof(double *))
     cdef cnp.ndarray arr
     if ptr == NULL:
@@ -178,11 +182,36 @@ def weighted_row_sum(list rows, const double[::1] weights, Py_ssize_t q):
     try:
         for k in range(m):
             arr = rows[k]
-            if arr.dtype != np.float64 or arr.ndim != 1 or arr.shape[0] != q or not arr.flags.c_contiguous:
-                raise ValueError(f"Expected row {k} to be a contiguous float64 vector of length {q}")
+            if arr.ndim != 1 or arr.shape[0] != q:
+                raise ValueError(f"Expected row {k} to be a vector of length {q}, got shape {(<object>arr).shape}")
             ptr[k] = <const double *>cnp.PyArray_DATA(arr)
         with nogil:
             fedmm_weighted_sum(m, q, &weights[0] if m > 0 else NULL, ptr, &out_v[0])
     finally:
         PyMem_Free(ptr)
     return out
+
+
+def squared_distance(const double[::1] a, const double[::1] b):
+    """``‖a − b‖²`` of two contiguous float64 vectors of equal length (four partial sums)."""
+    cdef Py_ssize_t n = a.shape[0], j
+    if b.shape[0] != n:
+        raise ValueError(f"Expected vectors of equal length, got {n} and {b.shape[0]}")
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, d0, d1, d2, d3
+    with nogil:
+        j = 0
+        while j + 4 <= n:
+            d0 = a[j] - b[j]
+            d1 = a[j + 1] - b[j + 1]
+            d2 = a[j + 2] - b[j + 2]
+            d3 = a[j + 3] - b[j + 3]
+            s0 += d0 * d0
+            s1 += d1 * d1
+            s2 += d2 * d2
+            s3 += d3 * d3
+            j += 4
+        while j < n:
+            d0 = a[j] - b[j]
+            s0 += d0 * d0
+            j += 1
+    return (s0 + s1) + (s2 + s3)

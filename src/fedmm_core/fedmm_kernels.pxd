@@ -180,6 +180,12 @@ cdef extern from "fedmm_kernels.h" nogil:
                           double *work, fedmm_blas_int *iwork, int *path,
                           const fedmm_blas_t *blas)
 
+    size_t fedmm_dictionary_sa_step_work(fedmm_blas_int p, fedmm_blas_int K)
+    int fedmm_dictionary_sa_step(fedmm_blas_int p, fedmm_blas_int K, const double *S,
+                                 const double *H, double gamma, double eta, int project,
+                                 double *S_new, double *D, double *work, fedmm_blas_int *iwork,
+                                 const fedmm_blas_t *blas)
+
     # ---- non-smooth problems, FedMLS (nonsmooth.c) ----
     int FEDMM_LOSS_HINGE
     int FEDMM_LOSS_L1

@@ -359,6 +359,21 @@ int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, dou
                       double *work, fedmm_blas_int *iwork, int *path,
                       const fedmm_blas_t *blas);
 
+/* One server step of FedMM on dictionary learning with the ridge T (FedMM
+ * Alg. 2 lines 15-16, then T for line 4), for the flat statistic layout
+ * [vec(A) (K x K), vec(B) (p x K, row-major)] of length q = K*K + p*K:
+ *     S_new = S + gamma H                    (elementwise: product, then sum),
+ *     S_new = (proj_PSD(sym(A_new)), B_new)   when project != 0 (fedmm_project_psd),
+ *     D     = B_new (sym(A_new) + 2 eta I)^{-1}   (fedmm_dictionary_update_ridge),
+ * D: p x K column-major (ld p).  FEDMM_ENONFINITE if S_new is not finite,
+ * FEDMM_ELAPACK as the kernels it calls.  work:
+ * fedmm_dictionary_sa_step_work(p, K) doubles, iwork:
+ * fedmm_project_psd_iwork(K) ints. */
+size_t fedmm_dictionary_sa_step_work(fedmm_blas_int p, fedmm_blas_int K);
+int fedmm_dictionary_sa_step(fedmm_blas_int p, fedmm_blas_int K, const double *S, const double *H,
+                             double gamma, double eta, int project, double *S_new, double *D,
+                             double *work, fedmm_blas_int *iwork, const fedmm_blas_t *blas);
+
 /* ---- non-smooth problems, FedMLS (nonsmooth.c) ---- */
 /* Losses l(z, y) of a linear prediction z = a_j^T w (FedMLS paper §4):
  * hinge max(0, 1 - y z) with subderivative -y [y z < 1]; l1 |z - y| with

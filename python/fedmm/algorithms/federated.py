@@ -348,9 +348,8 @@ class Client:
 
 # --------------------------------------------------------------------------- server
 def _squared_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """``‖a − b‖²`` as ``np.sum((a - b) ** 2)`` computes it (one temporary, squared in place)."""
-    diff = np.subtract(a, b)
-    return float(np.square(diff, out=diff).sum())
+    """``‖a − b‖²`` of two float64 vectors (one compiled pass)."""
+    return _rounds.squared_distance(a, b)
 
 
 class Server:
@@ -463,17 +462,18 @@ class Server:
         Returns the round's monitoring record (``gamma``, ``E_s``/``E_ps`` or ``E_p``).
         """
         gamma = self.schedule(t + 1)
-        senders = [i for i in sorted(payloads) if payloads[i]]
+        rows, weights = [], []
+        for i in sorted(payloads):
+            payload = payloads[i]
+            if type(payload) is SimulatedMessage or payload:
+                rows.append(self._decode(i, payload))
+                weights.append(self.weights[i])
         # acc = Σ_i (μ_i / p) Quant_i, accumulated in client order (one compiled pass).
-        acc = _rounds.weighted_row_sum([np.ascontiguousarray(self._decode(i, payloads[i]), dtype=np.float64)
-                                        for i in senders],
-                                       self.weights[senders] / self.p, self._size)
+        acc = _rounds.weighted_row_sum(rows, np.array(weights) / self.p, self._size)
         H = self.V + acc
         self.theta_vector_prev = self.theta_vector
         if self.space == "statistic":
-            S_half = self.S + gamma * H
-            S_new = self.model.project(S_half) if self.projection == "euclidean" else S_half
-            theta = self.model.T(S_new)
+            S_new, theta = self.model.sa_step(self.S, H, gamma, self.projection == "euclidean")
             theta_vector = self.model.theta_vector(theta)
             record = {
                 "gamma": gamma,

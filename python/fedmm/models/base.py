@@ -168,6 +168,17 @@ class SurrogateModel(ABC):
         """Euclidean projection of ``s`` onto ``𝒮`` (identity by default: ``𝒮`` is the whole space)."""
         return s
 
+    def sa_step(self, S: np.ndarray, H: np.ndarray, gamma: float, project: bool = True) -> tuple[np.ndarray, Any]:
+        """The server's update (FedMM Alg. 2 lines 15-16, then ``T`` for line 4).
+
+        ``Ŝ_{t+1} = Π(Ŝ_t + γ H)`` (without ``Π`` when ``project`` is False)
+        and ``θ_{t+1} = T(Ŝ_{t+1})``; returns ``(Ŝ_{t+1}, θ_{t+1})``.  Models
+        override it with one compiled call where they have one (same numbers).
+        """
+        S_half = S + gamma * H
+        S_new = self.project(S_half) if project else S_half
+        return S_new, self.T(S_new)
+
     def in_domain(self, s: np.ndarray, tol: float = 1e-10) -> bool:
         """Whether ``s`` lies in ``𝒮`` up to ``tol`` (used by tests and monitors)."""
         return bool(np.allclose(self.project(np.array(s, copy=True)), s, rtol=0.0, atol=tol * max(1.0, float(np.abs(s).max(initial=0.0)))))

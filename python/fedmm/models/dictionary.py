@@ -213,6 +213,14 @@ class DictionaryLearning(SurrogateModel):
         return kernels.dictionary_update(A, B, constraint=constraint, eta=self.eta, tol=self.update_tol,
                                          max_iter=self.update_max_iter)
 
+    def sa_step(self, S: np.ndarray, H: np.ndarray, gamma: float, project: bool = True) -> tuple[np.ndarray, Any]:
+        """``(Π(S + γH), T(Π(S + γH)))`` as :meth:`SurrogateModel.sa_step`; one compiled call for the ridge ``T``."""
+        if (self.constraint is None and type(S) is np.ndarray and type(H) is np.ndarray
+                and S.dtype == np.float64 and H.dtype == np.float64 and S.shape == H.shape == (self.layout.size,)):
+            return _linalg.dictionary_sa_step(np.ascontiguousarray(S), np.ascontiguousarray(H), float(gamma),
+                                              self.n_components, self.n_features, self.eta, bool(project))
+        return super().sa_step(S, H, gamma, project)
+
     def project(self, s: np.ndarray) -> np.ndarray:
         """``(proj_PSD(sym(s⁽¹⁾)), s⁽²⁾)``: the Euclidean projection onto ``𝒮 = 𝕄_K⁺ × ℝ^{p×K}``."""
         K = self.n_components
