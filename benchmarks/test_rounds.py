@@ -4,10 +4,15 @@
 FedMM paper §6: n = 20 clients of 250 signals (5000 split by equal-size
 k-means), K = 15, λ = 0.1, η = 0.2, 10 active clients per round, minibatches
 of 50, 8-bit stochastic rounding, α = 0.01; p = 20 (not stated in the paper).
-Our round (batched kernel path and one-client-per-call thread-pool path,
-1 and 2 threads) is timed next to a plain
-NumPy + scikit-learn implementation of the same round (``sparse_encode``,
-``numpy.linalg``) in the same run.
+Our round is timed on two paths, with 1 and 2 threads: ``batched``, where
+one compiled call per round runs every active client's whole round
+(minibatch draw, warm-started LASSO, statistics, quantization, control
+variate; ``rounds.c``) on OpenMP threads and the server step is one more
+kernel call, and ``pool``, one ``Client.step`` per client (bytes encoded and
+decoded) on a thread pool.  A plain NumPy + scikit-learn implementation of the
+same round (``sparse_encode``, ``numpy.linalg``) is timed in the same run.
+``extra_info`` holds client-rounds per second.  Timings with 2 threads need
+two idle cores: a busy core stalls OpenMP's fork/join at every round.
 
 Run: ``python -m pytest benchmarks/test_rounds.py --benchmark-only``.
 Targets: ≥ 10,000 client-rounds/s single thread, ≥ 30× the plain round,

@@ -61,19 +61,28 @@ def sample_without_replacement(object generator, int64_t n, int64_t b):
     return out
 
 
+def client_round_work_sizes(fedmm_blas_int p, fedmm_blas_int K, int64_t batch, int64_t n_samples):
+    """``(doubles, int64s)`` of the workspaces one client's ``fedmm_dictionary_client_round`` needs."""
+    return int(fedmm_dictionary_client_round_work(p, K, batch)), int(batch + n_samples)
+
+
 def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int max_iter, int method,
-                             list datas, list codes, const uint64_t[:, ::1] keys, uint64_t t,
-                             const double[::1] S, list Vs, double v_step, int scheme, int bits,
-                             int norm, Py_ssize_t block, int64_t batch, int n_threads):
+                             list datas, list codes, list keys, uint64_t t, const double[::1] S, list Vs,
+                             double v_step, int scheme, int bits, int norm, Py_ssize_t block, int64_t batch,
+                             list works, list iworks, int n_threads):
     """One round of ``len(datas)`` dictionary-learning clients (``fedmm_dictionary_client_round``).
 
     Client ``k`` holds ``datas[k]`` (C-ordered float64 ``(N_k, p)``), its
     remembered codes ``codes[k]`` (C-ordered ``(N_k, K)``, updated in place;
-    None: cold starts), its control variate ``Vs[k]`` (length ``q``, updated
-    in place) and its Philox key ``keys[k]``; its stream starts at counter
-    ``(0, t, 0, 0)``.  Clients run on ``n_threads`` threads (OpenMP, when
-    the build has it).  Returns ``(values, n_unconverged)``: the ``(m, q)``
-    decoded messages and the number of LASSO columns that hit ``max_iter``.
+    None: cold starts), its control variate ``Vs[k]`` (contiguous float64 of
+    length ``q``, updated in place), its Philox key ``keys[k]`` (two uint64;
+    its stream starts at counter ``(0, t, 0, 0)``) and its own workspaces
+    ``works[k]`` / ``iworks[k]`` (float64 / int64, sizes from
+    :func:`client_round_work_sizes`; kept by the caller so that no round
+    allocates or page-faults).  Clients run on ``n_threads`` threads (OpenMP,
+    when the build has it).  Returns ``(values, n_unconverged)``: the
+    ``(m, q)`` decoded messages and the number of LASSO columns that hit
+    ``max_iter``.
     """
     cdef fedmm_blas_int p = D.shape[0], K = D.shape[1]
     cdef Py_ssize_t m = len(datas), q = K * K + p * K, k
@@ -82,24 +91,21 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
         return values, 0
     cdef double[:, ::1] values_v = values
     cdef size_t work_size = fedmm_dictionary_client_round_work(p, K, batch)
-    cdef int64_t max_n = 0
-    for data in datas:
-        max_n = max(max_n, (<cnp.ndarray>data).shape[0])
-    cdef double[:, ::1] work = np.empty((m, work_size), dtype=np.float64)
-    cdef int64_t[:, ::1] iwork = np.empty((m, batch + max_n), dtype=np.int64)
     cdef int64_t[::1] n_bad = np.zeros(m, dtype=np.int64)
     cdef int[::1] status = np.zeros(m, dtype=np.intc)
     cdef fedmm_philox_t *streams = <fedmm_philox_t *>PyMem_Malloc(m * sizeof(fedmm_philox_t))
     cdef fedmm_bitgen_t *bitgens = <fedmm_bitgen_t *>PyMem_Malloc(m * sizeof(fedmm_bitgen_t))
-    cdef const double **data_ptr = <const double **>PyMem_Malloc(m * sizeof(double *))
-    cdef double **code_ptr = <double **>PyMem_Malloc(m * sizeof(double *))
-    cdef double **V_ptr = <double **>PyMem_Malloc(m * sizeof(double *))
+    cdef void **ptrs = <void **>PyMem_Malloc(5 * m * sizeof(void *))
     cdef int64_t *n_samples = <int64_t *>PyMem_Malloc(m * sizeof(int64_t))
+    cdef const double **data_ptr = <const double **>ptrs
+    cdef double **code_ptr = <double **>(ptrs + m)
+    cdef double **V_ptr = <double **>(ptrs + 2 * m)
+    cdef double **work_ptr = <double **>(ptrs + 3 * m)
+    cdef int64_t **iwork_ptr = <int64_t **>(ptrs + 4 * m)
     cdef uint64_t counter[4]
     cdef cnp.ndarray arr
     try:
-        if (streams == NULL or bitgens == NULL or data_ptr == NULL or code_ptr == NULL or V_ptr == NULL
-                or n_samples == NULL):
+        if streams == NULL or bitgens == NULL or ptrs == NULL or n_samples == NULL:
             raise MemoryError()
         counter[0] = 0
         counter[1] = t
@@ -109,23 +115,30 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
             arr = datas[k]
             data_ptr[k] = <const double *>cnp.PyArray_DATA(arr)
             n_samples[k] = arr.shape[0]
-            arr = codes[k] if codes[k] is not None else None
+            arr = codes[k]
             code_ptr[k] = NULL if arr is None else <double *>cnp.PyArray_DATA(arr)
             arr = Vs[k]
             V_ptr[k] = <double *>cnp.PyArray_DATA(arr)
-            fedmm_philox_seek(&streams[k], &keys[k, 0], counter)
+            arr = works[k]
+            if <size_t>arr.shape[0] < work_size:
+                raise ValueError(f"Expected works[{k}] of at least {work_size} doubles, got {arr.shape[0]}")
+            work_ptr[k] = <double *>cnp.PyArray_DATA(arr)
+            arr = iworks[k]
+            if arr.shape[0] < batch + n_samples[k]:
+                raise ValueError(f"Expected iworks[{k}] of at least {batch + n_samples[k]} int64, got {arr.shape[0]}")
+            iwork_ptr[k] = <int64_t *>cnp.PyArray_DATA(arr)
+            arr = keys[k]
+            fedmm_philox_seek(&streams[k], <const uint64_t *>cnp.PyArray_DATA(arr), counter)
             fedmm_philox_bitgen(&streams[k], &bitgens[k])
         for k in prange(m, nogil=True, num_threads=n_threads, schedule="dynamic"):
             status[k] = fedmm_dictionary_client_round(
                 p, K, &D[0, 0], p, lam, tol, max_iter, method, data_ptr[k], n_samples[k], batch,
                 code_ptr[k], &bitgens[k], &S[0], V_ptr[k], v_step, scheme, bits, norm, block,
-                &values_v[k, 0], &n_bad[k], &work[k, 0], &iwork[k, 0], &_BLAS)
+                &values_v[k, 0], &n_bad[k], work_ptr[k], iwork_ptr[k], &_BLAS)
     finally:
         PyMem_Free(streams)
         PyMem_Free(bitgens)
-        PyMem_Free(data_ptr)
-        PyMem_Free(code_ptr)
-        PyMem_Free(V_ptr)
+        PyMem_Free(ptrs)
         PyMem_Free(n_samples)
     for k in range(m):
         if status[k] != FEDMM_OK:

@@ -40,6 +40,16 @@ def _compressor_args(comp: Any, q: int) -> tuple[int, int, int, int] | None:
     return None
 
 
+def _workspace(client: Any, model: DictionaryLearning, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The client's own kernel workspaces, allocated at its first compiled round and reused after
+    (scratch memory only: nothing in them carries over between rounds)."""
+    sizes = _rounds.client_round_work_sizes(model.n_features, model.n_components, batch, client.oracle.n_samples)
+    work = client._fused_work
+    if work is None or work[0].shape[0] < sizes[0] or work[1].shape[0] < sizes[1]:
+        work = client._fused_work = (np.empty(sizes[0]), np.empty(sizes[1], dtype=np.int64))
+    return work
+
+
 def dictionary_client_rounds(clients: Sequence[Any], message: Any, n_threads: int) -> list[Any] | None:
     """Run :meth:`Client.step` of every client in ``clients`` for ``message`` in one compiled call.
 
@@ -63,17 +73,20 @@ def dictionary_client_rounds(clients: Sequence[Any], message: Any, n_threads: in
             return None
     theta = np.asfortranarray(message.theta, dtype=np.float64)
     S = np.ascontiguousarray(message.statistic, dtype=np.float64)
-    codes = []
+    codes, works, iworks = [], [], []
     for c in clients:
         if not (c.V.flags.c_contiguous and c.V.flags.writeable and c.V.dtype == np.float64):
             c.V = np.array(c.V, dtype=np.float64)
         codes.append(None if c.oracle.memory is None else model._warm_codes(c.oracle.memory, c.data, None))
-    keys = np.array([c.stream.key for c in clients], dtype=np.uint64)
+        work = _workspace(c, model, batch)
+        works.append(work[0])
+        iworks.append(work[1])
     # V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ), with α/p evaluated as the Python path does.
     v_step = first.alpha / first.p if first.alpha else 0.0
     scheme, bits, norm, block = comp_args
     values, n_bad = _rounds.dictionary_client_rounds(
-        theta, model.lam, model.tol, model.max_iter, _LASSO_AUTO, [c.data for c in clients], codes, keys,
-        message.t, S, [c.V for c in clients], v_step, scheme, bits, norm, block, batch, n_threads)
+        theta, model.lam, model.tol, model.max_iter, _LASSO_AUTO, [c.data for c in clients], codes,
+        [c.stream.key for c in clients], message.t, S, [c.V for c in clients], v_step, scheme, bits, norm, block,
+        batch, works, iworks, n_threads)
     _warn_unconverged(n_bad, batch * len(clients), "dictionary_statistics", model.max_iter)
     return [c._simulated(values[k]) for k, c in enumerate(clients)]

@@ -178,6 +178,8 @@ class Client:
         self.stream = RoundStream(party_seed(seed, CLIENT_PARTY, index))
         self.V: np.ndarray | None = None  # V_{t,i}, set by setup()
         self._payload_nbytes: int | None = None
+        # Scratch buffers of the compiled round (fedmm.algorithms._fused), made at first use.
+        self._fused_work: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- set-up -------------------------------------------------------------
     def _local_value(self, S: np.ndarray) -> np.ndarray:

@@ -83,6 +83,12 @@ class LocalRuntime:
         when the client type has it and it accepts the configuration, else
         ``type(client).step_many`` on each share, instead of one ``step`` per
         client.
+
+    Notes
+    -----
+    Keep ``n_threads`` at most the number of idle cores: OpenMP threads spin
+    for a while at the end of each round's parallel region, and a thread that
+    has to share its core with another busy process stalls every round.
     """
 
     def __init__(self, n_threads: int = 1, batched: bool = True) -> None:
