@@ -4,7 +4,8 @@
 # cython_blas / cython_lapack (we never link a BLAS ourselves).
 from scipy.linalg.cython_blas cimport dgemm as _sp_dgemm, dsyrk as _sp_dsyrk, dgemv as _sp_dgemv
 from scipy.linalg.cython_lapack cimport (dpotrf as _sp_dpotrf, dpotrs as _sp_dpotrs,
-                                         dsyevr as _sp_dsyevr, dsytrf as _sp_dsytrf)
+                                         dsyevd as _sp_dsyevd, dsyevr as _sp_dsyevr,
+                                         dsytrf as _sp_dsytrf)
 
 # Build-time check of the BLAS integer width: this assignment only compiles when
 # SciPy's cython_blas uses a 32-bit ``int`` like ``fedmm_blas_int``.
@@ -21,3 +22,4 @@ _BLAS.dpotrf = <fedmm_dpotrf_t>_sp_dpotrf
 _BLAS.dpotrs = <fedmm_dpotrs_t>_sp_dpotrs
 _BLAS.dsyevr = <fedmm_dsyevr_t>_sp_dsyevr
 _BLAS.dsytrf = <fedmm_dsytrf_t>_sp_dsytrf
+_BLAS.dsyevd = <fedmm_dsyevd_t>_sp_dsyevd

@@ -66,6 +66,11 @@ cdef extern from "fedmm_kernels.h" nogil:
                                     const fedmm_blas_int *, fedmm_blas_int *, double *,
                                     const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
 
+    ctypedef void (*fedmm_dsyevd_t)(const char *, const char *, const fedmm_blas_int *, double *,
+                                    const fedmm_blas_int *, double *, double *,
+                                    const fedmm_blas_int *, fedmm_blas_int *,
+                                    const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+
     ctypedef struct fedmm_blas_t:
         fedmm_dgemm_t dgemm
         fedmm_dsyrk_t dsyrk
@@ -74,6 +79,7 @@ cdef extern from "fedmm_kernels.h" nogil:
         fedmm_dpotrs_t dpotrs
         fedmm_dsyevr_t dsyevr
         fedmm_dsytrf_t dsytrf
+        fedmm_dsyevd_t dsyevd
 
     # ---- kernel families: one section per C source file ----
 

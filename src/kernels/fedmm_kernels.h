@@ -98,6 +98,11 @@ typedef void (*fedmm_dsytrf_t)(const char *uplo, const fedmm_blas_int *n, double
                                const fedmm_blas_int *lda, fedmm_blas_int *ipiv, double *work,
                                const fedmm_blas_int *lwork, fedmm_blas_int *info);
 
+typedef void (*fedmm_dsyevd_t)(const char *jobz, const char *uplo, const fedmm_blas_int *n,
+                               double *a, const fedmm_blas_int *lda, double *w, double *work,
+                               const fedmm_blas_int *lwork, fedmm_blas_int *iwork,
+                               const fedmm_blas_int *liwork, fedmm_blas_int *info);
+
 typedef struct fedmm_blas {
     fedmm_dgemm_t dgemm;
     fedmm_dsyrk_t dsyrk;
@@ -106,6 +111,7 @@ typedef struct fedmm_blas {
     fedmm_dpotrs_t dpotrs;
     fedmm_dsyevr_t dsyevr;
     fedmm_dsytrf_t dsytrf; /* symmetric indefinite LDL^T (inertia in project_psd) */
+    fedmm_dsyevd_t dsyevd; /* all eigenpairs (divide and conquer); NULL: dsyevr is used */
 } fedmm_blas_t;
 
 /* ---- kernel families ---------------------------------------------------- */
