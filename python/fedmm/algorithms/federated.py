@@ -350,8 +350,9 @@ class Client:
 
 # --------------------------------------------------------------------------- server
 def _squared_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """``‖a − b‖²`` of two float64 vectors (one compiled pass)."""
-    return _rounds.squared_distance(a, b)
+    """``‖a − b‖²`` of two vectors, in float64 (one compiled pass)."""
+    return _rounds.squared_distance(np.ascontiguousarray(a, dtype=np.float64),
+                                    np.ascontiguousarray(b, dtype=np.float64))
 
 
 class Server:
