@@ -40,13 +40,13 @@ def _compressor_args(comp: Any, q: int) -> tuple[int, int, int, int] | None:
     return None
 
 
-def _workspace(client: Any, model: DictionaryLearning, batch: int) -> tuple[np.ndarray, np.ndarray]:
-    """The client's own kernel workspaces, allocated at its first compiled round and reused after
-    (scratch memory only: nothing in them carries over between rounds)."""
-    sizes = _rounds.client_round_work_sizes(model.n_features, model.n_components, batch, client.oracle.n_samples)
+def _workspace(client: Any, n_doubles: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The client's own kernel workspaces (``n_doubles`` float64, ``batch + N_i`` int64), allocated
+    at its first compiled round and reused after (scratch memory: nothing carries over)."""
     work = client._fused_work
-    if work is None or work[0].shape[0] < sizes[0] or work[1].shape[0] < sizes[1]:
-        work = client._fused_work = (np.empty(sizes[0]), np.empty(sizes[1], dtype=np.int64))
+    n_ints = batch + client.oracle.n_samples
+    if work is None or work[0].shape[0] < n_doubles or work[1].shape[0] < n_ints:
+        work = client._fused_work = (np.empty(n_doubles), np.empty(n_ints, dtype=np.int64))
     return work
 
 
@@ -73,12 +73,13 @@ def dictionary_client_rounds(clients: Sequence[Any], message: Any, n_threads: in
             return None
     theta = np.asfortranarray(message.theta, dtype=np.float64)
     S = np.ascontiguousarray(message.statistic, dtype=np.float64)
+    n_doubles = _rounds.client_round_work_sizes(model.n_features, model.n_components, batch, 0)[0]
     codes, works, iworks = [], [], []
     for c in clients:
         if not (c.V.flags.c_contiguous and c.V.flags.writeable and c.V.dtype == np.float64):
             c.V = np.array(c.V, dtype=np.float64)
         codes.append(None if c.oracle.memory is None else model._warm_codes(c.oracle.memory, c.data, None))
-        work = _workspace(c, model, batch)
+        work = _workspace(c, n_doubles, batch)
         works.append(work[0])
         iworks.append(work[1])
     # V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ), with α/p evaluated as the Python path does.

@@ -29,12 +29,13 @@ def round_record(t: int, server_record: dict, ids: Sequence[int], payloads: Sequ
     inactive client of Algorithm 2).  ``active`` lists the clients whose
     non-empty message was aggregated; bytes count what actually travelled.
     """
+    sizes = [None if b is None else len(b) for b in payloads]
     return {
         "t": t,
         **server_record,
-        "active": [i for i, b in zip(ids, payloads) if b],
-        "dropped": [i for i, b in zip(ids, payloads) if b is None],
-        "bytes_up": sum(len(b) for b in payloads if b is not None),
+        "active": [i for i, n in zip(ids, sizes) if n],
+        "dropped": [i for i, n in zip(ids, sizes) if n is None],
+        "bytes_up": sum(n for n in sizes if n is not None),
         "bytes_down": len(ids) * message.nbytes,
         "wall_time": elapsed,
     }
