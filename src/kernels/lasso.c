@@ -613,13 +613,18 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
         memset(h, 0, (size_t)K * sizeof(double));
         return 0;
     }
+    int zero_start = !warm;
     if (warm) {
+        zero_start = 1;
         for (fedmm_blas_int k = 0; k < K; ++k) {
             if (!(G[(size_t)k * ldg + k] > 0.0)) h[k] = 0.0; /* zero atom */
             if (positive && h[k] < 0.0) h[k] = 0.0;
+            if (h[k] != 0.0) zero_start = 0;
         }
     } else {
         memset(h, 0, (size_t)K * sizeof(double));
+    }
+    if (zero_start) { /* cold, or a warm start from nothing (a sample seen for the first time) */
         if (method != FEDMM_LASSO_CD && inv->dense) {
             /* cold start among dense solutions: start the active set from the
              * least-squares point G^{-1} c (any point is a valid start; from
