@@ -119,6 +119,27 @@ def test_warm_start_same_solution_fewer_iterations(method):
     assert it_exact.max() <= 1
 
 
+@pytest.mark.parametrize("cond", [None, 30.0], ids=["well", "moderate"])
+def test_nearly_full_supports(cond):
+    """The FedMM §6 regime (p = 20, K = 15, dense codes): Newton steps from G^{-1} on supports missing
+    at most 4 atoms (when G is well enough conditioned) and least-squares cold starts give the same
+    minimizers as scikit-learn, cold, warm from zero codes and warm from nearby codes."""
+    rng = np.random.default_rng(11)
+    D = rng.standard_normal((20, 15))
+    if cond is not None:
+        U, _, Vt = np.linalg.svd(D, full_matrices=False)
+        D = (U * np.geomspace(1.0, 1.0 / cond, 15)) @ Vt
+    Z = D @ rng.standard_normal((15, 40)) + 0.05 * rng.standard_normal((20, 40))
+    lam = 0.02 / (cond or 1.0)  # small against the smallest singular value: dense codes
+    H = lasso(D, Z, lam)
+    assert (H != 0).sum(axis=0).mean() >= 11  # nearly full supports: the regime under test
+    _check_against_sklearn(D, Z, lam, H)
+    np.testing.assert_array_equal(lasso(D, Z, lam, H0=np.zeros_like(H)), H)  # zero codes = cold start
+    H_near = lasso(D, Z, 1.3 * lam)
+    _check_against_sklearn(D, Z, lam, lasso(D, Z, lam, H0=H_near))
+    _check_against_sklearn(D, Z, lam, lasso(D, Z, lam, method="active_set"))
+
+
 def test_layouts_and_views():
     rng = np.random.default_rng(7)
     p, K = 12, 5
