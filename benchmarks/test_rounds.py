@@ -48,8 +48,8 @@ def _fedmm(n_threads, batched=True):
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_fedmm_rounds(benchmark, datas, n_threads, batched):
     algo = _fedmm(n_threads, batched)
-    history = benchmark.pedantic(algo.run, args=(datas, OURS_ROUNDS), kwargs={"seed": 0}, rounds=5,
-                                 warmup_rounds=1)
+    history = benchmark.pedantic(algo.run, args=(datas, OURS_ROUNDS), kwargs={"seed": 0}, rounds=15,
+                                 warmup_rounds=2)
     client_rounds = sum(len(r["active"]) for r in history.records)
     benchmark.extra_info["client_rounds_per_run"] = client_rounds
     benchmark.extra_info["client_rounds_per_s"] = client_rounds / benchmark.stats.stats.median
