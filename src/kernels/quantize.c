@@ -504,98 +504,116 @@ static void chunk_portable(const chunk_t *ck, fedmm_bitgen_t *rng,
      | ((b) & 16) << 4 | ((b) & 32) << 5 | ((b) & 64) << 6 | ((b) & 128) << 7)
 static const uint16_t SPREAD2_LUT[256] = {R256(SPREAD2)};
 
+/* Levels (0..s) of 8 coordinates a0|a1 with random word v: the lanes of
+ * chunk_portable's loops.  *sai gets the signed truncations (their sign is
+ * the code's sign where the level is nonzero; sai == 0 implies level 0),
+ * *tie the 8-bit mask of ties. */
+static FEDMM_AVX2_INLINE __m256i group_levels_avx2(__m256d a0, __m256d a1,
+                                                   const chunk_t *ck, uint64_t v,
+                                                   __m256i *sai, unsigned *tie)
+{
+    const __m256d inv = _mm256_set1_pd(ck->inv256);
+    __m128i i0 = _mm256_cvttpd_epi32(_mm256_mul_pd(a0, inv));
+    __m128i i1 = _mm256_cvttpd_epi32(_mm256_mul_pd(a1, inv));
+    *sai = _mm256_inserti128_si256(_mm256_castsi128_si256(i0), i1, 1);
+    __m256i Ai = _mm256_abs_epi32(*sai);
+    __m256i T = _mm256_and_si256(Ai, _mm256_set1_epi32(255));
+    __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&v));
+    __m256i up = _mm256_cmpgt_epi32(T, u); /* -1 where u < T */
+    *tie = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(u, T)));
+    __m256i c = _mm256_sub_epi32(_mm256_srli_epi32(Ai, 8), up);
+    return _mm256_min_epi32(c, _mm256_set1_epi32(ck->s));
+}
+
+/* sign-magnitude codes c | (sai < 0 && c != 0) << (bits - 1) */
+static FEDMM_AVX2_INLINE __m256i group_codes_avx2(__m256i c, __m256i sai, int bits)
+{
+    __m256i neg = _mm256_srli_epi32(_mm256_sign_epi32(c, sai), 31);
+    return _mm256_or_si256(c, _mm256_sll_epi32(neg, _mm_cvtsi32_si128(bits - 1)));
+}
+
 enum { EMIT_VALUES, EMIT_BITS2, EMIT_BITS8, EMIT_CODES };
 
-/* chunk_portable with AVX2, eight coordinates (one random word) at a time.
- * Each group's codes go straight to the output in the common layouts
- * (values, or a byte-aligned stream of 2 or 8 bits per code); the others
- * collect 16-bit codes for pack_codes().  Interleaving the draws with the
- * arithmetic lets the generator's latency overlap with the work. */
-static FEDMM_AVX2_INLINE void chunk_avx2(const chunk_t *ck, int f32,
+/* chunk_portable with AVX2 for pre == 1, eight coordinates (one random
+ * word) at a time; emit is a constant of each inlined copy.  The codes go
+ * straight to the output in the common layouts (values, or a byte-aligned
+ * stream of 2 or 8 bits per code); EMIT_CODES collects 16-bit codes for
+ * pack_codes().  Interleaving the draws with the arithmetic lets the
+ * generator's latency overlap with the work. */
+static FEDMM_AVX2_INLINE void chunk_avx2(const chunk_t *ck, int f32, int emit,
                                          fedmm_bitgen_t *rng,
                                          uint64_t ties[QCHUNK / 64])
 {
     uint16_t codes[QCHUNK];
+    uint8_t tie8[QCHUNK / 8] = {0};
     const size_t n = ck->n, nfull = n / 8;
-    const int bits = ck->bits;
-    int emit = EMIT_CODES;
-    if (ck->out)
-        emit = EMIT_VALUES;
-    else if (ck->pos % 8 == 0 && (bits == 2 || bits == 8))
-        emit = bits == 2 ? EMIT_BITS2 : EMIT_BITS8;
     uint8_t *dst = ck->packed ? ck->packed + ck->pos / 8 : NULL;
-    const __m256i byte0 = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1,
-                                           -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1,
-                                           -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-    for (size_t g = 0; g < (n + 7) / 8; ++g) {
+    __m256i sai, c;
+    unsigned tie;
+    for (size_t g = 0; g < nfull; ++g) {
         uint64_t v = rng->next_uint64(rng->state);
         __m256d a0, a1;
-        if (g < nfull) {
-            load8_avx2(ck->x, f32, 8 * g, &a0, &a1);
-        } else { /* last, partial group: zero padding */
-            double tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (size_t k = 0; 8 * g + k < n; ++k) tail[k] = chunk_input(ck, 8 * g + k);
-            a0 = _mm256_loadu_pd(tail);
-            a1 = _mm256_loadu_pd(tail + 4);
-        }
-        const __m256d pre = _mm256_set1_pd(ck->pre);
-        const __m256d inv = _mm256_set1_pd(ck->inv256);
-        __m128i i0 = _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_mul_pd(a0, pre), inv));
-        __m128i i1 = _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_mul_pd(a1, pre), inv));
-        __m256i sai = _mm256_inserti128_si256(_mm256_castsi128_si256(i0), i1, 1);
-        __m256i Ai = _mm256_abs_epi32(sai);
-        __m256i T = _mm256_and_si256(Ai, _mm256_set1_epi32(255));
-        __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&v));
-        __m256i up = _mm256_cmpgt_epi32(T, u); /* -1 where u < T */
-        __m256i c = _mm256_sub_epi32(_mm256_srli_epi32(Ai, 8), up);
-        c = _mm256_min_epi32(c, _mm256_set1_epi32(ck->s));
-        const __m256i zero = _mm256_setzero_si256();
-        __m256i neg = _mm256_andnot_si256(_mm256_cmpeq_epi32(c, zero),
-                                          _mm256_cmpgt_epi32(zero, sai));
-        uint64_t tie = (uint32_t)_mm256_movemask_ps(
-            _mm256_castsi256_ps(_mm256_cmpeq_epi32(u, T)));
-        if (g == nfull) tie &= (1u << (n % 8)) - 1u;
-        ties[g / 8] |= tie << (8 * (g % 8));
-        if (g == nfull || emit == EMIT_CODES) {
-            __m256i code = _mm256_or_si256(
-                c, _mm256_and_si256(neg, _mm256_set1_epi32(1 << (bits - 1))));
-            __m256i c16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(code, code), 0x08);
-            _mm_storeu_si128((__m128i *)(codes + 8 * g), _mm256_castsi256_si128(c16));
-            if (g == nfull && emit != EMIT_CODES) emit_codes(ck, 8 * g, codes + 8 * g, n % 8);
-        } else if (emit == EMIT_VALUES) {
+        load8_avx2(ck->x, f32, 8 * g, &a0, &a1);
+        c = group_levels_avx2(a0, a1, ck, v, &sai, &tie);
+        tie8[g] = (uint8_t)tie;
+        if (emit == EMIT_VALUES) { /* (-level) * scale == -(level * scale) */
             const __m256d scale = _mm256_set1_pd(ck->scale);
-            __m256i lo = _mm256_slli_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(neg)), 63);
-            __m256i hi = _mm256_slli_epi64(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(neg, 1)), 63);
-            __m256d v0 = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(c)), scale);
-            __m256d v1 = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(c, 1)), scale);
-            _mm256_storeu_pd(ck->out + 8 * g, _mm256_xor_pd(v0, _mm256_castsi256_pd(lo)));
-            _mm256_storeu_pd(ck->out + 8 * g + 4, _mm256_xor_pd(v1, _mm256_castsi256_pd(hi)));
+            __m256i sc = _mm256_sign_epi32(c, sai);
+            __m256d v0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(sc));
+            __m256d v1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(sc, 1));
+            _mm256_storeu_pd(ck->out + 8 * g, _mm256_mul_pd(v0, scale));
+            _mm256_storeu_pd(ck->out + 8 * g + 4, _mm256_mul_pd(v1, scale));
         } else if (emit == EMIT_BITS2) { /* level in {0, 1} */
-            int lv = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(c, 31)));
-            int sg = _mm256_movemask_ps(_mm256_castsi256_ps(neg));
+            unsigned lv = (unsigned)_mm256_movemask_ps(
+                _mm256_castsi256_ps(_mm256_slli_epi32(c, 31)));
+            unsigned sg = lv & (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sai));
             uint16_t w = (uint16_t)(SPREAD2_LUT[lv] | SPREAD2_LUT[sg] << 1);
             memcpy(dst + 2 * g, &w, 2); /* x86: little-endian */
-        } else { /* EMIT_BITS8 */
-            __m256i code = _mm256_or_si256(c, _mm256_and_si256(neg, _mm256_set1_epi32(128)));
-            __m256i b = _mm256_shuffle_epi8(code, byte0);
+        } else if (emit == EMIT_BITS8) {
+            const __m256i byte0 = _mm256_setr_epi8(
+                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+            __m256i b = _mm256_shuffle_epi8(group_codes_avx2(c, sai, 8), byte0);
             b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
             _mm_storel_epi64((__m128i *)(dst + 8 * g), _mm256_castsi256_si128(b));
+        } else {
+            __m256i code = group_codes_avx2(c, sai, ck->bits);
+            __m256i c16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(code, code), 0x08);
+            _mm_storeu_si128((__m128i *)(codes + 8 * g), _mm256_castsi256_si128(c16));
         }
     }
+    if (n % 8) { /* last, partial group: zero padding, its codes via codes[] */
+        double tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (size_t k = 0; 8 * nfull + k < n; ++k) tail[k] = chunk_input(ck, 8 * nfull + k);
+        uint64_t v = rng->next_uint64(rng->state);
+        c = group_levels_avx2(_mm256_loadu_pd(tail), _mm256_loadu_pd(tail + 4), ck, v,
+                              &sai, &tie);
+        tie8[nfull] = (uint8_t)(tie & ((1u << (n % 8)) - 1u));
+        __m256i code = group_codes_avx2(c, sai, ck->bits);
+        __m256i c16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(code, code), 0x08);
+        _mm_storeu_si128((__m128i *)(codes + 8 * nfull), _mm256_castsi256_si128(c16));
+        if (emit != EMIT_CODES) emit_codes(ck, 8 * nfull, codes + 8 * nfull, n % 8);
+    }
     if (emit == EMIT_CODES) emit_codes(ck, 0, codes, n);
+    memcpy(ties, tie8, sizeof tie8); /* x86: byte g holds bits 8g .. 8g+7 */
 }
 
-static FEDMM_AVX2 void chunk_avx2_f64(const chunk_t *ck, fedmm_bitgen_t *rng,
-                                      uint64_t ties[QCHUNK / 64])
-{
-    chunk_avx2(ck, 0, rng, ties);
-}
-
-static FEDMM_AVX2 void chunk_avx2_f32(const chunk_t *ck, fedmm_bitgen_t *rng,
-                                      uint64_t ties[QCHUNK / 64])
-{
-    chunk_avx2(ck, 1, rng, ties);
-}
+/* one copy of chunk_avx2 per output layout */
+#define DEFINE_CHUNK_AVX2(SUF, F32)                                             \
+    static FEDMM_AVX2 void chunk_avx2_##SUF(const chunk_t *ck, fedmm_bitgen_t *rng, \
+                                            uint64_t ties[QCHUNK / 64])         \
+    {                                                                           \
+        if (ck->out)                                                            \
+            chunk_avx2(ck, F32, EMIT_VALUES, rng, ties);                        \
+        else if (ck->pos % 8 == 0 && ck->bits == 2)                             \
+            chunk_avx2(ck, F32, EMIT_BITS2, rng, ties);                         \
+        else if (ck->pos % 8 == 0 && ck->bits == 8)                             \
+            chunk_avx2(ck, F32, EMIT_BITS8, rng, ties);                         \
+        else                                                                    \
+            chunk_avx2(ck, F32, EMIT_CODES, rng, ties);                         \
+    }
+DEFINE_CHUNK_AVX2(f64, 0)
+DEFINE_CHUNK_AVX2(f32, 1)
 #endif
 
 /* Quantize one chunk into its output.  The ceil(n/8) words of the chunk
@@ -604,9 +622,9 @@ static void quantize_chunk(const chunk_t *ck, int simd, fedmm_bitgen_t *rng)
 {
     uint64_t ties[QCHUNK / 64] = {0, 0, 0, 0};
 #ifdef FEDMM_X86_SIMD
-    if (simd && ck->f32)
+    if (simd && ck->pre == 1.0 && ck->f32) /* tiny norms take the portable path */
         chunk_avx2_f32(ck, rng, ties);
-    else if (simd)
+    else if (simd && ck->pre == 1.0)
         chunk_avx2_f64(ck, rng, ties);
     else
         chunk_portable(ck, rng, ties);
