@@ -357,16 +357,18 @@ static double chunk_input(const chunk_t *ck, size_t j)
 
 /* Resolve a tie (the first 8 random bits equal T): returns 1 (round up)
  * with probability r in [0, 1), drawing 64 random bits at a time; draws
- * nothing when r == 0. */
+ * nothing when r == 0.  Written without data-dependent branches in the
+ * usual case (one draw decides), as ties come at random. */
 static int resolve_tie(double r, fedmm_bitgen_t *rng)
 {
     while (r != 0.0) {
         double big = r * 0x1p64; /* exact, < 2^64 */
         double whole = floor(big);
-        uint64_t w = (uint64_t)whole;
+        /* (uint64_t)whole, without the branch x86-64 compilers emit for it */
+        uint64_t top = whole >= 0x1p63;
+        uint64_t w = (uint64_t)(int64_t)(whole - (double)top * 0x1p63) | top << 63;
         uint64_t v = rng->next_uint64(rng->state);
-        if (v < w) return 1;
-        if (v > w) return 0;
+        if (v != w) return v < w;
         r = big - whole; /* exact */
     }
     return 0;
@@ -640,8 +642,8 @@ static void quantize_chunk(const chunk_t *ck, int simd, fedmm_bitgen_t *rng)
             double xd = chunk_input(ck, j) * ck->pre;
             double A = fabs(xd) * ck->inv256;
             int32_t Ai = (int32_t)A;
-            if (!resolve_tie(A - (double)Ai, rng)) continue; /* level stays */
-            int32_t c = (Ai >> 8) + 1;
+            /* rewritten either way: rounding down gives the code already there */
+            int32_t c = (Ai >> 8) + resolve_tie(A - (double)Ai, rng);
             c = c > ck->s ? ck->s : c;
             uint32_t code = (uint32_t)c | (uint32_t)((xd < 0) & (c != 0)) << (ck->bits - 1);
             if (ck->out)
