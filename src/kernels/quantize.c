@@ -63,6 +63,7 @@
 #include <string.h>
 
 #define QCHUNK 256 /* coordinates per chunk: buffers live in L1 */
+#define PREFETCH_MIN_BYTES ((size_t)1 << 24) /* inputs beyond the caches */
 
 /* On x86 with GCC or Clang the hot loops also exist as AVX2 intrinsics,
  * chosen per call with __builtin_cpu_supports (no state of our own); other
@@ -346,7 +347,7 @@ typedef struct {
     double *out;     /* the chunk's n output values (quantize), or NULL */
     uint8_t *packed; /* the zeroed bit stream (encode), or NULL */
     uint64_t pos;    /* bit position of the chunk's first code in packed */
-    const char *ahead; /* n coordinates to prefetch for the next blocks' norms */
+    const char *ahead; /* n coordinates to prefetch for the next block's norm, or NULL */
 } chunk_t;
 
 /* x_j in double */
@@ -556,7 +557,7 @@ static FEDMM_AVX2_INLINE void chunk_avx2(const chunk_t *ck, int f32, int emit,
     for (size_t g = 0; g < nfull; ++g) {
         uint64_t v = rng->next_uint64(rng->state);
         __m256d a0, a1;
-        _mm_prefetch(ck->ahead + 8 * g * (f32 ? 4 : 8), _MM_HINT_T0);
+        if (ck->ahead) _mm_prefetch(ck->ahead + 8 * g * (f32 ? 4 : 8), _MM_HINT_T0);
         load8_avx2(ck->x, f32, 8 * g, &a0, &a1);
         c = group_levels_avx2(a0, a1, ck, v, &sai, &tie);
         tie8[g] = (uint8_t)tie;
@@ -708,10 +709,15 @@ static int drive(const void *x, int f32, size_t q, size_t block, int bits, int n
             ck.n = len - c0 < QCHUNK ? len - c0 : QCHUNK;
             if (out) ck.out = out + start + c0;
             ck.pos = (uint64_t)(start + c0) * (uint64_t)bits;
-            /* what the next blocks' norms read, at least 512 coordinates
-             * ahead (DRAM latency); the chunk itself when there is none */
-            size_t next = start + c0 + (block > 512 ? block : 512);
-            ck.ahead = next + ck.n <= q ? (const char *)x + next * itemsize : ck.x;
+            /* Input larger than the caches: load the next block's
+             * coordinates while this block's codes are computed, so that
+             * its norm does not wait for DRAM (small blocks gain nothing,
+             * and cached input only loses). */
+            size_t next = start + c0 + block;
+            ck.ahead = q * itemsize > PREFETCH_MIN_BYTES && block >= 2 * QCHUNK
+                               && next + ck.n <= q
+                           ? (const char *)x + next * itemsize
+                           : NULL;
             quantize_chunk(&ck, simd, rng);
         }
     }
