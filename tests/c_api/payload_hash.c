@@ -23,6 +23,7 @@ int main(void)
         x[j] = (2.0 * sm_nextd(&st) - 1.0) * (j % 7 ? 1.0 : 1e-3);
         if (j >= 4000 && j < 6000) x[j] = (double)(int)(x[j] * 512.0) / 64.0; /* exact levels */
         if (j >= 8000 && j < 9000) x[j] *= 1e-310;                           /* tiny norms */
+        if (j >= 12000 && j < 12600) x[j] = 0.0;                             /* zero blocks */
         xf[j] = (float)x[j];
     }
     double *out = (double *)malloc(q * sizeof(double));
