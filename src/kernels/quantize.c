@@ -36,8 +36,8 @@
  * coordinates, which is what makes the kernel fast.
  *
  * Consumption of the random stream (identical in quantize and encode, which
- * share chunk_codes(); documented so that other implementations can
- * reproduce it bit for bit):
+ * share quantize_chunk(), and in the AVX2 and portable loops; documented so
+ * that other implementations can reproduce it bit for bit):
  *   for each block, skipped entirely when N == 0:
  *     for each chunk of QCHUNK (= 256) consecutive coordinates of the
  *     block (the last chunk may be shorter, n coordinates):
@@ -46,8 +46,8 @@
  *       then for each coordinate of the chunk in order whose byte ties
  *       (u == T and r != 0): draw further next_uint64() values as above.
  */
-/* The hot loops are written for the auto-vectorizer; GCC's -O2 cost model
- * ("very cheap") leaves them scalar, so this file asks for -O3 explicitly.
+/* The portable loops are written for the auto-vectorizer; GCC's -O2 cost
+ * model ("very cheap") leaves them scalar, so this file asks for -O3.
  * Results must not depend on the compiler: no reassociation (no fast-math)
  * and no FMA contraction, whatever the command line says. */
 #if defined(__clang__)
@@ -208,7 +208,7 @@ static void write_header(uint8_t *p, int scheme, int value_nbytes, int norm,
                                  double mxa[8])                                 \
     {                                                                           \
         for (size_t j = 0; j < n8; j += 8) {                                    \
-            for (int k = 0; k < 8; ++k) {                                       \
+            for (size_t k = 0; k < 8; ++k) {                                    \
                 double a = fabs((double)x[j + k]);                              \
                 ssq[k] += a * a;                                                \
                 mxa[k] = a > mxa[k] ? a : mxa[k];                               \
@@ -347,7 +347,7 @@ typedef struct {
     double *out;     /* the chunk's n output values (quantize), or NULL */
     uint8_t *packed; /* the zeroed bit stream (encode), or NULL */
     uint64_t pos;    /* bit position of the chunk's first code in packed */
-    const char *ahead; /* n coordinates to prefetch for the next block's norm, or NULL */
+    const char *ahead; /* n coordinates to prefetch (next block), or NULL */
 } chunk_t;
 
 /* x_j in double */
@@ -452,7 +452,8 @@ static void dequantize_codes(const uint16_t *codes, size_t n, int bits, double s
     }
 }
 
-/* Codes 0..n-1 of the chunk into its output (values or bit stream). */
+/* Codes of the chunk's coordinates j0 .. j0+n-1 into its output (values or
+ * bit stream). */
 static void emit_codes(const chunk_t *ck, size_t j0, const uint16_t *codes, size_t n)
 {
     if (ck->out)
@@ -479,7 +480,7 @@ static void chunk_portable(const chunk_t *ck, fedmm_bitgen_t *rng,
     size_t ngroups = (n + 7) / 8;
     for (size_t g = 0; g < ngroups; ++g) {
         uint64_t v = rng->next_uint64(rng->state);
-        for (int k = 0; k < 8; ++k) u[8 * g + k] = (uint8_t)(v >> (8 * k));
+        for (size_t k = 0; k < 8; ++k) u[8 * g + k] = (uint8_t)(v >> (8 * k));
     }
     memset(u + ngroups * 8, 0, QCHUNK - ngroups * 8);
     for (size_t j = 0; j < QCHUNK; ++j) xd[j] = j < n ? chunk_input(ck, j) * ck->pre : 0.0;
