@@ -509,10 +509,10 @@ static void chunk_portable(const chunk_t *ck, fedmm_bitgen_t *rng,
      | ((b) & 16) << 4 | ((b) & 32) << 5 | ((b) & 64) << 6 | ((b) & 128) << 7)
 static const uint16_t SPREAD2_LUT[256] = {R256(SPREAD2)};
 
-/* Levels (0..s) of 8 coordinates a0|a1 with random word v: the lanes of
- * chunk_portable's loops.  *sai gets the signed truncations (their sign is
- * the code's sign where the level is nonzero; sai == 0 implies level 0),
- * *tie the 8-bit mask of ties. */
+/* Levels of 8 coordinates a0|a1 with random word v, before the clamp to
+ * s: the lanes of chunk_portable's loops.  *sai gets the signed truncations
+ * (their sign is the code's sign where the level is nonzero; sai == 0
+ * implies level 0), *tie the 8-bit mask of ties. */
 static FEDMM_AVX2_INLINE __m256i group_levels_avx2(__m256d a0, __m256d a1,
                                                    const chunk_t *ck, uint64_t v,
                                                    __m256i *sai, unsigned *tie)
@@ -526,8 +526,7 @@ static FEDMM_AVX2_INLINE __m256i group_levels_avx2(__m256d a0, __m256d a1,
     __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&v));
     __m256i up = _mm256_cmpgt_epi32(T, u); /* -1 where u < T */
     *tie = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(u, T)));
-    __m256i c = _mm256_sub_epi32(_mm256_srli_epi32(Ai, 8), up);
-    return _mm256_min_epi32(c, _mm256_set1_epi32(ck->s));
+    return _mm256_sub_epi32(_mm256_srli_epi32(Ai, 8), up);
 }
 
 /* sign-magnitude codes c | (sai < 0 && c != 0) << (bits - 1) */
@@ -553,25 +552,32 @@ static FEDMM_AVX2_INLINE void chunk_avx2(const chunk_t *ck, int f32, int emit,
     uint8_t tie8[QCHUNK / 8] = {0};
     const size_t n = ck->n, nfull = n / 8;
     uint8_t *dst = ck->packed ? ck->packed + ck->pos / 8 : NULL;
+    /* locals, not reloaded from *ck and *rng after every call */
+    const void *x = ck->x;
+    const char *ahead = ck->ahead;
+    double *out = ck->out;
+    uint64_t (*next_uint64)(void *) = rng->next_uint64;
+    void *state = rng->state;
     __m256i sai, c;
     unsigned tie;
     for (size_t g = 0; g < nfull; ++g) {
-        uint64_t v = rng->next_uint64(rng->state);
+        uint64_t v = next_uint64(state);
         __m256d a0, a1;
-        if (ck->ahead) _mm_prefetch(ck->ahead + 8 * g * (f32 ? 4 : 8), _MM_HINT_T0);
-        load8_avx2(ck->x, f32, 8 * g, &a0, &a1);
+        if (ahead) _mm_prefetch(ahead + 8 * g * (f32 ? 4 : 8), _MM_HINT_T0);
+        load8_avx2(x, f32, 8 * g, &a0, &a1);
         c = group_levels_avx2(a0, a1, ck, v, &sai, &tie);
         tie8[g] = (uint8_t)tie;
+        if (emit != EMIT_BITS2) c = _mm256_min_epi32(c, _mm256_set1_epi32(ck->s));
         if (emit == EMIT_VALUES) { /* (-level) * scale == -(level * scale) */
             const __m256d scale = _mm256_set1_pd(ck->scale);
             __m256i sc = _mm256_sign_epi32(c, sai);
             __m256d v0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(sc));
             __m256d v1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(sc, 1));
-            _mm256_storeu_pd(ck->out + 8 * g, _mm256_mul_pd(v0, scale));
-            _mm256_storeu_pd(ck->out + 8 * g + 4, _mm256_mul_pd(v1, scale));
-        } else if (emit == EMIT_BITS2) { /* level in {0, 1} */
+            _mm256_storeu_pd(out + 8 * g, _mm256_mul_pd(v0, scale));
+            _mm256_storeu_pd(out + 8 * g + 4, _mm256_mul_pd(v1, scale));
+        } else if (emit == EMIT_BITS2) { /* s = 1: level min(c, 1) is [c > 0] */
             unsigned lv = (unsigned)_mm256_movemask_ps(
-                _mm256_castsi256_ps(_mm256_slli_epi32(c, 31)));
+                _mm256_castsi256_ps(_mm256_cmpgt_epi32(c, _mm256_setzero_si256())));
             unsigned sg = lv & (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sai));
             uint16_t w = (uint16_t)(SPREAD2_LUT[lv] | SPREAD2_LUT[sg] << 1);
             memcpy(dst + 2 * g, &w, 2); /* x86: little-endian */
@@ -594,6 +600,7 @@ static FEDMM_AVX2_INLINE void chunk_avx2(const chunk_t *ck, int f32, int emit,
         uint64_t v = rng->next_uint64(rng->state);
         c = group_levels_avx2(_mm256_loadu_pd(tail), _mm256_loadu_pd(tail + 4), ck, v,
                               &sai, &tie);
+        c = _mm256_min_epi32(c, _mm256_set1_epi32(ck->s));
         tie8[nfull] = (uint8_t)(tie & ((1u << (n % 8)) - 1u));
         __m256i code = group_codes_avx2(c, sai, ck->bits);
         __m256i c16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(code, code), 0x08);
