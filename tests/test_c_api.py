@@ -52,20 +52,41 @@ def _build_and_run(cmd, exe):
     return run.stdout.strip()
 
 
-def test_payloads_do_not_depend_on_build_flags(tmp_path):
-    # The installed library (optimized, AVX2 clone picked at load time on
-    # x86-64) and the kernels compiled from source at -O0 without clones must
-    # write identical payloads: no FMA contraction or reassociation anywhere.
+ASAN_FLAGS = ("-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
+
+
+def _require_asan(cc, tmp_path):
+    probe = subprocess.run([cc, "-fsanitize=address,undefined", "-x", "c", "-", "-o",
+                            str(tmp_path / "probe")], input="int main(void){return 0;}",
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip("the C compiler has no AddressSanitizer runtime")
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("-O0", "-DFEDMM_NO_SIMD"), ASAN_FLAGS],
+    ids=["portable-O0", "simd-asan"],
+)
+def test_payloads_do_not_depend_on_build_flags(tmp_path, flags):
+    # The installed library (optimized, AVX2 loops picked at run time on
+    # x86) and the kernels compiled from source -- the portable loops at -O0,
+    # or the SIMD loops under AddressSanitizer (exact-size heap buffers: no
+    # access out of bounds) -- must write identical payloads and values and
+    # consume the same random numbers: no FMA contraction or reassociation
+    # anywhere.
     if not all(p.is_file() for p in KERNEL_SOURCES):
         pytest.skip("kernel sources not available (not a source checkout)")
     cc = _compiler()
+    if flags == ASAN_FLAGS:
+        _require_asan(cc, tmp_path)
     lib_hash = _build_and_run(
         [cc, "-std=c99", "-I", fedmm.get_include(), str(HASH_SOURCE),
          "-L", fedmm.get_library_dir(), "-lfedmm_kernels", "-lm", "-o", str(tmp_path / "lib_hash")],
         tmp_path / "lib_hash",
     )
     src_hash = _build_and_run(
-        [cc, "-std=c99", "-O0", "-DFEDMM_NO_TARGET_CLONES", "-D_POSIX_C_SOURCE=200809L",
+        [cc, "-std=c99", *flags, "-D_POSIX_C_SOURCE=200809L",
          "-I", str(KERNEL_SOURCES[0].parent), str(HASH_SOURCE), *map(str, KERNEL_SOURCES),
          "-lm", "-o", str(tmp_path / "src_hash")],
         tmp_path / "src_hash",
@@ -80,14 +101,9 @@ def test_decoder_never_reads_out_of_bounds_under_asan(tmp_path):
     if not all(p.is_file() for p in KERNEL_SOURCES):
         pytest.skip("kernel sources not available (not a source checkout)")
     cc = _compiler()
-    probe = subprocess.run([cc, "-fsanitize=address,undefined", "-x", "c", "-", "-o",
-                            str(tmp_path / "probe")], input="int main(void){return 0;}",
-                           capture_output=True, text=True, timeout=60)
-    if probe.returncode != 0:
-        pytest.skip("the C compiler has no AddressSanitizer runtime")
+    _require_asan(cc, tmp_path)
     out = _build_and_run(
-        [cc, "-std=c99", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-         "-DFEDMM_NO_TARGET_CLONES", "-D_POSIX_C_SOURCE=200809L",
+        [cc, "-std=c99", *ASAN_FLAGS, "-DFEDMM_NO_SIMD", "-D_POSIX_C_SOURCE=200809L",
          "-I", str(KERNEL_SOURCES[0].parent), str(FUZZ_SOURCE), *map(str, KERNEL_SOURCES),
          "-lm", "-o", str(tmp_path / "fuzz")],
         tmp_path / "fuzz",

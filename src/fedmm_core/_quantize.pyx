@@ -40,11 +40,35 @@ SCHEME_BLOCKP = 1
 SCHEME_DITHER = 2
 
 
-cdef fedmm_bitgen_t *_bitgen(object generator) except NULL:
-    capsule = generator.bit_generator.capsule
+cdef fedmm_bitgen_t *_bitgen(object bit_generator) except NULL:
+    capsule = bit_generator.capsule
     if not PyCapsule_IsValid(capsule, "BitGenerator"):
         raise TypeError("Expected 'rng' backed by a NumPy BitGenerator capsule")
     return <fedmm_bitgen_t *>PyCapsule_GetPointer(capsule, "BitGenerator")
+
+
+cdef inline bint _is_vector(object x) noexcept:
+    """``x`` is a non-empty, C-contiguous, native float32/float64 ndarray of one dimension.
+
+    Checked through the C API: per-call overhead matters for small messages.
+    """
+    if type(x) is not np.ndarray:
+        return False
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    cdef int t = cnp.PyArray_TYPE(a)
+    return (cnp.PyArray_NDIM(a) == 1 and cnp.PyArray_DIM(a, 0) > 0 and cnp.PyArray_IS_C_CONTIGUOUS(a)
+            and cnp.PyArray_ISNOTSWAPPED(a) and (t == cnp.NPY_DOUBLE or t == cnp.NPY_FLOAT))
+
+
+def ready_vector(object x):
+    """``x`` itself if the kernels can read it as it is (see ``_is_vector``), else None."""
+    return x if _is_vector(x) else None
+
+
+cdef const void *_vector_data(object x) except NULL:
+    if not _is_vector(x):
+        raise ValueError("Expected 'x' to be a non-empty contiguous 1-D native float32 or float64 array")
+    return cnp.PyArray_DATA(<cnp.ndarray>x)
 
 
 cdef int _raise(int status, str what, object x=None) except -1:
@@ -60,30 +84,27 @@ def payload_nbytes(int scheme, uint64_t q, uint64_t block, int bits, int norm, i
     return fedmm_wire_nbytes(scheme, q, block, bits, norm, value_nbytes)
 
 
-def quantize(cnp.ndarray x, Py_ssize_t block, int bits, int norm, object generator):
+def quantize(object x, Py_ssize_t block, int bits, int norm, object generator):
     """Fused quantize-and-dequantize of contiguous 1-D float32/float64 ``x``.
 
     Returns a new float64 array of the same length.
     """
-    cdef Py_ssize_t q = x.shape[0]
-    cdef cnp.ndarray out = np.empty(q, dtype=np.float64)
-    cdef double[::1] out_v = out
-    cdef const double[::1] x64
-    cdef const float[::1] x32
-    cdef fedmm_bitgen_t *rng = _bitgen(generator)
+    cdef const void *src = _vector_data(x)
+    cdef bint f32 = cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT
+    cdef Py_ssize_t q = cnp.PyArray_DIM(<cnp.ndarray>x, 0)
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(1, <cnp.npy_intp *>&q, cnp.NPY_DOUBLE, 0)
+    cdef double *dst = <double *>cnp.PyArray_DATA(out)
+    bit_generator = generator.bit_generator
+    cdef fedmm_bitgen_t *rng = _bitgen(bit_generator)
     cdef int status
-    if x.dtype == np.float64:
-        x64 = x
-        with generator.bit_generator.lock, nogil:
-            status = fedmm_quantize_f64(&x64[0], q, block, bits, norm, rng, &out_v[0])
-    else:
-        x32 = x
-        with generator.bit_generator.lock, nogil:
-            status = fedmm_quantize_f32(&x32[0], q, block, bits, norm, rng, &out_v[0])
+    with bit_generator.lock, nogil:
+        if f32:
+            status = fedmm_quantize_f32(<const float *>src, q, block, bits, norm, rng, dst)
+        else:
+            status = fedmm_quantize_f64(<const double *>src, q, block, bits, norm, rng, dst)
     if status != FEDMM_OK:
         _raise(status, "quantize", x)
     return out
-
 
 
 def quantize_rows(const double[:, ::1] X, Py_ssize_t block, int bits, int norm, list generators):
@@ -102,63 +123,57 @@ def quantize_rows(const double[:, ::1] X, Py_ssize_t block, int bits, int norm, 
     cdef fedmm_bitgen_t *rng
     cdef int status
     for k in range(m):
-        generator = generators[k]
-        rng = _bitgen(generator)
-        with generator.bit_generator.lock, nogil:
+        bit_generator = generators[k].bit_generator
+        rng = _bitgen(bit_generator)
+        with bit_generator.lock, nogil:
             status = fedmm_quantize_f64(&X[k, 0], q, block, bits, norm, rng, &out_v[k, 0])
         if status != FEDMM_OK:
             _raise(status, "quantize", np.asarray(X[k]))
     return out
 
-def encode(cnp.ndarray x, Py_ssize_t block, int bits, int norm, int scheme, object generator):
+def encode(object x, Py_ssize_t block, int bits, int norm, int scheme, object generator):
     """Quantize contiguous 1-D float32/float64 ``x`` and return the payload bytes."""
-    cdef Py_ssize_t q = x.shape[0]
-    cdef int value_nbytes = 8 if x.dtype == np.float64 else 4
-    cdef uint64_t nbytes = fedmm_wire_nbytes(scheme, q, block, bits, norm, value_nbytes)
+    cdef const void *src = _vector_data(x)
+    cdef bint f32 = cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT
+    cdef Py_ssize_t q = cnp.PyArray_DIM(<cnp.ndarray>x, 0)
+    cdef uint64_t nbytes = fedmm_wire_nbytes(scheme, q, block, bits, norm, 4 if f32 else 8)
     if nbytes == 0:
         raise ValueError(
             f"invalid compressor parameters: scheme={scheme}, q={q}, block={block}, "
             f"bits={bits}, norm={norm}"
         )
+    # written in place: the kernel fills every byte
     cdef bytes payload = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>nbytes)
     cdef uint8_t *dst = <uint8_t *>PyBytes_AS_STRING(payload)
-    cdef const double[::1] x64
-    cdef const float[::1] x32
-    cdef fedmm_bitgen_t *rng = _bitgen(generator)
+    bit_generator = generator.bit_generator
+    cdef fedmm_bitgen_t *rng = _bitgen(bit_generator)
     cdef int status
-    if value_nbytes == 8:
-        x64 = x
-        with generator.bit_generator.lock, nogil:
-            status = fedmm_encode_f64(&x64[0], q, block, bits, norm, scheme, rng, dst, nbytes)
-    else:
-        x32 = x
-        with generator.bit_generator.lock, nogil:
-            status = fedmm_encode_f32(&x32[0], q, block, bits, norm, scheme, rng, dst, nbytes)
+    with bit_generator.lock, nogil:
+        if f32:
+            status = fedmm_encode_f32(<const float *>src, q, block, bits, norm, scheme, rng, dst, nbytes)
+        else:
+            status = fedmm_encode_f64(<const double *>src, q, block, bits, norm, scheme, rng, dst, nbytes)
     if status != FEDMM_OK:
         _raise(status, "encode", x)
     return payload
 
 
-def identity_encode(cnp.ndarray x):
+def identity_encode(object x):
     """Identity payload of contiguous 1-D float32/float64 ``x``."""
-    cdef Py_ssize_t q = x.shape[0]
-    cdef int value_nbytes = 8 if x.dtype == np.float64 else 4
-    cdef uint64_t nbytes = fedmm_wire_nbytes(SCHEME_IDENTITY, q, 0, 0, 0, value_nbytes)
+    cdef const void *src = _vector_data(x)
+    cdef bint f32 = cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT
+    cdef Py_ssize_t q = cnp.PyArray_DIM(<cnp.ndarray>x, 0)
+    cdef uint64_t nbytes = fedmm_wire_nbytes(SCHEME_IDENTITY, q, 0, 0, 0, 4 if f32 else 8)
     if nbytes == 0:
         raise ValueError(f"invalid identity payload length q={q}")
     cdef bytes payload = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>nbytes)
     cdef uint8_t *dst = <uint8_t *>PyBytes_AS_STRING(payload)
-    cdef const double[::1] x64
-    cdef const float[::1] x32
     cdef int status
-    if value_nbytes == 8:
-        x64 = x
-        with nogil:
-            status = fedmm_identity_encode_f64(&x64[0], q, dst, nbytes)
-    else:
-        x32 = x
-        with nogil:
-            status = fedmm_identity_encode_f32(&x32[0], q, dst, nbytes)
+    with nogil:
+        if f32:
+            status = fedmm_identity_encode_f32(<const float *>src, q, dst, nbytes)
+        else:
+            status = fedmm_identity_encode_f64(<const double *>src, q, dst, nbytes)
     if status != FEDMM_OK:
         _raise(status, "identity encode")
     return payload

@@ -129,6 +129,10 @@ typedef struct fedmm_blas {
  * resolved with further bits.  Blocks with N = 0 draw nothing.
  * `block` is the effective block size, 1 <= block <= q.  On error the
  * generator may have been advanced and outputs are undefined.
+ * On x86 with GCC or Clang the kernels run AVX2 loops when the CPU has AVX2
+ * (portable loops otherwise, or when the library is built with
+ * -DFEDMM_NO_SIMD); payloads, values and the random numbers drawn are the
+ * same bit for bit on every build.
  * Wire format (docs/wire-format.md): 32-byte little-endian header, then
  * ceil(q/block) norms (float32 or float64), then the codes
  * (sign << (bits-1) | level) packed LSB-first at `bits` bits each. */
