@@ -61,6 +61,23 @@ def sample_without_replacement(object generator, int64_t n, int64_t b):
     return out
 
 
+cdef enum:
+    _CACHE_LINE = 128  # two 64-byte lines: adjacent-line prefetchers pair them
+    _STREAM_SLOT = 256  # philox state in the first 128 bytes, its bitgen_t in the next 128
+
+
+if sizeof(fedmm_philox_t) > _CACHE_LINE or sizeof(fedmm_bitgen_t) > _STREAM_SLOT - _CACHE_LINE:
+    raise ImportError("fedmm._rounds: generator state larger than its cache-line slot")
+
+
+cdef inline fedmm_philox_t *_slot_philox(char *slots, Py_ssize_t k) noexcept nogil:
+    return <fedmm_philox_t *>(slots + k * _STREAM_SLOT)
+
+
+cdef inline fedmm_bitgen_t *_slot_bitgen(char *slots, Py_ssize_t k) noexcept nogil:
+    return <fedmm_bitgen_t *>(slots + k * _STREAM_SLOT + _CACHE_LINE)
+
+
 def client_round_work_sizes(fedmm_blas_int p, fedmm_blas_int K, int64_t batch, int64_t n_samples):
     """``(doubles, int64s)`` of the workspaces one client's ``fedmm_dictionary_client_round`` needs."""
     return int(fedmm_dictionary_client_round_work(p, K, batch)), int(batch + n_samples)
@@ -93,8 +110,10 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
     cdef size_t work_size = fedmm_dictionary_client_round_work(p, K, batch)
     cdef int64_t[::1] n_bad = np.zeros(m, dtype=np.int64)
     cdef int[::1] status = np.zeros(m, dtype=np.intc)
-    cdef fedmm_philox_t *streams = <fedmm_philox_t *>PyMem_Malloc(m * sizeof(fedmm_philox_t))
-    cdef fedmm_bitgen_t *bitgens = <fedmm_bitgen_t *>PyMem_Malloc(m * sizeof(fedmm_bitgen_t))
+    # Each client's generator state in its own cache lines: states drawn from on different threads
+    # must not share a line (false sharing on every draw).
+    cdef char *stream_mem = <char *>PyMem_Malloc(m * _STREAM_SLOT + _CACHE_LINE)
+    cdef char *slots = <char *>((<size_t>stream_mem + _CACHE_LINE - 1) & ~(<size_t>_CACHE_LINE - 1))
     cdef void **ptrs = <void **>PyMem_Malloc(5 * m * sizeof(void *))
     cdef int64_t *n_samples = <int64_t *>PyMem_Malloc(m * sizeof(int64_t))
     cdef const double **data_ptr = <const double **>ptrs
@@ -105,7 +124,7 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
     cdef uint64_t counter[4]
     cdef cnp.ndarray arr
     try:
-        if streams == NULL or bitgens == NULL or ptrs == NULL or n_samples == NULL:
+        if stream_mem == NULL or ptrs == NULL or n_samples == NULL:
             raise MemoryError()
         counter[0] = 0
         counter[1] = t
@@ -128,16 +147,15 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
                 raise ValueError(f"Expected iworks[{k}] of at least {batch + n_samples[k]} int64, got {arr.shape[0]}")
             iwork_ptr[k] = <int64_t *>cnp.PyArray_DATA(arr)
             arr = keys[k]
-            fedmm_philox_seek(&streams[k], <const uint64_t *>cnp.PyArray_DATA(arr), counter)
-            fedmm_philox_bitgen(&streams[k], &bitgens[k])
+            fedmm_philox_seek(_slot_philox(slots, k), <const uint64_t *>cnp.PyArray_DATA(arr), counter)
+            fedmm_philox_bitgen(_slot_philox(slots, k), _slot_bitgen(slots, k))
         for k in prange(m, nogil=True, num_threads=n_threads, schedule="dynamic"):
             status[k] = fedmm_dictionary_client_round(
                 p, K, &D[0, 0], p, lam, tol, max_iter, method, data_ptr[k], n_samples[k], batch,
-                code_ptr[k], &bitgens[k], &S[0], V_ptr[k], v_step, scheme, bits, norm, block,
+                code_ptr[k], _slot_bitgen(slots, k), &S[0], V_ptr[k], v_step, scheme, bits, norm, block,
                 &values_v[k, 0], &n_bad[k], work_ptr[k], iwork_ptr[k], &_BLAS)
     finally:
-        PyMem_Free(streams)
-        PyMem_Free(bitgens)
+        PyMem_Free(stream_mem)
         PyMem_Free(ptrs)
         PyMem_Free(n_samples)
     for k in range(m):
