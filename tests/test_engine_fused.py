@@ -191,3 +191,19 @@ def test_compiled_server_step_equals_project_then_T(project):
         np.testing.assert_array_equal(ours[1], ref[1])
     with pytest.raises(ValueError, match="finite"):
         model.sa_step(S, np.full_like(H, np.nan), 0.1, project)
+
+
+def test_fused_round_rejects_malformed_client_state():
+    """A restored client state with codes of the wrong shape is an error, never an out-of-bounds write."""
+    datas = _clients()
+    server, clients = FedMM(DictionaryLearning(K, LAM, ETA), participation=3, compressor=StochasticRounding(bits=8),
+                            batch_size=5).build(datas, seed=0)
+    setup = server.setup_message()
+    server.setup_aggregate({c.index: c.setup(setup) for c in clients})
+    ids = server.select(0)
+    victim = clients[ids[0]]
+    state = victim.get_state()
+    state["memory:codes"] = np.zeros((3, K))  # the client holds more samples than that
+    victim.set_state(state)
+    with pytest.raises(ValueError, match=r"codes\[0\]"):
+        Client.step_many_fused([clients[i] for i in ids], server.broadcast(0))

@@ -78,6 +78,19 @@ cdef inline fedmm_bitgen_t *_slot_bitgen(char *slots, Py_ssize_t k) noexcept nog
     return <fedmm_bitgen_t *>(slots + k * _STREAM_SLOT + _CACHE_LINE)
 
 
+cdef int _check_buffer(cnp.ndarray arr, int ndim, Py_ssize_t rows, Py_ssize_t cols, str name,
+                       Py_ssize_t k) except -1:
+    """``arr`` is a C-contiguous float64 array of shape (rows,) or (rows, cols) (writeable unless data)."""
+    cdef bint ok = (arr.dtype == np.float64 and arr.ndim == ndim and cnp.PyArray_IS_C_CONTIGUOUS(arr)
+                    and arr.shape[0] == rows and (ndim == 1 or arr.shape[1] == cols)
+                    and (name == "datas" or cnp.PyArray_ISWRITEABLE(arr)))
+    if not ok:
+        shape = (<object>rows,) if ndim == 1 else (<object>rows, <object>cols)
+        raise ValueError(f"Expected {name}[{k}] to be a C-contiguous float64 array of shape {shape}, "
+                         f"got {arr.dtype} {(<object>arr).shape}")
+    return 0
+
+
 def client_round_work_sizes(fedmm_blas_int p, fedmm_blas_int K, int64_t batch, int64_t n_samples):
     """``(doubles, int64s)`` of the workspaces one client's ``fedmm_dictionary_client_round`` needs."""
     return int(fedmm_dictionary_client_round_work(p, K, batch)), int(batch + n_samples)
@@ -131,12 +144,17 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
         counter[2] = 0
         counter[3] = 0
         for k in range(m):
+            # memory safety: every buffer the kernel reads or writes has the shape it assumes
             arr = datas[k]
+            _check_buffer(arr, 2, arr.shape[0] if arr.ndim >= 1 else -1, p, "datas", k)
             data_ptr[k] = <const double *>cnp.PyArray_DATA(arr)
             n_samples[k] = arr.shape[0]
             arr = codes[k]
+            if arr is not None:
+                _check_buffer(arr, 2, n_samples[k], K, "codes", k)
             code_ptr[k] = NULL if arr is None else <double *>cnp.PyArray_DATA(arr)
             arr = Vs[k]
+            _check_buffer(arr, 1, q, -1, "Vs", k)
             V_ptr[k] = <double *>cnp.PyArray_DATA(arr)
             arr = works[k]
             if <size_t>arr.shape[0] < work_size:
@@ -147,6 +165,8 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
                 raise ValueError(f"Expected iworks[{k}] of at least {batch + n_samples[k]} int64, got {arr.shape[0]}")
             iwork_ptr[k] = <int64_t *>cnp.PyArray_DATA(arr)
             arr = keys[k]
+            if arr.dtype != np.uint64 or arr.ndim != 1 or arr.shape[0] != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(arr):
+                raise ValueError(f"Expected keys[{k}] to be two contiguous uint64")
             fedmm_philox_seek(_slot_philox(slots, k), <const uint64_t *>cnp.PyArray_DATA(arr), counter)
             fedmm_philox_bitgen(_slot_philox(slots, k), _slot_bitgen(slots, k))
         for k in prange(m, nogil=True, num_threads=n_threads, schedule="dynamic"):
