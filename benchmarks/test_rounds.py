@@ -14,10 +14,14 @@ same round (``sparse_encode``, ``numpy.linalg``) is timed in the same run.
 ``extra_info`` holds client-rounds per second.  Timings with 2 threads need
 two idle cores: a busy core stalls OpenMP's fork/join at every round.
 
-Run: ``python -m pytest benchmarks/test_rounds.py --benchmark-only``.
+Run: ``python -m pytest benchmarks/test_rounds.py --benchmark-only``
+(``--benchmark-json FILE`` keeps ``extra_info``: client-rounds per second and
+the paired 1→2-thread speedup).
 Targets: ≥ 10,000 client-rounds/s single thread, ≥ 30× the plain round,
 ≥ 1.7× from 1 to 2 threads.
 """
+import time
+
 import numpy as np
 import pytest
 from sklearn.decomposition import sparse_encode
@@ -53,6 +57,29 @@ def test_fedmm_rounds(benchmark, datas, n_threads, batched):
     client_rounds = sum(len(r["active"]) for r in history.records)
     benchmark.extra_info["client_rounds_per_run"] = client_rounds
     benchmark.extra_info["client_rounds_per_s"] = client_rounds / benchmark.stats.stats.median
+
+
+@pytest.mark.benchmark(group="thread-speedup")
+def test_fedmm_rounds_paired_thread_speedup(benchmark, datas):
+    """1- and 2-thread runs of the batched round, alternated so that both see the same machine state.
+
+    The host's speed drifts over seconds on this shared machine, which skews a ratio of medians taken
+    from separate benchmark groups; ``extra_info['paired_speedup']`` is the median over pairs of
+    (1-thread time / 2-thread time), one pair per timed call.
+    """
+    algos = {n: _fedmm(n) for n in (1, 2)}
+    ratios = []
+
+    def pair():
+        times = {}
+        for n, algo in algos.items():
+            start = time.perf_counter()
+            algo.run(datas, OURS_ROUNDS, seed=0)
+            times[n] = time.perf_counter() - start
+        ratios.append(times[1] / times[2])
+
+    benchmark.pedantic(pair, rounds=15, warmup_rounds=2)
+    benchmark.extra_info["paired_speedup"] = float(np.median(ratios[2:]))  # the warm-up pairs left out
 
 
 def _stochastic_rounding(x, rng, bits=BITS):
