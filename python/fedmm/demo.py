@@ -9,7 +9,7 @@ stochastic rounding, control variates with ``α = 0.01`` and
 ``γ_t = β/√(β + t)``.  The paper does not state ``p`` for the synthetic data;
 the demo uses ``p = 20``.  It tunes β per algorithm in [0.001, 0.05]; from
 our start ``Ŝ_0 = (I, (1 + 2η)θ_0)`` such small steps forget ``Ŝ_0`` too slowly
-for a one-minute run, and β = 0.5 (shared by both algorithms) was the best
+for a short run, and β = 0.5 (shared by both algorithms) was the best
 of {0.05, 0.2, 0.5} for both over 600 rounds (``fedmm experiment`` tunes β properly).
 """
 from __future__ import annotations
