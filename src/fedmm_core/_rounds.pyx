@@ -91,21 +91,27 @@ cdef int _check_buffer(cnp.ndarray arr, int ndim, Py_ssize_t rows, Py_ssize_t co
     return 0
 
 
+SPACES = {"statistic": FEDMM_SPACE_STATISTIC, "parameter": FEDMM_SPACE_PARAMETER}
+
+
 def client_round_work_sizes(fedmm_blas_int p, fedmm_blas_int K, int64_t batch, int64_t n_samples):
     """``(doubles, int64s)`` of the workspaces one client's ``fedmm_dictionary_client_round`` needs."""
-    return int(fedmm_dictionary_client_round_work(p, K, batch)), int(batch + n_samples)
+    return (int(fedmm_dictionary_client_round_work(p, K, batch)),
+            int(fedmm_dictionary_client_round_iwork(K, batch, n_samples)))
 
 
 def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int max_iter, int method,
-                             list datas, list codes, list keys, uint64_t t, const double[::1] S, list Vs,
-                             double v_step, int scheme, int bits, int norm, Py_ssize_t block, int64_t batch,
-                             list works, list iworks, int n_threads):
+                             list datas, list codes, list keys, uint64_t t, int space, const double[::1] ref,
+                             double eta, list Vs, double v_step, int scheme, int bits, int norm, Py_ssize_t block,
+                             int64_t batch, list works, list iworks, int n_threads):
     """One round of ``len(datas)`` dictionary-learning clients (``fedmm_dictionary_client_round``).
 
     Client ``k`` holds ``datas[k]`` (C-ordered float64 ``(N_k, p)``), its
     remembered codes ``codes[k]`` (C-ordered ``(N_k, K)``, updated in place;
     None: cold starts), its control variate ``Vs[k]`` (contiguous float64 of
-    length ``q``, updated in place), its Philox key ``keys[k]`` (two uint64;
+    the message length: ``q = K*K + p*K`` in S-space, ``p*K`` in Θ-space
+    (``space``, see ``SPACES``; ``ref`` is ``Ŝ_t`` or ``θ_t`` row-major, ``eta``
+    the ridge weight of ``T``), updated in place), its Philox key ``keys[k]`` (two uint64;
     its stream starts at counter ``(0, t, 0, 0)``) and its own workspaces
     ``works[k]`` / ``iworks[k]`` (float64 / int64, sizes from
     :func:`client_round_work_sizes`; kept by the caller so that no round
@@ -115,7 +121,10 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
     ``max_iter``.
     """
     cdef fedmm_blas_int p = D.shape[0], K = D.shape[1]
-    cdef Py_ssize_t m = len(datas), q = K * K + p * K, k
+    cdef Py_ssize_t m = len(datas), k
+    cdef Py_ssize_t q = K * K + p * K if space == FEDMM_SPACE_STATISTIC else p * K
+    if ref.shape[0] != q:
+        raise ValueError(f"Expected 'ref' of length {q}, got {ref.shape[0]}")
     cdef cnp.ndarray values = np.empty((m, q), dtype=np.float64)
     if m == 0:
         return values, 0
@@ -161,8 +170,10 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
                 raise ValueError(f"Expected works[{k}] of at least {work_size} doubles, got {arr.shape[0]}")
             work_ptr[k] = <double *>cnp.PyArray_DATA(arr)
             arr = iworks[k]
-            if arr.shape[0] < batch + n_samples[k]:
-                raise ValueError(f"Expected iworks[{k}] of at least {batch + n_samples[k]} int64, got {arr.shape[0]}")
+            if <size_t>arr.shape[0] < fedmm_dictionary_client_round_iwork(K, batch, n_samples[k]):
+                raise ValueError(f"Expected iworks[{k}] of at least "
+                                 f"{fedmm_dictionary_client_round_iwork(K, batch, n_samples[k])} int64, "
+                                 f"got {arr.shape[0]}")
             iwork_ptr[k] = <int64_t *>cnp.PyArray_DATA(arr)
             arr = keys[k]
             if arr.dtype != np.uint64 or arr.ndim != 1 or arr.shape[0] != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(arr):
@@ -172,7 +183,8 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
         for k in prange(m, nogil=True, num_threads=n_threads, schedule="dynamic"):
             status[k] = fedmm_dictionary_client_round(
                 p, K, &D[0, 0], p, lam, tol, max_iter, method, data_ptr[k], n_samples[k], batch,
-                code_ptr[k], _slot_bitgen(slots, k), &S[0], V_ptr[k], v_step, scheme, bits, norm, block,
+                code_ptr[k], _slot_bitgen(slots, k), space, &ref[0], eta, V_ptr[k], v_step, scheme, bits,
+                norm, block,
                 &values_v[k, 0], &n_bad[k], work_ptr[k], iwork_ptr[k], &_BLAS)
     finally:
         PyMem_Free(stream_mem)

@@ -157,13 +157,16 @@ cdef extern from "fedmm_kernels.h" nogil:
                                          int64_t *work)
 
     # ---- one FedMM client round of dictionary learning (rounds.c) ----
+    int FEDMM_SPACE_STATISTIC
+    int FEDMM_SPACE_PARAMETER
     size_t fedmm_dictionary_client_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t batch)
+    size_t fedmm_dictionary_client_round_iwork(fedmm_blas_int K, int64_t batch, int64_t n_samples)
     int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const double *D,
                                       fedmm_blas_int ldd, double lam, double tol, int max_iter,
                                       int method, const double *data, int64_t n_samples,
-                                      int64_t batch, double *codes, fedmm_bitgen_t *rng,
-                                      const double *S, double *V, double v_step, int scheme,
-                                      int bits, int norm, size_t block, double *out,
+                                      int64_t batch, double *codes, fedmm_bitgen_t *rng, int space,
+                                      const double *ref, double eta, double *V, double v_step,
+                                      int scheme, int bits, int norm, size_t block, double *out,
                                       int64_t *n_unconverged, double *work, int64_t *iwork,
                                       const fedmm_blas_t *blas)
     void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double *const *rows,

@@ -296,23 +296,32 @@ int fedmm_sample_without_replacement(fedmm_bitgen_t *rng, int64_t n, int64_t b, 
  *      (n_samples x K, C order) and written back there (codes == NULL: cold
  *      start, nothing remembered), via fedmm_dictionary_statistics (lam,
  *      tol, max_iter, method as there; *n_unconverged receives its count);
- *   3. Delta = (S_{t+1} - S) - V with S_{t+1} = [vec(H H^T/b), vec(Z H^T/b)]
- *      (A block then the (p, K) B block, both row-major), S and V of length
- *      q = K*K + p*K;
- *   4. out = Quant(Delta) by fedmm_quantize_f64(..., block, bits, norm, rng)
+ *   3. S_{t+1} = [vec(H H^T/b), vec(Z H^T/b)] (A block then the (p, K) B
+ *      block, both row-major), of length q = K*K + p*K;
+ *   4. the local value L: S_{t+1} (space FEDMM_SPACE_STATISTIC, FedMM), or
+ *      theta_{t+1} = T(Pi(S_{t+1})) with the ridge T of weight eta, row-major
+ *      (p, K), of length p*K (FEDMM_SPACE_PARAMETER, the paper's Theta-space
+ *      baseline: fedmm_project_psd, then fedmm_dictionary_update_ridge);
+ *   5. Delta = (L - ref) - V, ref and V of L's length (ref: S_t, or theta_t
+ *      row-major);
+ *   6. out = Quant(Delta) by fedmm_quantize_f64(..., block, bits, norm, rng)
  *      for FEDMM_SCHEME_BLOCKP / FEDMM_SCHEME_DITHER, out = Delta for
  *      FEDMM_SCHEME_IDENTITY;
- *   5. V += v_step * out when v_step != 0 (v_step = alpha / p).
+ *   7. V += v_step * out when v_step != 0 (v_step = alpha / p).
  * work: fedmm_dictionary_client_round_work(p, K, batch) doubles; iwork:
- * batch + n_samples int64.  Reentrant: clients with separate codes, V, out,
- * work and generators may run on separate threads. */
+ * fedmm_dictionary_client_round_iwork(K, batch, n_samples) int64.
+ * Reentrant: clients with separate codes, V, out, work and generators may run
+ * on separate threads. */
+#define FEDMM_SPACE_STATISTIC 0
+#define FEDMM_SPACE_PARAMETER 1
 size_t fedmm_dictionary_client_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t batch);
+size_t fedmm_dictionary_client_round_iwork(fedmm_blas_int K, int64_t batch, int64_t n_samples);
 int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const double *D,
                                   fedmm_blas_int ldd, double lam, double tol, int max_iter,
                                   int method, const double *data, int64_t n_samples,
-                                  int64_t batch, double *codes, fedmm_bitgen_t *rng,
-                                  const double *S, double *V, double v_step, int scheme,
-                                  int bits, int norm, size_t block, double *out,
+                                  int64_t batch, double *codes, fedmm_bitgen_t *rng, int space,
+                                  const double *ref, double eta, double *V, double v_step,
+                                  int scheme, int bits, int norm, size_t block, double *out,
                                   int64_t *n_unconverged, double *work, int64_t *iwork,
                                   const fedmm_blas_t *blas);
 

@@ -30,22 +30,57 @@
 size_t fedmm_dictionary_client_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t batch)
 {
     const size_t q = (size_t)K * K + (size_t)p * K;
+    const size_t stats = fedmm_dictionary_statistics_work(p, K, (fedmm_blas_int)batch, 0);
+    /* parameter space: sym(A) and B column-major, theta_i, and the workspace
+     * of the projection or of the ridge update (used one after the other) */
+    const size_t psd = fedmm_project_psd_work(K), ridge = fedmm_dictionary_update_ridge_work(p, K);
+    const size_t param = q + (size_t)p * K + (psd > ridge ? psd : ridge);
     return (size_t)p * batch + (size_t)K * batch + q /* stat */ + q /* delta */ +
-           fedmm_dictionary_statistics_work(p, K, (fedmm_blas_int)batch, 0);
+           (stats > param ? stats : param);
+}
+
+size_t fedmm_dictionary_client_round_iwork(fedmm_blas_int K, int64_t batch, int64_t n_samples)
+{
+    return (size_t)batch + (size_t)n_samples + (fedmm_project_psd_iwork(K) + 1) / 2;
+}
+
+/* theta_i = T(Pi(S_i)) of the statistic stat (row-major blocks), written
+ * row-major (p, K) into theta: the baseline's local parameter, computed as
+ * DictionaryLearning.theta_vector(T(project(S))) does. */
+static int local_parameter(fedmm_blas_int p, fedmm_blas_int K, double *stat, double eta,
+                           double *theta, double *work, fedmm_blas_int *iwork,
+                           const fedmm_blas_t *blas)
+{
+    const size_t KK = (size_t)K * K;
+    double *A = work, *B = A + KK, *Dt = B + (size_t)p * K, *rest = Dt + (size_t)p * K;
+    int status = fedmm_project_psd(K, 1, stat, stat, rest, iwork, NULL, blas);
+    if (status != FEDMM_OK) return status;
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = 0; i < K; ++i)
+            A[(size_t)j * K + i] = 0.5 * (stat[(size_t)i * K + j] + stat[(size_t)j * K + i]);
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = 0; i < p; ++i) B[(size_t)j * p + i] = stat[KK + (size_t)i * K + j];
+    status = fedmm_dictionary_update_ridge(p, K, A, K, B, p, eta, Dt, p, rest, blas);
+    if (status != FEDMM_OK) return status;
+    for (fedmm_blas_int i = 0; i < p; ++i)
+        for (fedmm_blas_int k = 0; k < K; ++k) theta[(size_t)i * K + k] = Dt[(size_t)k * p + i];
+    return FEDMM_OK;
 }
 
 int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const double *D,
                                   fedmm_blas_int ldd, double lam, double tol, int max_iter,
                                   int method, const double *data, int64_t n_samples,
-                                  int64_t batch, double *codes, fedmm_bitgen_t *rng,
-                                  const double *S, double *V, double v_step, int scheme,
-                                  int bits, int norm, size_t block, double *out,
+                                  int64_t batch, double *codes, fedmm_bitgen_t *rng, int space,
+                                  const double *ref, double eta, double *V, double v_step,
+                                  int scheme, int bits, int norm, size_t block, double *out,
                                   int64_t *n_unconverged, double *work, int64_t *iwork,
                                   const fedmm_blas_t *blas)
 {
     if (p < 1 || K < 1 || D == NULL || ldd < p || data == NULL || n_samples < 1 || batch < 1 ||
-        batch > n_samples || batch > (int64_t)0x7fffffff || rng == NULL || S == NULL ||
+        batch > n_samples || batch > (int64_t)0x7fffffff || rng == NULL || ref == NULL ||
         V == NULL || out == NULL || work == NULL || iwork == NULL || blas == NULL ||
+        (space != FEDMM_SPACE_STATISTIC && space != FEDMM_SPACE_PARAMETER) ||
+        (space == FEDMM_SPACE_PARAMETER && !(eta >= 0.0)) ||
         (scheme != FEDMM_SCHEME_IDENTITY && scheme != FEDMM_SCHEME_BLOCKP &&
          scheme != FEDMM_SCHEME_DITHER))
         return FEDMM_EINVAL;
@@ -58,6 +93,7 @@ int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const doub
     double *stats_work = delta + q;
     int64_t *idx = iwork;                 /* b */
     int64_t *sample_work = iwork + b;     /* n_samples */
+    fedmm_blas_int *psd_iwork = (fedmm_blas_int *)(sample_work + n_samples);
 
     int status = fedmm_sample_without_replacement(rng, n_samples, batch, idx, sample_work);
     if (status != FEDMM_OK) return status;
@@ -74,23 +110,28 @@ int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const doub
     if (codes)
         for (fedmm_blas_int c = 0; c < b; ++c)
             memcpy(codes + (size_t)idx[c] * K, H + (size_t)c * K, (size_t)K * sizeof(double));
-    /* Delta = (S_{t+1,i} - S_t) - V_{t,i}; the statistic's B block is stored
-     * row-major (p, K) while the kernel wrote it column-major */
-    for (size_t j = 0; j < KK; ++j) delta[j] = (A[j] - S[j]) - V[j];
-    for (fedmm_blas_int i = 0; i < p; ++i) {
-        for (fedmm_blas_int k = 0; k < K; ++k) {
-            const size_t j = KK + (size_t)i * K + k;
-            delta[j] = (Bt[(size_t)k * p + i] - S[j]) - V[j];
-        }
+    /* S_{t+1,i} with its B block row-major (p, K), as the flat statistic */
+    for (fedmm_blas_int i = 0; i < p; ++i)
+        for (fedmm_blas_int k = 0; k < K; ++k) delta[KK + (size_t)i * K + k] = Bt[(size_t)k * p + i];
+    memcpy(Bt, delta + KK, (size_t)p * K * sizeof(double));
+    size_t n = q;
+    const double *local = stat;
+    if (space == FEDMM_SPACE_PARAMETER) { /* theta_{t+1,i} = T(Pi(S_{t+1,i})) */
+        status = local_parameter(p, K, stat, eta, delta, stats_work, psd_iwork, blas);
+        if (status != FEDMM_OK) return status;
+        n = (size_t)p * K;
+        local = delta;
     }
+    /* Delta = (local value - reference) - V_{t,i} */
+    for (size_t j = 0; j < n; ++j) delta[j] = (local[j] - ref[j]) - V[j];
     if (scheme == FEDMM_SCHEME_IDENTITY) {
-        memcpy(out, delta, q * sizeof(double));
+        memcpy(out, delta, n * sizeof(double));
     } else {
-        status = fedmm_quantize_f64(delta, q, block, bits, norm, rng, out);
+        status = fedmm_quantize_f64(delta, n, block, bits, norm, rng, out);
         if (status != FEDMM_OK) return status;
     }
     if (v_step != 0.0)
-        for (size_t j = 0; j < q; ++j) V[j] = V[j] + v_step * out[j];
+        for (size_t j = 0; j < n; ++j) V[j] = V[j] + v_step * out[j];
     return FEDMM_OK;
 }
 

@@ -5,7 +5,8 @@
 in one kernel call but still samples, subtracts, quantizes and updates the
 control variates client by client in Python.  For the configuration of the
 FedMM paper's experiments (:class:`~fedmm.models.DictionaryLearning`,
-minibatch oracles, Algorithm 2, messages in S-space, any compressor of
+minibatch oracles, Algorithm 2, messages in S-space or, for the Θ-space
+baseline with the ridge ``T``, in Θ-space, any compressor of
 :mod:`fedmm.compression`) ``fedmm_dictionary_client_round`` (``rounds.c``)
 does the whole client round in C, on several threads: it calls the same
 kernels on the same operands, and draws from a C replica of each client's
@@ -40,11 +41,12 @@ def _compressor_args(comp: Any, q: int) -> tuple[int, int, int, int] | None:
     return None
 
 
-def _workspace(client: Any, n_doubles: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
-    """The client's own kernel workspaces (``n_doubles`` float64, ``batch + N_i`` int64), allocated
-    at its first compiled round and reused after (scratch memory: nothing carries over)."""
+def _workspace(client: Any, model: DictionaryLearning, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The client's own kernel workspaces (float64 and int64), allocated at its first compiled round
+    and reused after (scratch memory: nothing carries over)."""
     work = client._fused_work
-    n_ints = batch + client.oracle.n_samples
+    n_doubles, n_ints = _rounds.client_round_work_sizes(model.n_features, model.n_components, batch,
+                                                        client.oracle.n_samples)
     if work is None or work[0].shape[0] < n_doubles or work[1].shape[0] < n_ints:
         work = client._fused_work = (np.empty(n_doubles), np.empty(n_ints, dtype=np.int64))
     return work
@@ -58,28 +60,35 @@ def dictionary_client_rounds(clients: Sequence[Any], message: Any, n_threads: in
     """
     first = clients[0]
     model = first.model
-    if type(model) is not DictionaryLearning or message.statistic is None:
+    space = first.space
+    if type(model) is not DictionaryLearning:
+        return None
+    if space == "statistic":
+        if message.statistic is None:
+            return None
+        ref, q = message.statistic, model.layout.size
+    elif model.constraint is None:  # the Θ-space baseline, with the ridge T the kernel implements
+        ref, q = message.theta_vector, model.n_features * model.n_components
+    else:
         return None
     batch = first.oracle.batch_size
-    q = model.layout.size
     comp_args = _compressor_args(first.compressor, q)
     if comp_args is None:
         return None
     for c in clients:
         o = c.oracle
-        if (c.model is not model or c.space != "statistic" or c.mode != "select" or o.kind != "minibatch"
+        if (c.model is not model or c.space != space or c.mode != "select" or o.kind != "minibatch"
                 or o.batch_size != batch or o.n_samples > _PERMUTATION_MAX or c.compressor is not first.compressor
                 or c.alpha != first.alpha or c.p != first.p or c.V is None or c.V.shape != (q,)):
             return None
     theta = np.asfortranarray(message.theta, dtype=np.float64)
-    S = np.ascontiguousarray(message.statistic, dtype=np.float64)
-    n_doubles = _rounds.client_round_work_sizes(model.n_features, model.n_components, batch, 0)[0]
+    ref = np.ascontiguousarray(ref, dtype=np.float64)
     codes, works, iworks = [], [], []
     for c in clients:
         if not (c.V.flags.c_contiguous and c.V.flags.writeable and c.V.dtype == np.float64):
             c.V = np.array(c.V, dtype=np.float64)
         codes.append(None if c.oracle.memory is None else model._warm_codes(c.oracle.memory, c.data, None))
-        work = _workspace(c, n_doubles, batch)
+        work = _workspace(c, model, batch)
         works.append(work[0])
         iworks.append(work[1])
     # V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ), with α/p evaluated as the Python path does.
@@ -87,7 +96,7 @@ def dictionary_client_rounds(clients: Sequence[Any], message: Any, n_threads: in
     scheme, bits, norm, block = comp_args
     values, n_bad = _rounds.dictionary_client_rounds(
         theta, model.lam, model.tol, model.max_iter, _LASSO_AUTO, [c.data for c in clients], codes,
-        [c.stream.key for c in clients], message.t, S, [c.V for c in clients], v_step, scheme, bits, norm, block,
-        batch, works, iworks, n_threads)
+        [c.stream.key for c in clients], message.t, _rounds.SPACES[space], ref, model.eta, [c.V for c in clients],
+        v_step, scheme, bits, norm, block, batch, works, iworks, n_threads)
     _warn_unconverged(n_bad, batch * len(clients), "dictionary_statistics", model.max_iter)
     return [c._simulated(values[k]) for k, c in enumerate(clients)]
