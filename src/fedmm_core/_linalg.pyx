@@ -19,6 +19,17 @@ include "blas_table.pxi"
 cnp.import_array()
 
 
+cdef int _raise_ridge(int status) except -1:
+    """The exception of a failed ridge update (no-op on success)."""
+    if status == FEDMM_ELAPACK:
+        raise LinAlgError(
+            "dictionary_update: A + 2*eta*I is not positive definite (Cholesky failed); "
+            "use eta > 0 or a positive definite A")
+    if status != FEDMM_OK:
+        raise ValueError(f"dictionary_update: {fedmm_strerror(status).decode()}")
+    return 0
+
+
 def dictionary_update_ridge(const double[::1, :] A, const double[::1, :] B, double eta):
     """Return D = B (A + 2 eta I)^{-1}, F-ordered (p, K)."""
     cdef fedmm_blas_int K = A.shape[0]
@@ -32,12 +43,7 @@ def dictionary_update_ridge(const double[::1, :] A, const double[::1, :] B, doub
     with nogil:
         status = fedmm_dictionary_update_ridge(p, K, &A[0, 0], K, &B[0, 0], p, eta, &D[0, 0], p,
                                                &work[0], &_BLAS)
-    if status == FEDMM_ELAPACK:
-        raise LinAlgError(
-            "dictionary_update: A + 2*eta*I is not positive definite (Cholesky failed); "
-            "use eta > 0 or a positive definite A")
-    if status != FEDMM_OK:
-        raise ValueError(f"dictionary_update: {fedmm_strerror(status).decode()}")
+    _raise_ridge(status)
     return D_arr
 
 
@@ -46,18 +52,14 @@ def dictionary_update_ridge_flat(const double[::1] s, fedmm_blas_int K, fedmm_bl
     statistic ``s = [vec(A), vec(B)]`` (C order), with the same arithmetic: the server's per-round ``T``."""
     if s.shape[0] != K * K + p * K:
         raise ValueError(f"Expected a statistic of length K*K + p*K = {K * K + p * K}, got {s.shape[0]}")
-    A_arr = np.empty((K, K), dtype=np.float64, order="F")
-    B_arr = np.empty((p, K), dtype=np.float64, order="F")
-    cdef double[::1, :] A = A_arr
-    cdef double[::1, :] B = B_arr
-    cdef Py_ssize_t i, j, KK = K * K
-    for j in range(K):
-        for i in range(K):
-            A[i, j] = 0.5 * (s[i * K + j] + s[j * K + i])
-    for j in range(K):
-        for i in range(p):
-            B[i, j] = s[KK + i * K + j]
-    return dictionary_update_ridge(A, B, eta)
+    D_arr = np.empty((p, K), dtype=np.float64, order="F")
+    cdef double[::1, :] D = D_arr
+    cdef double[::1] work = np.empty(fedmm_dictionary_update_ridge_flat_work(p, K), dtype=np.float64)
+    cdef int status
+    with nogil:
+        status = fedmm_dictionary_update_ridge_flat(p, K, &s[0], eta, &D[0, 0], p, &work[0], &_BLAS)
+    _raise_ridge(status)
+    return D_arr
 
 
 def dictionary_sa_step(const double[::1] S, const double[::1] H, double gamma, fedmm_blas_int K,

@@ -189,6 +189,10 @@ cdef extern from "fedmm_kernels.h" nogil:
                           double *work, fedmm_blas_int *iwork, int *path,
                           const fedmm_blas_t *blas)
 
+    size_t fedmm_dictionary_update_ridge_flat_work(fedmm_blas_int p, fedmm_blas_int K)
+    int fedmm_dictionary_update_ridge_flat(fedmm_blas_int p, fedmm_blas_int K, const double *s,
+                                           double eta, double *D, fedmm_blas_int ldd, double *work,
+                                           const fedmm_blas_t *blas)
     size_t fedmm_dictionary_sa_step_work(fedmm_blas_int p, fedmm_blas_int K)
     int fedmm_dictionary_sa_step(fedmm_blas_int p, fedmm_blas_int K, const double *S,
                                  const double *H, double gamma, double eta, int project,

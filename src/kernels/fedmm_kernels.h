@@ -378,12 +378,22 @@ int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, dou
                       double *work, fedmm_blas_int *iwork, int *path,
                       const fedmm_blas_t *blas);
 
+/* The ridge T of a flat statistic s = [vec(A) (K x K), vec(B) (p x K)], both
+ * blocks row-major (the layout of fedmm.models.DictionaryLearning):
+ * D = B (sym(A) + 2 eta I)^{-1} with sym(A) = (A + A^T) / 2, through
+ * fedmm_dictionary_update_ridge.  D: p x K column-major (ldd).  work:
+ * fedmm_dictionary_update_ridge_flat_work(p, K) doubles. */
+size_t fedmm_dictionary_update_ridge_flat_work(fedmm_blas_int p, fedmm_blas_int K);
+int fedmm_dictionary_update_ridge_flat(fedmm_blas_int p, fedmm_blas_int K, const double *s,
+                                       double eta, double *D, fedmm_blas_int ldd, double *work,
+                                       const fedmm_blas_t *blas);
+
 /* One server step of FedMM on dictionary learning with the ridge T (FedMM
  * Alg. 2 lines 15-16, then T for line 4), for the flat statistic layout
  * [vec(A) (K x K), vec(B) (p x K, row-major)] of length q = K*K + p*K:
  *     S_new = S + gamma H                    (elementwise: product, then sum),
  *     S_new = (proj_PSD(sym(A_new)), B_new)   when project != 0 (fedmm_project_psd),
- *     D     = B_new (sym(A_new) + 2 eta I)^{-1}   (fedmm_dictionary_update_ridge),
+ *     D     = B_new (sym(A_new) + 2 eta I)^{-1}   (fedmm_dictionary_update_ridge_flat),
  * D: p x K column-major (ld p).  FEDMM_ENONFINITE if S_new is not finite,
  * FEDMM_ELAPACK as the kernels it calls.  work:
  * fedmm_dictionary_sa_step_work(p, K) doubles, iwork:

@@ -269,12 +269,34 @@ int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, dou
     return FEDMM_OK;
 }
 
-/* ---- one server step of FedMM on dictionary learning (ridge T) ------------ */
+/* ---- the ridge T of a flat statistic, and one server step of FedMM --------- */
+
+size_t fedmm_dictionary_update_ridge_flat_work(fedmm_blas_int p, fedmm_blas_int K)
+{
+    return (size_t)K * K + (size_t)p * K + fedmm_dictionary_update_ridge_work(p, K);
+}
+
+int fedmm_dictionary_update_ridge_flat(fedmm_blas_int p, fedmm_blas_int K, const double *s,
+                                       double eta, double *D, fedmm_blas_int ldd, double *work,
+                                       const fedmm_blas_t *blas)
+{
+    if (p < 1 || K < 1 || s == NULL || D == NULL || ldd < p || work == NULL || blas == NULL)
+        return FEDMM_EINVAL;
+    const size_t KK = (size_t)K * K;
+    double *A = work, *B = work + KK, *rest = B + (size_t)p * K;
+    /* sym(A) = (A + A^T) / 2 and B column-major, from the row-major blocks of s */
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = 0; i < K; ++i)
+            A[(size_t)j * K + i] = 0.5 * (s[(size_t)i * K + j] + s[(size_t)j * K + i]);
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = 0; i < p; ++i) B[(size_t)j * p + i] = s[KK + (size_t)i * K + j];
+    return fedmm_dictionary_update_ridge(p, K, A, K, B, p, eta, D, ldd, rest, blas);
+}
 
 size_t fedmm_dictionary_sa_step_work(fedmm_blas_int p, fedmm_blas_int K)
 {
-    const size_t psd = fedmm_project_psd_work(K), ridge = fedmm_dictionary_update_ridge_work(p, K);
-    return (size_t)K * K + (size_t)p * K + (psd > ridge ? psd : ridge);
+    const size_t psd = fedmm_project_psd_work(K), ridge = fedmm_dictionary_update_ridge_flat_work(p, K);
+    return psd > ridge ? psd : ridge;
 }
 
 int fedmm_dictionary_sa_step(fedmm_blas_int p, fedmm_blas_int K, const double *S, const double *H,
@@ -284,25 +306,17 @@ int fedmm_dictionary_sa_step(fedmm_blas_int p, fedmm_blas_int K, const double *S
     if (p < 1 || K < 1 || S == NULL || H == NULL || S_new == NULL || D == NULL || work == NULL ||
         iwork == NULL || blas == NULL || !(eta >= 0.0) || !isfinite(gamma))
         return FEDMM_EINVAL;
-    const size_t KK = (size_t)K * K, q = KK + (size_t)p * K;
+    const size_t q = (size_t)K * K + (size_t)p * K;
     for (size_t j = 0; j < q; ++j) {
         const double step = gamma * H[j]; /* NumPy's S + gamma * H: product, then sum */
         S_new[j] = S[j] + step;
     }
     for (size_t j = 0; j < q; ++j)
         if (!isfinite(S_new[j])) return FEDMM_ENONFINITE;
-    double *A = work, *B = work + KK, *rest = B + (size_t)p * K;
     if (project) {
         /* the A block is symmetric-invariant data: row- or column-major alike */
-        const int status = fedmm_project_psd(K, 1, S_new, S_new, rest, iwork, NULL, blas);
+        const int status = fedmm_project_psd(K, 1, S_new, S_new, work, iwork, NULL, blas);
         if (status != FEDMM_OK) return status;
     }
-    /* T(S) = B (sym(A) + 2 eta I)^{-1}, B stored row-major (p, K) in S */
-    for (fedmm_blas_int j = 0; j < K; ++j)
-        for (fedmm_blas_int i = 0; i < K; ++i)
-            A[(size_t)j * K + i] = 0.5 * (S_new[(size_t)i * K + j] + S_new[(size_t)j * K + i]);
-    for (fedmm_blas_int j = 0; j < K; ++j)
-        for (fedmm_blas_int i = 0; i < p; ++i)
-            B[(size_t)j * p + i] = S_new[KK + (size_t)i * K + j];
-    return fedmm_dictionary_update_ridge(p, K, A, K, B, p, eta, D, p, rest, blas);
+    return fedmm_dictionary_update_ridge_flat(p, K, S_new, eta, D, p, work, blas);
 }

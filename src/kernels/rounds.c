@@ -31,10 +31,10 @@ size_t fedmm_dictionary_client_round_work(fedmm_blas_int p, fedmm_blas_int K, in
 {
     const size_t q = (size_t)K * K + (size_t)p * K;
     const size_t stats = fedmm_dictionary_statistics_work(p, K, (fedmm_blas_int)batch, 0);
-    /* parameter space: sym(A) and B column-major, theta_i, and the workspace
-     * of the projection or of the ridge update (used one after the other) */
-    const size_t psd = fedmm_project_psd_work(K), ridge = fedmm_dictionary_update_ridge_work(p, K);
-    const size_t param = q + (size_t)p * K + (psd > ridge ? psd : ridge);
+    /* parameter space: theta_i (column-major), then the workspace of the
+     * projection or of the ridge update (used one after the other) */
+    const size_t psd = fedmm_project_psd_work(K), ridge = fedmm_dictionary_update_ridge_flat_work(p, K);
+    const size_t param = (size_t)p * K + (psd > ridge ? psd : ridge);
     return (size_t)p * batch + (size_t)K * batch + q /* stat */ + q /* delta */ +
            (stats > param ? stats : param);
 }
@@ -51,16 +51,10 @@ static int local_parameter(fedmm_blas_int p, fedmm_blas_int K, double *stat, dou
                            double *theta, double *work, fedmm_blas_int *iwork,
                            const fedmm_blas_t *blas)
 {
-    const size_t KK = (size_t)K * K;
-    double *A = work, *B = A + KK, *Dt = B + (size_t)p * K, *rest = Dt + (size_t)p * K;
+    double *Dt = work, *rest = work + (size_t)p * K; /* theta_i column-major */
     int status = fedmm_project_psd(K, 1, stat, stat, rest, iwork, NULL, blas);
     if (status != FEDMM_OK) return status;
-    for (fedmm_blas_int j = 0; j < K; ++j)
-        for (fedmm_blas_int i = 0; i < K; ++i)
-            A[(size_t)j * K + i] = 0.5 * (stat[(size_t)i * K + j] + stat[(size_t)j * K + i]);
-    for (fedmm_blas_int j = 0; j < K; ++j)
-        for (fedmm_blas_int i = 0; i < p; ++i) B[(size_t)j * p + i] = stat[KK + (size_t)i * K + j];
-    status = fedmm_dictionary_update_ridge(p, K, A, K, B, p, eta, Dt, p, rest, blas);
+    status = fedmm_dictionary_update_ridge_flat(p, K, stat, eta, Dt, p, rest, blas);
     if (status != FEDMM_OK) return status;
     for (fedmm_blas_int i = 0; i < p; ++i)
         for (fedmm_blas_int k = 0; k < K; ++k) theta[(size_t)i * K + k] = Dt[(size_t)k * p + i];
