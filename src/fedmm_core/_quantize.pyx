@@ -11,7 +11,6 @@ import numpy as np
 
 cimport numpy as cnp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport uint8_t, uint64_t
 
 # The .pxd sits next to this file in the source tree (installed as
@@ -40,11 +39,7 @@ SCHEME_BLOCKP = 1
 SCHEME_DITHER = 2
 
 
-cdef fedmm_bitgen_t *_bitgen(object bit_generator) except NULL:
-    capsule = bit_generator.capsule
-    if not PyCapsule_IsValid(capsule, "BitGenerator"):
-        raise TypeError("Expected 'rng' backed by a NumPy BitGenerator capsule")
-    return <fedmm_bitgen_t *>PyCapsule_GetPointer(capsule, "BitGenerator")
+include "bitgen.pxi"
 
 
 cdef inline bint _is_vector(object x) noexcept:

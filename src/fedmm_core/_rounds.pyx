@@ -9,22 +9,17 @@ import numpy as np
 
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t, uint64_t
 
 from fedmm_kernels cimport *
 
 include "blas_table.pxi"
+include "bitgen.pxi"
 
 cnp.import_array()
 
 
-cdef fedmm_bitgen_t *_bitgen(object generator) except NULL:
-    capsule = generator.bit_generator.capsule
-    if not PyCapsule_IsValid(capsule, "BitGenerator"):
-        raise TypeError("Expected 'rng' backed by a NumPy BitGenerator capsule")
-    return <fedmm_bitgen_t *>PyCapsule_GetPointer(capsule, "BitGenerator")
 
 
 def philox_draws(const uint64_t[::1] key, const uint64_t[::1] counter, str kinds):
@@ -52,7 +47,7 @@ def sample_without_replacement(object generator, int64_t n, int64_t b):
         return out
     cdef int64_t[::1] out_v = out
     cdef int64_t[::1] work = np.empty(n, dtype=np.int64)
-    cdef fedmm_bitgen_t *rng = _bitgen(generator)
+    cdef fedmm_bitgen_t *rng = _bitgen(generator.bit_generator)
     cdef int status
     with generator.bit_generator.lock, nogil:
         status = fedmm_sample_without_replacement(rng, n, b, &out_v[0], &work[0])

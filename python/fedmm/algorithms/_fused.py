@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedmm import _rounds
+from fedmm import _rounds, _sparse
 from fedmm._kernels_sparse import _warn_unconverged
 from fedmm.algorithms._oracle import _PERMUTATION_MAX
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
@@ -29,7 +29,7 @@ from fedmm.models.dictionary import DictionaryLearning
 
 __all__ = ["dictionary_client_rounds"]
 
-_LASSO_AUTO = 0  # fedmm._sparse.METHODS["auto"], the method DictionaryLearning uses
+_LASSO_AUTO = _sparse.METHODS["auto"]  # the method DictionaryLearning's statistics use
 
 
 def _compressor_args(comp: Any, q: int) -> tuple[int, int, int, int] | None:

@@ -18,6 +18,8 @@ import numpy as np
 
 from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
+from fedmm.algorithms._fused import dictionary_client_rounds
+from fedmm.algorithms._metrics import squared_distance
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import (
     CLIENT_PARTY,
@@ -292,8 +294,6 @@ class Client:
         """
         if not clients:
             return []
-        from fedmm.algorithms._fused import dictionary_client_rounds
-
         return dictionary_client_rounds(clients, message, n_threads)
 
     @staticmethod
@@ -349,12 +349,6 @@ class Client:
 
 
 # --------------------------------------------------------------------------- server
-def _squared_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """``‖a − b‖²`` of two vectors, in float64 (one compiled pass)."""
-    return _rounds.squared_distance(np.ascontiguousarray(a, dtype=np.float64),
-                                    np.ascontiguousarray(b, dtype=np.float64))
-
-
 class Server:
     """The FedMM server (Algorithm 2 lines 1-4 and 13-17; Algorithm 4 lines 10-13).
 
@@ -480,8 +474,8 @@ class Server:
             theta_vector = self.model.theta_vector(theta)
             record = {
                 "gamma": gamma,
-                "E_s": _squared_distance(S_new, self.S) / gamma**2,
-                "E_ps": _squared_distance(theta_vector, self.theta_vector) / gamma**2,
+                "E_s": squared_distance(S_new, self.S) / gamma**2,
+                "E_ps": squared_distance(theta_vector, self.theta_vector) / gamma**2,
             }
             self.S = S_new
         else:
@@ -492,7 +486,7 @@ class Server:
             theta_vector = self.model.theta_vector(theta)
             record = {
                 "gamma": gamma,
-                "E_p": _squared_distance(theta_vector, self.theta_vector) / gamma**2,
+                "E_p": squared_distance(theta_vector, self.theta_vector) / gamma**2,
             }
         self.theta, self.theta_vector = theta, theta_vector
         if self.alpha:
@@ -879,7 +873,7 @@ class _Monitor:
         if self.sp_every and ((t + 1) % self.sp_every == 0 or last):
             before = self._mean_field(self.server.theta_vector_prev)
             after = self._mean_field(self.server.theta_vector)
-            out["E_sp"] = float(np.sum((after - before) ** 2)) / gamma**2
+            out["E_sp"] = squared_distance(after, before) / gamma**2
         if self.objective_every and ((t + 1) % self.objective_every == 0 or last):
             out["objective"] = self.objective()
         return out

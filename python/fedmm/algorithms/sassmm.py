@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fedmm._validation import check_in, check_int
+from fedmm.algorithms._metrics import squared_distance
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import CLIENT_PARTY, RoundStream, check_seed, init_generator, party_seed, seed_repr
 from fedmm.algorithms._schedule import StepSchedule
@@ -107,16 +108,14 @@ class SASSMM:
             start = time.perf_counter()
             gamma = self.schedule(t + 1)
             oracle_value = oracle.evaluate(t, theta, stream.at(t))
-            S_new = S + gamma * (oracle_value - S)
-            if self.projection is not None:
-                S_new = model.project(S_new)
-            theta = model.T(S_new)
+            # Ŝ_{t+1} = Π(Ŝ_t + γ (S̄ − Ŝ_t)) and θ = T(Ŝ_{t+1}), by the model (one compiled call where it has one)
+            S_new, theta = model.sa_step(S, oracle_value - S, gamma, self.projection is not None)
             new_vec = model.theta_vector(theta)
             record = {
                 "t": t,
                 "gamma": gamma,
-                "E_s": float(np.sum((S_new - S) ** 2)) / gamma**2,
-                "E_ps": float(np.sum((new_vec - theta_vec) ** 2)) / gamma**2,
+                "E_s": squared_distance(S_new, S) / gamma**2,
+                "E_ps": squared_distance(new_vec, theta_vec) / gamma**2,
             }
             S, theta_vec = S_new, new_vec
             elapsed += time.perf_counter() - start
