@@ -46,6 +46,22 @@ int fedmm_dictionary_update_ridge(fedmm_blas_int p, fedmm_blas_int K, const doub
 
 /* ---- dictionary update: unit-norm columns (Mairal et al. 2010, Alg. 2) ---- */
 
+/* v -= c[0] d[0] + ... + c[3] d[3], subtracted one term after the other. */
+static void subtract_columns4(fedmm_blas_int p, const double *c, const double *const *d,
+                              double *restrict v)
+{
+    const double c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3];
+    const double *d0 = d[0], *d1 = d[1], *d2 = d[2], *d3 = d[3];
+    for (fedmm_blas_int i = 0; i < p; ++i) {
+        double t = v[i];
+        t -= c0 * d0[i];
+        t -= c1 * d1[i];
+        t -= c2 * d2[i];
+        t -= c3 * d3[i];
+        v[i] = t;
+    }
+}
+
 int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const double *A,
                                       fedmm_blas_int lda, const double *B,
                                       fedmm_blas_int ldb, double eta, double tol,
@@ -65,15 +81,26 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
             const double *aj = A + (size_t)j * lda;
             const double *bj = B + (size_t)j * ldb;
             double *dj = D + (size_t)j * ldd;
-            /* v = b_j - sum_{k != j} d_k A_kj: the column's linear term */
+            /* v = b_j - sum_{k != j} d_k A_kj: the column's linear term, four
+             * columns per pass over v (same operations in the same order per
+             * entry as one column at a time, a quarter of the loads and stores
+             * of v; one column at a time ran up to 1.6x slower depending on how
+             * v and D happened to be placed in memory) */
             memcpy(v, bj, (size_t)p * sizeof(double));
+            const double *cols[4];
+            double coef[4];
+            int n_cols = 0;
             for (fedmm_blas_int k = 0; k < K; ++k) {
-                if (k == j) continue;
-                const double akj = aj[k];
-                if (akj == 0.0) continue;
-                const double *dk = D + (size_t)k * ldd;
-                for (fedmm_blas_int i = 0; i < p; ++i) v[i] -= akj * dk[i];
+                if (k == j || aj[k] == 0.0) continue;
+                cols[n_cols] = D + (size_t)k * ldd;
+                coef[n_cols++] = aj[k];
+                if (n_cols == 4) {
+                    subtract_columns4(p, coef, cols, v);
+                    n_cols = 0;
+                }
             }
+            for (int c = 0; c < n_cols; ++c)
+                for (fedmm_blas_int i = 0; i < p; ++i) v[i] -= coef[c] * cols[c][i];
             /* minimize 1/2 (A_jj + 2 eta) ||d||^2 - v^T d over ||d|| <= 1:
              * d = u / max(1, ||u||) with u = v / (A_jj + 2 eta); an unused atom
              * (A_jj + 2 eta == 0) minimizes -v^T d: d = v / ||v||, or stays put. */
