@@ -6,11 +6,14 @@ Private module: :mod:`fedmm.kernels` exposes the checked public faces, and
 batched path.  Arguments arrive already validated.
 """
 import numpy as np
+from numpy.linalg import LinAlgError
 
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from fedmm_kernels cimport *
 
@@ -95,6 +98,102 @@ def client_round_work_sizes(fedmm_blas_int p, fedmm_blas_int K, int64_t batch, i
             int(fedmm_dictionary_client_round_iwork(K, batch, n_samples)))
 
 
+cdef int _client_pointers(list datas, list codes, list keys, list Vs, list works, list iworks,
+                          fedmm_blas_int p, fedmm_blas_int K, Py_ssize_t q, int64_t batch,
+                          const double **data_ptr, int64_t *n_samples, double **code_ptr, double **V_ptr,
+                          double **work_ptr, int64_t **iwork_ptr, const uint64_t **key_ptr) except -1:
+    """Check every client's buffers against the shapes the kernel assumes and take their addresses."""
+    cdef Py_ssize_t m = len(datas), k
+    cdef size_t work_size = fedmm_dictionary_client_round_work(p, K, batch)
+    cdef cnp.ndarray arr
+    for name, items in (("codes", codes), ("keys", keys), ("Vs", Vs), ("works", works), ("iworks", iworks)):
+        if len(items) != m:
+            raise ValueError(f"Expected one entry of '{name}' per client ({m}), got {len(items)}")
+    for k in range(m):
+        # memory safety: every buffer the kernel reads or writes has the shape it assumes
+        arr = datas[k]
+        _check_buffer(arr, 2, arr.shape[0] if arr.ndim >= 1 else -1, p, "datas", k)
+        data_ptr[k] = <const double *>cnp.PyArray_DATA(arr)
+        n_samples[k] = arr.shape[0]
+        if not 1 <= batch <= n_samples[k]:
+            raise ValueError(f"Expected a minibatch size in [1, {n_samples[k]}] for client #{k}, got {batch}")
+        arr = codes[k]
+        if arr is not None:
+            _check_buffer(arr, 2, n_samples[k], K, "codes", k)
+        code_ptr[k] = NULL if arr is None else <double *>cnp.PyArray_DATA(arr)
+        arr = Vs[k]
+        _check_buffer(arr, 1, q, -1, "Vs", k)
+        V_ptr[k] = <double *>cnp.PyArray_DATA(arr)
+        arr = works[k]
+        if arr.dtype != np.float64 or arr.ndim != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(arr) \
+                or <size_t>arr.shape[0] < work_size:
+            raise ValueError(f"Expected works[{k}] to be at least {work_size} contiguous float64")
+        work_ptr[k] = <double *>cnp.PyArray_DATA(arr)
+        arr = iworks[k]
+        if arr.dtype != np.int64 or arr.ndim != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(arr) \
+                or <size_t>arr.shape[0] < fedmm_dictionary_client_round_iwork(K, batch, n_samples[k]):
+            raise ValueError(f"Expected iworks[{k}] to be at least "
+                             f"{fedmm_dictionary_client_round_iwork(K, batch, n_samples[k])} contiguous int64")
+        iwork_ptr[k] = <int64_t *>cnp.PyArray_DATA(arr)
+        arr = keys[k]
+        if arr.dtype != np.uint64 or arr.ndim != 1 or arr.shape[0] != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(arr):
+            raise ValueError(f"Expected keys[{k}] to be two contiguous uint64")
+        key_ptr[k] = <const uint64_t *>cnp.PyArray_DATA(arr)
+    return 0
+
+
+cdef class _ClientTable:
+    """The C view of ``m`` clients' buffers (pointers into arrays the caller keeps alive), plus one
+    cache-line-padded Philox slot per client: states drawn from on different threads must not share
+    a line (false sharing on every draw)."""
+    cdef Py_ssize_t m
+    cdef char *stream_mem
+    cdef char *slots
+    cdef void **ptrs
+    cdef int64_t *n_samples
+    cdef const double **data
+    cdef double **codes
+    cdef double **V
+    cdef double **work
+    cdef int64_t **iwork
+    cdef const uint64_t **key
+
+    def __cinit__(self, Py_ssize_t m):
+        self.m = m
+        self.stream_mem = <char *>PyMem_Malloc(max(m, 1) * _STREAM_SLOT + _CACHE_LINE)
+        self.ptrs = <void **>PyMem_Malloc(6 * max(m, 1) * sizeof(void *))
+        self.n_samples = <int64_t *>PyMem_Malloc(max(m, 1) * sizeof(int64_t))
+        if self.stream_mem == NULL or self.ptrs == NULL or self.n_samples == NULL:
+            raise MemoryError()
+        self.slots = <char *>((<size_t>self.stream_mem + _CACHE_LINE - 1) & ~(<size_t>_CACHE_LINE - 1))
+        self.data = <const double **>self.ptrs
+        self.codes = <double **>(self.ptrs + m)
+        self.V = <double **>(self.ptrs + 2 * m)
+        self.work = <double **>(self.ptrs + 3 * m)
+        self.iwork = <int64_t **>(self.ptrs + 4 * m)
+        self.key = <const uint64_t **>(self.ptrs + 5 * m)
+
+    def __dealloc__(self):
+        PyMem_Free(self.stream_mem)
+        PyMem_Free(self.ptrs)
+        PyMem_Free(self.n_samples)
+
+    cdef int fill(self, list datas, list codes, list keys, list Vs, list works, list iworks,
+                  fedmm_blas_int p, fedmm_blas_int K, Py_ssize_t q, int64_t batch) except -1:
+        return _client_pointers(datas, codes, keys, Vs, works, iworks, p, K, q, batch, self.data,
+                                self.n_samples, self.codes, self.V, self.work, self.iwork, self.key)
+
+    cdef inline void seek(self, Py_ssize_t slot, Py_ssize_t client, uint64_t t) noexcept nogil:
+        """Slot ``slot`` positioned at the start of client ``client``'s round-``t`` stream."""
+        cdef uint64_t counter[4]
+        counter[0] = 0
+        counter[1] = t
+        counter[2] = 0
+        counter[3] = 0
+        fedmm_philox_seek(_slot_philox(self.slots, slot), self.key[client], counter)
+        fedmm_philox_bitgen(_slot_philox(self.slots, slot), _slot_bitgen(self.slots, slot))
+
+
 def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int max_iter, int method,
                              list datas, list codes, list keys, uint64_t t, int space, const double[::1] ref,
                              double eta, list Vs, double v_step, int scheme, int bits, int norm, Py_ssize_t block,
@@ -124,72 +223,170 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
     if m == 0:
         return values, 0
     cdef double[:, ::1] values_v = values
-    cdef size_t work_size = fedmm_dictionary_client_round_work(p, K, batch)
     cdef int64_t[::1] n_bad = np.zeros(m, dtype=np.int64)
     cdef int[::1] status = np.zeros(m, dtype=np.intc)
-    # Each client's generator state in its own cache lines: states drawn from on different threads
-    # must not share a line (false sharing on every draw).
-    cdef char *stream_mem = <char *>PyMem_Malloc(m * _STREAM_SLOT + _CACHE_LINE)
-    cdef char *slots = <char *>((<size_t>stream_mem + _CACHE_LINE - 1) & ~(<size_t>_CACHE_LINE - 1))
-    cdef void **ptrs = <void **>PyMem_Malloc(5 * m * sizeof(void *))
-    cdef int64_t *n_samples = <int64_t *>PyMem_Malloc(m * sizeof(int64_t))
-    cdef const double **data_ptr = <const double **>ptrs
-    cdef double **code_ptr = <double **>(ptrs + m)
-    cdef double **V_ptr = <double **>(ptrs + 2 * m)
-    cdef double **work_ptr = <double **>(ptrs + 3 * m)
-    cdef int64_t **iwork_ptr = <int64_t **>(ptrs + 4 * m)
-    cdef uint64_t counter[4]
-    cdef cnp.ndarray arr
-    try:
-        if stream_mem == NULL or ptrs == NULL or n_samples == NULL:
-            raise MemoryError()
-        counter[0] = 0
-        counter[1] = t
-        counter[2] = 0
-        counter[3] = 0
-        for k in range(m):
-            # memory safety: every buffer the kernel reads or writes has the shape it assumes
-            arr = datas[k]
-            _check_buffer(arr, 2, arr.shape[0] if arr.ndim >= 1 else -1, p, "datas", k)
-            data_ptr[k] = <const double *>cnp.PyArray_DATA(arr)
-            n_samples[k] = arr.shape[0]
-            arr = codes[k]
-            if arr is not None:
-                _check_buffer(arr, 2, n_samples[k], K, "codes", k)
-            code_ptr[k] = NULL if arr is None else <double *>cnp.PyArray_DATA(arr)
-            arr = Vs[k]
-            _check_buffer(arr, 1, q, -1, "Vs", k)
-            V_ptr[k] = <double *>cnp.PyArray_DATA(arr)
-            arr = works[k]
-            if <size_t>arr.shape[0] < work_size:
-                raise ValueError(f"Expected works[{k}] of at least {work_size} doubles, got {arr.shape[0]}")
-            work_ptr[k] = <double *>cnp.PyArray_DATA(arr)
-            arr = iworks[k]
-            if <size_t>arr.shape[0] < fedmm_dictionary_client_round_iwork(K, batch, n_samples[k]):
-                raise ValueError(f"Expected iworks[{k}] of at least "
-                                 f"{fedmm_dictionary_client_round_iwork(K, batch, n_samples[k])} int64, "
-                                 f"got {arr.shape[0]}")
-            iwork_ptr[k] = <int64_t *>cnp.PyArray_DATA(arr)
-            arr = keys[k]
-            if arr.dtype != np.uint64 or arr.ndim != 1 or arr.shape[0] != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(arr):
-                raise ValueError(f"Expected keys[{k}] to be two contiguous uint64")
-            fedmm_philox_seek(_slot_philox(slots, k), <const uint64_t *>cnp.PyArray_DATA(arr), counter)
-            fedmm_philox_bitgen(_slot_philox(slots, k), _slot_bitgen(slots, k))
-        for k in prange(m, nogil=True, num_threads=n_threads, schedule="dynamic"):
-            status[k] = fedmm_dictionary_client_round(
-                p, K, &D[0, 0], p, lam, tol, max_iter, method, data_ptr[k], n_samples[k], batch,
-                code_ptr[k], _slot_bitgen(slots, k), space, &ref[0], eta, V_ptr[k], v_step, scheme, bits,
-                norm, block,
-                &values_v[k, 0], &n_bad[k], work_ptr[k], iwork_ptr[k], &_BLAS)
-    finally:
-        PyMem_Free(stream_mem)
-        PyMem_Free(ptrs)
-        PyMem_Free(n_samples)
+    cdef _ClientTable table = _ClientTable(m)
+    table.fill(datas, codes, keys, Vs, works, iworks, p, K, q, batch)
+    for k in range(m):
+        table.seek(k, k, t)
+    for k in prange(m, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        status[k] = fedmm_dictionary_client_round(
+            p, K, &D[0, 0], p, lam, tol, max_iter, method, table.data[k], table.n_samples[k], batch,
+            table.codes[k], _slot_bitgen(table.slots, k), space, &ref[0], eta, table.V[k], v_step, scheme,
+            bits, norm, block, &values_v[k, 0], &n_bad[k], table.work[k], table.iwork[k], &_BLAS)
     for k in range(m):
         if status[k] != FEDMM_OK:
             raise ValueError(f"dictionary client round failed for client #{k}: "
                              f"{fedmm_strerror(status[k]).decode()}")
     return values, int(np.sum(n_bad))
+
+
+cdef inline double _seconds() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)  # the clock of time.perf_counter on Linux
+    return ts.tv_sec + 1e-9 * ts.tv_nsec
+
+
+def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] theta_prev, S, double[::1] V_server,
+                            double lam, double tol, int max_iter, int method,
+                            list datas, list codes, list keys, list Vs, list works, list iworks,
+                            int space, double eta, double v_step, int scheme, int bits, int norm,
+                            Py_ssize_t block, int64_t batch,
+                            const uint64_t[::1] server_key, int64_t count, double p_active,
+                            const double[::1] weights, uint64_t t0, const double[::1] gammas, double alpha,
+                            bint project, int n_threads):
+    """Whole FedMM rounds ``t0, …, t0 + R − 1`` (``R = len(gammas)``) of dictionary learning, in one call.
+
+    Per round ``t``: the server's selection (``count`` clients drawn by
+    ``fedmm_sample_without_replacement`` from ``Philox(server_key)`` at
+    counter ``(0, t, 0, 0)``, sorted; ``count < 0``: independent coins
+    ``u_i < p_active`` from that stream), every selected client's
+    ``fedmm_dictionary_client_round`` on ``n_threads`` OpenMP threads (client
+    buffers as in :func:`dictionary_client_rounds`, ``datas`` etc. listing all
+    ``n`` clients), then ``fedmm_dictionary_server_round`` with
+    ``weights[i] = μ_i / p`` and step ``gammas[r]``.  The server state ``D``
+    (``θ`` column-major), ``theta`` (row-major), ``S`` (S-space; None in
+    Θ-space) and ``V_server`` is updated in place; ``theta_prev`` receives
+    ``θ`` before the last round.  Returns ``(active, n_active, dist, seconds,
+    n_unconverged)``: the selected clients of round ``r`` in
+    ``active[r, :n_active[r]]`` (increasing), ``dist[r] = (‖Ŝ_{t+1} − Ŝ_t‖²,
+    ‖θ_{t+1} − θ_t‖²)``, ``seconds[r]`` the round's wall time, and the number
+    of LASSO columns that hit ``max_iter``.
+    """
+    cdef fedmm_blas_int p = D.shape[0], K = D.shape[1]
+    cdef Py_ssize_t n = len(datas), R = gammas.shape[0], r, k, i, j
+    cdef Py_ssize_t q = K * K + p * K if space == FEDMM_SPACE_STATISTIC else p * K
+    cdef double[::1] S_v
+    cdef double *S_ptr = NULL
+    if space == FEDMM_SPACE_STATISTIC:
+        S_v = S
+        if S_v.shape[0] != q:
+            raise ValueError(f"Expected 'S' of length {q}, got {S_v.shape[0]}")
+        S_ptr = &S_v[0]
+    if theta.shape[0] != p * K or theta_prev.shape[0] != p * K or V_server.shape[0] != q:
+        raise ValueError(f"Expected 'theta', 'theta_prev' of length {p * K} and 'V_server' of length {q}")
+    if weights.shape[0] != n or server_key.shape[0] != 2 or n == 0:
+        raise ValueError(f"Expected one weight per client ({n}) and a two-word server key")
+    if count > n:
+        raise ValueError(f"Expected 'count' <= {n}, got {count}")
+    cdef Py_ssize_t m_max = n if count < 0 else count
+    active = np.zeros((R, max(n, 1)), dtype=np.int64)
+    n_active = np.zeros(R, dtype=np.int64)
+    dist = np.zeros((R, 2), dtype=np.float64)
+    seconds = np.zeros(R, dtype=np.float64)
+    cdef int64_t[:, ::1] active_v = active
+    cdef int64_t[::1] n_active_v = n_active
+    cdef double[:, ::1] dist_v = dist
+    cdef double[::1] seconds_v = seconds
+    cdef double[:, ::1] values = np.empty((max(m_max, 1), q), dtype=np.float64)
+    cdef double[::1] w_sel = np.empty(max(m_max, 1), dtype=np.float64)
+    cdef int64_t[::1] sel = np.empty(max(n, 1), dtype=np.int64)
+    cdef int64_t[::1] sel_work = np.empty(max(n, 1), dtype=np.int64)
+    cdef int64_t[::1] n_bad = np.zeros(max(m_max, 1), dtype=np.int64)
+    cdef int[::1] status = np.zeros(max(m_max, 1), dtype=np.intc)
+    cdef double[::1] server_work = np.empty(fedmm_dictionary_server_round_work(p, K, m_max), dtype=np.float64)
+    cdef fedmm_blas_int[::1] server_iwork = np.empty(max(<Py_ssize_t>fedmm_project_psd_iwork(K), 1),
+                                                     dtype=np.intc)
+    cdef _ClientTable table = _ClientTable(n)
+    table.fill(datas, codes, keys, Vs, works, iworks, p, K, q, batch)
+    cdef fedmm_philox_t server_state
+    cdef fedmm_bitgen_t server_bitgen
+    cdef uint64_t counter[4]
+    cdef int64_t m = 0, total_bad = 0, tmp
+    cdef int failed = FEDMM_OK, server_status = FEDMM_OK
+    cdef Py_ssize_t failed_client = -1
+    cdef uint64_t t
+    cdef double clock
+    with nogil:
+        clock = _seconds()
+        for r in range(R):
+            t = t0 + r
+            # Algorithm 2 line 2: the active clients, as Server.select draws them
+            counter[0] = 0
+            counter[1] = t
+            counter[2] = 0
+            counter[3] = 0
+            fedmm_philox_seek(&server_state, &server_key[0], counter)
+            if count >= 0:
+                fedmm_philox_bitgen(&server_state, &server_bitgen)
+                fedmm_sample_without_replacement(&server_bitgen, n, count, &sel[0], &sel_work[0])
+                m = count
+                for k in range(1, m):  # insertion sort: the ids in increasing order
+                    tmp = sel[k]
+                    j = k - 1
+                    while j >= 0 and sel[j] > tmp:
+                        sel[j + 1] = sel[j]
+                        j = j - 1
+                    sel[j + 1] = tmp
+            else:
+                m = 0
+                for i in range(n):
+                    if fedmm_philox_next_double(&server_state) < p_active:
+                        sel[m] = i
+                        m = m + 1
+            for k in range(m):
+                table.seek(k, sel[k], t)
+                w_sel[k] = weights[sel[k]]
+                n_bad[k] = 0
+                status[k] = FEDMM_OK
+            # lines 5-11 on every active client
+            for k in prange(m, num_threads=n_threads, schedule="dynamic"):
+                status[k] = fedmm_dictionary_client_round(
+                    p, K, &D[0, 0], p, lam, tol, max_iter, method, table.data[sel[k]], table.n_samples[sel[k]],
+                    batch, table.codes[sel[k]], _slot_bitgen(table.slots, k), space,
+                    S_ptr if space == FEDMM_SPACE_STATISTIC else &theta[0], eta, table.V[sel[k]], v_step,
+                    scheme, bits, norm, block, &values[k, 0], &n_bad[k], table.work[sel[k]],
+                    table.iwork[sel[k]], &_BLAS)
+            for k in range(m):
+                total_bad = total_bad + n_bad[k]
+                if status[k] != FEDMM_OK and failed == FEDMM_OK:
+                    failed = status[k]
+                    failed_client = sel[k]
+            if failed != FEDMM_OK:
+                break
+            # lines 13-17, then T for the next round's line 4
+            memcpy(&theta_prev[0], &theta[0], p * K * sizeof(double))
+            server_status = fedmm_dictionary_server_round(
+                p, K, space, m, &w_sel[0], &values[0, 0], gammas[r], alpha, eta, project, S_ptr,
+                &V_server[0], &theta[0], &D[0, 0], &dist_v[r, 0], &server_work[0], &server_iwork[0], &_BLAS)
+            if server_status != FEDMM_OK:
+                break
+            for k in range(m):
+                active_v[r, k] = sel[k]
+            n_active_v[r] = m
+            seconds_v[r] = _seconds() - clock
+            clock = clock + seconds_v[r]
+    if failed != FEDMM_OK:
+        raise ValueError(f"dictionary client round failed for client #{failed_client} at round {t}: "
+                         f"{fedmm_strerror(failed).decode()}")
+    if server_status == FEDMM_ENONFINITE:
+        raise ValueError(f"Expected a finite server state at round {t} (NaN or inf in the server step)")
+    if server_status == FEDMM_ELAPACK:
+        raise LinAlgError(f"FedMM server step at round {t}: LAPACK failed (eigensolver, or A + 2*eta*I "
+                          "not positive definite)")
+    if server_status != FEDMM_OK:
+        raise ValueError(f"FedMM server step at round {t}: {fedmm_strerror(server_status).decode()}")
+    return active, n_active, dist, seconds, int(total_bad)
 
 
 def philox_sample_without_replacement(const uint64_t[::1] key, uint64_t t, int64_t n, int64_t b):
@@ -251,25 +448,13 @@ def weighted_row_sum(list rows, const double[::1] weights, Py_ssize_t q):
 
 
 def squared_distance(const double[::1] a, const double[::1] b):
-    """``‖a − b‖²`` of two contiguous float64 vectors of equal length (four partial sums)."""
-    cdef Py_ssize_t n = a.shape[0], j
+    """``‖a − b‖²`` of two contiguous float64 vectors of equal length (``fedmm_squared_distance``)."""
+    cdef Py_ssize_t n = a.shape[0]
     if b.shape[0] != n:
         raise ValueError(f"Expected vectors of equal length, got {n} and {b.shape[0]}")
-    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, d0, d1, d2, d3
+    if n == 0:
+        return 0.0
+    cdef double out
     with nogil:
-        j = 0
-        while j + 4 <= n:
-            d0 = a[j] - b[j]
-            d1 = a[j + 1] - b[j + 1]
-            d2 = a[j + 2] - b[j + 2]
-            d3 = a[j + 3] - b[j + 3]
-            s0 += d0 * d0
-            s1 += d1 * d1
-            s2 += d2 * d2
-            s3 += d3 * d3
-            j += 4
-        while j < n:
-            d0 = a[j] - b[j]
-            s0 += d0 * d0
-            j += 1
-    return (s0 + s1) + (s2 + s3)
+        out = fedmm_squared_distance(n, &a[0], &b[0])
+    return out

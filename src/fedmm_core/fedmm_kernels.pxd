@@ -171,6 +171,13 @@ cdef extern from "fedmm_kernels.h" nogil:
                                       const fedmm_blas_t *blas)
     void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double *const *rows,
                             double *out)
+    double fedmm_squared_distance(size_t n, const double *a, const double *b)
+    size_t fedmm_dictionary_server_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t m)
+    int fedmm_dictionary_server_round(fedmm_blas_int p, fedmm_blas_int K, int space, int64_t m,
+                                      const double *weights, const double *values, double gamma,
+                                      double alpha, double eta, int project, double *S, double *V,
+                                      double *theta, double *D, double *dist, double *work,
+                                      fedmm_blas_int *iwork, const fedmm_blas_t *blas)
 
     # ---- dictionary update and PSD projection (linalg.c) ----
     size_t fedmm_dictionary_update_ridge_work(fedmm_blas_int p, fedmm_blas_int K)

@@ -333,6 +333,37 @@ int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const doub
 void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double *const *rows,
                         double *out);
 
+/* ||a - b||^2 over n doubles, as four partial sums over j mod 4 (the tail
+ * goes to the first) combined as (s0 + s1) + (s2 + s3): one fixed order of
+ * operations, shared by every recorded update size (E^s, E^{p,s}, E^p). */
+double fedmm_squared_distance(size_t n, const double *a, const double *b);
+
+/* The server's part of one FedMM round of dictionary learning with the ridge
+ * T (FedMM Alg. 2 lines 13-17, then T for line 4: what
+ * fedmm.algorithms.Server.aggregate computes for it), from the m decoded
+ * messages values (m x n, row k of the k-th active client in increasing
+ * client order; n = K*K + p*K in FEDMM_SPACE_STATISTIC, p*K in
+ * FEDMM_SPACE_PARAMETER) and weights[k] = mu_i / p:
+ *     acc = fedmm_weighted_sum(values, weights),   H = V + acc,
+ *     statistic: S <- Pi(S + gamma H) (project != 0), theta <- T(S)
+ *                (fedmm_dictionary_sa_step),
+ *     parameter: theta <- theta + gamma H (Theta is the whole space),
+ *     V <- V + alpha acc   (when alpha != 0).
+ * S: q (statistic only; in/out), V: n (in/out), theta: p*K row-major (in/out),
+ * D: receives theta as p x K column-major (ld p).  dist[0] = ||S_new - S||^2
+ * (0 in parameter space) and dist[1] = ||theta_new - theta||^2, both by
+ * fedmm_squared_distance.  FEDMM_ENONFINITE if the new S or theta is not
+ * finite (S, theta and V are then unchanged), FEDMM_ELAPACK as
+ * fedmm_dictionary_sa_step.  work: fedmm_dictionary_server_round_work(p, K,
+ * m) doubles (it also holds m row pointers); iwork:
+ * fedmm_project_psd_iwork(K) ints. */
+size_t fedmm_dictionary_server_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t m);
+int fedmm_dictionary_server_round(fedmm_blas_int p, fedmm_blas_int K, int space, int64_t m,
+                                  const double *weights, const double *values, double gamma,
+                                  double alpha, double eta, int project, double *S, double *V,
+                                  double *theta, double *D, double *dist, double *work,
+                                  fedmm_blas_int *iwork, const fedmm_blas_t *blas);
+
 /* ---- dictionary update and PSD projection (linalg.c) ---------------------- */
 /* Ridge T map (FedMM eq. (17) with g = eta ||D||_F^2 and the 1/2 convention
  * of eq. (28)): D = B (A + 2 eta I)^{-1} by Cholesky (dpotrf/dpotrs).

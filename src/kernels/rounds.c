@@ -23,6 +23,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include <math.h>
 #include <string.h>
 
 #include "fedmm_kernels.h"
@@ -137,4 +138,80 @@ void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double
         const double w = weights[k], *x = rows[k];
         for (size_t j = 0; j < q; ++j) out[j] = out[j] + w * x[j];
     }
+}
+
+double fedmm_squared_distance(size_t n, const double *a, const double *b)
+{
+    /* four partial sums, combined as (s0 + s1) + (s2 + s3): a fixed order */
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const double d0 = a[j] - b[j], d1 = a[j + 1] - b[j + 1];
+        const double d2 = a[j + 2] - b[j + 2], d3 = a[j + 3] - b[j + 3];
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+        s2 += d2 * d2;
+        s3 += d3 * d3;
+    }
+    for (; j < n; ++j) {
+        const double d0 = a[j] - b[j];
+        s0 += d0 * d0;
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+size_t fedmm_dictionary_server_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t m)
+{
+    const size_t q = (size_t)K * K + (size_t)p * K;
+    /* acc, H, S_new (q each), theta_new (p K), the row pointers, then the SA step's workspace */
+    return 3 * q + (size_t)p * K + (size_t)(m > 0 ? m : 0) +
+           fedmm_dictionary_sa_step_work(p, K);
+}
+
+int fedmm_dictionary_server_round(fedmm_blas_int p, fedmm_blas_int K, int space, int64_t m,
+                                  const double *weights, const double *values, double gamma,
+                                  double alpha, double eta, int project, double *S, double *V,
+                                  double *theta, double *D, double *dist, double *work,
+                                  fedmm_blas_int *iwork, const fedmm_blas_t *blas)
+{
+    if (p < 1 || K < 1 || m < 0 || (m > 0 && (weights == NULL || values == NULL)) || V == NULL ||
+        theta == NULL || D == NULL || dist == NULL || work == NULL || iwork == NULL ||
+        blas == NULL || !isfinite(gamma) || !(eta >= 0.0) ||
+        (space != FEDMM_SPACE_STATISTIC && space != FEDMM_SPACE_PARAMETER) ||
+        (space == FEDMM_SPACE_STATISTIC && S == NULL))
+        return FEDMM_EINVAL;
+    const size_t pK = (size_t)p * K, q = (size_t)K * K + pK;
+    const size_t n = space == FEDMM_SPACE_STATISTIC ? q : pK; /* message length */
+    double *acc = work, *H = acc + q, *S_new = H + q, *theta_new = S_new + q;
+    const double **rows = (const double **)(theta_new + pK); /* m pointers in m doubles' room */
+    double *step_work = theta_new + pK + (m > 0 ? m : 0);
+    for (int64_t k = 0; k < m; ++k) rows[k] = values + (size_t)k * n;
+    /* acc = sum_k (mu_i / p) Quant_i, in client order; H = V_t + acc */
+    fedmm_weighted_sum(m, n, weights, rows, acc);
+    for (size_t j = 0; j < n; ++j) H[j] = V[j] + acc[j];
+    if (space == FEDMM_SPACE_STATISTIC) {
+        const int status =
+            fedmm_dictionary_sa_step(p, K, S, H, gamma, eta, project, S_new, D, step_work, iwork, blas);
+        if (status != FEDMM_OK) return status;
+        for (fedmm_blas_int i = 0; i < p; ++i) /* theta_vector: D row-major */
+            for (fedmm_blas_int k = 0; k < K; ++k) theta_new[(size_t)i * K + k] = D[(size_t)k * p + i];
+        dist[0] = fedmm_squared_distance(q, S_new, S);
+        memcpy(S, S_new, q * sizeof(double));
+    } else {
+        /* theta_{t+1} = theta_t + gamma H (product, then sum); Theta is the whole space */
+        for (size_t j = 0; j < pK; ++j) {
+            const double step = gamma * H[j];
+            theta_new[j] = theta[j] + step;
+        }
+        for (size_t j = 0; j < pK; ++j)
+            if (!isfinite(theta_new[j])) return FEDMM_ENONFINITE;
+        for (fedmm_blas_int i = 0; i < p; ++i)
+            for (fedmm_blas_int k = 0; k < K; ++k) D[(size_t)k * p + i] = theta_new[(size_t)i * K + k];
+        dist[0] = 0.0;
+    }
+    dist[1] = fedmm_squared_distance(pK, theta_new, theta);
+    memcpy(theta, theta_new, pK * sizeof(double));
+    if (alpha != 0.0)
+        for (size_t j = 0; j < n; ++j) V[j] = V[j] + alpha * acc[j];
+    return FEDMM_OK;
 }

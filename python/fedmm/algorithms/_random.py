@@ -45,8 +45,9 @@ class RoundStream:
 
     def _setup(self, key: np.ndarray) -> None:
         self._key = key
-        self._bitgen = np.random.Philox(key=self._key)
-        self.generator = np.random.Generator(self._bitgen)
+        # The NumPy generator is built at the first at(): compiled rounds only need the key.
+        self._bitgen: np.random.Philox | None = None
+        self.generator: np.random.Generator | None = None
         # Reused state dict: only the round word of the counter changes.
         self._state = {
             "bit_generator": "Philox",
@@ -72,6 +73,9 @@ class RoundStream:
 
     def at(self, t: int) -> np.random.Generator:
         """The generator positioned at the start of round ``t``'s stream (counter ``(0, t, 0, 0)``)."""
+        if self._bitgen is None:
+            self._bitgen = np.random.Philox(key=self._key)
+            self.generator = np.random.Generator(self._bitgen)
         counter = self._state["state"]["counter"]
         counter[:] = 0
         counter[1] = t

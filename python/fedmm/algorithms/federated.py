@@ -18,7 +18,7 @@ import numpy as np
 
 from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
-from fedmm.algorithms._fused import dictionary_client_rounds
+from fedmm.algorithms._fused import dictionary_client_rounds, dictionary_fedmm_rounds
 from fedmm.algorithms._metrics import squared_distance
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import (
@@ -442,6 +442,21 @@ class Server:
         """``(Ŝ_t, T(Ŝ_t))`` (line 4); call after :meth:`select` of the same round."""
         return Broadcast(t, self.S, self.theta, self.theta_vector, self._coins)
 
+    def simulate_rounds(self, clients: Sequence[Client], t0: int, n_rounds: int,
+                        n_threads: int = 1) -> list[tuple[dict[str, Any], list[int], int, float]] | None:
+        """Rounds ``t0, …, t0 + n_rounds − 1`` with all ``clients`` in this process, in one compiled call.
+
+        In-process simulation only (the server holds every :class:`Client`):
+        :meth:`select`, the active clients' :meth:`Client.step`,
+        :meth:`aggregate`, without returning to Python between rounds and
+        with the same numbers bit for bit (see
+        :func:`fedmm.algorithms._fused.dictionary_fedmm_rounds`, which lists
+        the configurations it runs).  Returns per round ``(record, active,
+        bytes_up, seconds)`` (``record``: what :meth:`aggregate` returns), or
+        None, with nothing changed, for any other configuration.
+        """
+        return dictionary_fedmm_rounds(self, clients, t0, n_rounds, n_threads)
+
     def _decode(self, i: int, payload: bytes | SimulatedMessage) -> np.ndarray:
         if isinstance(payload, SimulatedMessage):
             return payload.values  # in-process simulation: already the decoded values
@@ -647,8 +662,11 @@ class FedMM:
 
     def _compressors(self, n: int, size: int) -> list[Any]:
         comps = self._compressor_list(n)
+        checked: set[int] = set()
         for i, c in enumerate(comps):
-            self._check_compressor(i, c, size)
+            if id(c) not in checked:  # one compressor shared by every client is probed once
+                self._check_compressor(i, c, size)
+                checked.add(id(c))
         return comps
 
     def _participation_for(self, n: int) -> tuple[int | None, float]:
@@ -866,6 +884,12 @@ class _Monitor:
         value = self.server.weights @ stats
         self._mean_field_cache = (theta_vector, value)
         return value
+
+    def due(self, t: int) -> bool:
+        """Whether the record of round ``t`` gets a field from :meth:`__call__` (else it returns ``{}``)."""
+        last = t == self.n_rounds - 1
+        return bool((self.sp_every and ((t + 1) % self.sp_every == 0 or last))
+                    or (self.objective_every and ((t + 1) % self.objective_every == 0 or last)))
 
     def __call__(self, t: int, gamma: float) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -11,6 +11,11 @@ from fedmm.history import History
 
 __all__ = ["LocalRuntime", "round_record"]
 
+# Longest stretch of rounds per compiled call: bounds its per-round outputs (n int64 per round) and,
+# with a progress bar, the time between updates.
+_STRETCH = 256
+_STRETCH_PROGRESS = 32
+
 
 def _chunks(items: Sequence[Any], k: int) -> list[list[Any]]:
     """``items`` split into at most ``k`` contiguous, near-equal, non-empty chunks."""
@@ -118,6 +123,19 @@ class LocalRuntime:
         payloads = self._work(shares[0], message)
         return [*payloads, *(b for f in futures for b in f.result())]
 
+    @staticmethod
+    def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any, progress: bool) -> int:
+        """End (exclusive) of the compiled stretch starting at round ``t``: it stops after the first
+        round the monitor is due on (every round for a monitor without ``due`` or with a callback)."""
+        if callback is not None or (monitor is not None and not hasattr(monitor, "due")):
+            return t + 1
+        end = min(n_rounds, t + (_STRETCH_PROGRESS if progress else _STRETCH))
+        if monitor is not None:
+            for u in range(t, end):
+                if monitor.due(u):
+                    return u + 1
+        return end
+
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
             callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
@@ -131,11 +149,11 @@ class LocalRuntime:
         fields are merged in.
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
-        rounds: Any = range(n_rounds)
+        bar = None
         if progress:
             from tqdm import tqdm
 
-            rounds = tqdm(rounds, desc=history.algorithm or "rounds", unit="round")
+            bar = tqdm(total=n_rounds, desc=history.algorithm or "rounds", unit="round")
         pool = ThreadPoolExecutor(max_workers=self.n_threads - 1) if self.n_threads > 1 else None
         elapsed = 0.0
         try:
@@ -147,16 +165,43 @@ class LocalRuntime:
                 server.setup_aggregate({c.index: b for c, b in zip(clients, setup_payloads)})
                 history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads)
                 history.config["setup_bytes_down"] = len(clients) * setup.nbytes
-            for t in rounds:
+            # Batched: whole stretches of rounds in one compiled call when the server has one for
+            # this configuration (same numbers; Python runs only between stretches).
+            compiled = self.batched and hasattr(server, "simulate_rounds")
+            t = 0
+            while t < n_rounds:
+                if compiled:
+                    end = self._stretch_end(t, n_rounds, monitor, callback, bar is not None)
+                    done = server.simulate_rounds(clients, t, end - t, self.n_threads)
+                    if done is None:
+                        compiled = False
+                        continue
+                    bytes_down = server.broadcast(end - 1).nbytes
+                    for t, (record, ids, bytes_up, seconds) in enumerate(done, start=t):
+                        elapsed += seconds
+                        record = {"t": t, **record, "active": ids, "dropped": [], "bytes_up": bytes_up,
+                                  "bytes_down": len(ids) * bytes_down, "wall_time": elapsed}
+                        if monitor is not None and t == end - 1:  # earlier rounds were not due
+                            record.update(monitor(t, record["gamma"]))
+                        history.append(**record)
+                        if callback is not None:
+                            callback(t)
+                    if bar is not None:
+                        bar.update(len(done))
+                    t = end
+                    continue
                 start = time.perf_counter()
                 ids = server.select(t)
                 message = server.broadcast(t)
                 payloads = self.exchange([clients[i] for i in ids], message, pool)
                 elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor,
                                        callback)
+                if bar is not None:
+                    bar.update(1)
+                t += 1
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)
-            if progress:
-                rounds.close()
+            if bar is not None:
+                bar.close()
         return history
