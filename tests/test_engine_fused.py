@@ -201,13 +201,18 @@ def test_compiled_server_step_equals_project_then_T(project):
         model.sa_step(S, np.full_like(H, np.nan), 0.1, project)
 
 
-def test_fused_round_rejects_malformed_client_state():
-    """A restored client state with codes of the wrong shape is an error, never an out-of-bounds write."""
-    datas = _clients()
+def _set_up_fedmm():
+    """A FedMM server and its clients after the set-up exchange (8-bit rounding, 3 clients a round)."""
     server, clients = FedMM(DictionaryLearning(K, LAM, ETA), participation=3, compressor=StochasticRounding(bits=8),
-                            batch_size=5).build(datas, seed=0)
+                            batch_size=5).build(_clients(), seed=0)
     setup = server.setup_message()
     server.setup_aggregate({c.index: c.setup(setup) for c in clients})
+    return server, clients
+
+
+def test_fused_round_rejects_malformed_client_state():
+    """A restored client state with codes of the wrong shape is an error, never an out-of-bounds write."""
+    server, clients = _set_up_fedmm()
     ids = server.select(0)
     victim = clients[ids[0]]
     state = victim.get_state()
@@ -215,3 +220,130 @@ def test_fused_round_rejects_malformed_client_state():
     victim.set_state(state)
     with pytest.raises(ValueError, match=r"codes\[0\]"):
         Client.step_many_fused([clients[i] for i in ids], server.broadcast(0))
+
+
+# --------------------------------------------------------------------------- compiled stretches of rounds
+def test_squared_distance_sums_in_its_documented_order():
+    rng = np.random.default_rng(4)
+    for n in (0, 1, 3, 4, 7, 525):
+        a, b = rng.standard_normal(n) * 1e3, rng.standard_normal(n)
+        d = a - b
+        s = [0.0, 0.0, 0.0, 0.0]
+        for j in range(n - n % 4):
+            s[j % 4] += d[j] * d[j]
+        for j in range(n - n % 4, n):
+            s[0] += d[j] * d[j]
+        assert _rounds.squared_distance(a, b) == (s[0] + s[1]) + (s[2] + s[3])
+        np.testing.assert_allclose(_rounds.squared_distance(a, b), np.sum(d * d), rtol=1e-13)
+    with pytest.raises(ValueError, match="equal length"):
+        _rounds.squared_distance(np.zeros(3), np.zeros(4))
+
+
+def _counting_simulate_rounds(monkeypatch):
+    """Count the stretches Server.simulate_rounds ran (None results are declines)."""
+    from fedmm.algorithms import federated
+
+    calls = {"ran": 0, "declined": 0}
+    original = federated.Server.simulate_rounds
+
+    def counted(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        calls["declined" if out is None else "ran"] += 1
+        return out
+
+    monkeypatch.setattr(federated.Server, "simulate_rounds", counted)
+    return calls
+
+
+@pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging], ids=["fedmm", "baseline"])
+@pytest.mark.parametrize("participation", [3, 0.5, 1.0], ids=["count", "bernoulli", "all"])
+@pytest.mark.parametrize("compressor", list(COMPRESSORS), ids=list(COMPRESSORS))
+def test_compiled_stretches_equal_the_per_round_path(monkeypatch, compressor, participation, algorithm):
+    """Whole rounds in C (selection, clients, aggregation, SA step, T) == the per-client wire path, bit for bit."""
+    datas = _clients()
+    calls = _counting_simulate_rounds(monkeypatch)
+
+    def run(n_threads, batched, **kw):
+        algo = algorithm(DictionaryLearning(K, LAM, ETA), participation=participation,
+                         compressor=COMPRESSORS[compressor], alpha=0.03, step=("sqrt", 0.1), batch_size=6,
+                         n_threads=n_threads, batched=batched, control_variates="oracle")
+        return algo.run(datas, 23, seed=7, **kw)
+
+    ref = run(1, False, objective_every=5)
+    assert calls == {"ran": 0, "declined": 0}
+    for n_threads in (1, 2):
+        h = run(n_threads, True, objective_every=5)
+        assert h.equals(ref)
+        for key in ref.state:
+            np.testing.assert_array_equal(h.state[key], ref.state[key])
+    # stretches end at the monitor's rounds: 5, 10, 15, 20 and the last (E_sp every round for the baseline)
+    expected = 23 if algorithm is ParameterAveraging else 5
+    assert calls == {"ran": 2 * expected, "declined": 0}
+    walls = ref.column("wall_time")
+    assert np.all(np.diff(walls) >= 0)
+
+
+def test_compiled_stretches_with_a_callback_see_every_round(monkeypatch):
+    """With a callback every round is its own stretch, and the callback sees the per-round path's states."""
+    datas = _clients()
+    calls = _counting_simulate_rounds(monkeypatch)
+    seen = {True: [], False: []}
+    for batched in (True, False):
+        FedMM(DictionaryLearning(K, LAM, ETA), participation=4, compressor=StochasticRounding(bits=8), alpha=0.05,
+              batch_size=5, batched=batched).run(
+            datas, 6, seed=1, callback=lambda t, S, theta, b=batched: seen[b].append((t, S.copy(), theta.copy())))
+    assert calls["ran"] == 6
+    for (t_a, S_a, th_a), (t_b, S_b, th_b) in zip(seen[True], seen[False], strict=True):
+        assert t_a == t_b
+        np.testing.assert_array_equal(S_a, S_b)
+        np.testing.assert_array_equal(th_a, th_b)
+
+
+def test_compiled_stretches_decline_other_configurations(monkeypatch):
+    datas = _clients()
+    calls = _counting_simulate_rounds(monkeypatch)
+    for kw in (dict(participation_mode="compress"), dict(oracle="full"),
+               dict(model=DictionaryLearning(K, LAM, ETA, "unit_norm")),  # T by sweeps: not in the kernel
+               dict(compressor=_SubclassedRounding(bits=8))):
+        base = dict(model=DictionaryLearning(K, LAM, ETA), participation=3, batch_size=5,
+                    compressor=StochasticRounding(bits=8))
+        base.update(kw)
+        model = base.pop("model")
+        h_batched = FedMM(model, **base).run(datas, 4, seed=0)
+        h_plain = FedMM(model, batched=False, **base).run(datas, 4, seed=0)
+        assert h_batched.equals(h_plain)
+    assert calls["ran"] == 0 and calls["declined"] >= 4
+
+
+def test_stretch_ends_where_python_must_run():
+    from fedmm.runtime.local import _STRETCH, _STRETCH_PROGRESS, LocalRuntime
+
+    class Due:
+        def __init__(self, rounds):
+            self.rounds = rounds
+
+        def due(self, t):
+            return t in self.rounds
+
+        def __call__(self, t, gamma):
+            return {}
+
+    end = LocalRuntime._stretch_end
+    assert end(0, 1000, None, None, False) == _STRETCH
+    assert end(0, 1000, None, None, True) == _STRETCH_PROGRESS
+    assert end(990, 1000, None, None, False) == 1000
+    assert end(3, 1000, Due({9, 20}), None, False) == 10
+    assert end(10, 1000, Due({9, 20}), None, False) == 21
+    assert end(3, 1000, Due(set()), lambda t: None, False) == 4  # a callback after every round
+    assert end(3, 1000, lambda t, gamma: {}, None, False) == 4  # a monitor that cannot say when it is due
+
+
+def test_compiled_stretch_rejects_malformed_client_state():
+    server, clients = _set_up_fedmm()
+    state = clients[4].get_state()
+    state["memory:codes"] = np.zeros((3, K))
+    clients[4].set_state(state)
+    S_before = server.S.copy()
+    with pytest.raises(ValueError, match=r"codes\[4\]"):
+        server.simulate_rounds(clients, 0, 3)
+    np.testing.assert_array_equal(server.S, S_before)  # nothing ran

@@ -10,7 +10,7 @@ from numpy.linalg import LinAlgError
 
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cython.parallel cimport prange
+from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -98,6 +98,21 @@ def client_round_work_sizes(fedmm_blas_int p, fedmm_blas_int K, int64_t batch, i
             int(fedmm_dictionary_client_round_iwork(K, batch, n_samples)))
 
 
+cdef int _client_workspaces(list works, list iworks, Py_ssize_t k, size_t work_size, size_t iwork_size,
+                            double **work_ptr, int64_t **iwork_ptr) except -1:
+    cdef cnp.ndarray arr = works[k]
+    if arr.dtype != np.float64 or arr.ndim != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(arr) \
+            or <size_t>arr.shape[0] < work_size:
+        raise ValueError(f"Expected works[{k}] to be at least {work_size} contiguous float64")
+    work_ptr[k] = <double *>cnp.PyArray_DATA(arr)
+    arr = iworks[k]
+    if arr.dtype != np.int64 or arr.ndim != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(arr) \
+            or <size_t>arr.shape[0] < iwork_size:
+        raise ValueError(f"Expected iworks[{k}] to be at least {iwork_size} contiguous int64")
+    iwork_ptr[k] = <int64_t *>cnp.PyArray_DATA(arr)
+    return 0
+
+
 cdef int _client_pointers(list datas, list codes, list keys, list Vs, list works, list iworks,
                           fedmm_blas_int p, fedmm_blas_int K, Py_ssize_t q, int64_t batch,
                           const double **data_ptr, int64_t *n_samples, double **code_ptr, double **V_ptr,
@@ -107,7 +122,7 @@ cdef int _client_pointers(list datas, list codes, list keys, list Vs, list works
     cdef size_t work_size = fedmm_dictionary_client_round_work(p, K, batch)
     cdef cnp.ndarray arr
     for name, items in (("codes", codes), ("keys", keys), ("Vs", Vs), ("works", works), ("iworks", iworks)):
-        if len(items) != m:
+        if items is not None and len(items) != m:
             raise ValueError(f"Expected one entry of '{name}' per client ({m}), got {len(items)}")
     for k in range(m):
         # memory safety: every buffer the kernel reads or writes has the shape it assumes
@@ -124,17 +139,12 @@ cdef int _client_pointers(list datas, list codes, list keys, list Vs, list works
         arr = Vs[k]
         _check_buffer(arr, 1, q, -1, "Vs", k)
         V_ptr[k] = <double *>cnp.PyArray_DATA(arr)
-        arr = works[k]
-        if arr.dtype != np.float64 or arr.ndim != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(arr) \
-                or <size_t>arr.shape[0] < work_size:
-            raise ValueError(f"Expected works[{k}] to be at least {work_size} contiguous float64")
-        work_ptr[k] = <double *>cnp.PyArray_DATA(arr)
-        arr = iworks[k]
-        if arr.dtype != np.int64 or arr.ndim != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(arr) \
-                or <size_t>arr.shape[0] < fedmm_dictionary_client_round_iwork(K, batch, n_samples[k]):
-            raise ValueError(f"Expected iworks[{k}] to be at least "
-                             f"{fedmm_dictionary_client_round_iwork(K, batch, n_samples[k])} contiguous int64")
-        iwork_ptr[k] = <int64_t *>cnp.PyArray_DATA(arr)
+        if works is None:  # the caller supplies per-thread workspaces
+            work_ptr[k] = NULL
+            iwork_ptr[k] = NULL
+        else:
+            _client_workspaces(works, iworks, k, work_size,
+                               fedmm_dictionary_client_round_iwork(K, batch, n_samples[k]), work_ptr, iwork_ptr)
         arr = keys[k]
         if arr.dtype != np.uint64 or arr.ndim != 1 or arr.shape[0] != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(arr):
             raise ValueError(f"Expected keys[{k}] to be two contiguous uint64")
@@ -241,6 +251,20 @@ def dictionary_client_rounds(const double[::1, :] D, double lam, double tol, int
     return values, int(np.sum(n_bad))
 
 
+cdef Py_ssize_t _padded(size_t n) noexcept:
+    """``n`` 8-byte items rounded up to whole ``_CACHE_LINE`` blocks."""
+    cdef size_t per_line = _CACHE_LINE // 8
+    return <Py_ssize_t>((n + per_line - 1) // per_line * per_line)
+
+
+def _aligned_empty(shape, dtype):
+    """An uninitialised C-ordered array whose data starts on a ``_CACHE_LINE`` boundary."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(size + _CACHE_LINE, dtype=np.uint8)
+    start = (-raw.ctypes.data) % _CACHE_LINE
+    return raw[start:start + size].view(dtype).reshape(shape)
+
+
 cdef inline double _seconds() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)  # the clock of time.perf_counter on Linux
@@ -249,8 +273,7 @@ cdef inline double _seconds() noexcept nogil:
 
 def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] theta_prev, S, double[::1] V_server,
                             double lam, double tol, int max_iter, int method,
-                            list datas, list codes, list keys, list Vs, list works, list iworks,
-                            int space, double eta, double v_step, int scheme, int bits, int norm,
+                            list datas, list codes, list keys, list Vs, int space, double eta, double v_step, int scheme, int bits, int norm,
                             Py_ssize_t block, int64_t batch,
                             const uint64_t[::1] server_key, int64_t count, double p_active,
                             const double[::1] weights, uint64_t t0, const double[::1] gammas, double alpha,
@@ -308,7 +331,16 @@ def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] the
     cdef fedmm_blas_int[::1] server_iwork = np.empty(max(<Py_ssize_t>fedmm_project_psd_iwork(K), 1),
                                                      dtype=np.intc)
     cdef _ClientTable table = _ClientTable(n)
-    table.fill(datas, codes, keys, Vs, works, iworks, p, K, q, batch)
+    table.fill(datas, codes, keys, Vs, None, None, p, K, q, batch)
+    # Scratch memory per thread, not per client (nothing carries over between rounds): the threads'
+    # working sets stay small enough for their caches.  Rows padded to whole cache-line pairs.
+    n_threads = max(1, n_threads)
+    cdef Py_ssize_t work_stride = _padded(fedmm_dictionary_client_round_work(p, K, batch))
+    cdef Py_ssize_t iwork_stride = _padded(max(fedmm_dictionary_client_round_iwork(K, batch, table.n_samples[i])
+                                               for i in range(n)))
+    cdef double[:, ::1] thread_work = _aligned_empty((n_threads, work_stride), np.float64)
+    cdef int64_t[:, ::1] thread_iwork = _aligned_empty((n_threads, iwork_stride), np.int64)
+    cdef int tid
     cdef fedmm_philox_t server_state
     cdef fedmm_bitgen_t server_bitgen
     cdef uint64_t counter[4]
@@ -351,12 +383,13 @@ def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] the
                 status[k] = FEDMM_OK
             # lines 5-11 on every active client
             for k in prange(m, num_threads=n_threads, schedule="dynamic"):
+                tid = threadid()
                 status[k] = fedmm_dictionary_client_round(
                     p, K, &D[0, 0], p, lam, tol, max_iter, method, table.data[sel[k]], table.n_samples[sel[k]],
                     batch, table.codes[sel[k]], _slot_bitgen(table.slots, k), space,
                     S_ptr if space == FEDMM_SPACE_STATISTIC else &theta[0], eta, table.V[sel[k]], v_step,
-                    scheme, bits, norm, block, &values[k, 0], &n_bad[k], table.work[sel[k]],
-                    table.iwork[sel[k]], &_BLAS)
+                    scheme, bits, norm, block, &values[k, 0], &n_bad[k], &thread_work[tid, 0],
+                    &thread_iwork[tid, 0], &_BLAS)
             for k in range(m):
                 total_bad = total_bad + n_bad[k]
                 if status[k] != FEDMM_OK and failed == FEDMM_OK:

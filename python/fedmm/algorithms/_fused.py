@@ -52,12 +52,13 @@ def _workspace(client: Any, model: DictionaryLearning, batch: int) -> tuple[np.n
     return work
 
 
-def _client_arguments(clients: Sequence[Any], model: DictionaryLearning, space: str,
-                      q: int) -> tuple[int, tuple[int, int, int, int], dict[str, list]] | None:
+def _client_arguments(clients: Sequence[Any], model: DictionaryLearning, space: str, q: int,
+                      workspaces: bool = True) -> tuple[int, tuple[int, int, int, int], dict[str, list]] | None:
     """``(batch, compressor arguments, buffers)`` of clients the compiled round can run, else None.
 
     ``buffers`` holds the per-client lists the kernels take (data, remembered
-    codes, Philox keys, control variates, workspaces); control variates that
+    codes, Philox keys, control variates and, with ``workspaces``, each
+    client's kernel workspaces); control variates that
     are not writable contiguous float64 are replaced by such copies first.
     """
     first = clients[0]
@@ -75,13 +76,14 @@ def _client_arguments(clients: Sequence[Any], model: DictionaryLearning, space: 
     for c in clients:
         if not (c.V.flags.c_contiguous and c.V.flags.writeable and c.V.dtype == np.float64):
             c.V = np.array(c.V, dtype=np.float64)
-        work = _workspace(c, model, batch)
         buffers["datas"].append(c.data)
         buffers["codes"].append(None if c.oracle.memory is None else model._warm_codes(c.oracle.memory, c.data, None))
         buffers["keys"].append(c.stream.key)
         buffers["Vs"].append(c.V)
-        buffers["works"].append(work[0])
-        buffers["iworks"].append(work[1])
+        if workspaces:
+            work = _workspace(c, model, batch)
+            buffers["works"].append(work[0])
+            buffers["iworks"].append(work[1])
     return batch, comp_args, buffers
 
 
@@ -149,7 +151,7 @@ def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_roun
     q = server._size
     if not (type(server.V) is np.ndarray and server.V.shape == (q,)):
         return None
-    args = _client_arguments(clients, model, space, q)
+    args = _client_arguments(clients, model, space, q, workspaces=False)  # the kernel keeps one per thread
     if args is None:
         return None
     batch, (scheme, bits, norm, block), buf = args
@@ -163,7 +165,7 @@ def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_roun
     V = np.array(server.V, dtype=np.float64)
     active, n_active, dist, seconds, n_bad = _rounds.dictionary_fedmm_rounds(
         D, theta_vector, theta_prev, S, V, model.lam, model.tol, model.max_iter, _LASSO_AUTO, buf["datas"],
-        buf["codes"], buf["keys"], buf["Vs"], buf["works"], buf["iworks"], _rounds.SPACES[space], model.eta,
+        buf["codes"], buf["keys"], buf["Vs"], _rounds.SPACES[space], model.eta,
         _v_step(clients[0]), scheme, bits, norm, block, batch, server.stream.key,
         -1 if server.count is None else server.count, server.p, server.weights / server.p, t0, gammas,
         server.alpha, server.projection == "euclidean", n_threads)
