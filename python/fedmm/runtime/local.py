@@ -74,8 +74,15 @@ class LocalRuntime:
     the contacted clients' ``step`` (or, batched, ``step_many`` on each
     thread's share of clients: one kernel call per share, since they all
     evaluate the same ``θ_t``), then ``server.aggregate(t, payloads)``.
-    Clients draw from their own counter-based streams, so the numbers do not
-    depend on ``n_threads``, ``batched`` or thread scheduling.
+    Batched, when the server has ``simulate_rounds`` and it accepts the
+    configuration (FedMM's dictionary learning, see
+    :meth:`fedmm.algorithms.Server.simulate_rounds`), whole stretches of
+    rounds run in one compiled call instead, with the same numbers; a
+    stretch ends after each round the monitor is due on (or has no ``due``
+    method), after every round when there is a callback, and after at most
+    256 rounds (32 with a progress bar).  Clients draw from their own
+    counter-based streams, so the numbers do not depend on ``n_threads``,
+    ``batched`` or thread scheduling.
 
     Parameters
     ----------
