@@ -347,3 +347,16 @@ def test_compiled_stretch_rejects_malformed_client_state():
     with pytest.raises(ValueError, match=r"codes\[4\]"):
         server.simulate_rounds(clients, 0, 3)
     np.testing.assert_array_equal(server.S, S_before)  # nothing ran
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (6, 1), (1, 1)], ids=["p=1", "K=1", "p=K=1"])
+@pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging], ids=["fedmm", "baseline"])
+def test_compiled_stretches_on_degenerate_shapes(algorithm, shape):
+    """p = 1 or K = 1: θ is both row- and column-major, and the server's two copies of it must not alias."""
+    p, k = shape
+    rng = np.random.default_rng(0)
+    datas = [np.ascontiguousarray(rng.standard_normal((30, p))) for _ in range(4)]
+    histories = [algorithm(DictionaryLearning(k, 0.05, 0.2), participation=2, compressor=StochasticRounding(bits=6),
+                           alpha=0.05, batch_size=5, batched=batched).run(datas, 15, seed=1)
+                 for batched in (True, False)]
+    assert histories[0].equals(histories[1])

@@ -272,8 +272,8 @@ cdef inline double _seconds() noexcept nogil:
 
 
 def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] theta_prev, S, double[::1] V_server,
-                            double lam, double tol, int max_iter, int method,
-                            list datas, list codes, list keys, list Vs, int space, double eta, double v_step, int scheme, int bits, int norm,
+                            double lam, double tol, int max_iter, int method, list datas, list codes, list keys,
+                            list Vs, int space, double eta, double v_step, int scheme, int bits, int norm,
                             Py_ssize_t block, int64_t batch,
                             const uint64_t[::1] server_key, int64_t count, double p_active,
                             const double[::1] weights, uint64_t t0, const double[::1] gammas, double alpha,

@@ -159,7 +159,7 @@ def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_roun
         return None
     gammas = np.array([server.schedule(t + 1) for t in range(t0, t0 + n_rounds)], dtype=np.float64)
     theta_vector = np.array(server.theta_vector, dtype=np.float64)
-    D = np.asfortranarray(theta_vector.reshape(model.n_features, model.n_components))
+    D = np.array(theta_vector.reshape(model.n_features, model.n_components), order="F")  # never a view
     theta_prev = np.empty_like(theta_vector)
     S = None if space == "parameter" else np.array(server.S, dtype=np.float64)
     V = np.array(server.V, dtype=np.float64)
