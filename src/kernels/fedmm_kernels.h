@@ -350,7 +350,7 @@ double fedmm_squared_distance(size_t n, const double *a, const double *b);
  *     parameter: theta <- theta + gamma H (Theta is the whole space),
  *     V <- V + alpha acc   (when alpha != 0).
  * S: q (statistic only; in/out), V: n (in/out), theta: p*K row-major (in/out),
- * D: receives theta as p x K column-major (ld p).  dist[0] = ||S_new - S||^2
+ * D: receives theta as p x K column-major (ld p; must not overlap theta).  dist[0] = ||S_new - S||^2
  * (0 in parameter space) and dist[1] = ||theta_new - theta||^2, both by
  * fedmm_squared_distance.  FEDMM_ENONFINITE if the new S or theta is not
  * finite (S, theta and V are then unchanged), FEDMM_ELAPACK as

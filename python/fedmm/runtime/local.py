@@ -102,6 +102,12 @@ class LocalRuntime:
     Keep ``n_threads`` at most the number of idle cores: OpenMP threads spin
     for a while at the end of each round's parallel region, and a thread that
     has to share its core with another busy process stalls every round.
+
+    With ``batched=False`` each client's step is a sequence of small NumPy
+    calls that hold the GIL, so extra pool threads mostly wait for it: on
+    small problems (the FedMM §6 setting) two threads are slower than one.
+    That path is there to run the real wire format (bytes encoded and
+    decoded per client); the batched path is the fast one.
     """
 
     def __init__(self, n_threads: int = 1, batched: bool = True) -> None:
