@@ -183,12 +183,13 @@ def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_roun
     server._coins = None
     payload_nbytes = int(clients[0].compressor.payload_nbytes(q))
     out = []
-    for r in range(n_rounds):
-        gamma = float(gammas[r])
+    # Python floats and ints once (the records are what Server.aggregate returns, to the bit)
+    for gamma, (d_s, d_theta), ids, count, wall in zip(gammas.tolist(), dist.tolist(), active.tolist(),
+                                                       n_active.tolist(), seconds.tolist()):
         if space == "statistic":
-            record = {"gamma": gamma, "E_s": float(dist[r, 0]) / gamma**2, "E_ps": float(dist[r, 1]) / gamma**2}
+            record = {"gamma": gamma, "E_s": d_s / gamma**2, "E_ps": d_theta / gamma**2}
         else:
-            record = {"gamma": gamma, "E_p": float(dist[r, 1]) / gamma**2}
-        ids = active[r, : n_active[r]].tolist()
-        out.append((record, ids, payload_nbytes * len(ids), float(seconds[r])))
+            record = {"gamma": gamma, "E_p": d_theta / gamma**2}
+        del ids[count:]
+        out.append((record, ids, payload_nbytes * count, wall))
     return out
