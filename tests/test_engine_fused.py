@@ -316,7 +316,7 @@ def test_compiled_stretches_decline_other_configurations(monkeypatch):
 
 
 def test_stretch_ends_where_python_must_run():
-    from fedmm.runtime.local import _STRETCH, _STRETCH_PROGRESS, LocalRuntime
+    from fedmm.runtime.local import _STRETCH, LocalRuntime
 
     class Due:
         def __init__(self, rounds):
@@ -329,13 +329,12 @@ def test_stretch_ends_where_python_must_run():
             return {}
 
     end = LocalRuntime._stretch_end
-    assert end(0, 1000, None, None, False) == _STRETCH
-    assert end(0, 1000, None, None, True) == _STRETCH_PROGRESS
-    assert end(990, 1000, None, None, False) == 1000
-    assert end(3, 1000, Due({9, 20}), None, False) == 10
-    assert end(10, 1000, Due({9, 20}), None, False) == 21
-    assert end(3, 1000, Due(set()), lambda t: None, False) == 4  # a callback after every round
-    assert end(3, 1000, lambda t, gamma: {}, None, False) == 4  # a monitor that cannot say when it is due
+    assert end(0, 1000, None, None) == _STRETCH
+    assert end(990, 1000, None, None) == 1000
+    assert end(3, 1000, Due({9, 20}), None) == 10
+    assert end(10, 1000, Due({9, 20}), None) == 21
+    assert end(3, 1000, Due(set()), lambda t: None) == 4  # a callback after every round
+    assert end(3, 1000, lambda t, gamma: {}, None) == 4  # a monitor that cannot say when it is due
 
 
 def test_compiled_stretch_rejects_malformed_client_state():
@@ -360,3 +359,19 @@ def test_compiled_stretches_on_degenerate_shapes(algorithm, shape):
                            alpha=0.05, batch_size=5, batched=batched).run(datas, 15, seed=1)
                  for batched in (True, False)]
     assert histories[0].equals(histories[1])
+
+
+def test_compiled_stretches_cut_short_by_time_give_the_same_history(monkeypatch):
+    """A stretch that runs out of time returns the rounds it ran; the runtime carries on from there."""
+    from fedmm.runtime import local
+
+    server, clients = _set_up_fedmm()
+    assert len(server.simulate_rounds(clients, 0, 5, max_seconds=0.0)) == 1  # at least one round, then stop
+    datas = _clients()
+    calls = _counting_simulate_rounds(monkeypatch)
+    monkeypatch.setattr(local, "_STRETCH_SECONDS", 0.0)
+    algo = dict(participation=3, compressor=StochasticRounding(bits=8), alpha=0.05, batch_size=5)
+    cut = FedMM(DictionaryLearning(K, LAM, ETA), **algo).run(datas, 9, seed=4, objective_every=4)
+    ref = FedMM(DictionaryLearning(K, LAM, ETA), batched=False, **algo).run(datas, 9, seed=4, objective_every=4)
+    assert calls["ran"] == 9  # one round per call
+    assert cut.equals(ref)

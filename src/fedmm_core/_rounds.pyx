@@ -277,7 +277,7 @@ def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] the
                             Py_ssize_t block, int64_t batch,
                             const uint64_t[::1] server_key, int64_t count, double p_active,
                             const double[::1] weights, uint64_t t0, const double[::1] gammas, double alpha,
-                            bint project, int n_threads):
+                            bint project, int n_threads, double max_seconds=float("inf")):
     """Whole FedMM rounds ``t0, …, t0 + R − 1`` (``R = len(gammas)``) of dictionary learning, in one call.
 
     Per round ``t``: the server's selection (``count`` clients drawn by
@@ -290,8 +290,11 @@ def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] the
     ``weights[i] = μ_i / p`` and step ``gammas[r]``.  The server state ``D``
     (``θ`` column-major), ``theta`` (row-major), ``S`` (S-space; None in
     Θ-space) and ``V_server`` is updated in place; ``theta_prev`` receives
-    ``θ`` before the last round.  Returns ``(active, n_active, dist, seconds,
-    n_unconverged)``: the selected clients of round ``r`` in
+    ``θ`` before the last round.  The call stops after the first round that
+    ends more than ``max_seconds`` after it started (at least one round runs),
+    so that the caller gets control back at a bounded interval.  Returns
+    ``(active, n_active, dist, seconds, n_unconverged)``, one row per round
+    run: the selected clients of round ``r`` in
     ``active[r, :n_active[r]]`` (increasing), ``dist[r] = (‖Ŝ_{t+1} − Ŝ_t‖²,
     ‖θ_{t+1} − θ_t‖²)``, ``seconds[r]`` the round's wall time, and the number
     of LASSO columns that hit ``max_iter``.
@@ -348,9 +351,11 @@ def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] the
     cdef int failed = FEDMM_OK, server_status = FEDMM_OK
     cdef Py_ssize_t failed_client = -1
     cdef uint64_t t
-    cdef double clock
+    cdef double clock, started
+    cdef Py_ssize_t n_run = 0
     with nogil:
         clock = _seconds()
+        started = clock
         for r in range(R):
             t = t0 + r
             # Algorithm 2 line 2: the active clients, as Server.select draws them
@@ -409,6 +414,9 @@ def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] the
             n_active_v[r] = m
             seconds_v[r] = _seconds() - clock
             clock = clock + seconds_v[r]
+            n_run = r + 1
+            if clock - started > max_seconds:
+                break
     if failed != FEDMM_OK:
         raise ValueError(f"dictionary client round failed for client #{failed_client} at round {t}: "
                          f"{fedmm_strerror(failed).decode()}")
@@ -419,7 +427,7 @@ def dictionary_fedmm_rounds(double[::1, :] D, double[::1] theta, double[::1] the
                           "not positive definite)")
     if server_status != FEDMM_OK:
         raise ValueError(f"FedMM server step at round {t}: {fedmm_strerror(server_status).decode()}")
-    return active, n_active, dist, seconds, int(total_bad)
+    return active[:n_run], n_active[:n_run], dist[:n_run], seconds[:n_run], int(total_bad)
 
 
 def philox_sample_without_replacement(const uint64_t[::1] key, uint64_t t, int64_t n, int64_t b):

@@ -125,8 +125,8 @@ def dictionary_client_rounds(clients: Sequence[Any], message: Any, n_threads: in
     return [c._simulated(values[k]) for k, c in enumerate(clients)]
 
 
-def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
-                            n_threads: int) -> list[tuple[dict[str, Any], list[int], int, float]] | None:
+def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int, n_threads: int,
+                            max_seconds: float = float("inf")) -> list[tuple[dict[str, Any], list[int], int, float]] | None:
     """Rounds ``t0, …, t0 + n_rounds − 1`` of FedMM (or its Θ-space baseline) in one compiled call.
 
     The whole round (Algorithm 2: selection, every active client's round on
@@ -139,7 +139,9 @@ def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_roun
     compressor of :mod:`fedmm.compression`; None (nothing done) otherwise.
 
     Returns one ``(server record, active clients, bytes up, seconds)`` per
-    round; the server's state afterwards is that of the per-round path.
+    round run: the call stops early, after at least one round, once it has
+    run for ``max_seconds``.  The server's state afterwards is that of the
+    per-round path after the last of them.
     """
     model = server.model
     space = server.space
@@ -168,9 +170,9 @@ def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_roun
         buf["codes"], buf["keys"], buf["Vs"], _rounds.SPACES[space], model.eta,
         _v_step(clients[0]), scheme, bits, norm, block, batch, server.stream.key,
         -1 if server.count is None else server.count, server.p, server.weights / server.p, t0, gammas,
-        server.alpha, server.projection == "euclidean", n_threads)
+        server.alpha, server.projection == "euclidean", n_threads, max_seconds)
     _warn_unconverged(n_bad, batch * int(n_active.sum()), "dictionary_statistics", model.max_iter)
-    if n_rounds == 0:
+    if len(n_active) == 0:
         return []
     # The server's state after the last round, in the forms Server.aggregate leaves.
     server.theta_vector_prev = theta_prev
@@ -185,7 +187,7 @@ def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_roun
     out = []
     # Python floats and ints once (the records are what Server.aggregate returns, to the bit)
     for gamma, (d_s, d_theta), ids, count, wall in zip(gammas.tolist(), dist.tolist(), active.tolist(),
-                                                       n_active.tolist(), seconds.tolist()):
+                                                       n_active.tolist(), seconds.tolist()):  # rounds run
         if space == "statistic":
             record = {"gamma": gamma, "E_s": d_s / gamma**2, "E_ps": d_theta / gamma**2}
         else:

@@ -442,8 +442,8 @@ class Server:
         """``(Ŝ_t, T(Ŝ_t))`` (line 4); call after :meth:`select` of the same round."""
         return Broadcast(t, self.S, self.theta, self.theta_vector, self._coins)
 
-    def simulate_rounds(self, clients: Sequence[Client], t0: int, n_rounds: int,
-                        n_threads: int = 1) -> list[tuple[dict[str, Any], list[int], int, float]] | None:
+    def simulate_rounds(self, clients: Sequence[Client], t0: int, n_rounds: int, n_threads: int = 1,
+                        max_seconds: float = float("inf")) -> list[tuple[dict[str, Any], list[int], int, float]] | None:
         """Rounds ``t0, …, t0 + n_rounds − 1`` with all ``clients`` in this process, in one compiled call.
 
         In-process simulation only (the server holds every :class:`Client`):
@@ -453,9 +453,11 @@ class Server:
         :func:`fedmm.algorithms._fused.dictionary_fedmm_rounds`, which lists
         the configurations it runs).  Returns per round ``(record, active,
         bytes_up, seconds)`` (``record``: what :meth:`aggregate` returns), or
-        None, with nothing changed, for any other configuration.
+        None, with nothing changed, for any other configuration.  Fewer than
+        ``n_rounds`` rounds (at least one) run when they take more than
+        ``max_seconds``.
         """
-        return dictionary_fedmm_rounds(self, clients, t0, n_rounds, n_threads)
+        return dictionary_fedmm_rounds(self, clients, t0, n_rounds, n_threads, max_seconds)
 
     def _decode(self, i: int, payload: bytes | SimulatedMessage) -> np.ndarray:
         if isinstance(payload, SimulatedMessage):

@@ -11,10 +11,10 @@ from fedmm.history import History
 
 __all__ = ["LocalRuntime", "round_record"]
 
-# Longest stretch of rounds per compiled call: bounds its per-round outputs (n int64 per round) and,
-# with a progress bar, the time between updates.
+# Longest stretch of rounds per compiled call, in rounds (bounds its per-round outputs, n int64 per
+# round) and in seconds (Python gets control back that often: Ctrl-C, progress bar).
 _STRETCH = 256
-_STRETCH_PROGRESS = 32
+_STRETCH_SECONDS = 0.2
 
 
 def _chunks(items: Sequence[Any], k: int) -> list[list[Any]]:
@@ -80,7 +80,7 @@ class LocalRuntime:
     rounds run in one compiled call instead, with the same numbers; a
     stretch ends after each round the monitor is due on (or has no ``due``
     method), after every round when there is a callback, and after at most
-    256 rounds (32 with a progress bar).  Clients draw from their own
+    256 rounds or 0.2 s.  Clients draw from their own
     counter-based streams, so the numbers do not depend on ``n_threads``,
     ``batched`` or thread scheduling.
 
@@ -137,12 +137,12 @@ class LocalRuntime:
         return [*payloads, *(b for f in futures for b in f.result())]
 
     @staticmethod
-    def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any, progress: bool) -> int:
+    def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any) -> int:
         """End (exclusive) of the compiled stretch starting at round ``t``: it stops after the first
         round the monitor is due on (every round for a monitor without ``due`` or with a callback)."""
         if callback is not None or (monitor is not None and not hasattr(monitor, "due")):
             return t + 1
-        end = min(n_rounds, t + (_STRETCH_PROGRESS if progress else _STRETCH))
+        end = min(n_rounds, t + _STRETCH)
         if monitor is not None:
             for u in range(t, end):
                 if monitor.due(u):
@@ -184,24 +184,24 @@ class LocalRuntime:
             t = 0
             while t < n_rounds:
                 if compiled:
-                    end = self._stretch_end(t, n_rounds, monitor, callback, bar is not None)
-                    done = server.simulate_rounds(clients, t, end - t, self.n_threads)
+                    end = self._stretch_end(t, n_rounds, monitor, callback)
+                    done = server.simulate_rounds(clients, t, end - t, self.n_threads, _STRETCH_SECONDS)
                     if done is None:
                         compiled = False
                         continue
-                    bytes_down = server.broadcast(end - 1).nbytes
-                    for t, (record, ids, bytes_up, seconds) in enumerate(done, start=t):
+                    bytes_down = server.broadcast(t).nbytes
+                    for u, (record, ids, bytes_up, seconds) in enumerate(done, start=t):
                         elapsed += seconds
-                        record = {"t": t, **record, "active": ids, "dropped": [], "bytes_up": bytes_up,
+                        record = {"t": u, **record, "active": ids, "dropped": [], "bytes_up": bytes_up,
                                   "bytes_down": len(ids) * bytes_down, "wall_time": elapsed}
-                        if monitor is not None and t == end - 1:  # earlier rounds were not due
-                            record.update(monitor(t, record["gamma"]))
+                        if monitor is not None and u == end - 1:  # earlier rounds were not due
+                            record.update(monitor(u, record["gamma"]))
                         history.append(**record)
                         if callback is not None:
-                            callback(t)
+                            callback(u)
                     if bar is not None:
                         bar.update(len(done))
-                    t = end
+                    t += len(done)  # fewer than asked when the stretch ran out of time
                     continue
                 start = time.perf_counter()
                 ids = server.select(t)
