@@ -35,15 +35,15 @@ def round_record(t: int, server_record: dict, ids: Sequence[int], payloads: Sequ
     non-empty message was aggregated; bytes count what actually travelled.
     """
     sizes = [None if b is None else len(b) for b in payloads]
-    return {
-        "t": t,
-        **server_record,
-        "active": [i for i, n in zip(ids, sizes) if n],
-        "dropped": [i for i, n in zip(ids, sizes) if n is None],
-        "bytes_up": sum(n for n in sizes if n is not None),
-        "bytes_down": len(ids) * message.nbytes,
-        "wall_time": elapsed,
-    }
+    return _record(t, server_record, [i for i, n in zip(ids, sizes) if n], [i for i, n in zip(ids, sizes) if n is None],
+                   sum(n for n in sizes if n is not None), len(ids) * message.nbytes, elapsed)
+
+
+def _record(t: int, server_record: dict, active: list[int], dropped: list[int], bytes_up: int, bytes_down: int,
+            elapsed: float) -> dict:
+    """The fields of a round's record, in their order (shared by the per-round and compiled paths)."""
+    return {"t": t, **server_record, "active": active, "dropped": dropped, "bytes_up": bytes_up,
+            "bytes_down": bytes_down, "wall_time": elapsed}
 
 
 def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payloads: Sequence[Any],
@@ -192,8 +192,7 @@ class LocalRuntime:
                     bytes_down = server.broadcast(t).nbytes
                     for u, (record, ids, bytes_up, seconds) in enumerate(done, start=t):
                         elapsed += seconds
-                        record = {"t": u, **record, "active": ids, "dropped": [], "bytes_up": bytes_up,
-                                  "bytes_down": len(ids) * bytes_down, "wall_time": elapsed}
+                        record = _record(u, record, ids, [], bytes_up, len(ids) * bytes_down, elapsed)
                         if monitor is not None and u == end - 1:  # earlier rounds were not due
                             record.update(monitor(u, record["gamma"]))
                         history.append(**record)
