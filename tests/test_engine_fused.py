@@ -375,3 +375,15 @@ def test_compiled_stretches_cut_short_by_time_give_the_same_history(monkeypatch)
     ref = FedMM(DictionaryLearning(K, LAM, ETA), batched=False, **algo).run(datas, 9, seed=4, objective_every=4)
     assert calls["ran"] == 9  # one round per call
     assert cut.equals(ref)
+
+
+@pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging], ids=["fedmm", "baseline"])
+def test_compiled_stretches_without_warm_starts_and_with_client_weights(algorithm):
+    """Cold LASSO starts (no remembered codes) and user weights μ_i through the compiled stretches."""
+    datas = _clients()
+    weights = np.arange(1.0, len(datas) + 1.0)
+    runs = [algorithm(DictionaryLearning(K, LAM, ETA, warm_start=False), participation=0.6,
+                      compressor=BlockQuantizer(block_size=8), alpha=0.1, step="1/t", batch_size=4, weights=weights,
+                      n_threads=n_threads, batched=batched).run(datas, 11, seed=9)
+            for n_threads, batched in ((2, True), (1, False))]
+    assert runs[0].equals(runs[1])
