@@ -37,6 +37,8 @@ from fedmm.algorithms import SASSMM
 from fedmm.data import image_patches
 from fedmm.models import DictionaryLearning
 
+from _timing import median_seconds
+
 N_PATCHES = 256 * 20  # one scikit-learn pass = 20 minibatches
 N_ATOMS = 100
 LAM = 0.1
@@ -110,7 +112,9 @@ def test_sassmm_time_to_sklearn_one_pass_objective(benchmark, patches, sklearn_o
     history = benchmark.pedantic(run, rounds=2, iterations=1, warmup_rounds=0)
     final = scorer.objective(patches, history.state["theta"].reshape(patches.shape[1], N_ATOMS))
     assert final <= target * (1 + 1e-12)
-    ours = benchmark.stats.stats.median
+    ours = median_seconds(benchmark)
+    if ours is None:  # --benchmark-disable: the run above checked the objective; nothing to time
+        return
     benchmark.extra_info.update(
         sklearn_one_pass_seconds=sklearn_one_pass["seconds"],
         sklearn_one_pass_objective=target,

@@ -20,6 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from fedmm.kernels import ConvergenceWarning, dictionary_statistics, lasso
 
+from _timing import per_second
 from reference import lasso_kkt_violation, sparse_codes  # tests/ is on sys.path (conftest.py)
 
 LAM = 0.1
@@ -74,7 +75,7 @@ def _sklearn(D, Z, lam):
 
 def _columns_per_s(benchmark, b):
     """From the median; None when timing is off (``--benchmark-disable`` smoke runs)."""
-    return None if benchmark.stats is None else b / benchmark.stats.stats.median
+    return per_second(b, benchmark)
 
 
 def _record(benchmark, D, Z, H, b):
