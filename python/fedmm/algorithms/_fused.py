@@ -151,14 +151,13 @@ def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_roun
             or server.projection not in ("euclidean", None) or space not in ("statistic", "parameter")):
         return None
     q = server._size
-    if not (type(server.V) is np.ndarray and server.V.shape == (q,)):
+    if (not (type(server.V) is np.ndarray and server.V.shape == (q,)) or clients[0].p != server.p
+            or clients[0].alpha != server.alpha):
         return None
     args = _client_arguments(clients, model, space, q, workspaces=False)  # the kernel keeps one per thread
     if args is None:
         return None
     batch, (scheme, bits, norm, block), buf = args
-    if clients[0].p != server.p or clients[0].alpha != server.alpha:
-        return None
     gammas = np.array([server.schedule(t + 1) for t in range(t0, t0 + n_rounds)], dtype=np.float64)
     theta_vector = np.array(server.theta_vector, dtype=np.float64)
     D = np.array(theta_vector.reshape(model.n_features, model.n_components), order="F")  # never a view
