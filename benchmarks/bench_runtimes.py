@@ -15,9 +15,7 @@ runtime in the same test, so ``extra_info`` holds both and their difference.
 Run: ``python -m pytest benchmarks/bench_runtimes.py --benchmark-only -s``
 (the figures are in ``extra_info``: ``--benchmark-json out.json``).
 """
-import gc
 import os
-import warnings
 
 import numpy as np
 import pytest
@@ -60,14 +58,10 @@ def _record(benchmark, history, reference, n_clients):
 @pytest.fixture(scope="module")
 def ray_session():
     pytest.importorskip("ray", reason="the 'ray' extra is not installed")
-    from fedmm.runtime.ray import init_local_ray
+    from fedmm.runtime.ray import local_ray
 
-    ray = init_local_ray(num_cpus=2)
-    yield ray
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        ray.shutdown()
-        gc.collect()
+    with local_ray(num_cpus=2) as ray:
+        yield ray
 
 
 @pytest.mark.parametrize("n_clients", [20, 200, 2000])

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The sharded Ray runtime reproduces the in-process History and drops failing clients."""
-import gc
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -12,7 +10,7 @@ pytest.importorskip("ray", reason="the 'ray' extra is not installed: pip install
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
 from fedmm.compression import StochasticRounding  # noqa: E402
 from fedmm.models import GaussianMixture, InverseToy  # noqa: E402
-from fedmm.runtime.ray import RayRuntime, init_local_ray  # noqa: E402
+from fedmm.runtime.ray import RayRuntime, local_ray  # noqa: E402
 from reference import FailingInverseToy, fedmm_rounds_with_drops  # noqa: E402
 
 # Ray drops handles of its helper processes while they run (a ResourceWarning, not ours).
@@ -21,12 +19,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::Resou
 
 @pytest.fixture(scope="module")
 def ray_session():
-    ray = init_local_ray(num_cpus=2)
-    yield ray
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        ray.shutdown()
-        gc.collect()
+    with local_ray(num_cpus=2) as ray:
+        yield ray
 
 
 def _gmm_clients(n_clients, seed=0):

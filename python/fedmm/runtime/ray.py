@@ -20,17 +20,20 @@ Ray binds to ``127.0.0.1`` unless you connect to an existing cluster
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 import time
 import traceback
-from typing import Any, Callable, Sequence
+import warnings
+from typing import Any, Callable, Iterator, Sequence
 
 from fedmm._validation import check_int, check_real
 from fedmm.history import History
 from fedmm.runtime.local import _chunks, finish_round
 
-__all__ = ["RayRuntime", "init_local_ray"]
+__all__ = ["RayRuntime", "init_local_ray", "local_ray"]
 
 _EXTRA_HINT = "the Ray runtime needs Ray: pip install 'fedmm[ray]'"
 
@@ -70,6 +73,26 @@ def init_local_ray(num_cpus: int | None = None, **kwargs: Any) -> Any:
         options.update(kwargs)
         ray.init(num_cpus=num_cpus, **options)
     return ray
+
+
+@contextlib.contextmanager
+def local_ray(num_cpus: int | None = None, **kwargs: Any) -> Iterator[Any]:
+    """:func:`init_local_ray` for the duration of a ``with`` block: Ray is shut down at its end if the
+    block started it (tests, benchmarks, scripts).
+
+    Ray leaves handles of its helper processes open at shutdown; the ``ResourceWarning`` that this
+    causes is Ray's and is not shown.
+    """
+    started = not _import_ray().is_initialized()
+    ray = init_local_ray(num_cpus, **kwargs)
+    try:
+        yield ray
+    finally:
+        if started:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ResourceWarning)
+                ray.shutdown()
+                gc.collect()
 
 
 class _Shard:
