@@ -23,6 +23,7 @@ import numpy as np
 
 from fedmm import _rounds, _sparse
 from fedmm._kernels_sparse import _warn_unconverged
+from fedmm.algorithms._metrics import step_record
 from fedmm.algorithms._oracle import _PERMUTATION_MAX
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
 from fedmm.models.dictionary import DictionaryLearning
@@ -125,8 +126,9 @@ def dictionary_client_rounds(clients: Sequence[Any], message: Any, n_threads: in
     return [c._simulated(values[k]) for k, c in enumerate(clients)]
 
 
-def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int, n_threads: int,
-                            max_seconds: float = float("inf")) -> list[tuple[dict[str, Any], list[int], int, float]] | None:
+def dictionary_fedmm_rounds(
+    server: Any, clients: Sequence[Any], t0: int, n_rounds: int, n_threads: int, max_seconds: float = float("inf")
+) -> list[tuple[dict[str, Any], list[int], int, float]] | None:
     """Rounds ``t0, …, t0 + n_rounds − 1`` of FedMM (or its Θ-space baseline) in one compiled call.
 
     The whole round (Algorithm 2: selection, every active client's round on
@@ -187,10 +189,7 @@ def dictionary_fedmm_rounds(server: Any, clients: Sequence[Any], t0: int, n_roun
     # Python floats and ints once (the records are what Server.aggregate returns, to the bit)
     for gamma, (d_s, d_theta), ids, count, wall in zip(gammas.tolist(), dist.tolist(), active.tolist(),
                                                        n_active.tolist(), seconds.tolist()):  # rounds run
-        if space == "statistic":
-            record = {"gamma": gamma, "E_s": d_s / gamma**2, "E_ps": d_theta / gamma**2}
-        else:
-            record = {"gamma": gamma, "E_p": d_theta / gamma**2}
+        record = step_record(gamma, d_theta, d_s if space == "statistic" else None)
         del ids[count:]
         out.append((record, ids, payload_nbytes * count, wall))
     return out

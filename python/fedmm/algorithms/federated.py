@@ -19,7 +19,7 @@ import numpy as np
 from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
 from fedmm.algorithms._fused import dictionary_client_rounds, dictionary_fedmm_rounds
-from fedmm.algorithms._metrics import squared_distance
+from fedmm.algorithms._metrics import squared_distance, step_record
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import (
     CLIENT_PARTY,
@@ -489,11 +489,8 @@ class Server:
         if self.space == "statistic":
             S_new, theta = self.model.sa_step(self.S, H, gamma, self.projection == "euclidean")
             theta_vector = self.model.theta_vector(theta)
-            record = {
-                "gamma": gamma,
-                "E_s": squared_distance(S_new, self.S) / gamma**2,
-                "E_ps": squared_distance(theta_vector, self.theta_vector) / gamma**2,
-            }
+            record = step_record(gamma, squared_distance(theta_vector, self.theta_vector),
+                                 squared_distance(S_new, self.S))
             self.S = S_new
         else:
             theta_half = self.theta_vector + gamma * H
@@ -501,10 +498,7 @@ class Server:
             if self.projection == "euclidean":
                 theta = self.model.project_theta(theta)
             theta_vector = self.model.theta_vector(theta)
-            record = {
-                "gamma": gamma,
-                "E_p": squared_distance(theta_vector, self.theta_vector) / gamma**2,
-            }
+            record = step_record(gamma, squared_distance(theta_vector, self.theta_vector))
         self.theta, self.theta_vector = theta, theta_vector
         if self.alpha:
             self.V = self.V + self.alpha * acc

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fedmm._validation import check_in, check_int
-from fedmm.algorithms._metrics import squared_distance
+from fedmm.algorithms._metrics import squared_distance, step_record
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import CLIENT_PARTY, RoundStream, check_seed, init_generator, party_seed, seed_repr
 from fedmm.algorithms._schedule import StepSchedule
@@ -111,12 +111,8 @@ class SASSMM:
             # Ŝ_{t+1} = Π(Ŝ_t + γ (S̄ − Ŝ_t)) and θ = T(Ŝ_{t+1}), by the model (one compiled call where it has one)
             S_new, theta = model.sa_step(S, oracle_value - S, gamma, self.projection is not None)
             new_vec = model.theta_vector(theta)
-            record = {
-                "t": t,
-                "gamma": gamma,
-                "E_s": squared_distance(S_new, S) / gamma**2,
-                "E_ps": squared_distance(new_vec, theta_vec) / gamma**2,
-            }
+            record = {"t": t,
+                      **step_record(gamma, squared_distance(new_vec, theta_vec), squared_distance(S_new, S))}
             S, theta_vec = S_new, new_vec
             elapsed += time.perf_counter() - start
             record["wall_time"] = elapsed
