@@ -147,6 +147,17 @@ typedef struct fedmm_blas {
 #define FEDMM_NORM_LINF 2
 
 /* Decoded fixed header of a payload. */
+/* A compressor as the compiled kernels see it (the value of
+ * Compressor.quantizer_spec(q) in Python): scheme FEDMM_SCHEME_*, bits per
+ * coordinate (2 for block-p, 0 for identity), norm FEDMM_NORM_* and the
+ * effective block size (1 <= block <= q; 0 for identity). */
+typedef struct fedmm_quantizer {
+    int scheme;
+    int bits;
+    int norm;
+    size_t block;
+} fedmm_quantizer_t;
+
 typedef struct fedmm_wire_header {
     int version;      /* byte 4 */
     int scheme;       /* byte 5: FEDMM_SCHEME_* */
