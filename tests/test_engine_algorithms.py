@@ -177,15 +177,15 @@ def test_control_variates_cancel_with_homogeneous_clients_and_no_compression():
 
 # --------------------------------------------------------------------------- runtimes and reproducibility
 @pytest.mark.parametrize("oracle,extra", [("minibatch", {}), ("spider", {"k_in": 3})])
-def test_threaded_batched_and_repeated_runs_identical(oracle, extra):
+def test_threaded_backends_and_repeated_runs_identical(oracle, extra):
     rng = np.random.default_rng(13)
     datas = _regression_clients(rng, n_clients=7)
     model = _lasso_model(datas)
     ref = None
     for n_threads in (1, 2):
-        for batched in (True, False):
+        for backend in ("auto", "python"):
             algo = FedMM(model, participation=0.6, alpha=0.2, step=0.3, batch_size=8, oracle=oracle,
-                         n_threads=n_threads, batched=batched, **extra)
+                         n_threads=n_threads, backend=backend, **extra)
             h = algo.run(datas, 12, seed=21, objective_every=4)
             if ref is None:
                 ref = h
@@ -316,7 +316,7 @@ def test_bytes_up_arrays_down_protocol_reproduces_run(toy_datas):
 
     algo = FedMM(InverseToy(), participation=0.5, compressor=StochasticRounding(bits=8), alpha=0.2, step=0.3,
                  batch_size=4, control_variates="oracle")
-    ref = algo.run(toy_datas, 8, seed=5)  # batched simulation path (fused quantize)
+    ref = algo.run(toy_datas, 8, seed=5)  # default backend
     server, clients = algo.build(toy_datas, seed=5)
     like = server.theta
 

@@ -174,11 +174,11 @@ def test_control_variates_lower_final_E_s_with_heterogeneity(datas):
     assert all(a < b for a, b in zip(finals[0.01], finals[0.0])), finals
 
 
-def test_threaded_and_batched_paths_identical_with_quantization(datas):
+def test_threaded_and_backend_paths_identical_with_quantization(datas):
     runs = []
-    for n_threads, batched in ((1, True), (2, True), (1, False), (2, False)):
+    for n_threads, backend in ((1, "compiled"), (2, "compiled"), (1, "python"), (2, "python")):
         algo = FedMM(_model(), participation=4, compressor=StochasticRounding(bits=8), alpha=0.05, step=0.1,
-                     batch_size=8, n_threads=n_threads, batched=batched, control_variates="oracle")
+                     batch_size=8, n_threads=n_threads, backend=backend, control_variates="oracle")
         runs.append(algo.run(datas, 10, seed=3, objective_every=5))
     for h in runs[1:]:
         assert h.equals(runs[0])

@@ -195,8 +195,8 @@ def test_fedem_threads_and_batching_give_identical_runs():
     model = GaussianMixture(2)
     S0 = model.init_statistic(datas, rng)
     runs = [FedMM(model, participation=0.75, compressor=BlockQuantizer(block_size=4), alpha=1e-2, step=1e-2,
-                  batch_size=20, n_threads=threads, batched=batched).run(datas, 15, seed=4, S0=S0)
-            for threads, batched in ((1, True), (2, True), (1, False))]
+                  batch_size=20, n_threads=threads, backend=backend).run(datas, 15, seed=4, S0=S0)
+            for threads, backend in ((1, "auto"), (2, "auto"), (1, "python"))]
     for other in runs[1:]:
         assert runs[0].equals(other)
         np.testing.assert_array_equal(runs[0].state["S"], other.state["S"])

@@ -49,7 +49,7 @@ def test_ray_reproduces_parameter_averaging(ray_session):
     rng = np.random.default_rng(2)
     datas = [rng.uniform(1, 3, 30) for _ in range(5)]
     algo = ParameterAveraging(InverseToy(), participation=0.6, alpha=0.3, step=0.5, batch_size=4)
-    runtime = RayRuntime(2, batched=False)  # one Client.step per client: payloads are real bytes
+    runtime = RayRuntime(2)  # one Client.step per client: payloads are real bytes
     assert algo.run(datas, 4, seed=5, runtime=runtime).equals(algo.run(datas, 4, seed=5))
 
 

@@ -109,6 +109,17 @@ class Compressor(ABC):
     def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:
         """Exact size in bytes of :meth:`encode`'s payload for a length-``q`` vector."""
 
+    def quantizer_spec(self, q: int) -> tuple[int, int, int, int] | None:
+        """What the compiled round engine needs to run this compressor on length-``q`` messages.
+
+        Returns ``(scheme, bits, norm, block)`` (the fields of the C
+        ``fedmm_quantizer_t``) when the compiled kernels implement the
+        compressor exactly (``quantize`` equal bit for bit), or None: then
+        rounds that use it run on the Python backend (``encode``/``decode``).
+        A compressor written in Python returns None (the default).
+        """
+        return None
+
 
 class Identity(Compressor):
     """No compression: ``C(x) = x``, ``omega = 0``.
@@ -148,6 +159,11 @@ class Identity(Compressor):
         """``32 + q * itemsize`` bytes (itemsize 8 for float64, 4 for float32 input)."""
         q = check_int(q, "q", low=1)
         return HEADER_NBYTES + q * _itemsize(dtype)
+
+    def quantizer_spec(self, q: int) -> tuple[int, int, int, int]:
+        """``(SCHEME_IDENTITY, 0, 0, 0)``: the compiled engine copies the message."""
+        check_int(q, "q", low=1)
+        return (0, 0, 0, 0)
 
     def __repr__(self) -> str:
         return "Identity()"
@@ -244,6 +260,11 @@ class StochasticRounding(Compressor):
         block = _block(self.block_size, q)
         m = -(-q // block)
         return HEADER_NBYTES + m * _itemsize(dtype) + -(-q * self.bits // 8)
+
+    def quantizer_spec(self, q: int) -> tuple[int, int, int, int]:
+        """``(scheme, bits, norm code, effective block)`` of the C quantizer for length ``q``."""
+        q = check_int(q, "q", low=1)
+        return (int(self._scheme_id), int(self.bits), int(self._norm_code), int(self._effective_block(q)))
 
     def __repr__(self) -> str:
         return f"StochasticRounding(bits={self.bits}, norm={self.norm!r}, block_size={self.block_size!r})"

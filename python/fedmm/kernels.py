@@ -24,6 +24,12 @@ from fedmm._kernels_sparse import (  # noqa: F401
 )
 from fedmm._kernels_nonsmooth import fedmls_local_round  # noqa: F401
 from fedmm._kernels_random import sample_without_replacement  # noqa: F401
+from fedmm._kernels_engine import (  # noqa: F401
+    CompiledModel,
+    dictionary_model,
+    run_rounds,
+    sample_model,
+)
 
 __all__ = [
     # compression
@@ -43,4 +49,9 @@ __all__ = [
     "sample_without_replacement",
     # non-smooth problems (FedMLS local loop)
     "fedmls_local_round",
+    # compiled surrogate models and the round engine
+    "CompiledModel",
+    "dictionary_model",
+    "sample_model",
+    "run_rounds",
 ]

@@ -156,28 +156,12 @@ cdef extern from "fedmm_kernels.h" nogil:
     int fedmm_sample_without_replacement(fedmm_bitgen_t *rng, int64_t n, int64_t b, int64_t *out,
                                          int64_t *work)
 
-    # ---- one FedMM client round of dictionary learning (rounds.c) ----
+    # ---- aggregation and update sizes (engine.c) ----
     int FEDMM_SPACE_STATISTIC
     int FEDMM_SPACE_PARAMETER
-    size_t fedmm_dictionary_client_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t batch)
-    size_t fedmm_dictionary_client_round_iwork(fedmm_blas_int K, int64_t batch, int64_t n_samples)
-    int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const double *D,
-                                      fedmm_blas_int ldd, double lam, double tol, int max_iter,
-                                      int method, const double *data, int64_t n_samples,
-                                      int64_t batch, double *codes, fedmm_bitgen_t *rng, int space,
-                                      const double *ref, double eta, double *V, double v_step,
-                                      int scheme, int bits, int norm, size_t block, double *out,
-                                      int64_t *n_unconverged, double *work, int64_t *iwork,
-                                      const fedmm_blas_t *blas)
     void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double *const *rows,
                             double *out)
     double fedmm_squared_distance(size_t n, const double *a, const double *b)
-    size_t fedmm_dictionary_server_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t m)
-    int fedmm_dictionary_server_round(fedmm_blas_int p, fedmm_blas_int K, int space, int64_t m,
-                                      const double *weights, const double *values, double gamma,
-                                      double alpha, double eta, int project, double *S, double *V,
-                                      double *theta, double *D, double *dist, double *work,
-                                      fedmm_blas_int *iwork, const fedmm_blas_t *blas)
 
     # ---- dictionary update and PSD projection (linalg.c) ----
     size_t fedmm_dictionary_update_ridge_work(fedmm_blas_int p, fedmm_blas_int K)
@@ -205,6 +189,98 @@ cdef extern from "fedmm_kernels.h" nogil:
                                  const double *H, double gamma, double eta, int project,
                                  double *S_new, double *D, double *work, fedmm_blas_int *iwork,
                                  const fedmm_blas_t *blas)
+
+    # ---- compiled surrogate models and the FedMM round engine (engine.c) ----
+    ctypedef size_t (*fedmm_statistic_work_fn)(const void *ctx, int64_t b) noexcept nogil
+    ctypedef int (*fedmm_statistic_fn)(const void *ctx, const double *theta, const double *data,
+                                       int64_t n_samples, const int64_t *idx, int64_t b,
+                                       double *memory, double *out, int64_t *n_unconverged,
+                                       double *work) noexcept nogil
+    ctypedef int (*fedmm_inplace_fn)(const void *ctx, double *x, double *work) noexcept nogil
+    ctypedef int (*fedmm_map_fn)(const void *ctx, const double *s, double *theta,
+                                 double *work) noexcept nogil
+    ctypedef struct fedmm_model_t:
+        const void *ctx
+        int64_t q
+        int64_t d
+        int64_t theta_size
+        int64_t sample_size
+        int64_t memory_size
+        size_t server_work
+        fedmm_statistic_work_fn statistic_work
+        fedmm_statistic_fn statistic
+        fedmm_inplace_fn project
+        fedmm_map_fn T
+        fedmm_inplace_fn derive
+        fedmm_inplace_fn project_theta
+    int fedmm_model_check(const fedmm_model_t *model)
+
+    int FEDMM_MODE_SELECT
+    int FEDMM_MODE_COMPRESS
+    int FEDMM_MODE_COMPRESS_LOCAL
+    int FEDMM_ORACLE_MINIBATCH
+    int FEDMM_ORACLE_FULL
+    ctypedef struct fedmm_round_config_t:
+        int space
+        int mode
+        int oracle
+        int project
+        int64_t batch
+        double p
+        double alpha
+    ctypedef struct fedmm_quantizer_t:
+        int scheme
+        int bits
+        int norm
+        size_t block
+    ctypedef struct fedmm_client_t:
+        const double *data
+        int64_t n_samples
+        double *memory
+        double *V
+        uint64_t key[2]
+        fedmm_quantizer_t quantizer
+    int64_t fedmm_message_size(const fedmm_model_t *model, const fedmm_round_config_t *cfg)
+    size_t fedmm_client_round_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg,
+                                   int64_t max_n_samples)
+    size_t fedmm_client_round_iwork(int64_t max_n_samples)
+    int fedmm_client_round(const fedmm_model_t *model, const fedmm_round_config_t *cfg,
+                           fedmm_client_t *client, uint64_t t, int coin, const double *theta,
+                           const double *ref, double *out, int *sent, int64_t *n_unconverged,
+                           double *work, int64_t *iwork)
+    int fedmm_server_select(const uint64_t *key, uint64_t t, int64_t n, int64_t count, double p,
+                            int mode, int64_t *ids, int64_t *m, uint8_t *coins, int64_t *work)
+    size_t fedmm_server_step_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg,
+                                  int64_t m)
+    int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cfg, int64_t m,
+                          const double *weights, const double *values, double gamma, double *S,
+                          double *V, double *theta, double *dist, double *work)
+
+    ctypedef struct fedmm_dictionary_model_t:
+        fedmm_blas_int p
+        fedmm_blas_int K
+        double lam
+        double eta
+        double tol
+        int max_iter
+        int method
+        const fedmm_blas_t *blas
+    int fedmm_dictionary_model(const fedmm_dictionary_model_t *ctx, fedmm_model_t *model)
+
+    ctypedef int (*fedmm_sample_statistic_fn)(const double *constants, const double *theta,
+                                              const double *z, double *out) noexcept nogil
+    ctypedef int (*fedmm_sample_map_fn)(const double *constants, const double *s,
+                                        double *theta) noexcept nogil
+    ctypedef int (*fedmm_sample_project_fn)(const double *constants, double *s) noexcept nogil
+    ctypedef struct fedmm_sample_model_t:
+        const double *constants
+        int64_t q
+        int64_t d
+        int64_t sample_size
+        fedmm_sample_statistic_fn sample_statistic
+        fedmm_sample_map_fn T
+        fedmm_sample_project_fn project
+    int fedmm_sample_model(const fedmm_sample_model_t *ctx, fedmm_model_t *model)
 
     # ---- non-smooth problems, FedMLS (nonsmooth.c) ----
     int FEDMM_LOSS_HINGE

@@ -298,43 +298,9 @@ void fedmm_philox_bitgen(fedmm_philox_t *state, fedmm_bitgen_t *bitgen);
 int fedmm_sample_without_replacement(fedmm_bitgen_t *rng, int64_t n, int64_t b, int64_t *out,
                                      int64_t *work);
 
-/* ---- one FedMM client round of dictionary learning (rounds.c) ------------- */
-/* FedMM Alg. 2 lines 5-11 with the minibatch oracle (eq. (18)), what
- * fedmm.algorithms.Client.step computes for DictionaryLearning, in one call:
- *   1. idx = fedmm_sample_without_replacement(rng, n_samples, batch);
- *   2. H = LASSO codes of the samples idx (rows of data, n_samples x p,
- *      C order) on D (p x K, ldd), warm-started from the rows idx of codes
- *      (n_samples x K, C order) and written back there (codes == NULL: cold
- *      start, nothing remembered), via fedmm_dictionary_statistics (lam,
- *      tol, max_iter, method as there; *n_unconverged receives its count);
- *   3. S_{t+1} = [vec(H H^T/b), vec(Z H^T/b)] (A block then the (p, K) B
- *      block, both row-major), of length q = K*K + p*K;
- *   4. the local value L: S_{t+1} (space FEDMM_SPACE_STATISTIC, FedMM), or
- *      theta_{t+1} = T(Pi(S_{t+1})) with the ridge T of weight eta, row-major
- *      (p, K), of length p*K (FEDMM_SPACE_PARAMETER, the paper's Theta-space
- *      baseline: fedmm_project_psd, then fedmm_dictionary_update_ridge);
- *   5. Delta = (L - ref) - V, ref and V of L's length (ref: S_t, or theta_t
- *      row-major);
- *   6. out = Quant(Delta) by fedmm_quantize_f64(..., block, bits, norm, rng)
- *      for FEDMM_SCHEME_BLOCKP / FEDMM_SCHEME_DITHER, out = Delta for
- *      FEDMM_SCHEME_IDENTITY;
- *   7. V += v_step * out when v_step != 0 (v_step = alpha / p).
- * work: fedmm_dictionary_client_round_work(p, K, batch) doubles; iwork:
- * fedmm_dictionary_client_round_iwork(K, batch, n_samples) int64.
- * Reentrant: clients with separate codes, V, out, work and generators may run
- * on separate threads. */
+/* ---- aggregation and update sizes (engine.c) ----------------------------- */
 #define FEDMM_SPACE_STATISTIC 0
 #define FEDMM_SPACE_PARAMETER 1
-size_t fedmm_dictionary_client_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t batch);
-size_t fedmm_dictionary_client_round_iwork(fedmm_blas_int K, int64_t batch, int64_t n_samples);
-int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const double *D,
-                                  fedmm_blas_int ldd, double lam, double tol, int max_iter,
-                                  int method, const double *data, int64_t n_samples,
-                                  int64_t batch, double *codes, fedmm_bitgen_t *rng, int space,
-                                  const double *ref, double eta, double *V, double v_step,
-                                  int scheme, int bits, int norm, size_t block, double *out,
-                                  int64_t *n_unconverged, double *work, int64_t *iwork,
-                                  const fedmm_blas_t *blas);
 
 /* The server's aggregate of the decoded messages (FedMM Alg. 2 line 13):
  * out = sum_k weights[k] * rows[k] (each of length q), accumulated in the
@@ -348,32 +314,6 @@ void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double
  * goes to the first) combined as (s0 + s1) + (s2 + s3): one fixed order of
  * operations, shared by every recorded update size (E^s, E^{p,s}, E^p). */
 double fedmm_squared_distance(size_t n, const double *a, const double *b);
-
-/* The server's part of one FedMM round of dictionary learning with the ridge
- * T (FedMM Alg. 2 lines 13-17, then T for line 4: what
- * fedmm.algorithms.Server.aggregate computes for it), from the m decoded
- * messages values (m x n, row k of the k-th active client in increasing
- * client order; n = K*K + p*K in FEDMM_SPACE_STATISTIC, p*K in
- * FEDMM_SPACE_PARAMETER) and weights[k] = mu_i / p:
- *     acc = fedmm_weighted_sum(values, weights),   H = V + acc,
- *     statistic: S <- Pi(S + gamma H) (project != 0), theta <- T(S)
- *                (fedmm_dictionary_sa_step),
- *     parameter: theta <- theta + gamma H (Theta is the whole space),
- *     V <- V + alpha acc   (when alpha != 0).
- * S: q (statistic only; in/out), V: n (in/out), theta: p*K row-major (in/out),
- * D: receives theta as p x K column-major (ld p; must not overlap theta).  dist[0] = ||S_new - S||^2
- * (0 in parameter space) and dist[1] = ||theta_new - theta||^2, both by
- * fedmm_squared_distance.  FEDMM_ENONFINITE if the new S or theta is not
- * finite (S, theta and V are then unchanged), FEDMM_ELAPACK as
- * fedmm_dictionary_sa_step.  work: fedmm_dictionary_server_round_work(p, K,
- * m) doubles (it also holds m row pointers); iwork:
- * fedmm_project_psd_iwork(K) ints. */
-size_t fedmm_dictionary_server_round_work(fedmm_blas_int p, fedmm_blas_int K, int64_t m);
-int fedmm_dictionary_server_round(fedmm_blas_int p, fedmm_blas_int K, int space, int64_t m,
-                                  const double *weights, const double *values, double gamma,
-                                  double alpha, double eta, int project, double *S, double *V,
-                                  double *theta, double *D, double *dist, double *work,
-                                  fedmm_blas_int *iwork, const fedmm_blas_t *blas);
 
 /* ---- dictionary update and PSD projection (linalg.c) ---------------------- */
 /* Ridge T map (FedMM eq. (17) with g = eta ||D||_F^2 and the 1/2 convention
@@ -444,6 +384,203 @@ size_t fedmm_dictionary_sa_step_work(fedmm_blas_int p, fedmm_blas_int K);
 int fedmm_dictionary_sa_step(fedmm_blas_int p, fedmm_blas_int K, const double *S, const double *H,
                              double gamma, double eta, int project, double *S_new, double *D,
                              double *work, fedmm_blas_int *iwork, const fedmm_blas_t *blas);
+
+/* ---- compiled surrogate models and the FedMM round engine (engine.c) ---- */
+/* A surrogate model as the compiled round engine sees it (FedMM paper,
+ * MM-1/MM-2): a statistic S of q doubles, the map T, the projection Pi onto
+ * the surrogate domain, and the oracle S̄(Z, theta) averaged over a minibatch.
+ * Any model that fills this struct (in C, in Cython, or as numba cfuncs) runs
+ * inside fedmm_client_round / fedmm_server_step without Python.
+ *
+ * The compiled parameter is one buffer of theta_size doubles: its first d
+ * entries are the flat parameter (Python's model.theta_vector(theta)), the
+ * rest are quantities derived from them that the oracle needs (for example a
+ * column-major copy of a dictionary, or the Cholesky factors of covariances).
+ * A client's data are n_samples rows of sample_size doubles (row-major).
+ * Every callback returns FEDMM_OK or a negative FEDMM_E* code, must not keep
+ * pointers across calls, and must be reentrant: clients run on several
+ * threads at once with separate workspaces.
+ *
+ *   statistic(ctx, theta, data, n_samples, idx, b, memory, out, n_unconverged, work)
+ *       out[0..q) = b^{-1} sum_{j<b} S̄(data row idx[j], theta); idx == NULL
+ *       means the rows 0..b-1 (b == n_samples).  memory: the client's
+ *       per-sample memory, n_samples rows of memory_size doubles (warm
+ *       starts of an inner solver), read and written at the rows idx; NULL
+ *       when memory_size == 0 or the model runs without it.  *n_unconverged
+ *       is incremented by the inner solver's unconverged columns (may stay
+ *       untouched).  work: statistic_work(ctx, b) doubles.
+ *   project(ctx, s, work)       s <- Pi(s) in place; NULL: S is the whole space.
+ *   T(ctx, s, theta, work)      theta[0..theta_size) = T(s) with its derived
+ *                               part; theta holds the previous parameter on
+ *                               entry (a warm start for iterative T).
+ *   derive(ctx, theta, work)    theta[d..theta_size) from theta[0..d); NULL
+ *                               when theta_size == d.
+ *   project_theta(ctx, theta, work)
+ *                               theta[0..d) <- projection onto Theta (the
+ *                               parameter-space baseline); NULL: identity.
+ * server_work doubles serve project, T, derive and project_theta (a model
+ * that needs integer workspace carves it from these doubles). */
+typedef size_t (*fedmm_statistic_work_fn)(const void *ctx, int64_t b);
+typedef int (*fedmm_statistic_fn)(const void *ctx, const double *theta, const double *data,
+                                  int64_t n_samples, const int64_t *idx, int64_t b,
+                                  double *memory, double *out, int64_t *n_unconverged,
+                                  double *work);
+typedef int (*fedmm_inplace_fn)(const void *ctx, double *x, double *work);
+typedef int (*fedmm_map_fn)(const void *ctx, const double *s, double *theta, double *work);
+typedef struct fedmm_model {
+    const void *ctx;
+    int64_t q;
+    int64_t d;
+    int64_t theta_size;
+    int64_t sample_size;
+    int64_t memory_size;
+    size_t server_work;
+    fedmm_statistic_work_fn statistic_work;
+    fedmm_statistic_fn statistic;
+    fedmm_inplace_fn project;       /* s <- Pi(s) */
+    fedmm_map_fn T;
+    fedmm_inplace_fn derive;        /* theta[d..theta_size) from theta[0..d) */
+    fedmm_inplace_fn project_theta; /* theta[0..d) onto Theta */
+} fedmm_model_t;
+
+/* Checks the sizes and mandatory callbacks of a model (FEDMM_EINVAL if not). */
+int fedmm_model_check(const fedmm_model_t *model);
+
+/* How a round runs (FedMM paper Alg. 2; Alg. 4 with mode COMPRESS*).
+ *   space    FEDMM_SPACE_STATISTIC (FedMM: messages in S-space, length q) or
+ *            FEDMM_SPACE_PARAMETER (the Theta-space baseline: messages are
+ *            theta vectors, length d; the client sends T(Pi(S_i)));
+ *   mode     FEDMM_MODE_SELECT (Alg. 2: the server contacts the active
+ *            clients), FEDMM_MODE_COMPRESS (Alg. 4: every client computes;
+ *            the coin U_i, drawn by the server, decides whether it sends),
+ *            FEDMM_MODE_COMPRESS_LOCAL (Alg. 4, U_i ~ Bernoulli(p) drawn by
+ *            the client as the first draw of its round stream);
+ *   oracle   FEDMM_ORACLE_MINIBATCH (batch rows without replacement, batch
+ *            capped at the client's n_samples) or FEDMM_ORACLE_FULL;
+ *   project  apply Pi (or project_theta) in the server step;
+ *   p        participation probability (m/n for a fixed count m);
+ *   alpha    control-variate step: V_i <- V_i + (alpha/p) Quant(Delta_i),
+ *            V <- V + alpha sum_i (mu_i/p) Quant(Delta_i). */
+#define FEDMM_MODE_SELECT 0
+#define FEDMM_MODE_COMPRESS 1
+#define FEDMM_MODE_COMPRESS_LOCAL 2
+#define FEDMM_ORACLE_MINIBATCH 0
+#define FEDMM_ORACLE_FULL 1
+typedef struct fedmm_round_config {
+    int space;
+    int mode;
+    int oracle;
+    int project;
+    int64_t batch;
+    double p;
+    double alpha;
+} fedmm_round_config_t;
+
+/* One client as the engine sees it: its data, per-sample memory (NULL or
+ * n_samples x memory_size), control variate V (message length), the key of
+ * its counter-based Philox streams (round t draws from counter (0, t, 0, 0))
+ * and its compressor. */
+typedef struct fedmm_client {
+    const double *data;
+    int64_t n_samples;
+    double *memory;
+    double *V;
+    uint64_t key[2];
+    fedmm_quantizer_t quantizer;
+} fedmm_client_t;
+
+/* Message length of a configuration: q (S-space) or d (Theta-space). */
+int64_t fedmm_message_size(const fedmm_model_t *model, const fedmm_round_config_t *cfg);
+
+/* One client's part of round t (Alg. 2 lines 5-11, Alg. 4 lines 4-8), what
+ * fedmm.engine.Client.step computes:
+ *   1. the stream Philox(key, (0, t, 0, 0)); COMPRESS_LOCAL: U = (next_double < p);
+ *      COMPRESS: U = coin (the server's); SELECT: U = 1;
+ *   2. idx = fedmm_sample_without_replacement(stream, n_samples, min(batch, n_samples))
+ *      (minibatch oracle), or all rows (full oracle);
+ *   3. S_i = model statistic at theta over idx (with the client's memory);
+ *   4. L = S_i (S-space) or T(Pi(S_i))[0..d) (Theta-space);
+ *   5. Delta = (L - ref) - V (ref: S_t, or theta_t[0..d));
+ *   6. U = 0: *sent = 0 and nothing else changes; else out = Quant(Delta)
+ *      drawn from the same stream (fedmm_quantizer_apply), *sent = 1, and
+ *      V <- V + (alpha/p) out when alpha != 0.
+ * work: fedmm_client_round_work(model, cfg, max n_samples) doubles; iwork:
+ * fedmm_client_round_iwork(max n_samples) int64. */
+size_t fedmm_client_round_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg,
+                               int64_t max_n_samples);
+size_t fedmm_client_round_iwork(int64_t max_n_samples);
+int fedmm_client_round(const fedmm_model_t *model, const fedmm_round_config_t *cfg,
+                       fedmm_client_t *client, uint64_t t, int coin, const double *theta,
+                       const double *ref, double *out, int *sent, int64_t *n_unconverged,
+                       double *work, int64_t *iwork);
+
+/* The server's selection of round t (Alg. 2 line 2), drawn from
+ * Philox(key, (0, t, 0, 0)): count >= 0: count distinct clients
+ * (fedmm_sample_without_replacement), sorted; count < 0: independent coins
+ * next_double < p for i = 0..n-1.  SELECT: ids = the active clients;
+ * COMPRESS: ids = all n clients and coins[i] = U_i; COMPRESS_LOCAL: ids = all
+ * clients, nothing drawn.  ids: n int64, *m receives their number; coins: n
+ * bytes (written for COMPRESS only; may be NULL otherwise); work: n int64. */
+int fedmm_server_select(const uint64_t key[2], uint64_t t, int64_t n, int64_t count, double p,
+                        int mode, int64_t *ids, int64_t *m, uint8_t *coins, int64_t *work);
+
+/* The server's part of a round (Alg. 2 lines 13-17, then T for line 4):
+ *   acc = sum_k weights[k] values[k]  (fedmm_weighted_sum, k in order;
+ *         weights[k] = mu_i / p of the k-th sender, values m rows of the
+ *         message length),  H = V + acc,
+ *   S-space:     S' = S + gamma H; Pi(S') when cfg->project; theta = T(S');
+ *                dist[0] = ||S' - S||^2;
+ *   Theta-space: theta' = theta + gamma H; project_theta when cfg->project;
+ *                derive; dist[0] = 0;
+ *   dist[1] = ||theta'[0..d) - theta[0..d)||^2;  V <- V + alpha acc.
+ * S, V and theta are updated in place (S unused in Theta-space).
+ * FEDMM_ENONFINITE if S' or theta' is not finite.  work:
+ * fedmm_server_step_work(model, cfg, m) doubles. */
+size_t fedmm_server_step_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg,
+                              int64_t m);
+int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cfg, int64_t m,
+                      const double *weights, const double *values, double gamma, double *S,
+                      double *V, double *theta, double *dist, double *work);
+
+/* Dictionary learning as a compiled model (FedMM paper §2.3, §6 with the ridge
+ * T of weight eta): q = K*K + p*K (blocks A then B, row-major), d = p*K (the
+ * dictionary row-major), theta_size = 2 p K (then column-major), memory_size
+ * = K (warm-start codes).  The statistic gathers the minibatch and its codes
+ * and calls fedmm_dictionary_statistics; project is fedmm_project_psd on the
+ * A block; T is fedmm_dictionary_update_ridge_flat.  The context must outlive
+ * the model. */
+typedef struct fedmm_dictionary_model {
+    fedmm_blas_int p;
+    fedmm_blas_int K;
+    double lam;
+    double eta;
+    double tol;
+    int max_iter;
+    int method;
+    const fedmm_blas_t *blas;
+} fedmm_dictionary_model_t;
+int fedmm_dictionary_model(const fedmm_dictionary_model_t *ctx, fedmm_model_t *model);
+
+/* A model whose statistic is a per-sample function (for example a numba
+ * cfunc): S̄(z, theta) of one row z is written into out[0..q) by
+ * sample_statistic(constants, theta, z, out), and the engine averages:
+ * out = (sum_{j<b} s_j) / b, accumulated in row order.  T(constants, s,
+ * theta) and project(constants, s) are optional per-model functions (T is
+ * required to run the server step).  theta_size == d (no derived part). */
+typedef int (*fedmm_sample_statistic_fn)(const double *constants, const double *theta,
+                                         const double *z, double *out);
+typedef int (*fedmm_sample_map_fn)(const double *constants, const double *s, double *theta);
+typedef int (*fedmm_sample_project_fn)(const double *constants, double *s);
+typedef struct fedmm_sample_model {
+    const double *constants;
+    int64_t q;
+    int64_t d;
+    int64_t sample_size;
+    fedmm_sample_statistic_fn sample_statistic;
+    fedmm_sample_map_fn T;
+    fedmm_sample_project_fn project;
+} fedmm_sample_model_t;
+int fedmm_sample_model(const fedmm_sample_model_t *ctx, fedmm_model_t *model);
 
 /* ---- non-smooth problems, FedMLS (nonsmooth.c) ---- */
 /* Losses l(z, y) of a linear prediction z = a_j^T w (FedMLS paper §4):

@@ -6,7 +6,7 @@
  * (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2,
  * 3", SC 2011) keyed by the party and started at counter (0, t, 0, 0).  The
  * Python layer uses numpy.random.Philox for it; the compiled round kernels
- * (rounds.c) cannot create NumPy objects without the GIL, so this file
+ * (engine.c) cannot create NumPy objects without the GIL, so this file
  * carries a replica of that generator: same rounds, same counter increment,
  * same four-output buffer and the same buffered upper half for 32-bit draws,
  * so that both produce the same numbers from the same state

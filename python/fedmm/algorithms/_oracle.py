@@ -16,6 +16,7 @@ import numpy as np
 
 from fedmm import _rounds
 from fedmm._validation import check_in, check_int
+from fedmm.engine.compiled import MINIBATCH_SHUFFLE_MAX
 from fedmm.models.base import SurrogateModel
 
 __all__ = ["LocalOracle", "check_oracle_args"]
@@ -23,7 +24,7 @@ __all__ = ["LocalOracle", "check_oracle_args"]
 ORACLES = ("minibatch", "full", "spider")
 #: Up to this many local samples a minibatch is drawn by the compiled partial Fisher-Yates
 #: shuffle (O(N_i) workspace), which the compiled client rounds replay bit for bit.
-_PERMUTATION_MAX = 4096
+_PERMUTATION_MAX = MINIBATCH_SHUFFLE_MAX
 
 
 def check_oracle_args(oracle: str, batch_size: int | None, k_in: int | None) -> tuple[str, int | None, int | None]:

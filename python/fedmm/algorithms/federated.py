@@ -18,8 +18,8 @@ import numpy as np
 
 from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
-from fedmm.algorithms._fused import dictionary_client_rounds, dictionary_fedmm_rounds
-from fedmm.algorithms._metrics import squared_distance, step_record
+from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported
+from fedmm.engine.metrics import squared_distance, step_record
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import (
     CLIENT_PARTY,
@@ -35,12 +35,14 @@ from fedmm.compression import Identity
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
 
-__all__ = ["Broadcast", "Client", "Server", "SimulatedMessage", "FedMM", "ParameterAveraging"]
+__all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "BACKENDS"]
 
 #: Where clients send their updates: FedMM aggregates statistics, the baseline parameters.
 SPACES = ("statistic", "parameter")
 #: How partial participation is realized (FedMM paper, Appendix D.2).
 PARTICIPATION_MODES = ("select", "compress", "compress-local")
+#: Which backend runs the rounds: the compiled one when the model and compressors support it.
+BACKENDS = ("auto", "python", "compiled")
 
 
 # --------------------------------------------------------------------------- messages
@@ -104,26 +106,6 @@ class Broadcast:
         )
 
 
-class SimulatedMessage:
-    """An in-process stand-in for a payload: the decoded values and the payload's size.
-
-    The batched simulation path uses the compressor's fused ``quantize``
-    instead of ``encode``/``decode`` (equal values by the compressor contract:
-    ``decode(encode(x, rng)) == quantize(x, rng')`` for equal generator
-    states), skipping bit packing.  ``len()`` is the size the real payload
-    would have, so byte counts are identical on both paths.
-    """
-
-    __slots__ = ("values", "nbytes")
-
-    def __init__(self, values: np.ndarray, nbytes: int) -> None:
-        self.values = values
-        self.nbytes = int(nbytes)
-
-    def __len__(self) -> int:
-        return self.nbytes
-
-
 # --------------------------------------------------------------------------- client
 class Client:
     """One FedMM worker (Algorithm 2 lines 5-11, Algorithm 4 lines 4-8).
@@ -179,9 +161,7 @@ class Client:
         self.oracle = LocalOracle(model, data, oracle, batch_size, k_in)
         self.stream = RoundStream(party_seed(seed, CLIENT_PARTY, index))
         self.V: np.ndarray | None = None  # V_{t,i}, set by setup()
-        self._payload_nbytes: int | None = None
-        # Scratch buffers of the compiled round (fedmm.algorithms._fused), made at first use.
-        self._fused_work: tuple[np.ndarray, np.ndarray] | None = None
+        self.theta_like: Any = None  # θ_0 of the set-up broadcast (the parameter's structure)
 
     # -- set-up -------------------------------------------------------------
     def _local_value(self, S: np.ndarray) -> np.ndarray:
@@ -204,6 +184,7 @@ class Client:
         server's ``V_0 = Σ μ_i V_{0,i}`` is exact.  Returns empty bytes for ``'zero'``.
         """
         ref = self._reference(message, self.space)
+        self.theta_like = message.theta  # the parameter's structure, for set_state
         if self.control_variates == "zero":
             self.V = np.zeros_like(ref)
             return b""
@@ -224,7 +205,10 @@ class Client:
         return state
 
     def set_state(self, state: dict[str, np.ndarray], like_theta: Any = None) -> None:
-        """Restore :meth:`get_state` (``like_theta``: a parameter giving the model's structure)."""
+        """Restore :meth:`get_state` (``like_theta``: a parameter giving the model's structure; default
+        the set-up broadcast's ``θ_0``)."""
+        if like_theta is None:
+            like_theta = self.theta_like
         if "V" in state:
             V = np.asarray(state["V"], dtype=np.float64)
             if V.ndim != 1 or not np.isfinite(V).all():
@@ -251,29 +235,19 @@ class Client:
         delta = np.subtract(self._local_value(S), self._reference(message, self.space), out=out)
         return np.subtract(delta, self.V, out=delta)
 
-    def _simulated(self, values: np.ndarray) -> SimulatedMessage:
-        """The in-process message carrying the decoded ``values`` and the real payload's size."""
-        if self._payload_nbytes is None:
-            self._payload_nbytes = int(self.compressor.payload_nbytes(values.shape[0]))
-        return SimulatedMessage(values, self._payload_nbytes)
-
     def _update_control_variate(self, values: np.ndarray | None) -> None:
         if self.alpha:
             # V_{t+1,i} = V_{t,i} + (α U / p) Quant(Δ), with U = 1 here.
             self.V = self.V + self.alpha / self.p * values
 
     def _finish(self, message: Broadcast, rng: np.random.Generator, coin: bool, idx: np.ndarray | None,
-                refresh: bool, stat: np.ndarray, wire: bool = True) -> bytes | SimulatedMessage:
+                refresh: bool, stat: np.ndarray) -> bytes:
         delta = self._delta(message, idx, refresh, stat)
         if not coin:
             return b""  # Quant~ = (U/p) Quant(Δ) = 0: nothing to send, V unchanged
-        if wire:
-            payload: bytes | SimulatedMessage = self.compressor.encode(delta, rng)
-            values = self.compressor.decode(payload) if self.alpha else None
-        else:
-            values = self.compressor.quantize(delta, rng)
-            payload = self._simulated(values)
-        self._update_control_variate(values)
+        payload = self.compressor.encode(delta, rng)
+        # V_{t+1,i} uses the values the server will decode from the payload
+        self._update_control_variate(self.compressor.decode(payload) if self.alpha else None)
         return payload
 
     def step(self, message: Broadcast) -> bytes:
@@ -281,71 +255,6 @@ class Client:
         rng, coin, idx, refresh = self._begin(message)
         stat = self.oracle.statistic(message.theta, idx)
         return self._finish(message, rng, coin, idx, refresh, stat)
-
-    @staticmethod
-    def step_many_fused(clients: Sequence["Client"], message: Broadcast,
-                        n_threads: int = 1) -> list[SimulatedMessage] | None:
-        """:meth:`step_many` as one compiled, GIL-free call on ``n_threads`` threads, or None.
-
-        Available for dictionary learning with minibatch oracles under
-        Algorithm 2 (see :mod:`fedmm.algorithms._fused`); equal to
-        :meth:`step_many` bit for bit.  None (nothing done) for any other
-        configuration.
-        """
-        if not clients:
-            return []
-        return dictionary_client_rounds(clients, message, n_threads)
-
-    @staticmethod
-    def step_many(clients: Sequence["Client"], message: Broadcast) -> list[SimulatedMessage | bytes]:
-        """Batched simulation of :meth:`step` for several clients sharing ``θ_t``.
-
-        One ``model.statistic_batch`` call evaluates every client's minibatch
-        (it equals stacked ``model.statistic`` calls), and the messages are
-        :class:`SimulatedMessage` objects from the fused ``quantize`` (equal
-        to the decoded bytes of :meth:`step`): one ``quantize_many`` call for
-        all senders sharing a compressor, each row drawn from its client's own
-        stream.  The server accepts both.
-        """
-        if not clients:
-            return []
-        begun = [c._begin(message) for c in clients]
-        stats = LocalOracle.statistic_batch([c.oracle for c in clients], message.theta, [b[2] for b in begun])
-        first = clients[0]
-        # Plain statistic oracles with one (α, p): Δ and the V updates as (m, q) array operations,
-        # element for element the per-client expressions of _delta and _update_control_variate.
-        stacked = all(c.space == "statistic" and c.oracle.kind != "spider" and c.alpha == first.alpha
-                      and c.p == first.p for c in clients)
-        if stacked:
-            V = np.stack([c.V for c in clients])
-            deltas = np.subtract(stats, message.statistic)
-            np.subtract(deltas, V, out=deltas)
-        else:
-            deltas = np.empty((len(clients), first._reference(message, first.space).shape[0]))
-            for k, (c, (_, _, idx, refresh)) in enumerate(zip(clients, begun)):
-                c._delta(message, idx, refresh, stats[k], out=deltas[k])
-        senders = [k for k, b in enumerate(begun) if b[1]]
-        if not senders:
-            return [b""] * len(clients)
-        every = len(senders) == len(clients)
-        comp = clients[senders[0]].compressor
-        rngs = [begun[k][0] for k in senders]
-        if hasattr(comp, "quantize_many") and all(clients[k].compressor is comp for k in senders):
-            rows = comp.quantize_many(deltas if every else deltas[senders], rngs)
-        else:
-            rows = np.stack([clients[k].compressor.quantize(deltas[k], rng) for k, rng in zip(senders, rngs)])
-        if stacked and first.alpha:
-            # V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ) for every sender at once (rows become the clients' V).
-            new_V = (V if every else V[senders]) + first.alpha / first.p * rows
-            for j, k in enumerate(senders):
-                clients[k].V = new_V[j]
-        elif not stacked:
-            for j, k in enumerate(senders):
-                clients[k]._update_control_variate(rows[j])
-        payloads: list[SimulatedMessage | bytes] = [b""] * len(clients)  # U = 0: nothing sent, V unchanged
-        for j, k in enumerate(senders):
-            payloads[k] = clients[k]._simulated(rows[j])
-        return payloads
 
 
 # --------------------------------------------------------------------------- server
@@ -371,14 +280,14 @@ class Server:
     S0 : ndarray of shape (q,)
         Initial statistic ``Ŝ_0`` (the baseline starts from ``θ_0 = T(Ŝ_0)``).
     seed : int or SeedSequence
-    decoder : compressor
-        Any compressor (payloads are self-describing) used to decode messages.
+    decoders : sequence of n compressors
+        Client ``i``'s payloads are decoded by ``decoders[i]`` (its own compressor).
     """
 
     def __init__(self, model: SurrogateModel, n_clients: int, *, weights: np.ndarray, p: float,
                  count: int | None, schedule: StepSchedule, alpha: float, projection: str | None,
                  space: str, mode: str, S0: np.ndarray, seed: int | np.random.SeedSequence,
-                 decoder: Any) -> None:
+                 decoders: Sequence[Any]) -> None:
         self.model = model
         self.n_clients = int(n_clients)
         self.weights = np.asarray(weights, dtype=np.float64)
@@ -389,7 +298,9 @@ class Server:
         self.projection = projection
         self.space = space
         self.mode = mode
-        self.decoder = decoder
+        self.decoders = list(decoders)
+        if len(self.decoders) != self.n_clients:
+            raise ValueError(f"Expected one decoder per client ({self.n_clients}), got {len(self.decoders)}")
         self.stream = RoundStream(party_seed(seed, SERVER_PARTY, 0))
         self.S: np.ndarray | None = np.array(S0, dtype=np.float64, copy=True)
         self.theta = model.T(self.S)
@@ -442,34 +353,78 @@ class Server:
         """``(Ŝ_t, T(Ŝ_t))`` (line 4); call after :meth:`select` of the same round."""
         return Broadcast(t, self.S, self.theta, self.theta_vector, self._coins)
 
+    @property
+    def broadcast_nbytes(self) -> int:
+        """Bytes one contacted client receives per round (``Ŝ_t``, ``θ_t`` and, in Algorithm 4 with
+        server-drawn coins, its coin)."""
+        size = self.theta_vector.nbytes + (0 if self.S is None else self.S.nbytes)
+        return size + (1 if self.mode == "compress" else 0)
+
     def simulate_rounds(self, clients: Sequence[Client], t0: int, n_rounds: int, n_threads: int = 1,
-                        max_seconds: float = float("inf")) -> list[tuple[dict[str, Any], list[int], int, float]] | None:
-        """Rounds ``t0, …, t0 + n_rounds − 1`` with all ``clients`` in this process, in one compiled call.
+                        max_seconds: float = float("inf")) -> list[dict[str, Any]] | None:
+        """Rounds ``t0, …, t0 + n_rounds − 1`` with all ``clients`` in this process, on the compiled backend.
 
-        In-process simulation only (the server holds every :class:`Client`):
-        :meth:`select`, the active clients' :meth:`Client.step`,
-        :meth:`aggregate`, without returning to Python between rounds and
-        with the same numbers bit for bit (see
-        :func:`fedmm.algorithms._fused.dictionary_fedmm_rounds`, which lists
-        the configurations it runs).  Returns per round ``(record, active,
-        bytes_up, seconds)`` (``record``: what :meth:`aggregate` returns), or
-        None, with nothing changed, for any other configuration.  Fewer than
-        ``n_rounds`` rounds (at least one) run when they take more than
-        ``max_seconds``.
+        :meth:`select`, the contacted clients' :meth:`Client.step` and
+        :meth:`aggregate` in one GIL-free call per stretch, with the numbers
+        of the Python backend bit for bit (:func:`fedmm.engine.compiled_rounds`).
+        Returns one dict per round run (``record``, ``active``,
+        ``n_contacted``, ``bytes_up``, ``bytes_down``, ``seconds``), or None,
+        with nothing changed, when the configuration has no compiled form
+        (:func:`fedmm.engine.compiled_unsupported` says why).  Fewer than
+        ``n_rounds`` rounds (at least one) run when they take more than ``max_seconds``.
         """
-        return dictionary_fedmm_rounds(self, clients, t0, n_rounds, n_threads, max_seconds)
+        return compiled_rounds(self, clients, t0, n_rounds, n_threads, max_seconds)
 
-    def _decode(self, i: int, payload: bytes | SimulatedMessage) -> np.ndarray:
-        if isinstance(payload, SimulatedMessage):
-            return payload.values  # in-process simulation: already the decoded values
-        values = self.decoder.decode(payload)
+    # -- state as data ----------------------------------------------------------
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The server's mutable state as float64 arrays: ``S`` (S-space only), ``V``,
+        ``theta_vector`` and ``theta_vector_prev``.
+
+        With the constructor arguments (which fix the random streams: round
+        ``t`` draws from counter ``t``) this is all the server carries between
+        rounds: ``set_state(get_state())`` on a fresh server built alike
+        continues the run bit for bit.
+        """
+        state = {"V": np.array(self.V, dtype=np.float64, copy=True),
+                 "theta_vector": np.array(self.theta_vector, dtype=np.float64, copy=True),
+                 "theta_vector_prev": np.array(self.theta_vector_prev, dtype=np.float64, copy=True)}
+        if self.S is not None:
+            state["S"] = np.array(self.S, dtype=np.float64, copy=True)
+        return state
+
+    def set_state(self, state: dict[str, Any], theta: Any = None) -> None:
+        """Restore :meth:`get_state`; ``theta`` (the parameter in the model's structure, optional)
+        saves rebuilding it from ``theta_vector``."""
+        d = self.theta_vector.shape[0]
+        V = np.array(state["V"], dtype=np.float64, copy=True)
+        vec = np.array(state["theta_vector"], dtype=np.float64, copy=True)
+        prev = np.array(state.get("theta_vector_prev", vec), dtype=np.float64, copy=True)
+        if V.shape != (self._size,) or vec.shape != (d,) or prev.shape != (d,):
+            raise ValueError(f"Expected 'V' of shape ({self._size},) and parameters of shape ({d},), got "
+                             f"{V.shape}, {vec.shape}, {prev.shape}")
+        if self.space == "statistic":
+            if state.get("S") is None:
+                raise ValueError("Expected 'S' in the state of a FedMM server")
+            S = np.array(self.model.layout.check(state["S"], "S"), dtype=np.float64, copy=True)
+            if not np.isfinite(S).all():
+                raise ValueError("Expected a finite 'S'")
+            self.S = S
+        for name, arr in (("V", V), ("theta_vector", vec), ("theta_vector_prev", prev)):
+            if not np.isfinite(arr).all():
+                raise ValueError(f"Expected a finite '{name}'")
+        self.V, self.theta_vector, self.theta_vector_prev = V, vec, prev
+        self.theta = theta if theta is not None else self.model.theta_from_vector(vec, self._theta_like)
+        self._coins = None
+
+    def _decode(self, i: int, payload: bytes) -> np.ndarray:
+        values = self.decoders[i].decode(payload)
         if values.shape != (self._size,):
             raise ValueError(f"Client {i} sent a message of length {values.shape}, expected ({self._size},)")
         if not np.isfinite(values).all():
             raise ValueError(f"Client {i} sent non-finite values")
         return values
 
-    def aggregate(self, t: int, payloads: dict[int, bytes | SimulatedMessage]) -> dict[str, Any]:
+    def aggregate(self, t: int, payloads: dict[int, bytes]) -> dict[str, Any]:
         """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``.
 
         Empty payloads count as zero messages (Algorithm 4 with ``U = 0``).
@@ -479,7 +434,7 @@ class Server:
         rows, weights = [], []
         for i in sorted(payloads):
             payload = payloads[i]
-            if type(payload) is SimulatedMessage or payload:
+            if payload:
                 rows.append(self._decode(i, payload))
                 weights.append(self.weights[i])
         # acc = Σ_i (μ_i / p) Quant_i, accumulated in client order (one compiled pass).
@@ -544,8 +499,15 @@ class FedMM:
         ``V_{0,i} = 0`` or ``h_i(Ŝ_0)`` (one full local pass, sent uncompressed).
     n_threads : int >= 1
         Threads of the in-process runtime.
-    batched : bool
-        Evaluate each thread's clients in one batched kernel call (same numbers).
+    backend : {'auto', 'python', 'compiled'}
+        Which backend runs the rounds in process (:mod:`fedmm.engine`):
+        ``'compiled'`` runs whole stretches of rounds in C (models with a
+        :meth:`~fedmm.models.SurrogateModel.compiled_model`, compressors with
+        a ``quantizer_spec``, minibatch or full oracles); ``'python'`` the
+        reference backend (any model and compressor, real payload bytes);
+        ``'auto'`` the compiled one when the configuration allows it.  Both
+        give the same numbers; ``History.config['backend']`` records which ran
+        (and ``'backend_reason'`` why not the compiled one).
     participation_mode : {'select', 'compress', 'compress-local'}
         Algorithm 2, or Algorithm 4 with server-drawn (coupled) or client-drawn coins.
 
@@ -567,7 +529,7 @@ class FedMM:
                  alpha: float = 0.0, step: Any = ("sqrt", 0.05), batch_size: int | None = None,
                  projection: str | None = "euclidean", oracle: str = "minibatch", k_in: int | None = None,
                  weights: Sequence[float] | None = None, control_variates: str = "zero", n_threads: int = 1,
-                 batched: bool = True, participation_mode: str = "select") -> None:
+                 backend: str = "auto", participation_mode: str = "select") -> None:
         if not isinstance(model, SurrogateModel):
             raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
         self.model = model
@@ -590,9 +552,7 @@ class FedMM:
         self.weights = None if weights is None else list(weights)
         self.control_variates = check_in(control_variates, "control_variates", ("zero", "oracle"))
         self.n_threads = check_int(n_threads, "n_threads", low=1)
-        if not isinstance(batched, (bool, np.bool_)):
-            raise TypeError(f"Expected 'batched' to be a bool, got {batched!r}")
-        self.batched = bool(batched)
+        self.backend = check_in(backend, "backend", BACKENDS)
         self.participation_mode = check_in(participation_mode, "participation_mode", PARTICIPATION_MODES)
         if self.participation_mode == "compress-local" and isinstance(self.participation, int):
             raise ValueError("participation_mode='compress-local' draws independent Bernoulli(p) coins: "
@@ -615,7 +575,7 @@ class FedMM:
             "control_variates": self.control_variates,
             "participation_mode": self.participation_mode,
             "n_threads": self.n_threads,
-            "batched": self.batched,
+            "backend": self.backend,
         }
 
     def _check_datas(self, datas: Sequence[Any]) -> list[Any]:
@@ -704,11 +664,10 @@ class FedMM:
         if not self.model.in_domain(S0):
             raise ValueError("Expected 'S0' in the surrogate domain 𝒮 (model.project(S0) != S0)")
         count, p = self._participation_for(n)
-        comps = self._compressor_list(n)
-        self._check_compressor(0, comps[0], self._message_size(S0))
+        comps = self._compressors(n, self._message_size(S0))
         return Server(self.model, n, weights=w / w.sum(), p=p, count=count, schedule=self.schedule,
                       alpha=self.alpha, projection=self.projection, space=self._space,
-                      mode=self.participation_mode, S0=S0, seed=seed, decoder=comps[0])
+                      mode=self.participation_mode, S0=S0, seed=seed, decoders=comps)
 
     def build_client(self, index: int, data: Any, *, n_clients: int,
                      seed: int | np.random.SeedSequence = 0, check: bool = True) -> Client:
@@ -775,7 +734,8 @@ class FedMM:
         runtime : object, optional
             Anything with ``run(server, clients, n_rounds, history=..., monitor=...,
             callback=..., progress=...)``; default the in-process
-            :class:`fedmm.runtime.LocalRuntime` with this object's ``n_threads`` and ``batched``.
+            :class:`fedmm.engine.LocalRuntime` with this object's ``n_threads`` and
+            the backend chosen by ``backend``.
 
         Returns
         -------
@@ -799,10 +759,16 @@ class FedMM:
         if objective_every:
             history.config["initial_objective"] = monitor.objective()
         if runtime is None:
-            # Imported here: fedmm.algorithms does not depend on the runtime package at import time.
-            from fedmm.runtime.local import LocalRuntime
-
-            runtime = LocalRuntime(n_threads=self.n_threads, batched=self.batched)
+            reason = compiled_unsupported(server, clients)
+            if self.backend == "compiled" and reason is not None:
+                raise ValueError(f"backend='compiled' cannot run this configuration: {reason}")
+            use_compiled = self.backend != "python" and reason is None
+            history.config["backend"] = "compiled" if use_compiled else "python"
+            if reason is not None and self.backend == "auto":
+                history.config["backend_reason"] = reason
+            runtime = LocalRuntime(n_threads=self.n_threads, compiled=use_compiled)
+        else:
+            history.config["backend"] = "python"  # a runtime of its own moves Client.step messages
         user_callback = None
         if callback is not None:
             def user_callback(t: int, srv: Server = server) -> None:

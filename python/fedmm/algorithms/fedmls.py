@@ -175,7 +175,7 @@ class FedMLS(_FederatedSubgradientMethod):
         if runtime is None:
             from fedmm.runtime.local import LocalRuntime  # algorithms do not import runtimes at import time
 
-            runtime = LocalRuntime(n_threads=n_threads, batched=batched)
+            runtime = LocalRuntime(n_threads=n_threads)
 
         objective_every = check_int(objective_every, "objective_every", low=0)
 

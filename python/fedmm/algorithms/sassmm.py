@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fedmm._validation import check_in, check_int
-from fedmm.algorithms._metrics import squared_distance, step_record
+from fedmm.engine.metrics import squared_distance, step_record
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import CLIENT_PARTY, RoundStream, check_seed, init_generator, party_seed, seed_repr
 from fedmm.algorithms._schedule import StepSchedule

@@ -238,6 +238,39 @@ class SurrogateModel(ABC):
         """
         return theta
 
+    # -- compiled backend (optional) ----------------------------------------
+    def compiled_model(self) -> Any:
+        """The model as the compiled round engine runs it, or None (the default: Python backend only).
+
+        A model returns a :class:`fedmm.kernels.CompiledModel` (built by a
+        factory of :mod:`fedmm.kernels`, e.g. :func:`fedmm.kernels.sample_model`
+        from numba ``cfunc`` addresses) whose callbacks compute exactly what
+        :meth:`statistic`, :meth:`project` and :meth:`T` compute, so that the
+        compiled and Python backends agree.  It may return None for
+        configurations it does not compile (the engine then runs the Python
+        backend and records why in ``History.config``).
+        """
+        return None
+
+    def compiled_data(self, data: Any) -> np.ndarray:
+        """A client's data as the compiled statistic reads it: C-ordered float64 rows ``(N_i, sample_size)``."""
+        arr = np.ascontiguousarray(data, dtype=np.float64)
+        return arr.reshape(arr.shape[0], -1)
+
+    def compiled_memory(self, memory: dict | None, data: Any) -> np.ndarray | None:
+        """The per-sample memory array (``(N_i, memory_size)``, updated in place) inside a client's
+        memory dict, created if missing; None when the model keeps none."""
+        return None
+
+    def compiled_theta(self, theta: Any, compiled: Any) -> np.ndarray:
+        """The compiled parameter buffer of ``theta``: its flat vector, then ``compiled.derive``'s part."""
+        return compiled.derive(self.theta_vector(theta))
+
+    def theta_from_compiled(self, buffer: np.ndarray, like: Any) -> Any:
+        """The parameter (model structure) of a compiled parameter buffer (inverse of :meth:`compiled_theta`)."""
+        d = self.theta_vector(like).shape[0]
+        return self.theta_from_vector(np.array(buffer[:d], copy=True), like)
+
     # -- monitoring ---------------------------------------------------------
     @abstractmethod
     def objective(self, data: Any, theta: Any) -> float:

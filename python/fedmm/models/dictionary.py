@@ -249,6 +249,26 @@ class DictionaryLearning(SurrogateModel):
     def theta_vector(self, theta: Any) -> np.ndarray:
         return np.asarray(theta, dtype=np.float64).ravel()
 
+    # -- compiled backend -------------------------------------------------------
+    def compiled_model(self) -> Any:
+        """:func:`fedmm.kernels.dictionary_model` for the ridge ``T`` (None for ``'unit_norm'``, whose
+        iterative ``T`` runs on the Python backend)."""
+        if self.constraint is not None or self.n_features is None:
+            return None
+        return kernels.dictionary_model(self.n_features, self.n_components, self.lam, self.eta, tol=self.tol,
+                                        max_iter=self.max_iter, method="auto")
+
+    def compiled_memory(self, memory: dict | None, data: Any) -> np.ndarray | None:
+        """The remembered codes ``(N_i, K)`` of a client (warm starts), None without warm starts."""
+        if memory is None or not self.warm_start:
+            return None
+        return self._warm_codes(memory, data, None)
+
+    def theta_from_compiled(self, buffer: np.ndarray, like: Any) -> np.ndarray:
+        """The dictionary ``(p, K)`` (Fortran order, as :meth:`T` returns it) of a compiled parameter."""
+        pk = self.n_features * self.n_components
+        return np.array(buffer[pk:2 * pk].reshape((self.n_features, self.n_components), order="F"), order="F")
+
     # -- monitoring ---------------------------------------------------------
     def objective(self, data: np.ndarray, theta: Any) -> float:
         """``mean_j [½‖z_j − θh_j‖² + λ‖h_j‖₁] + η‖θ‖²_F`` with the optimal codes ``h_j``."""

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from fedmm._validation import check_int, check_real
 from fedmm.history import History
-from fedmm.runtime.local import _chunks, finish_round
+from fedmm.runtime.local import finish_round, split_contiguous
 
 __all__ = ["RayRuntime", "init_local_ray", "local_ray"]
 
@@ -98,9 +98,8 @@ def local_ray(num_cpus: int | None = None, **kwargs: Any) -> Iterator[Any]:
 class _Shard:
     """Ray actor body: a share of the clients, run round by round."""
 
-    def __init__(self, clients: Sequence[Any], batched: bool) -> None:
+    def __init__(self, clients: Sequence[Any]) -> None:
         self.clients = {c.index: c for c in clients}
-        self.batched = bool(batched)
         self._snapshots: dict[int, dict] = {}
 
     def setup(self, message: Any) -> list[tuple[int, bytes]]:
@@ -111,7 +110,7 @@ class _Shard:
         """Restore the start-of-round state of ``ids`` (their payloads were not aggregated)."""
         for i in ids:
             if i in self._snapshots:
-                self.clients[i].set_state(self._snapshots[i], self.clients[i].oracle._spider_theta)
+                self.clients[i].set_state(self._snapshots[i])
 
     def _one(self, i: int, message: Any) -> tuple[Any, str | None]:
         try:
@@ -124,13 +123,6 @@ class _Shard:
         """Run the clients ``ids`` on ``message``; each result is ``(i, payload or None, error or None)``."""
         self.rollback(rollback)
         self._snapshots = {i: self.clients[i].get_state() for i in ids}
-        if self.batched and ids:
-            share = [self.clients[i] for i in ids]
-            try:
-                payloads = type(share[0]).step_many(share, message)
-                return [(i, b, None) for i, b in zip(ids, payloads)]
-            except Exception:
-                self.rollback(ids)  # find the failing client(s) one by one (same numbers)
         return [(i, *self._one(i, message)) for i in ids]
 
     def states(self) -> dict[int, dict]:
@@ -145,10 +137,6 @@ class RayRuntime:
     ----------
     n_actors : int >= 1
         Actors; client ``i`` lives on actor ``⌊i·n_actors/n⌋`` (contiguous shares).
-    batched : bool
-        Evaluate each actor's active clients with ``Client.step_many`` (one
-        kernel call per actor; the messages are decoded values plus their
-        wire size) instead of one ``Client.step`` per client (real bytes).
     timeout : float, optional
         Seconds to wait for the actors each round; clients of an actor that
         has not answered are dropped for the round.  None waits forever.
@@ -169,11 +157,10 @@ class RayRuntime:
     where the in-process runtime would leave them.
     """
 
-    def __init__(self, n_actors: int = 2, *, batched: bool = True, timeout: float | None = None,
+    def __init__(self, n_actors: int = 2, *, timeout: float | None = None,
                  address: str | None = None, num_cpus_per_actor: float = 1.0, shutdown: bool = False,
                  errors: list | None = None) -> None:
         self.n_actors = check_int(n_actors, "n_actors", low=1)
-        self.batched = bool(batched)
         self.timeout = None if timeout is None else check_real(timeout, "timeout", low=0.0, low_open=True)
         self.address = address
         self.num_cpus_per_actor = check_real(num_cpus_per_actor, "num_cpus_per_actor", low=0.0)
@@ -196,9 +183,9 @@ class RayRuntime:
         """The set-up exchange and ``n_rounds`` rounds (records as :class:`fedmm.runtime.LocalRuntime`'s)."""
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         ray, started = self._start()
-        shares = _chunks(list(clients), self.n_actors)
+        shares = split_contiguous(list(clients), self.n_actors)
         actor_cls = ray.remote(num_cpus=self.num_cpus_per_actor)(_Shard)
-        actors = [actor_cls.remote(share, self.batched) for share in shares]
+        actors = [actor_cls.remote(share) for share in shares]
         owner = {c.index: a for a, share in enumerate(shares) for c in share}
         rollback: list[list[int]] = [[] for _ in actors]
         rounds: Any = range(n_rounds)

@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The compiled client round (rounds.c) and its random streams (random.c) against their Python references.
+"""The compiled backend (engine.c) and its random streams (random.c) against the Python backend.
 
 * the C Philox replica draws what ``numpy.random.Philox`` draws from the same state;
 * ``sample_without_replacement`` is uniform over ordered samples (a count test
   whose tolerance follows from the number of draws);
-* ``Client.step_many_fused`` (one GIL-free call, several threads) equals
-  ``Client.step_many`` (NumPy + one statistics kernel) bit for bit: payloads,
-  control variates, remembered codes and whole Histories.
+* whole stretches of compiled rounds (one GIL-free call, several threads) equal
+  the Python backend (``Client.step`` with real payload bytes, then
+  ``Server.aggregate``) bit for bit: Histories, server and client states.
+  Compiled models other than dictionary learning are checked in their own
+  test files with the same helper, :func:`reference.assert_backends_agree`.
 """
 import itertools
 
@@ -14,7 +16,7 @@ import numpy as np
 import pytest
 
 from fedmm import _rounds
-from fedmm.algorithms import Client, FedMM, ParameterAveraging
+from fedmm.algorithms import FedMM, ParameterAveraging
 from fedmm.algorithms._random import RoundStream, party_seed
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
 from fedmm.kernels import sample_without_replacement
@@ -114,71 +116,34 @@ COMPRESSORS = {
 
 
 @pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging], ids=["fedmm", "baseline"])
-@pytest.mark.parametrize("warm_start", [True, False], ids=["warm", "cold"])
-@pytest.mark.parametrize("alpha", [0.0, 0.05])
-@pytest.mark.parametrize("compressor", list(COMPRESSORS), ids=list(COMPRESSORS))
-def test_fused_client_round_equals_step_many(compressor, alpha, warm_start, algorithm):
-    datas = _clients()
-    algo = algorithm(DictionaryLearning(K, LAM, ETA, warm_start=warm_start), participation=4,
-                     compressor=COMPRESSORS[compressor], alpha=alpha, step=0.2, batch_size=7)
-    (server_a, clients_a), (server_b, clients_b) = algo.build(datas, seed=5), algo.build(datas, seed=5)
-    for server, clients in ((server_a, clients_a), (server_b, clients_b)):
-        setup = server.setup_message()
-        server.setup_aggregate({c.index: c.setup(setup) for c in clients})
-    for t in range(6):
-        ids = server_a.select(t)
-        assert ids == server_b.select(t)
-        msg_a, msg_b = server_a.broadcast(t), server_b.broadcast(t)
-        ref = Client.step_many([clients_a[i] for i in ids], msg_a)
-        fused = Client.step_many_fused([clients_b[i] for i in ids], msg_b, n_threads=2)
-        assert fused is not None
-        for a, b in zip(ref, fused):
-            np.testing.assert_array_equal(a.values, b.values)
-            assert len(a) == len(b)
-        for i in ids:
-            np.testing.assert_array_equal(clients_a[i].V, clients_b[i].V)
-            state_a, state_b = clients_a[i].get_state(), clients_b[i].get_state()
-            assert state_a.keys() == state_b.keys()
-            for key in state_a:
-                np.testing.assert_array_equal(state_a[key], state_b[key])
-        server_a.aggregate(t, dict(zip(ids, ref)))
-        server_b.aggregate(t, dict(zip(ids, fused)))
-        np.testing.assert_array_equal(server_a.theta_vector, server_b.theta_vector)
-        if server_a.S is not None:
-            np.testing.assert_array_equal(server_a.S, server_b.S)
-
-
-@pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging], ids=["fedmm", "baseline"])
-def test_fused_and_python_histories_identical_across_threads(algorithm):
+def test_compiled_and_python_histories_identical_across_threads(algorithm):
     datas = _clients()
     runs = [algorithm(DictionaryLearning(K, LAM, ETA), participation=3, compressor=StochasticRounding(bits=6),
-                      alpha=0.02, step=("sqrt", 0.05), batch_size=9, n_threads=n_threads, batched=batched)
+                      alpha=0.02, step=("sqrt", 0.05), batch_size=9, n_threads=n_threads, backend=backend)
             .run(datas, 12, seed=2, objective_every=4)
-            for n_threads, batched in ((1, True), (2, True), (1, False))]
+            for n_threads, backend in ((1, "compiled"), (2, "compiled"), (1, "python"))]
+    assert [h.config["backend"] for h in runs] == ["compiled", "compiled", "python"]
     for h in runs[1:]:
         assert h.equals(runs[0])
 
 
-def test_fused_round_declines_other_configurations():
-    datas = _clients()
-    for algorithm, constraint, kw in ((FedMM, None, dict(oracle="full")),
-                                      (FedMM, None, dict(participation_mode="compress")),
-                                      (FedMM, None, dict(compressor=None)),
-                                      (ParameterAveraging, "unit_norm", {})):  # T by sweeps: not in the kernel
-        base = dict(participation=3, batch_size=5, compressor=StochasticRounding(bits=8))
-        base.update(kw)
-        if base["compressor"] is None:
-            base["compressor"] = _SubclassedRounding(bits=8)  # unknown compressor type: Python path
-        model = DictionaryLearning(K, LAM, ETA, constraint, n_features=P)
-        server, clients = algorithm(model, **base).build(datas, seed=0)
-        setup = server.setup_message()
-        server.setup_aggregate({c.index: c.setup(setup) for c in clients})
-        ids = server.select(0)
-        assert Client.step_many_fused([clients[i] for i in ids], server.broadcast(0)) is None
+class _PythonRounding:
+    """A compressor written in Python (encode/decode only): it has no compiled quantizer."""
 
+    def __init__(self):
+        self.inner = StochasticRounding(bits=8)
 
-class _SubclassedRounding(StochasticRounding):
-    """A user's compressor subclass: the compiled round must not assume its behaviour."""
+    def encode(self, x, rng=None):
+        return self.inner.encode(x, rng)
+
+    def decode(self, payload):
+        return self.inner.decode(payload)
+
+    def payload_nbytes(self, q):
+        return self.inner.payload_nbytes(q)
+
+    def __repr__(self):
+        return "_PythonRounding()"
 
 
 @pytest.mark.parametrize("project", [True, False])
@@ -210,18 +175,6 @@ def _set_up_fedmm():
     return server, clients
 
 
-def test_fused_round_rejects_malformed_client_state():
-    """A restored client state with codes of the wrong shape is an error, never an out-of-bounds write."""
-    server, clients = _set_up_fedmm()
-    ids = server.select(0)
-    victim = clients[ids[0]]
-    state = victim.get_state()
-    state["memory:codes"] = np.zeros((3, K))  # the client holds more samples than that
-    victim.set_state(state)
-    with pytest.raises(ValueError, match=r"codes\[0\]"):
-        Client.step_many_fused([clients[i] for i in ids], server.broadcast(0))
-
-
 # --------------------------------------------------------------------------- compiled stretches of rounds
 def test_squared_distance_sums_in_its_documented_order():
     rng = np.random.default_rng(4)
@@ -241,7 +194,7 @@ def test_squared_distance_sums_in_its_documented_order():
 
 def _counting_simulate_rounds(monkeypatch):
     """Count the stretches Server.simulate_rounds ran (None results are declines)."""
-    from fedmm.algorithms import federated
+    from fedmm.algorithms import federated  # noqa: F401  (Server is defined there)
 
     calls = {"ran": 0, "declined": 0}
     original = federated.Server.simulate_rounds
@@ -255,24 +208,32 @@ def _counting_simulate_rounds(monkeypatch):
     return calls
 
 
+MODES = [("select", 3), ("select", 0.5), ("select", 1.0), ("compress", 3), ("compress", 0.5),
+         ("compress-local", 0.5)]
+
+
 @pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging], ids=["fedmm", "baseline"])
-@pytest.mark.parametrize("participation", [3, 0.5, 1.0], ids=["count", "bernoulli", "all"])
+@pytest.mark.parametrize("mode,participation", MODES,
+                         ids=["count", "bernoulli", "all", "alg4-count", "alg4-bernoulli", "alg4-local"])
 @pytest.mark.parametrize("compressor", list(COMPRESSORS), ids=list(COMPRESSORS))
-def test_compiled_stretches_equal_the_per_round_path(monkeypatch, compressor, participation, algorithm):
+@pytest.mark.parametrize("alpha", [0.0, 0.03], ids=["no-cv", "cv"])
+def test_compiled_stretches_equal_the_per_round_path(monkeypatch, alpha, compressor, mode, participation, algorithm):
     """Whole rounds in C (selection, clients, aggregation, SA step, T) == the per-client wire path, bit for bit."""
     datas = _clients()
     calls = _counting_simulate_rounds(monkeypatch)
 
-    def run(n_threads, batched, **kw):
+    def run(n_threads, backend, **kw):
         algo = algorithm(DictionaryLearning(K, LAM, ETA), participation=participation,
-                         compressor=COMPRESSORS[compressor], alpha=0.03, step=("sqrt", 0.1), batch_size=6,
-                         n_threads=n_threads, batched=batched, control_variates="oracle")
+                         compressor=COMPRESSORS[compressor], alpha=alpha, step=("sqrt", 0.1), batch_size=6,
+                         n_threads=n_threads, backend=backend, control_variates="oracle" if alpha else "zero",
+                         participation_mode=mode)
         return algo.run(datas, 23, seed=7, **kw)
 
-    ref = run(1, False, objective_every=5)
-    assert calls == {"ran": 0, "declined": 0}
+    ref = run(1, "python", objective_every=5)
+    assert calls == {"ran": 0, "declined": 0} and ref.config["backend"] == "python"
     for n_threads in (1, 2):
-        h = run(n_threads, True, objective_every=5)
+        h = run(n_threads, "compiled", objective_every=5)
+        assert h.config["backend"] == "compiled"
         assert h.equals(ref)
         for key in ref.state:
             np.testing.assert_array_equal(h.state[key], ref.state[key])
@@ -287,13 +248,13 @@ def test_compiled_stretches_with_a_callback_see_every_round(monkeypatch):
     """With a callback every round is its own stretch, and the callback sees the per-round path's states."""
     datas = _clients()
     calls = _counting_simulate_rounds(monkeypatch)
-    seen = {True: [], False: []}
-    for batched in (True, False):
+    seen = {"compiled": [], "python": []}
+    for backend in seen:
         FedMM(DictionaryLearning(K, LAM, ETA), participation=4, compressor=StochasticRounding(bits=8), alpha=0.05,
-              batch_size=5, batched=batched).run(
-            datas, 6, seed=1, callback=lambda t, S, theta, b=batched: seen[b].append((t, S.copy(), theta.copy())))
+              batch_size=5, backend=backend).run(
+            datas, 6, seed=1, callback=lambda t, S, theta, b=backend: seen[b].append((t, S.copy(), theta.copy())))
     assert calls["ran"] == 6
-    for (t_a, S_a, th_a), (t_b, S_b, th_b) in zip(seen[True], seen[False], strict=True):
+    for (t_a, S_a, th_a), (t_b, S_b, th_b) in zip(seen["compiled"], seen["python"], strict=True):
         assert t_a == t_b
         np.testing.assert_array_equal(S_a, S_b)
         np.testing.assert_array_equal(th_a, th_b)
@@ -302,21 +263,24 @@ def test_compiled_stretches_with_a_callback_see_every_round(monkeypatch):
 def test_compiled_stretches_decline_other_configurations(monkeypatch):
     datas = _clients()
     calls = _counting_simulate_rounds(monkeypatch)
-    for kw in (dict(participation_mode="compress"), dict(oracle="full"),
-               dict(model=DictionaryLearning(K, LAM, ETA, "unit_norm")),  # T by sweeps: not in the kernel
-               dict(compressor=_SubclassedRounding(bits=8))):
+    for kw, reason in ((dict(model=DictionaryLearning(K, LAM, ETA, "unit_norm")), "no compiled form"),
+                       (dict(compressor=_PythonRounding()), "no compiled quantizer"),
+                       (dict(oracle="spider", k_in=2), "SPIDER")):
         base = dict(model=DictionaryLearning(K, LAM, ETA), participation=3, batch_size=5,
                     compressor=StochasticRounding(bits=8))
         base.update(kw)
         model = base.pop("model")
-        h_batched = FedMM(model, **base).run(datas, 4, seed=0)
-        h_plain = FedMM(model, batched=False, **base).run(datas, 4, seed=0)
-        assert h_batched.equals(h_plain)
-    assert calls["ran"] == 0 and calls["declined"] >= 4
+        h_auto = FedMM(model, **base).run(datas, 4, seed=0)
+        assert h_auto.config["backend"] == "python" and reason in h_auto.config["backend_reason"]
+        h_plain = FedMM(model, backend="python", **base).run(datas, 4, seed=0)
+        assert h_auto.equals(h_plain)
+        with pytest.raises(ValueError, match=f"backend='compiled' cannot run this configuration: .*{reason}"):
+            FedMM(model, backend="compiled", **base).run(datas, 4, seed=0)
+    assert calls["ran"] == 0
 
 
 def test_stretch_ends_where_python_must_run():
-    from fedmm.runtime.local import _STRETCH, LocalRuntime
+    from fedmm.engine.local import _STRETCH, LocalRuntime
 
     class Due:
         def __init__(self, rounds):
@@ -343,7 +307,7 @@ def test_compiled_stretch_rejects_malformed_client_state():
     state["memory:codes"] = np.zeros((3, K))
     clients[4].set_state(state)
     S_before = server.S.copy()
-    with pytest.raises(ValueError, match=r"codes\[4\]"):
+    with pytest.raises(ValueError, match=r"memories\[4\]"):
         server.simulate_rounds(clients, 0, 3)
     np.testing.assert_array_equal(server.S, S_before)  # nothing ran
 
@@ -356,14 +320,14 @@ def test_compiled_stretches_on_degenerate_shapes(algorithm, shape):
     rng = np.random.default_rng(0)
     datas = [np.ascontiguousarray(rng.standard_normal((30, p))) for _ in range(4)]
     histories = [algorithm(DictionaryLearning(k, 0.05, 0.2), participation=2, compressor=StochasticRounding(bits=6),
-                           alpha=0.05, batch_size=5, batched=batched).run(datas, 15, seed=1)
-                 for batched in (True, False)]
+                           alpha=0.05, batch_size=5, backend=backend).run(datas, 15, seed=1)
+                 for backend in ("compiled", "python")]
     assert histories[0].equals(histories[1])
 
 
 def test_compiled_stretches_cut_short_by_time_give_the_same_history(monkeypatch):
     """A stretch that runs out of time returns the rounds it ran; the runtime carries on from there."""
-    from fedmm.runtime import local
+    from fedmm.engine import local
 
     server, clients = _set_up_fedmm()
     assert len(server.simulate_rounds(clients, 0, 5, max_seconds=0.0)) == 1  # at least one round, then stop
@@ -372,7 +336,7 @@ def test_compiled_stretches_cut_short_by_time_give_the_same_history(monkeypatch)
     monkeypatch.setattr(local, "_STRETCH_SECONDS", 0.0)
     algo = dict(participation=3, compressor=StochasticRounding(bits=8), alpha=0.05, batch_size=5)
     cut = FedMM(DictionaryLearning(K, LAM, ETA), **algo).run(datas, 9, seed=4, objective_every=4)
-    ref = FedMM(DictionaryLearning(K, LAM, ETA), batched=False, **algo).run(datas, 9, seed=4, objective_every=4)
+    ref = FedMM(DictionaryLearning(K, LAM, ETA), backend="python", **algo).run(datas, 9, seed=4, objective_every=4)
     assert calls["ran"] == 9  # one round per call
     assert cut.equals(ref)
 
@@ -384,6 +348,6 @@ def test_compiled_stretches_without_warm_starts_and_with_client_weights(algorith
     weights = np.arange(1.0, len(datas) + 1.0)
     runs = [algorithm(DictionaryLearning(K, LAM, ETA, warm_start=False), participation=0.6,
                       compressor=BlockQuantizer(block_size=8), alpha=0.1, step="1/t", batch_size=4, weights=weights,
-                      n_threads=n_threads, batched=batched).run(datas, 11, seed=9)
-            for n_threads, batched in ((2, True), (1, False))]
+                      n_threads=n_threads, backend=backend).run(datas, 11, seed=9)
+            for n_threads, backend in ((2, "compiled"), (1, "python"))]
     assert runs[0].equals(runs[1])

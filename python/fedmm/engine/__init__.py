@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The FedMM round engine: the compiled backend of the round (the Python reference backend is
+:class:`fedmm.algorithms.Server` / :class:`fedmm.algorithms.Client`).
+
+A round is defined twice, once per backend, and both give the same numbers:
+
+- **Python backend** — :meth:`Client.step` on each contacted client, payload
+  bytes through the compressors' ``encode``/``decode``, then
+  :meth:`Server.aggregate`; any model, any compressor, any runtime.
+- **Compiled backend** — :func:`compiled_rounds` runs whole stretches of
+  rounds (selection, every contacted client's round on OpenMP threads,
+  aggregation, SA step, projection, ``T``, control variates) in one GIL-free
+  call of ``engine.c``, for models whose :meth:`~fedmm.models.SurrogateModel.compiled_model`
+  returns a :class:`fedmm.kernels.CompiledModel` and compressors whose
+  :meth:`~fedmm.compression.Compressor.quantizer_spec` is not None.
+
+:func:`compiled_unsupported` says why a configuration runs on the Python backend.
+"""
+from fedmm.engine.compiled import compiled_rounds, compiled_unsupported
+from fedmm.engine.local import LocalRuntime, finish_round, round_record
+from fedmm.engine.metrics import squared_distance, step_record
+
+__all__ = ["LocalRuntime", "compiled_rounds", "compiled_unsupported", "finish_round", "round_record",
+           "squared_distance", "step_record"]

@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The compiled backend: stretches of FedMM rounds in one call of ``engine.c``.
+
+The arguments come from the public state of a :class:`fedmm.algorithms.Server`
+and its :class:`fedmm.algorithms.Client` objects (data, control variates,
+per-sample memory, stream keys, compressors' quantizer specs), and the
+results go back through :meth:`Server.set_state` and the clients' public
+arrays, which the C code updates in place.  Numbers are those of the
+Python backend bit for bit: ``engine.c`` performs the operations of
+:meth:`Client.step` and :meth:`Server.aggregate` in the same order, and the
+Python backend calls the same compiled model callbacks.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from fedmm import kernels
+from fedmm.engine.metrics import step_record
+
+__all__ = ["compiled_rounds", "compiled_unsupported", "MINIBATCH_SHUFFLE_MAX"]
+
+#: Minibatches of clients with at most this many samples are drawn by the compiled partial
+#: Fisher-Yates shuffle (O(N_i) workspace); larger clients draw with NumPy (Python backend).
+MINIBATCH_SHUFFLE_MAX = 4096
+
+
+def _message_size(server: Any) -> int:
+    return int(server.V.shape[0])
+
+
+def compiled_unsupported(server: Any, clients: Sequence[Any]) -> str | None:
+    """Why the compiled backend cannot run rounds of ``server`` and ``clients``, or None if it can."""
+    model = server.model
+    compiled = model.compiled_model()
+    if compiled is None:
+        return f"{type(model).__name__} has no compiled form in this configuration (compiled_model() is None)"
+    n = server.n_clients
+    if len(clients) != n or any(c.index != i for i, c in enumerate(clients)):
+        return "the server does not hold every client in index order (a distributed runtime)"
+    if server.projection not in ("euclidean", None):
+        return f"projection={server.projection!r}"
+    msg = _message_size(server)
+    for c in clients:
+        o = c.oracle
+        if o.kind not in ("minibatch", "full"):
+            return f"oracle={o.kind!r} (the SPIDER estimator runs on the Python backend)"
+        if o.kind == "minibatch" and o.n_samples > MINIBATCH_SHUFFLE_MAX:
+            return (f"client {c.index} has {o.n_samples} > {MINIBATCH_SHUFFLE_MAX} samples (its minibatches "
+                    "are drawn by NumPy)")
+        if (c.space != server.space or c.mode != server.mode or c.alpha != server.alpha or c.p != server.p
+                or c.model is not model or o.kind != clients[0].oracle.kind):
+            return f"client {c.index} is configured differently from the server"
+        if c.V is not None and np.shape(c.V) != (msg,):
+            return f"client {c.index} has no control variate of length {msg} (set-up not run)"
+        spec = getattr(c.compressor, "quantizer_spec", None)
+        if spec is None or spec(msg) is None:
+            return f"client {c.index}'s compressor {c.compressor!r} has no compiled quantizer (quantizer_spec)"
+    return None
+
+
+def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int, n_threads: int = 1,
+                    max_seconds: float = float("inf")) -> list[dict[str, Any]] | None:
+    """Rounds ``t0, …, t0 + n_rounds − 1`` of ``server`` with all its ``clients``, in one compiled call.
+
+    Returns one dict per round run (``record``: what :meth:`Server.aggregate`
+    returns; ``active``: the clients whose message was aggregated;
+    ``n_contacted``; ``bytes_up``; ``bytes_down``; ``seconds``), or None,
+    with nothing changed, when :func:`compiled_unsupported` gives a reason.
+    Fewer rounds (at least one) run when they take more than ``max_seconds``.
+    """
+    if n_rounds < 1 or compiled_unsupported(server, clients) is not None or any(c.V is None for c in clients):
+        return None
+    model = server.model
+    compiled = model.compiled_model()
+    msg = _message_size(server)
+    datas, memories, Vs, nbytes = [], [], [], np.empty(len(clients), dtype=np.int64)
+    quantizers = np.empty((len(clients), 4), dtype=np.int64)
+    for k, c in enumerate(clients):
+        if not (type(c.V) is np.ndarray and c.V.dtype == np.float64 and c.V.flags.c_contiguous
+                and c.V.flags.writeable):
+            c.V = np.array(c.V, dtype=np.float64)  # the kernel updates it in place
+        datas.append(model.compiled_data(c.data))
+        memories.append(model.compiled_memory(c.oracle.memory, c.data))
+        Vs.append(c.V)
+        quantizers[k] = c.compressor.quantizer_spec(msg)
+        nbytes[k] = c.compressor.payload_nbytes(msg)
+    keys = np.ascontiguousarray(np.stack([c.stream.key for c in clients]), dtype=np.uint64)
+    first = clients[0].oracle
+    batch = max(c.oracle.batch_size or 1 for c in clients) if first.kind == "minibatch" else 1
+    gammas = np.array([server.schedule(t + 1) for t in range(t0, t0 + n_rounds)], dtype=np.float64)
+    theta = np.array(model.compiled_theta(server.theta, compiled), dtype=np.float64)
+    theta_prev = np.empty_like(theta)
+    S = None if server.space == "parameter" else np.array(server.S, dtype=np.float64)
+    V = np.array(server.V, dtype=np.float64)
+    senders, n_senders, n_contacted, dist, seconds, n_bad = kernels.run_rounds(
+        compiled, server.space, server.mode, first.kind, server.projection == "euclidean", batch, server.p,
+        server.alpha, -1 if server.count is None else server.count, server.weights / server.p,
+        np.ascontiguousarray(server.stream.key, dtype=np.uint64), datas, memories, Vs, keys, quantizers, S, V,
+        theta, theta_prev, t0, gammas, n_threads, max_seconds)
+    if n_bad:
+        warnings.warn(f"{n_bad} inner-solver columns hit their iteration cap in the compiled rounds "
+                      f"{t0}..{t0 + len(n_senders) - 1}", kernels.ConvergenceWarning, stacklevel=3)
+    if len(n_senders) == 0:
+        return []
+    d = compiled.d
+    theta_like = server.theta
+    # S-space: θ = T(Ŝ) as the model's T builds it; Θ-space: θ rebuilt from its vector, as Server.aggregate does
+    server.set_state({"S": S, "V": V, "theta_vector": theta[:d].copy(), "theta_vector_prev": theta_prev[:d].copy()},
+                     theta=model.theta_from_compiled(theta, theta_like) if server.space == "statistic" else None)
+    message_nbytes = int(server.broadcast_nbytes)
+    out = []
+    # Python floats and ints once (the records are what Server.aggregate returns, to the bit)
+    for r, (gamma, (d_s, d_theta), ids, count, contacted, wall) in enumerate(zip(
+            gammas.tolist(), dist.tolist(), senders.tolist(), n_senders.tolist(), n_contacted.tolist(),
+            seconds.tolist())):
+        del ids[count:]
+        out.append({"record": step_record(gamma, d_theta, d_s if server.space == "statistic" else None),
+                    "active": ids, "n_contacted": contacted, "bytes_up": int(nbytes[ids].sum()) if ids else 0,
+                    "bytes_down": contacted * message_nbytes, "seconds": wall})
+    return out

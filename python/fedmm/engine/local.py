@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The in-process runtime: the default runtime of every algorithm (compiled stretches of rounds, or the
+Python backend's ``Client.step`` on a local thread pool).
+
+It lives in the engine layer because the algorithms use it by default;
+:mod:`fedmm.runtime` re-exports it next to the distributed runtimes.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+from fedmm._validation import check_int
+from fedmm.history import History
+
+__all__ = ["LocalRuntime", "finish_round", "round_record", "split_contiguous"]
+
+# Longest stretch of rounds per compiled call, in rounds (bounds its per-round outputs, n int64 per
+# round) and in seconds (Python gets control back that often: Ctrl-C, progress bar).
+_STRETCH = 256
+_STRETCH_SECONDS = 0.2
+
+
+def split_contiguous(items: Sequence[Any], k: int) -> list[list[Any]]:
+    """``items`` split into at most ``k`` contiguous, near-equal, non-empty chunks."""
+    n = len(items)
+    k = min(k, n)
+    bounds = [n * j // k for j in range(k + 1)]
+    return [list(items[bounds[j]:bounds[j + 1]]) for j in range(k)]
+
+
+def round_record(t: int, server_record: dict, ids: Sequence[int], payloads: Sequence[Any],
+                 message: Any, elapsed: float) -> dict:
+    """The History record of round ``t`` (shared by every runtime).
+
+    ``payloads[k]`` is client ``ids[k]``'s message, or None when the client
+    failed or timed out: it was *dropped* (left out of the aggregation, as an
+    inactive client of Algorithm 2).  ``active`` lists the clients whose
+    non-empty message was aggregated; bytes count what actually travelled.
+    """
+    sizes = [None if b is None else len(b) for b in payloads]
+    return _record(t, server_record, [i for i, n in zip(ids, sizes) if n], [i for i, n in zip(ids, sizes) if n is None],
+                   sum(n for n in sizes if n is not None), len(ids) * message.nbytes, elapsed)
+
+
+def _record(t: int, server_record: dict, active: list[int], dropped: list[int], bytes_up: int, bytes_down: int,
+            elapsed: float) -> dict:
+    """The fields of a round's record, in their order (shared by the per-round and compiled paths)."""
+    return {"t": t, **server_record, "active": active, "dropped": dropped, "bytes_up": bytes_up,
+            "bytes_down": bytes_down, "wall_time": elapsed}
+
+
+def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payloads: Sequence[Any],
+                 message: Any, start: float, elapsed: float, monitor: Callable[[int, float], dict] | None,
+                 callback: Callable[[int], None] | None) -> float:
+    """The end of round ``t`` shared by every runtime; returns the new cumulative round time.
+
+    Aggregates the received payloads (``None`` = dropped client), adds the
+    round's time since ``start`` (``time.perf_counter()``) to ``elapsed``,
+    appends :func:`round_record` (plus the monitor's fields, which are not
+    timed) to ``history`` and calls ``callback(t)``.
+    """
+    record = server.aggregate(t, {i: b for i, b in zip(ids, payloads) if b is not None})
+    elapsed += time.perf_counter() - start
+    record = round_record(t, record, ids, payloads, message, elapsed)
+    if monitor is not None:
+        record.update(monitor(t, record["gamma"]))
+    history.append(**record)
+    if callback is not None:
+        callback(t)
+    return elapsed
+
+
+class LocalRuntime:
+    """Run Server/Client rounds in this process.
+
+    Each round on the Python backend: ``ids = server.select(t)``,
+    ``message = server.broadcast(t)``, the contacted clients' ``step`` (the
+    contacted clients are split into ``n_threads`` contiguous shares, one
+    task per share), then ``server.aggregate(t, payloads)``.  With
+    ``compiled=True``, when the server's ``simulate_rounds`` accepts the
+    configuration (see :func:`fedmm.engine.compiled_unsupported`), whole
+    stretches of rounds run in one compiled call instead, with the same
+    numbers; a stretch ends after each round the monitor is due on (or has
+    no ``due`` method), after every round when there is a callback, and
+    after at most 256 rounds or 0.2 s.  Clients draw from their own
+    counter-based streams, so the numbers depend neither on ``n_threads``
+    nor on the backend nor on thread scheduling.
+
+    Parameters
+    ----------
+    n_threads : int >= 1
+        Worker threads: OpenMP threads of the compiled backend, or the
+        calling thread and ``n_threads − 1`` pool threads of the Python backend.
+    compiled : bool
+        Use the compiled backend when the configuration allows it.
+
+    Notes
+    -----
+    Keep ``n_threads`` at most the number of idle cores: OpenMP threads spin
+    for a while at the end of each round's parallel region, and a thread that
+    has to share its core with another busy process stalls every round.
+
+    On the Python backend each client's step is a sequence of small NumPy
+    calls that hold the GIL, so extra pool threads mostly wait for it: on
+    small problems two threads are slower than one.  That backend runs the
+    real wire format (bytes encoded and decoded per client); the compiled
+    backend is the fast one.
+    """
+
+    def __init__(self, n_threads: int = 1, compiled: bool = True) -> None:
+        self.n_threads = check_int(n_threads, "n_threads", low=1)
+        if not isinstance(compiled, bool):
+            raise TypeError(f"Expected 'compiled' to be a bool, got {compiled!r}")
+        self.compiled = compiled
+
+    @staticmethod
+    def _work(share: list[Any], message: Any) -> list[bytes]:
+        # A client type may offer a batched step of several clients (one kernel call, e.g. FedMLS)
+        step_many = getattr(type(share[0]), "step_many", None)
+        if step_many is not None:
+            return step_many(share, message)
+        return [c.step(message) for c in share]
+
+    def exchange(self, clients: Sequence[Any], message: Any, pool: ThreadPoolExecutor | None) -> list[bytes]:
+        """Deliver ``message`` to ``clients`` and collect their payloads, in order (None: dropped)."""
+        if not clients:
+            return []
+        shares = split_contiguous(clients, self.n_threads)
+        if pool is None or len(shares) == 1:
+            return [b for share in shares for b in self._work(share, message)]
+        # The calling thread works on the first share instead of idling on the futures.
+        futures = [pool.submit(self._work, share, message) for share in shares[1:]]
+        payloads = self._work(shares[0], message)
+        return [*payloads, *(b for f in futures for b in f.result())]
+
+    @staticmethod
+    def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any) -> int:
+        """End (exclusive) of the compiled stretch starting at round ``t``: it stops after the first
+        round the monitor is due on (every round for a monitor without ``due`` or with a callback)."""
+        if callback is not None or (monitor is not None and not hasattr(monitor, "due")):
+            return t + 1
+        end = min(n_rounds, t + _STRETCH)
+        if monitor is not None:
+            for u in range(t, end):
+                if monitor.due(u):
+                    return u + 1
+        return end
+
+    def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
+            monitor: Callable[[int, float], dict] | None = None,
+            callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
+        """Run the set-up exchange (if the server has one) and ``n_rounds`` rounds, one record per round.
+
+        Record fields added here (:func:`round_record`): ``t``, ``active``
+        (clients whose message was non-empty), ``dropped`` (clients that
+        failed; always empty in process, where an exception propagates),
+        ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative seconds of the
+        rounds, monitoring excluded); the server's record and the monitor's
+        fields are merged in.
+        """
+        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=n_rounds, desc=history.algorithm or "rounds", unit="round")
+        pool = None
+        elapsed = 0.0
+        try:
+            # Optional set-up exchange (servers with setup_message, e.g. FedMM's initial control
+            # variates): every client answers once, the server aggregates.
+            if hasattr(server, "setup_message"):
+                setup = server.setup_message()
+                setup_payloads = [c.setup(setup) for c in clients]
+                server.setup_aggregate({c.index: b for c, b in zip(clients, setup_payloads)})
+                history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads)
+                history.config["setup_bytes_down"] = len(clients) * setup.nbytes
+            # Compiled: whole stretches of rounds in one call when the server has them for this
+            # configuration (same numbers; Python runs only between stretches).
+            compiled = self.compiled and hasattr(server, "simulate_rounds")
+            t = 0
+            while t < n_rounds:
+                if compiled:
+                    end = self._stretch_end(t, n_rounds, monitor, callback)
+                    done = server.simulate_rounds(clients, t, end - t, self.n_threads, _STRETCH_SECONDS)
+                    if done is None:
+                        compiled = False
+                        continue
+                    for u, rnd in enumerate(done, start=t):
+                        elapsed += rnd["seconds"]
+                        record = _record(u, rnd["record"], rnd["active"], [], rnd["bytes_up"], rnd["bytes_down"],
+                                         elapsed)
+                        if monitor is not None and u == end - 1:  # earlier rounds were not due
+                            record.update(monitor(u, record["gamma"]))
+                        history.append(**record)
+                        if callback is not None:
+                            callback(u)
+                    if bar is not None:
+                        bar.update(len(done))
+                    t += len(done)  # fewer than asked when the stretch ran out of time
+                    continue
+                if pool is None and self.n_threads > 1:
+                    pool = ThreadPoolExecutor(max_workers=self.n_threads - 1)
+                start = time.perf_counter()
+                ids = server.select(t)
+                message = server.broadcast(t)
+                payloads = self.exchange([clients[i] for i in ids], message, pool)
+                elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor,
+                                       callback)
+                if bar is not None:
+                    bar.update(1)
+                t += 1
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+            if bar is not None:
+                bar.close()
+        return history

@@ -1,0 +1,519 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Cython face of ``engine.c``: compiled models and whole stretches of FedMM rounds.
+
+Private module: :mod:`fedmm.kernels` re-exports :class:`CompiledModel`, the
+model factories and :func:`run_rounds` as its public, documented faces.
+"""
+import numpy as np
+from numpy.linalg import LinAlgError
+
+cimport numpy as cnp
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cython.parallel cimport prange, threadid
+from libc.stdint cimport int64_t, uint8_t, uint64_t, uintptr_t
+from libc.string cimport memcpy, memset
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+from fedmm_kernels cimport *
+
+include "blas_table.pxi"
+
+cnp.import_array()
+
+SPACES = {"statistic": FEDMM_SPACE_STATISTIC, "parameter": FEDMM_SPACE_PARAMETER}
+MODES = {"select": FEDMM_MODE_SELECT, "compress": FEDMM_MODE_COMPRESS,
+         "compress-local": FEDMM_MODE_COMPRESS_LOCAL}
+ORACLES = {"minibatch": FEDMM_ORACLE_MINIBATCH, "full": FEDMM_ORACLE_FULL}
+
+cdef enum:
+    _CACHE_LINE = 128  # two 64-byte lines: adjacent-line prefetchers pair them
+
+
+def _raise_status(int status, str what):
+    if status == FEDMM_ELAPACK:
+        raise LinAlgError(f"{what}: LAPACK failed ({fedmm_strerror(status).decode()})")
+    if status == FEDMM_ENONFINITE:
+        raise ValueError(f"{what}: NaN or infinity")
+    raise ValueError(f"{what}: {fedmm_strerror(status).decode()}")
+
+
+cdef class CompiledModel:
+    """A surrogate model the compiled round engine can run (a ``fedmm_model_t``).
+
+    Built by the factories of :mod:`fedmm.kernels` (:func:`dictionary_model`,
+    :func:`sample_model`, ...), never directly.  It owns the model's C
+    context and keeps alive every object the context points into.  Its
+    methods evaluate the model's compiled callbacks without the GIL; the
+    Python reference backend calls them, so that both backends compute
+    with the very same code.
+
+    Attributes
+    ----------
+    q : int
+        Length of the flat statistic ``S``.
+    d : int
+        Length of the flat parameter (``model.theta_vector(theta)``).
+    theta_size : int
+        Length of the compiled parameter buffer: the flat parameter, then
+        quantities derived from it (``theta_size >= d``).
+    sample_size : int
+        float64 values per data row.
+    memory_size : int
+        float64 values of per-sample client memory (0: none).
+    """
+    cdef fedmm_model_t model
+    cdef void *ctx_mem
+    cdef object keep  # Python objects the context points into
+    cdef readonly str name
+
+    def __cinit__(self):
+        self.ctx_mem = NULL
+        memset(&self.model, 0, sizeof(fedmm_model_t))
+
+    def __dealloc__(self):
+        PyMem_Free(self.ctx_mem)
+
+    cdef void *alloc_ctx(self, size_t nbytes) except NULL:
+        self.ctx_mem = PyMem_Malloc(nbytes)
+        if self.ctx_mem == NULL:
+            raise MemoryError()
+        memset(self.ctx_mem, 0, nbytes)
+        return self.ctx_mem
+
+    @property
+    def q(self):
+        return int(self.model.q)
+
+    @property
+    def d(self):
+        return int(self.model.d)
+
+    @property
+    def theta_size(self):
+        return int(self.model.theta_size)
+
+    @property
+    def sample_size(self):
+        return int(self.model.sample_size)
+
+    @property
+    def memory_size(self):
+        return int(self.model.memory_size)
+
+    def __repr__(self):
+        return (f"CompiledModel({self.name}, q={self.q}, d={self.d}, theta_size={self.theta_size}, "
+                f"sample_size={self.sample_size}, memory_size={self.memory_size})")
+
+    cdef const double *_theta(self, object theta) except NULL:
+        cdef cnp.ndarray arr = theta
+        if (arr.dtype != np.float64 or arr.ndim != 1 or arr.shape[0] != self.model.theta_size
+                or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+            raise ValueError(f"Expected a compiled parameter of {self.model.theta_size} contiguous float64, "
+                             f"got {arr.dtype} {(<object>arr).shape}")
+        return <const double *>cnp.PyArray_DATA(arr)
+
+    def statistic(self, theta, data, idx=None, memory=None):
+        """``b⁻¹ Σ_{j∈idx} S̄(data[j], θ)`` (all rows if ``idx`` is None) and the solver's count of
+        unconverged columns.
+
+        Parameters
+        ----------
+        theta : ndarray of shape (theta_size,), float64
+            Compiled parameter (see :meth:`derive`).
+        data : ndarray of shape (n_samples, sample_size), float64, C order
+        idx : ndarray of shape (b,), int64, optional
+            Distinct rows in ``[0, n_samples)``.
+        memory : ndarray of shape (n_samples, memory_size), float64, C order, optional
+            The client's per-sample memory, read and updated at the rows ``idx``.
+
+        Returns
+        -------
+        out : ndarray of shape (q,)
+        n_unconverged : int
+        """
+        cdef const double *th = self._theta(theta)
+        cdef cnp.ndarray D = data
+        if (D.dtype != np.float64 or D.ndim != 2 or D.shape[1] != self.model.sample_size
+                or not cnp.PyArray_IS_C_CONTIGUOUS(D) or D.shape[0] < 1):
+            raise ValueError(f"Expected 'data' of shape (n, {self.model.sample_size}), C-contiguous float64, "
+                             f"got {D.dtype} {(<object>D).shape}")
+        cdef int64_t n = D.shape[0], b = n, j
+        cdef const int64_t *idx_ptr = NULL
+        cdef int64_t[::1] idx_v
+        if idx is not None:
+            idx_v = np.ascontiguousarray(idx, dtype=np.int64)
+            b = idx_v.shape[0]
+            if b < 1:
+                raise ValueError("Expected a non-empty minibatch 'idx'")
+            for j in range(b):
+                if not 0 <= idx_v[j] < n:
+                    raise IndexError(f"Expected 'idx' in [0, {n}), got {idx_v[j]}")
+            idx_ptr = &idx_v[0]
+        cdef double *mem = NULL
+        cdef cnp.ndarray M
+        if memory is not None:
+            M = memory
+            if (M.dtype != np.float64 or M.ndim != 2 or M.shape[0] != n or M.shape[1] != self.model.memory_size
+                    or not cnp.PyArray_IS_C_CONTIGUOUS(M) or not cnp.PyArray_ISWRITEABLE(M)):
+                raise ValueError(f"Expected 'memory' of shape ({n}, {self.model.memory_size}), writeable "
+                                 f"C-contiguous float64, got {M.dtype} {(<object>M).shape}")
+            mem = <double *>cnp.PyArray_DATA(M)
+        cdef cnp.ndarray out = np.empty(self.model.q, dtype=np.float64)
+        cdef double[::1] work = np.empty(max(<Py_ssize_t>self.model.statistic_work(self.model.ctx, b), 1))
+        cdef int64_t n_bad = 0
+        cdef int status
+        cdef const double *data_ptr = <const double *>cnp.PyArray_DATA(D)
+        cdef double *out_ptr = <double *>cnp.PyArray_DATA(out)
+        with nogil:
+            status = self.model.statistic(self.model.ctx, th, data_ptr, n, idx_ptr, b, mem, out_ptr, &n_bad,
+                                          &work[0])
+        if status != FEDMM_OK:
+            _raise_status(status, f"{self.name} statistic")
+        return out, int(n_bad)
+
+    cdef cnp.ndarray _vector(self, object s, Py_ssize_t size, str name):
+        arr = np.array(s, dtype=np.float64, copy=True, order="C")
+        if arr.shape != (size,):
+            raise ValueError(f"Expected '{name}' of shape ({size},), got {arr.shape}")
+        return arr
+
+    def project(self, s):
+        """``Π(s)``: a new array (a copy of ``s`` when ``𝒮`` is the whole space)."""
+        cdef cnp.ndarray out = self._vector(s, self.model.q, "s")
+        cdef double[::1] work = np.empty(max(<Py_ssize_t>self.model.server_work, 1))
+        cdef int status = FEDMM_OK
+        cdef double *ptr = <double *>cnp.PyArray_DATA(out)
+        if self.model.project != NULL:
+            with nogil:
+                status = self.model.project(self.model.ctx, ptr, &work[0])
+        if status != FEDMM_OK:
+            _raise_status(status, f"{self.name} projection")
+        return out
+
+    def T(self, s, theta_prev=None):
+        """The compiled parameter ``T(s)`` (shape (theta_size,)); ``theta_prev`` warm-starts an iterative ``T``."""
+        cdef cnp.ndarray s_arr = np.ascontiguousarray(s, dtype=np.float64)
+        if s_arr.ndim != 1 or s_arr.shape[0] != self.model.q:
+            raise ValueError(f"Expected 's' of shape ({self.model.q},), got {(<object>s_arr).shape}")
+        cdef cnp.ndarray out = (np.zeros(self.model.theta_size) if theta_prev is None
+                                else self._vector(theta_prev, self.model.theta_size, "theta_prev"))
+        cdef double[::1] work = np.empty(max(<Py_ssize_t>self.model.server_work, 1))
+        cdef int status
+        cdef const double *s_ptr = <const double *>cnp.PyArray_DATA(s_arr)
+        cdef double *ptr = <double *>cnp.PyArray_DATA(out)
+        with nogil:
+            status = self.model.T(self.model.ctx, s_ptr, ptr, &work[0])
+        if status != FEDMM_OK:
+            _raise_status(status, f"{self.name} T")
+        return out
+
+    def derive(self, theta_vector):
+        """The compiled parameter of a flat parameter (shape (d,)): its derived part appended."""
+        cdef cnp.ndarray out = np.zeros(self.model.theta_size, dtype=np.float64)
+        vec = np.asarray(theta_vector, dtype=np.float64)
+        if vec.shape != (self.model.d,):
+            raise ValueError(f"Expected a flat parameter of shape ({self.model.d},), got {vec.shape}")
+        out[:self.model.d] = vec
+        cdef double[::1] work = np.empty(max(<Py_ssize_t>self.model.server_work, 1))
+        cdef int status = FEDMM_OK
+        cdef double *ptr = <double *>cnp.PyArray_DATA(out)
+        if self.model.derive != NULL:
+            with nogil:
+                status = self.model.derive(self.model.ctx, ptr, &work[0])
+        if status != FEDMM_OK:
+            _raise_status(status, f"{self.name} parameter")
+        return out
+
+    def project_theta(self, theta):
+        """The compiled parameter with its flat part projected onto ``Θ`` and its derived part rebuilt."""
+        cdef cnp.ndarray out = self._vector(theta, self.model.theta_size, "theta")
+        cdef double[::1] work = np.empty(max(<Py_ssize_t>self.model.server_work, 1))
+        cdef int status = FEDMM_OK
+        cdef double *ptr = <double *>cnp.PyArray_DATA(out)
+        with nogil:
+            if self.model.project_theta != NULL:
+                status = self.model.project_theta(self.model.ctx, ptr, &work[0])
+            if status == FEDMM_OK and self.model.derive != NULL:
+                status = self.model.derive(self.model.ctx, ptr, &work[0])
+        if status != FEDMM_OK:
+            _raise_status(status, f"{self.name} parameter projection")
+        return out
+
+    @property
+    def has_project_theta(self):
+        """Whether ``Θ`` is a proper subset (the model has a parameter projection)."""
+        return self.model.project_theta != NULL
+
+
+def dictionary_model(fedmm_blas_int p, fedmm_blas_int K, double lam, double eta, double tol, int max_iter,
+                     int method):
+    """Dictionary learning with the ridge ``T`` as a :class:`CompiledModel` (``fedmm_dictionary_model``)."""
+    cdef CompiledModel m = CompiledModel.__new__(CompiledModel)
+    cdef fedmm_dictionary_model_t *ctx = <fedmm_dictionary_model_t *>m.alloc_ctx(sizeof(fedmm_dictionary_model_t))
+    ctx.p = p
+    ctx.K = K
+    ctx.lam = lam
+    ctx.eta = eta
+    ctx.tol = tol
+    ctx.max_iter = max_iter
+    ctx.method = method
+    ctx.blas = &_BLAS
+    if fedmm_dictionary_model(ctx, &m.model) != FEDMM_OK:
+        raise ValueError(f"Invalid dictionary model: p={p}, K={K}, lam={lam}, eta={eta}, tol={tol}, "
+                         f"max_iter={max_iter}")
+    m.name = "dictionary"
+    return m
+
+
+def sample_model(Py_ssize_t q, Py_ssize_t d, Py_ssize_t sample_size, uintptr_t statistic, uintptr_t T,
+                 uintptr_t project=0, constants=None, str name="sample model"):
+    """A :class:`CompiledModel` from C function addresses of a per-sample statistic (``fedmm_sample_model``).
+
+    ``statistic(constants, theta, z, out)``, ``T(constants, s, theta)`` and
+    the optional ``project(constants, s)`` are ``int`` C functions (for
+    example numba ``cfunc`` addresses); ``constants`` is a float64 array
+    they all receive (kept alive by the model).
+    """
+    if statistic == 0 or T == 0:
+        raise ValueError("Expected the addresses of the statistic and T functions, got a null pointer")
+    cdef CompiledModel m = CompiledModel.__new__(CompiledModel)
+    cdef fedmm_sample_model_t *ctx = <fedmm_sample_model_t *>m.alloc_ctx(sizeof(fedmm_sample_model_t))
+    cdef cnp.ndarray consts = np.ascontiguousarray(np.zeros(1) if constants is None else constants,
+                                                   dtype=np.float64)
+    m.keep = consts
+    ctx.constants = <const double *>cnp.PyArray_DATA(consts)
+    ctx.q = q
+    ctx.d = d
+    ctx.sample_size = sample_size
+    ctx.sample_statistic = <fedmm_sample_statistic_fn>statistic
+    ctx.T = <fedmm_sample_map_fn>T
+    ctx.project = <fedmm_sample_project_fn>project if project else NULL
+    if fedmm_sample_model(ctx, &m.model) != FEDMM_OK:
+        raise ValueError(f"Invalid per-sample model: q={q}, d={d}, sample_size={sample_size}")
+    m.name = name
+    return m
+
+
+cdef inline double _seconds() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)  # the clock of time.perf_counter on Linux
+    return ts.tv_sec + 1e-9 * ts.tv_nsec
+
+
+cdef Py_ssize_t _padded(size_t n) noexcept:
+    """``n`` 8-byte items rounded up to whole ``_CACHE_LINE`` blocks."""
+    cdef size_t per_line = _CACHE_LINE // 8
+    return <Py_ssize_t>((n + per_line - 1) // per_line * per_line)
+
+
+def _aligned_empty(shape, dtype):
+    """An uninitialised C-ordered array whose data starts on a ``_CACHE_LINE`` boundary."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(size + _CACHE_LINE, dtype=np.uint8)
+    start = (-raw.ctypes.data) % _CACHE_LINE
+    return raw[start:start + size].view(dtype).reshape(shape)
+
+
+cdef class _Clients:
+    """``n`` clients as ``fedmm_client_t`` records pointing into arrays the caller keeps alive."""
+    cdef fedmm_client_t *items
+    cdef Py_ssize_t n
+    cdef int64_t max_n_samples
+
+    def __cinit__(self, Py_ssize_t n):
+        self.n = n
+        self.items = <fedmm_client_t *>PyMem_Malloc(max(n, 1) * sizeof(fedmm_client_t))
+        if self.items == NULL:
+            raise MemoryError()
+        memset(self.items, 0, max(n, 1) * sizeof(fedmm_client_t))
+
+    def __dealloc__(self):
+        PyMem_Free(self.items)
+
+    cdef int fill(self, CompiledModel model, list datas, list memories, list Vs, const uint64_t[:, ::1] keys,
+                  const int64_t[:, ::1] quantizers, Py_ssize_t msg) except -1:
+        cdef Py_ssize_t k
+        cdef cnp.ndarray arr
+        cdef fedmm_client_t *c
+        if len(datas) != self.n or len(memories) != self.n or len(Vs) != self.n or keys.shape[0] != self.n \
+                or quantizers.shape[0] != self.n or keys.shape[1] != 2 or quantizers.shape[1] != 4:
+            raise ValueError(f"Expected one data set, memory, V, key pair and quantizer row per client ({self.n})")
+        self.max_n_samples = 1
+        for k in range(self.n):
+            c = &self.items[k]
+            arr = datas[k]
+            if (arr.dtype != np.float64 or arr.ndim != 2 or arr.shape[1] != model.model.sample_size
+                    or arr.shape[0] < 1 or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+                raise ValueError(f"Expected datas[{k}] of shape (n, {model.model.sample_size}), C-contiguous "
+                                 f"float64, got {arr.dtype} {(<object>arr).shape}")
+            c.data = <const double *>cnp.PyArray_DATA(arr)
+            c.n_samples = arr.shape[0]
+            self.max_n_samples = max(self.max_n_samples, c.n_samples)
+            if memories[k] is None:
+                c.memory = NULL
+            else:
+                arr = memories[k]
+                if (arr.dtype != np.float64 or arr.ndim != 2 or arr.shape[0] != c.n_samples
+                        or arr.shape[1] != model.model.memory_size or not cnp.PyArray_IS_C_CONTIGUOUS(arr)
+                        or not cnp.PyArray_ISWRITEABLE(arr)):
+                    raise ValueError(f"Expected memories[{k}] of shape ({c.n_samples}, {model.model.memory_size}),"
+                                     " writeable C-contiguous float64")
+                c.memory = <double *>cnp.PyArray_DATA(arr)
+            arr = Vs[k]
+            if (arr.dtype != np.float64 or arr.ndim != 1 or arr.shape[0] != msg
+                    or not cnp.PyArray_IS_C_CONTIGUOUS(arr) or not cnp.PyArray_ISWRITEABLE(arr)):
+                raise ValueError(f"Expected Vs[{k}] to be {msg} writeable contiguous float64")
+            c.V = <double *>cnp.PyArray_DATA(arr)
+            c.key[0] = keys[k, 0]
+            c.key[1] = keys[k, 1]
+            c.quantizer.scheme = <int>quantizers[k, 0]
+            c.quantizer.bits = <int>quantizers[k, 1]
+            c.quantizer.norm = <int>quantizers[k, 2]
+            c.quantizer.block = <size_t>quantizers[k, 3]
+        return 0
+
+
+def run_rounds(CompiledModel model, str space, str mode, str oracle, bint project, int64_t batch, double p,
+               double alpha, int64_t count, const double[::1] weights, const uint64_t[::1] server_key,
+               list datas, list memories, list Vs, const uint64_t[:, ::1] keys, const int64_t[:, ::1] quantizers,
+               S, double[::1] V, double[::1] theta, double[::1] theta_prev, uint64_t t0,
+               const double[::1] gammas, int n_threads=1, double max_seconds=float("inf")):
+    """Whole FedMM rounds ``t0, …, t0 + R − 1`` (``R = len(gammas)``) in one GIL-free call.
+
+    Per round ``t``: ``fedmm_server_select``, every contacted client's
+    ``fedmm_client_round`` on ``n_threads`` OpenMP threads (one workspace
+    per thread), then ``fedmm_server_step`` on the senders' messages in
+    client order with ``weights[i] = μ_i / p``.  The server state ``S``
+    (S-space; None in Θ-space), ``V`` and ``theta`` (compiled parameter) is
+    updated in place, and the clients' ``Vs`` and ``memories``; ``theta_prev``
+    receives ``theta`` before the last round.  ``quantizers[i] = (scheme,
+    bits, norm, block)`` of client ``i``'s compressor.  Stops after the
+    first round that ends more than ``max_seconds`` after the call started
+    (at least one round runs).
+
+    Returns
+    -------
+    senders : ndarray of shape (R', n), int64
+        Row ``r``: the clients whose message round ``r`` aggregated, in
+        ``senders[r, :n_senders[r]]`` (increasing).
+    n_senders, n_contacted : ndarray of shape (R',), int64
+    dist : ndarray of shape (R', 2)
+        ``(‖Ŝ_{t+1} − Ŝ_t‖², ‖θ_{t+1} − θ_t‖²)`` (flat parameters).
+    seconds : ndarray of shape (R',)
+        Wall time of each round.
+    n_unconverged : int
+        Inner-solver columns that hit their iteration cap.
+    """
+    cdef fedmm_round_config_t cfg
+    cfg.space = SPACES[space]
+    cfg.mode = MODES[mode]
+    cfg.oracle = ORACLES[oracle]
+    cfg.project = project
+    cfg.batch = batch
+    cfg.p = p
+    cfg.alpha = alpha
+    cdef fedmm_model_t *mdl = &model.model
+    cdef Py_ssize_t n = len(datas), R = gammas.shape[0], r, k, i
+    cdef Py_ssize_t msg = fedmm_message_size(mdl, &cfg), q = mdl.q
+    cdef double[::1] S_v
+    cdef double *S_ptr = NULL
+    if cfg.space == FEDMM_SPACE_STATISTIC:
+        S_v = S
+        if S_v.shape[0] != q:
+            raise ValueError(f"Expected 'S' of length {q}, got {S_v.shape[0]}")
+        S_ptr = &S_v[0]
+    if theta.shape[0] != mdl.theta_size or theta_prev.shape[0] != mdl.theta_size or V.shape[0] != msg:
+        raise ValueError(f"Expected 'theta', 'theta_prev' of length {mdl.theta_size} and 'V' of length {msg}")
+    if n == 0 or weights.shape[0] != n or server_key.shape[0] != 2:
+        raise ValueError(f"Expected at least one client, one weight per client ({n}) and a two-word server key")
+    if count > n:
+        raise ValueError(f"Expected 'count' <= {n}, got {count}")
+    cdef _Clients clients = _Clients(n)
+    clients.fill(model, datas, memories, Vs, keys, quantizers, msg)
+    senders = np.zeros((R, n), dtype=np.int64)
+    n_senders = np.zeros(R, dtype=np.int64)
+    n_contacted = np.zeros(R, dtype=np.int64)
+    dist = np.zeros((R, 2), dtype=np.float64)
+    seconds = np.zeros(R, dtype=np.float64)
+    cdef int64_t[:, ::1] senders_v = senders
+    cdef int64_t[::1] n_senders_v = n_senders, n_contacted_v = n_contacted
+    cdef double[:, ::1] dist_v = dist
+    cdef double[::1] seconds_v = seconds
+    cdef double[:, ::1] values = np.empty((n, max(msg, 1)), dtype=np.float64)
+    cdef double[::1] w_sent = np.empty(n, dtype=np.float64)
+    cdef int64_t[::1] ids = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] sel_work = np.empty(n, dtype=np.int64)
+    cdef uint8_t[::1] coins = np.zeros(n, dtype=np.uint8)
+    cdef int64_t[::1] n_bad = np.zeros(n, dtype=np.int64)
+    cdef int[::1] status = np.zeros(n, dtype=np.intc)
+    cdef int[::1] sent = np.zeros(n, dtype=np.intc)
+    cdef double[::1] server_work = np.empty(fedmm_server_step_work(mdl, &cfg, n), dtype=np.float64)
+    n_threads = max(1, n_threads)
+    cdef Py_ssize_t work_stride = _padded(fedmm_client_round_work(mdl, &cfg, clients.max_n_samples))
+    cdef Py_ssize_t iwork_stride = _padded(fedmm_client_round_iwork(clients.max_n_samples))
+    cdef double[:, ::1] thread_work = _aligned_empty((n_threads, work_stride), np.float64)
+    cdef int64_t[:, ::1] thread_iwork = _aligned_empty((n_threads, iwork_stride), np.int64)
+    cdef const double *ref = S_ptr if cfg.space == FEDMM_SPACE_STATISTIC else &theta[0]
+    cdef int tid, coin
+    cdef int64_t m = 0, m_sent, total_bad = 0
+    cdef int failed = FEDMM_OK, select_status = FEDMM_OK, server_status = FEDMM_OK
+    cdef Py_ssize_t failed_client = -1, n_run = 0
+    cdef uint64_t t = t0
+    cdef double clock, started
+    cdef bint compress = cfg.mode == FEDMM_MODE_COMPRESS
+    with nogil:
+        clock = _seconds()
+        started = clock
+        for r in range(R):
+            t = t0 + r
+            # Algorithm 2 line 2 (or Algorithm 4's coins)
+            select_status = fedmm_server_select(&server_key[0], t, n, count, p, cfg.mode, &ids[0], &m,
+                                                &coins[0], &sel_work[0])
+            if select_status != FEDMM_OK:
+                break
+            for k in range(m):
+                n_bad[k] = 0
+                status[k] = FEDMM_OK
+                sent[k] = 0
+            # lines 5-11 on every contacted client
+            for k in prange(m, num_threads=n_threads, schedule="dynamic"):
+                tid = threadid()
+                status[k] = fedmm_client_round(mdl, &cfg, &clients.items[ids[k]], t,
+                                               coins[ids[k]] if compress else 1, &theta[0], ref,
+                                               &values[k, 0], &sent[k], &n_bad[k], &thread_work[tid, 0],
+                                               &thread_iwork[tid, 0])
+            m_sent = 0
+            for k in range(m):
+                total_bad = total_bad + n_bad[k]
+                if status[k] != FEDMM_OK and failed == FEDMM_OK:
+                    failed = status[k]
+                    failed_client = ids[k]
+                if sent[k]:
+                    if m_sent != k:
+                        memcpy(&values[m_sent, 0], &values[k, 0], msg * sizeof(double))
+                    w_sent[m_sent] = weights[ids[k]]
+                    senders_v[r, m_sent] = ids[k]
+                    m_sent = m_sent + 1
+            if failed != FEDMM_OK:
+                break
+            # lines 13-17, then T for the next round's line 4
+            memcpy(&theta_prev[0], &theta[0], mdl.theta_size * sizeof(double))
+            server_status = fedmm_server_step(mdl, &cfg, m_sent, &w_sent[0], &values[0, 0], gammas[r], S_ptr,
+                                              &V[0], &theta[0], &dist_v[r, 0], &server_work[0])
+            if server_status != FEDMM_OK:
+                break
+            n_senders_v[r] = m_sent
+            n_contacted_v[r] = m
+            seconds_v[r] = _seconds() - clock
+            clock = clock + seconds_v[r]
+            n_run = r + 1
+            if clock - started > max_seconds:
+                break
+    if select_status != FEDMM_OK:
+        _raise_status(select_status, f"server selection at round {t}")
+    if failed != FEDMM_OK:
+        _raise_status(failed, f"client #{failed_client} at round {t}")
+    if server_status != FEDMM_OK:
+        _raise_status(server_status, f"server step at round {t}")
+    return (senders[:n_run], n_senders[:n_run], n_contacted[:n_run], dist[:n_run], seconds[:n_run],
+            int(total_bad))
