@@ -9,7 +9,7 @@ selection, broadcast, client steps, transport, aggregation; not Ray start-up
 or actor creation), measured for the in-process runtime and for the other
 runtime in the same test, so ``extra_info`` holds both and their difference.
 
-- Ray: 2 actors, 20 / 200 / 2,000 clients (batched steps in each actor).
+- Ray: 2 actors, 20 / 200 / 2,000 clients (one Client.step per client in each actor).
 - Flower: the simulation runtime (Ray-backed) with 3 clients.
 
 Run: ``python -m pytest benchmarks/bench_runtimes.py --benchmark-only -s``
