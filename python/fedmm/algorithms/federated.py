@@ -522,8 +522,10 @@ class FedMM:
     True
     """
 
-    _space = "statistic"
-    _name = "FedMM"
+    #: Where the clients' messages live and the server aggregates: ``'statistic'`` (S-space).
+    space = "statistic"
+    #: The algorithm's name in ``History.algorithm``.
+    name = "FedMM"
 
     def __init__(self, model: SurrogateModel, participation: float | int = 1.0, compressor: Any = None,
                  alpha: float = 0.0, step: Any = ("sqrt", 0.05), batch_size: int | None = None,
@@ -635,7 +637,7 @@ class FedMM:
 
     def _message_size(self, S0: np.ndarray) -> int:
         model = self.model
-        return model.layout.size if self._space == "statistic" else model.theta_vector(model.T(S0)).shape[0]
+        return model.layout.size if self.space == "statistic" else model.theta_vector(model.T(S0)).shape[0]
 
     # -- building the parties ---------------------------------------------
     def build_server(self, n_clients: int, *, weights: Any, S0: Any,
@@ -666,7 +668,7 @@ class FedMM:
         count, p = self._participation_for(n)
         comps = self._compressors(n, self._message_size(S0))
         return Server(self.model, n, weights=w / w.sum(), p=p, count=count, schedule=self.schedule,
-                      alpha=self.alpha, projection=self.projection, space=self._space,
+                      alpha=self.alpha, projection=self.projection, space=self.space,
                       mode=self.participation_mode, S0=S0, seed=seed, decoders=comps)
 
     def build_client(self, index: int, data: Any, *, n_clients: int,
@@ -683,7 +685,7 @@ class FedMM:
         if check:
             data = self.model.check_data(data, f"datas[{index}]")
         _, p = self._participation_for(n)
-        return Client(index, data, self.model, space=self._space, compressor=self._compressor_list(n)[index],
+        return Client(index, data, self.model, space=self.space, compressor=self._compressor_list(n)[index],
                       alpha=self.alpha, p=p, mode=self.participation_mode, oracle=self.oracle,
                       batch_size=self.batch_size, k_in=self.k_in, seed=seed,
                       control_variates=self.control_variates)
@@ -699,7 +701,6 @@ class FedMM:
         if S0 is None:
             S0 = model.init_statistic(datas, init_generator(seed))
         server = self.build_server(n, weights=weights, S0=S0, seed=seed)
-        self._compressors(n, server._size)
         clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
         return server, clients
 
@@ -752,10 +753,10 @@ class FedMM:
         datas = [c.data for c in clients]
         if objective_data is not None:
             objective_data = self.model.check_data(objective_data, "objective_data")
-        history = History(self._name, {**self.config(), "seed": seed_repr(check_seed(seed)),
+        history = History(self.name, {**self.config(), "seed": seed_repr(check_seed(seed)),
                                        "n_clients": len(clients), "n_rounds": n_rounds})
         monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
-                           monitor_every if self._space == "parameter" else 0)
+                           monitor_every if self.space == "parameter" else 0)
         if objective_every:
             history.config["initial_objective"] = monitor.objective()
         if runtime is None:
@@ -812,8 +813,8 @@ class ParameterAveraging(FedMM):
     clients) every ``monitor_every`` rounds.  ``history.state`` has ``theta`` only.
     """
 
-    _space = "parameter"
-    _name = "ParameterAveraging"
+    space = "parameter"
+    name = "ParameterAveraging"
 
 
 # --------------------------------------------------------------------------- monitoring
