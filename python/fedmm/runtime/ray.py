@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from fedmm._validation import check_int, check_real
 from fedmm.history import History
-from fedmm.runtime.local import _chunks, finish_round
+from fedmm.runtime.local import finish_round
 
 __all__ = ["RayRuntime", "init_local_ray", "local_ray"]
 
@@ -95,6 +95,24 @@ def local_ray(num_cpus: int | None = None, **kwargs: Any) -> Iterator[Any]:
                 gc.collect()
 
 
+def _actor_shares(items: Sequence[Any], n_actors: int) -> list[list[Any]]:
+    """``items`` split into at most ``n_actors`` contiguous, near-equal, non-empty shares.
+
+    The placement of :class:`RayRuntime`: with ``n = len(items)``, item ``i``
+    goes to share ``j`` with ``⌊n j / k⌋ <= i < ⌊n (j + 1) / k⌋``,
+    ``k = min(n_actors, n)``.
+
+    Examples
+    --------
+    >>> _actor_shares(list(range(5)), 2)
+    [[0, 1], [2, 3, 4]]
+    """
+    n = len(items)
+    k = min(check_int(n_actors, "n_actors", low=1), n)
+    bounds = [n * j // k for j in range(k + 1)]
+    return [list(items[bounds[j]:bounds[j + 1]]) for j in range(k)]
+
+
 class _Shard:
     """Ray actor body: a share of the clients, run round by round."""
 
@@ -107,22 +125,26 @@ class _Shard:
         """The set-up exchange: every held client initialises ``V_{0,i}`` (errors propagate, as in process)."""
         return [(i, c.setup(message)) for i, c in self.clients.items()]
 
-    def rollback(self, ids: Sequence[int]) -> None:
-        """Restore the start-of-round state of ``ids`` (their payloads were not aggregated)."""
+    def rollback(self, ids: Sequence[int], like_theta: Any) -> None:
+        """Restore the start-of-round state of ``ids`` (their payloads were not aggregated).
+
+        ``like_theta`` is any parameter of the model (e.g. the round's ``θ_t``): it gives
+        ``Client.set_state`` the parameter's structure.
+        """
         for i in ids:
             if i in self._snapshots:
-                self.clients[i].set_state(self._snapshots[i], self.clients[i].oracle._spider_theta)
+                self.clients[i].set_state(self._snapshots[i], like_theta)
 
     def _one(self, i: int, message: Any) -> tuple[Any, str | None]:
         try:
             return self.clients[i].step(message), None
         except Exception:  # the client failed: drop it, keep its start-of-round state
-            self.rollback([i])
+            self.rollback([i], message.theta)
             return None, traceback.format_exc(limit=3)
 
     def step(self, message: Any, ids: Sequence[int], rollback: Sequence[int]) -> list[tuple[int, Any, str | None]]:
         """Run the clients ``ids`` on ``message``; each result is ``(i, payload or None, error or None)``."""
-        self.rollback(rollback)
+        self.rollback(rollback, message.theta)
         self._snapshots = {i: self.clients[i].get_state() for i in ids}
         if self.batched and ids:
             share = [self.clients[i] for i in ids]
@@ -130,7 +152,7 @@ class _Shard:
                 payloads = type(share[0]).step_many(share, message)
                 return [(i, b, None) for i, b in zip(ids, payloads)]
             except Exception:
-                self.rollback(ids)  # find the failing client(s) one by one (same numbers)
+                self.rollback(ids, message.theta)  # find the failing client(s) one by one (same numbers)
         return [(i, *self._one(i, message)) for i in ids]
 
     def states(self) -> dict[int, dict]:
@@ -196,7 +218,7 @@ class RayRuntime:
         """The set-up exchange and ``n_rounds`` rounds (records as :class:`fedmm.runtime.LocalRuntime`'s)."""
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         ray, started = self._start()
-        shares = _chunks(list(clients), self.n_actors)
+        shares = _actor_shares(list(clients), self.n_actors)
         actor_cls = ray.remote(num_cpus=self.num_cpus_per_actor)(_Shard)
         actors = [actor_cls.remote(share, self.batched) for share in shares]
         owner = {c.index: a for a, share in enumerate(shares) for c in share}
@@ -245,7 +267,7 @@ class RayRuntime:
                                        callback)
             for a, actor in enumerate(actors):
                 if rollback[a]:
-                    ray.get(actor.rollback.remote(rollback[a]))
+                    ray.get(actor.rollback.remote(rollback[a], server.theta))
                 for i, state in ray.get(actor.states.remote()).items():
                     clients[i].set_state(state, server.theta)
         finally:
