@@ -238,7 +238,8 @@ def test_fedmls_parties_and_message():
     # FedMLS's clients carry no get_state/set_state: they satisfy ClientParty, not StatefulClientParty
     # (runtimes that move clients between processes cannot carry them yet).
     capture = CaptureRuntime()
-    FedMLS(L1Regression(), 2, Inverse(1.0), oracle="full").run(nonsmooth_toy_data("l1"), 2, runtime=capture)
+    FedMLS(L1Regression(), local_steps=2, lam=Inverse(1.0), oracle="full").run(nonsmooth_toy_data("l1"), 2,
+                                                                             runtime=capture)
     assert_satisfies(capture.server, P.ServerParty)
     assert_satisfies(capture.server.setup_message(), P.Message)
     for client in capture.clients:
