@@ -83,7 +83,7 @@ def bench_flower_simulation_round_overhead(benchmark):
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
-    import fedmm.flower as ff
+    import fedmm.runtime.flower as ff
     from fedmm.algorithms._random import init_generator
 
     datas = _clients(3)

@@ -605,3 +605,37 @@ class FailingInverseToy(_FailOnMark, InverseToy):
 
 class FailingDictionaryLearning(_FailOnMark, DictionaryLearning):
     """``DictionaryLearning`` with a failing client (see :class:`_FailOnMark`)."""
+
+
+# =============================================================================
+# ---- extension points (issue 13): the recipes of docs/extending.md ----
+# =============================================================================
+import functools  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+EXTENDING_DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+
+
+def python_blocks(text: str) -> list[tuple[int, str]]:
+    """``(first line number, body)`` of the ```python fenced blocks of a Markdown text, in order."""
+    return [(text.count("\n", 0, m.start(1)) + 1, m.group(1))
+            for m in re.finditer(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)]
+
+
+@functools.lru_cache(maxsize=None)
+def extending_recipes() -> types.ModuleType:
+    """Every ```python block of docs/extending.md executed in order in one module (its asserts run too).
+
+    The module is registered in ``sys.modules`` as ``extending_recipes`` so that its classes behave
+    as if imported (dataclasses, ``inspect``, pickling by reference).
+    """
+    module = types.ModuleType("extending_recipes")
+    module.__file__ = str(EXTENDING_DOC)
+    sys.modules[module.__name__] = module
+    for line, block in python_blocks(EXTENDING_DOC.read_text(encoding="utf-8")):
+        # Padded so that tracebacks give the line numbers of the Markdown file.
+        exec(compile("\n" * (line - 1) + block, str(EXTENDING_DOC), "exec"), module.__dict__)
+    return module

@@ -219,8 +219,11 @@ MODES = [("select", 3), ("select", 0.5), ("select", 1.0), ("compress", 3), ("com
 @pytest.mark.parametrize("alpha", [0.0, 0.03], ids=["no-cv", "cv"])
 def test_compiled_stretches_equal_the_per_round_path(monkeypatch, alpha, compressor, mode, participation, algorithm):
     """Whole rounds in C (selection, clients, aggregation, SA step, T) == the per-client wire path, bit for bit."""
+    from fedmm.engine import local
+
     datas = _clients()
     calls = _counting_simulate_rounds(monkeypatch)
+    monkeypatch.setattr(local, "_STRETCH_SECONDS", float("inf"))  # stretches end at the monitor only
 
     def run(n_threads, backend, **kw):
         algo = algorithm(DictionaryLearning(K, LAM, ETA), participation=participation,

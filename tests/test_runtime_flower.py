@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""fedmm.flower: Flower's simulation and a real loopback deployment reproduce the in-process History."""
+"""fedmm.runtime.flower: Flower's simulation and a real loopback deployment reproduce the in-process History."""
 import gc
 import os
 import signal
@@ -24,7 +24,7 @@ os.environ["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"
 from flwr.serverapp import ServerApp  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
 
-import fedmm.flower as ff  # noqa: E402
+import fedmm.runtime.flower as ff  # noqa: E402
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
 from fedmm.algorithms._random import init_generator  # noqa: E402
 from fedmm.compression import BlockQuantizer, StochasticRounding  # noqa: E402
@@ -80,15 +80,25 @@ def test_strategy_rejects_bad_arguments():
         ff.FedMMStrategy(ParameterAveraging(FailingInverseToy()), 3)
 
 
+def test_the_flower_module_lives_under_runtime():
+    import importlib
+
+    import fedmm.runtime
+
+    assert ff.__name__ == "fedmm.runtime.flower" and fedmm.runtime.flower is ff
+    with pytest.raises(ModuleNotFoundError, match="fedmm.flower"):
+        importlib.import_module("fedmm.flower")  # renamed (issue 13): no shim at the old path
+
+
 def test_missing_flower_gives_an_import_error_naming_the_extra():
     code = ("import sys; sys.modules['flwr'] = sys.modules['flwr.app'] = None\n"
-            "try:\n    import fedmm.flower\nexcept ImportError as exc:\n    print(exc)\n")
+            "try:\n    import fedmm.runtime.flower\nexcept ImportError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "pip install 'fedmm[flower]'" in out.stdout, out.stdout + out.stderr
     # Importing fedmm and its runtimes imports neither Flower nor Ray (both are optional extras).
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, fedmm, fedmm.runtime; print(sorted(m for m in sys.modules "
-                               "if m.split('.')[0] in ('flwr', 'ray') or m == 'fedmm.flower'))"],
+                               "if m.split('.')[0] in ('flwr', 'ray') or m == 'fedmm.runtime.flower'))"],
         capture_output=True, text=True, timeout=120)
     assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
 

@@ -3,7 +3,7 @@
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from fedmm.flower import FedMMStrategy
+from fedmm.runtime.flower import FedMMStrategy
 
 from fedmm_flower_example.task import initial_statistic, make_algorithm
 

@@ -45,6 +45,10 @@ PARTICIPATION_MODES = ("select", "compress", "compress-local")
 BACKENDS = ("auto", "python", "compiled")
 
 
+#: The set-up exchange sends V_{0,i} uncompressed, in the Identity wire format, whatever the compressors.
+_SETUP_CODEC = Identity()
+
+
 # --------------------------------------------------------------------------- messages
 @dataclass(frozen=True)
 class Broadcast:
@@ -190,7 +194,7 @@ class Client:
             return b""
         full = self.oracle.statistic(message.theta, None)
         self.V = self._local_value(full) - ref
-        return Identity().encode(self.V, None)
+        return _SETUP_CODEC.encode(self.V, None)
 
     # -- state transfer (runtimes whose workers do not keep Client objects) ----
     def get_state(self) -> dict[str, np.ndarray]:
@@ -326,7 +330,7 @@ class Server:
         V = np.zeros(self._size)
         for i in sorted(payloads):
             if payloads[i]:
-                V += self.weights[i] * self._decode(i, payloads[i])
+                V += self.weights[i] * self._decode(i, payloads[i], _SETUP_CODEC)
         self.V = V
 
     # -- one round ----------------------------------------------------------
@@ -416,8 +420,8 @@ class Server:
         self.theta = theta if theta is not None else self.model.theta_from_vector(vec, self._theta_like)
         self._coins = None
 
-    def _decode(self, i: int, payload: bytes) -> np.ndarray:
-        values = self.decoders[i].decode(payload)
+    def _decode(self, i: int, payload: bytes, codec: Any = None) -> np.ndarray:
+        values = (self.decoders[i] if codec is None else codec).decode(payload)
         if values.shape != (self._size,):
             raise ValueError(f"Client {i} sent a message of length {values.shape}, expected ({self._size},)")
         if not np.isfinite(values).all():
