@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The public Cython API: a downstream module ``cimport``s ``fedmm.fedmm_kernels``,
-is compiled in a temporary directory and calls a kernel on a NumPy Generator."""
+is compiled in a temporary directory and calls kernels with a quantizer spec
+(``fedmm_quantizer_t``) on a NumPy Generator."""
 from __future__ import annotations
 
 import os
@@ -18,17 +19,36 @@ PYX = textwrap.dedent(
     # cython: language_level=3
     import numpy as np
     from cpython.pycapsule cimport PyCapsule_GetPointer
-    from fedmm.fedmm_kernels cimport (FEDMM_NORM_L2, FEDMM_OK, fedmm_bitgen_t,
-                                      fedmm_quantize_f64, fedmm_strerror)
+    from fedmm.fedmm_kernels cimport (FEDMM_NORM_L2, FEDMM_OK, FEDMM_SCHEME_BLOCKP, fedmm_bitgen_t,
+                                      fedmm_quantize_f64, fedmm_quantizer_apply, fedmm_quantizer_check,
+                                      fedmm_quantizer_t, fedmm_strerror)
+
+    cdef fedmm_bitgen_t *bitgen(generator):
+        return <fedmm_bitgen_t *>PyCapsule_GetPointer(generator.bit_generator.capsule, "BitGenerator")
 
     def blockp(const double[::1] x, Py_ssize_t block, generator):
         out = np.empty(x.shape[0])
         cdef double[::1] o = out
-        cdef fedmm_bitgen_t *rng = <fedmm_bitgen_t *>PyCapsule_GetPointer(
-            generator.bit_generator.capsule, "BitGenerator")
+        cdef fedmm_quantizer_t spec = fedmm_quantizer_t(FEDMM_SCHEME_BLOCKP, 2, FEDMM_NORM_L2, block)
+        cdef fedmm_bitgen_t *rng = bitgen(generator)
         cdef int status
         with generator.bit_generator.lock, nogil:
-            status = fedmm_quantize_f64(&x[0], x.shape[0], block, 2, FEDMM_NORM_L2, rng, &o[0])
+            status = fedmm_quantize_f64(&x[0], x.shape[0], &spec, rng, &o[0])
+        if status != FEDMM_OK:
+            raise ValueError(fedmm_strerror(status).decode())
+        return out
+
+    def apply(const double[::1] x, int scheme, int bits, int norm, size_t block, generator):
+        out = np.empty(x.shape[0])
+        cdef double[::1] o = out
+        cdef fedmm_quantizer_t spec
+        spec.scheme, spec.bits, spec.norm, spec.block = scheme, bits, norm, block
+        if fedmm_quantizer_check(&spec, x.shape[0]) != FEDMM_OK:
+            raise ValueError("invalid quantizer")
+        cdef fedmm_bitgen_t *rng = bitgen(generator)
+        cdef int status
+        with generator.bit_generator.lock, nogil:
+            status = fedmm_quantizer_apply(&spec, &x[0], x.shape[0], rng, &o[0])
         if status != FEDMM_OK:
             raise ValueError(fedmm_strerror(status).decode())
         return out
@@ -52,6 +72,7 @@ CHECK = textwrap.dedent(
     '''
     import numpy as np
     import downstream
+    from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
     from fedmm.kernels import quantize_blockp
     x = np.random.default_rng(0).standard_normal(1000)
     ours = downstream.blockp(x, 100, np.random.default_rng(42))
@@ -63,6 +84,17 @@ CHECK = textwrap.dedent(
         assert "non-finite" in str(exc)
     else:
         raise AssertionError("NaN not reported")
+    # fedmm_quantizer_apply on the (scheme, bits, norm, block) of each compressor
+    for comp, spec in [(BlockQuantizer(64), (1, 2, 1, 64)), (StochasticRounding(8, "inf", 100), (2, 8, 2, 100)),
+                       (Identity(), (0, 0, 0, 0))]:
+        ours = downstream.apply(x, *spec, np.random.default_rng(7))
+        assert np.array_equal(ours.view(np.uint64), comp.quantize(x, np.random.default_rng(7)).view(np.uint64)), comp
+    try:
+        downstream.apply(x, 1, 3, 1, 64, np.random.default_rng(0))
+    except ValueError as exc:
+        assert "invalid quantizer" in str(exc)
+    else:
+        raise AssertionError("bad spec accepted")
     print("OK")
     '''
 )

@@ -7,8 +7,6 @@ compiles with ``include_dirs=[fedmm.get_include()]``, linking
 ``fedmm.get_library_dir()/libfedmm_kernels.a``.
 """
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
-from libc.stdint cimport int64_t  # nonsmooth.c
 
 cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_KERNELS_VERSION_MAJOR
@@ -83,16 +81,36 @@ cdef extern from "fedmm_kernels.h" nogil:
 
     # ---- kernel families: one section per C source file ----
 
-    # ---- compression (quantize.c) ----
-    const char *FEDMM_WIRE_MAGIC
-    int FEDMM_WIRE_VERSION
-    int FEDMM_WIRE_HEADER_NBYTES
+    # ---- quantizers (quantize.c) ----
     int FEDMM_SCHEME_IDENTITY
     int FEDMM_SCHEME_BLOCKP
     int FEDMM_SCHEME_DITHER
     int FEDMM_NORM_NONE
     int FEDMM_NORM_L2
     int FEDMM_NORM_LINF
+
+    ctypedef struct fedmm_quantizer_t:
+        int scheme
+        int bits
+        int norm
+        size_t block
+
+    int fedmm_quantizer_check(const fedmm_quantizer_t *spec, size_t q)
+    int fedmm_quantize_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                           fedmm_bitgen_t *rng, double *out)
+    int fedmm_quantize_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                           fedmm_bitgen_t *rng, double *out)
+    int fedmm_quantizer_apply(const fedmm_quantizer_t *spec, const double *x, size_t q,
+                              fedmm_bitgen_t *rng, double *out)
+    int fedmm_encode_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                         fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+    int fedmm_encode_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                         fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+
+    # ---- wire format (wire.c) ----
+    const char *FEDMM_WIRE_MAGIC
+    int FEDMM_WIRE_VERSION
+    int FEDMM_WIRE_HEADER_NBYTES
 
     ctypedef struct fedmm_wire_header_t:
         int version
@@ -103,22 +121,14 @@ cdef extern from "fedmm_kernels.h" nogil:
         uint64_t q
         uint64_t block
 
-    uint64_t fedmm_wire_nbytes(int scheme, uint64_t q, uint64_t block, int bits,
-                               int norm, int value_nbytes)
-    int fedmm_quantize_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                           fedmm_bitgen_t *rng, double *out)
-    int fedmm_quantize_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                           fedmm_bitgen_t *rng, double *out)
-    int fedmm_encode_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                         int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
-    int fedmm_encode_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                         int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+    uint64_t fedmm_wire_nbytes(const fedmm_quantizer_t *spec, uint64_t q, int value_nbytes)
     int fedmm_identity_encode_f64(const double *x, size_t q, uint8_t *payload, size_t nbytes)
     int fedmm_identity_encode_f32(const float *x, size_t q, uint8_t *payload, size_t nbytes)
     int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
                                fedmm_wire_header_t *hdr, const char **reason)
     int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
                           size_t out_len, const char **reason)
+
     # ---- sparse coding (lasso.c) ----
     int FEDMM_LASSO_AUTO
     int FEDMM_LASSO_CD

@@ -117,7 +117,7 @@ typedef struct fedmm_blas {
 /* ---- kernel families ---------------------------------------------------- */
 /* Each family has its own section below (one header section per source file). */
 
-/* ---- compression (quantize.c) ---- */
+/* ---- quantizers (quantize.c) -------------------------------------------- */
 /* Unbiased compressors of FedEM (Dieuleveut et al. 2021): block-p
  * quantization (App. B) and stochastic rounding / random dithering (Sec. 2).
  * Per block x_l (the last block may be shorter) with N = ||x_l||_r,
@@ -126,19 +126,12 @@ typedef struct fedmm_blas {
  *     a_j = s |x_j| / N,
  * so E[Q(x)] = x; bits = 2 (s = 1) is block-p quantization.  The Bernoulli
  * draws are exact (see quantize.c): 8 random bits per coordinate, ties
- * resolved with further bits.  Blocks with N = 0 draw nothing.
- * `block` is the effective block size, 1 <= block <= q.  On error the
- * generator may have been advanced and outputs are undefined.
+ * resolved with further bits.  Blocks with N = 0 draw nothing.  On error
+ * the generator may have been advanced and outputs are undefined.
  * On x86 with GCC or Clang the kernels run AVX2 loops when the CPU has AVX2
  * (portable loops otherwise, or when the library is built with
  * -DFEDMM_NO_SIMD); payloads, values and the random numbers drawn are the
- * same bit for bit on every build.
- * Wire format (docs/wire-format.md): 32-byte little-endian header, then
- * ceil(q/block) norms (float32 or float64), then the codes
- * (sign << (bits-1) | level) packed LSB-first at `bits` bits each. */
-#define FEDMM_WIRE_MAGIC "FMMQ"
-#define FEDMM_WIRE_VERSION 1
-#define FEDMM_WIRE_HEADER_NBYTES 32
+ * same bit for bit on every build. */
 #define FEDMM_SCHEME_IDENTITY 0
 #define FEDMM_SCHEME_BLOCKP 1
 #define FEDMM_SCHEME_DITHER 2
@@ -146,11 +139,14 @@ typedef struct fedmm_blas {
 #define FEDMM_NORM_L2 1
 #define FEDMM_NORM_LINF 2
 
-/* Decoded fixed header of a payload. */
 /* A compressor as the compiled kernels see it (the value of
- * Compressor.quantizer_spec(q) in Python): scheme FEDMM_SCHEME_*, bits per
- * coordinate (2 for block-p, 0 for identity), norm FEDMM_NORM_* and the
- * effective block size (1 <= block <= q; 0 for identity). */
+ * Compressor.quantizer_spec(q) in Python, fields in this order):
+ *   scheme  FEDMM_SCHEME_IDENTITY, FEDMM_SCHEME_BLOCKP or FEDMM_SCHEME_DITHER;
+ *   bits    bits per coordinate on the wire: 2 for block-p, 2..16 for
+ *           dithering (s = 2^(bits-1) - 1 levels), 0 for identity;
+ *   norm    FEDMM_NORM_L2 or FEDMM_NORM_LINF (FEDMM_NORM_NONE for identity);
+ *   block   the effective block size in coordinates, 1 <= block <= q
+ *           (0 for identity). */
 typedef struct fedmm_quantizer {
     int scheme;
     int bits;
@@ -158,6 +154,58 @@ typedef struct fedmm_quantizer {
     size_t block;
 } fedmm_quantizer_t;
 
+/* FEDMM_OK when *spec is a valid quantizer for vectors of length q
+ * (1 <= q <= 2^58, the field rules above), FEDMM_EINVAL otherwise (also for
+ * spec == NULL).  The kernels below run this check themselves. */
+int fedmm_quantizer_check(const fedmm_quantizer_t *spec, size_t q);
+
+/* Fused quantize-and-dequantize: out[j] = Q(x)_j (float64, length q), the
+ * values a receiver decodes.  spec: FEDMM_SCHEME_BLOCKP or
+ * FEDMM_SCHEME_DITHER (identity is FEDMM_EINVAL here: see
+ * fedmm_quantizer_apply).  Consumes the random stream exactly like
+ * fedmm_encode_*.  FEDMM_ENONFINITE on NaN/inf in x, FEDMM_EINVAL on an
+ * invalid spec (fedmm_quantizer_check), rng == NULL, or |x_j| > 2^1023
+ * (float64; norms are capped there so that decoded values stay finite). */
+int fedmm_quantize_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                       fedmm_bitgen_t *rng, double *out);
+/* float32 input: norms are computed in double and rounded to float32 (the
+ * value type sent on the wire) before use. */
+int fedmm_quantize_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                       fedmm_bitgen_t *rng, double *out);
+
+/* Quant(x) with any compressor, what a client of the round engine sends:
+ * out = x for FEDMM_SCHEME_IDENTITY (a copy, no check of the values, rng
+ * unused and may be NULL; out may equal x), fedmm_quantize_f64(x, q, spec,
+ * rng, out) otherwise.  FEDMM_EINVAL when fedmm_quantizer_check(spec, q)
+ * fails; other codes as fedmm_quantize_f64. */
+int fedmm_quantizer_apply(const fedmm_quantizer_t *spec, const double *x, size_t q,
+                          fedmm_bitgen_t *rng, double *out);
+
+/* Quantize x and write the whole payload (header included, layout in the
+ * wire section below) into payload[0 .. nbytes), nbytes ==
+ * fedmm_wire_nbytes(spec, q, 8) (f64) or (spec, q, 4) (f32; norms sent as
+ * float32).  One pass: the codes are packed as they are drawn, and the
+ * random stream is consumed exactly as by fedmm_quantize_* (the decoded
+ * payload equals their output bit for bit).  FEDMM_SCHEME_IDENTITY writes
+ * the identity payload (fedmm_identity_encode_*; rng unused, may be NULL).
+ * FEDMM_EINVAL on an invalid spec, a wrong nbytes or rng == NULL;
+ * FEDMM_ENONFINITE as fedmm_quantize_*. */
+int fedmm_encode_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                     fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
+int fedmm_encode_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                     fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
+
+/* ---- wire format (wire.c) ------------------------------------------------- */
+/* Self-describing payloads (docs/wire-format.md): a 32-byte little-endian
+ * header (magic "FMMQ", version, scheme, value dtype, norm kind, bits, q,
+ * block), then for the quantizers ceil(q/block) norms (float32 or float64)
+ * and the codes (sign << (bits-1) | level) packed LSB-first at `bits` bits
+ * each, the last byte zero-padded; for the identity the q raw values. */
+#define FEDMM_WIRE_MAGIC "FMMQ"
+#define FEDMM_WIRE_VERSION 1
+#define FEDMM_WIRE_HEADER_NBYTES 32
+
+/* Decoded fixed header of a payload. */
 typedef struct fedmm_wire_header {
     int version;      /* byte 4 */
     int scheme;       /* byte 5: FEDMM_SCHEME_* */
@@ -168,35 +216,16 @@ typedef struct fedmm_wire_header {
     uint64_t block;   /* bytes 24..31: block size (0 for identity) */
 } fedmm_wire_header_t;
 
-/* Exact payload size in bytes for these header fields; 0 if they are
- * invalid (as the decoder would reject them).  Identity: 32 + q*value_nbytes;
- * quantizers: 32 + ceil(q/block)*value_nbytes + ceil(q*bits/8). */
-uint64_t fedmm_wire_nbytes(int scheme, uint64_t q, uint64_t block, int bits,
-                           int norm, int value_nbytes);
+/* Exact size in bytes of the payload of spec for q values with
+ * value_nbytes (4 or 8) bytes per norm/value; 0 if they are invalid (as the
+ * decoder would reject them: fedmm_quantizer_check, q <= 2^58).
+ * Identity: 32 + q*value_nbytes; quantizers: 32 +
+ * ceil(q/block)*value_nbytes + ceil(q*bits/8). */
+uint64_t fedmm_wire_nbytes(const fedmm_quantizer_t *spec, uint64_t q, int value_nbytes);
 
-/* Fused quantize-and-dequantize: out[j] = Q(x)_j (float64, length q), the
- * values a receiver decodes.  Consumes the random stream exactly like
- * fedmm_encode_*.  FEDMM_ENONFINITE on NaN/inf in x, FEDMM_EINVAL on bad
- * arguments (bits outside 2..16, norm not L2/LINF, block outside 1..q) or
- * on |x_j| > 2^1023 (float64; norms are capped there so that decoded values
- * stay finite). */
-int fedmm_quantize_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                       fedmm_bitgen_t *rng, double *out);
-/* float32 input: norms are computed in double and rounded to float32 (the
- * value type sent on the wire) before use. */
-int fedmm_quantize_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                       fedmm_bitgen_t *rng, double *out);
-
-/* Quantize x and write the whole payload (header included) into
- * payload[0 .. nbytes), nbytes == fedmm_wire_nbytes(scheme, q, block, bits,
- * norm, 8 or 4).  scheme is FEDMM_SCHEME_BLOCKP (bits must be 2) or
- * FEDMM_SCHEME_DITHER. */
-int fedmm_encode_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
-int fedmm_encode_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
-
-/* Identity payload: header + the q raw values (little-endian). */
+/* Identity payload: header + the q raw values (little-endian).
+ * nbytes == fedmm_wire_nbytes(identity spec, q, 8 or 4); FEDMM_ENONFINITE
+ * on NaN/inf in x. */
 int fedmm_identity_encode_f64(const double *x, size_t q, uint8_t *payload, size_t nbytes);
 int fedmm_identity_encode_f32(const float *x, size_t q, uint8_t *payload, size_t nbytes);
 
@@ -212,6 +241,7 @@ int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
  * value: (-1)^sign * (level * (N / s)), evaluated in double. */
 int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
                       size_t out_len, const char **reason);
+
 /* ---- sparse coding (lasso.c) -------------------------------------------- */
 /* Batched LASSO on the Gram matrix (FedMM paper eq. (16), 1/2 convention of
  * eq. (28)): for every column j,
@@ -315,9 +345,9 @@ int fedmm_sample_without_replacement(fedmm_bitgen_t *rng, int64_t n, int64_t b, 
  *      baseline: fedmm_project_psd, then fedmm_dictionary_update_ridge);
  *   5. Delta = (L - ref) - V, ref and V of L's length (ref: S_t, or theta_t
  *      row-major);
- *   6. out = Quant(Delta) by fedmm_quantize_f64(..., block, bits, norm, rng)
- *      for FEDMM_SCHEME_BLOCKP / FEDMM_SCHEME_DITHER, out = Delta for
- *      FEDMM_SCHEME_IDENTITY;
+ *   6. out = Quant(Delta) by fedmm_quantize_f64 with the quantizer
+ *      {scheme, bits, norm, block} for FEDMM_SCHEME_BLOCKP /
+ *      FEDMM_SCHEME_DITHER, out = Delta for FEDMM_SCHEME_IDENTITY;
  *   7. V += v_step * out when v_step != 0 (v_step = alpha / p).
  * work: fedmm_dictionary_client_round_work(p, K, batch) doubles; iwork:
  * fedmm_dictionary_client_round_iwork(K, batch, n_samples) int64.

@@ -122,7 +122,8 @@ int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const doub
     if (scheme == FEDMM_SCHEME_IDENTITY) {
         memcpy(out, delta, n * sizeof(double));
     } else {
-        status = fedmm_quantize_f64(delta, n, block, bits, norm, rng, out);
+        const fedmm_quantizer_t spec = {scheme, bits, norm, block};
+        status = fedmm_quantize_f64(delta, n, &spec, rng, out);
         if (status != FEDMM_OK) return status;
     }
     if (v_step != 0.0)
