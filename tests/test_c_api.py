@@ -15,6 +15,7 @@ import fedmm
 SOURCE = Path(__file__).parent / "c_api" / "quantize_demo.c"
 HASH_SOURCE = Path(__file__).parent / "c_api" / "payload_hash.c"
 FUZZ_SOURCE = Path(__file__).parent / "c_api" / "decode_fuzz.c"
+LASSO_SOURCE = Path(__file__).parent / "c_api" / "lasso_demo.c"
 # kernels sources (the quantizer, the wire codec), present in a source checkout only
 KERNEL_SOURCES = [Path(__file__).parents[1] / "src" / "kernels" / name
                   for name in ("quantize.c", "wire.c", "common.c")]
@@ -50,6 +51,11 @@ def _run_installed(source, tmp_path):
 def test_c_program_quantizes_with_its_own_generator(tmp_path):
     # quantizer specs, fedmm_quantizer_check/apply, encode/decode round trip
     assert _run_installed(SOURCE, tmp_path) == "OK"
+
+
+def test_c_program_solves_lasso_with_options(tmp_path):
+    # fedmm_lasso_gram with a fedmm_lasso_options_t: every method, positive, warm start, bad options
+    assert _run_installed(LASSO_SOURCE, tmp_path) == "OK"
 
 
 def _build_and_run(cmd, exe):

@@ -133,22 +133,26 @@ cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_LASSO_AUTO
     int FEDMM_LASSO_CD
     int FEDMM_LASSO_ACTIVE_SET
+    ctypedef struct fedmm_lasso_options_t:
+        double lam
+        int positive
+        double tol
+        int max_iter
+        int warm_start
+        int method
     size_t fedmm_lasso_gram_work(fedmm_blas_int K)
     int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                          fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
-                         const double *znorm2, double lam, int positive, double tol,
-                         int max_iter, int warm_start, int method, double *H,
+                         const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                          fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
     size_t fedmm_dictionary_statistics_work(fedmm_blas_int p, fedmm_blas_int K,
                                             fedmm_blas_int max_segment, int want_objective)
     int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b,
                                     const double *D, fedmm_blas_int ldd, const double *Z,
-                                    fedmm_blas_int ldz, double lam, int positive, double tol,
-                                    int max_iter, int warm_start, int method,
-                                    int64_t n_segments,
-                                    const int64_t *offsets, double *H, double *A, double *B,
-                                    double *objective, int *n_iter, int64_t *n_unconverged,
-                                    double *work, const fedmm_blas_t *blas)
+                                    fedmm_blas_int ldz, const fedmm_lasso_options_t *opts,
+                                    int64_t n_segments, const int64_t *offsets, double *H,
+                                    double *A, double *B, double *objective, int *n_iter,
+                                    int64_t *n_unconverged, double *work, const fedmm_blas_t *blas)
 
     # ---- counter-based random streams and sampling (random.c) ----
     ctypedef struct fedmm_philox_t:

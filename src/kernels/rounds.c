@@ -98,9 +98,9 @@ int fedmm_dictionary_client_round(fedmm_blas_int p, fedmm_blas_int K, const doub
     }
     const int64_t offsets[2] = {0, batch};
     double *A = stat, *Bt = stat + KK;
-    status = fedmm_dictionary_statistics(p, K, b, D, ldd, Z, p, lam, 0, tol, max_iter,
-                                         codes != NULL, method, 1, offsets, H, A, Bt, NULL, NULL,
-                                         n_unconverged, stats_work, blas);
+    const fedmm_lasso_options_t lasso = {lam, 0, tol, max_iter, codes != NULL, method};
+    status = fedmm_dictionary_statistics(p, K, b, D, ldd, Z, p, &lasso, 1, offsets, H, A, Bt,
+                                         NULL, NULL, n_unconverged, stats_work, blas);
     if (status != FEDMM_OK) return status;
     if (codes)
         for (fedmm_blas_int c = 0; c < b; ++c)
