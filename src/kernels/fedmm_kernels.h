@@ -160,7 +160,8 @@ typedef struct fedmm_quantizer {
 int fedmm_quantizer_check(const fedmm_quantizer_t *spec, size_t q);
 
 /* Fused quantize-and-dequantize: out[j] = Q(x)_j (float64, length q), the
- * values a receiver decodes.  spec: FEDMM_SCHEME_BLOCKP or
+ * values a receiver decodes; x and out must not overlap (ties re-read x
+ * after out is written).  spec: FEDMM_SCHEME_BLOCKP or
  * FEDMM_SCHEME_DITHER (identity is FEDMM_EINVAL here: see
  * fedmm_quantizer_apply).  Consumes the random stream exactly like
  * fedmm_encode_*.  FEDMM_ENONFINITE on NaN/inf in x, FEDMM_EINVAL on an
@@ -176,7 +177,7 @@ int fedmm_quantize_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
 /* Quant(x) with any compressor, what a client of the round engine sends:
  * out = x for FEDMM_SCHEME_IDENTITY (a copy, no check of the values, rng
  * unused and may be NULL; out may equal x), fedmm_quantize_f64(x, q, spec,
- * rng, out) otherwise.  FEDMM_EINVAL when fedmm_quantizer_check(spec, q)
+ * rng, out) otherwise (x and out must not overlap).  FEDMM_EINVAL when fedmm_quantizer_check(spec, q)
  * fails; other codes as fedmm_quantize_f64. */
 int fedmm_quantizer_apply(const fedmm_quantizer_t *spec, const double *x, size_t q,
                           fedmm_bitgen_t *rng, double *out);
