@@ -15,11 +15,11 @@ import numpy as np
 
 from fedmm._validation import as_array, as_rng, check_in, check_int
 
-# ---- compression (quantize.c) ----
+# ---- compression (quantize.c, wire.c) ----
 from fedmm import _quantize
 
 __all__ = [
-    # ---- compression (quantize.c) ----
+    # ---- compression (quantize.c, wire.c) ----
     "quantize_blockp",
     "quantize_dither",
     "pack",
@@ -27,7 +27,7 @@ __all__ = [
     "wire_header",
 ]
 
-# ---- compression (quantize.c) ----
+# ---- compression (quantize.c, wire.c) ----
 _NORM_CODES = {"2": 1, "2.0": 1, "l2": 1, "inf": 2, "linf": 2}
 _SCHEMES = {"blockp": _quantize.SCHEME_BLOCKP, "dither": _quantize.SCHEME_DITHER}
 
@@ -103,7 +103,7 @@ def quantize_dither(
     bits = check_int(bits, "bits", low=2, high=16)
     code = norm_code(norm)
     gen = as_rng(rng)
-    return _quantize.quantize(arr, effective_block(block_size, arr.shape[0]), bits, code, gen)
+    return _quantize.quantize(arr, _quantize.SCHEME_DITHER, bits, code, effective_block(block_size, arr.shape[0]), gen)
 
 
 def quantize_blockp(
@@ -169,7 +169,7 @@ def pack(
         raise ValueError(f"Expected 'bits' == 2 for scheme 'blockp', got {bits}")
     code = norm_code(norm)
     gen = as_rng(rng)
-    return _quantize.encode(arr, effective_block(block_size, arr.shape[0]), bits, code, scheme_id, gen)
+    return _quantize.encode(arr, scheme_id, bits, code, effective_block(block_size, arr.shape[0]), gen)
 
 
 def _as_payload(payload: Any) -> memoryview:

@@ -16,7 +16,8 @@ Each has ``quantize(x, rng)`` (fused, returns float64 values, for simulation),
 ``quantize(x, rng2)`` bit for bit when ``rng2`` starts from the same state.
 ``x`` is a 1-D float32 or float64 array in any memory layout (strided input
 is copied once).  The byte layout is documented in ``docs/wire-format.md``;
-the C kernels (``quantize.c``) write and validate it.
+the C kernels (``quantize.c`` quantizes and packs, ``wire.c`` validates and
+decodes) write and read it.
 """
 from __future__ import annotations
 
@@ -230,8 +231,8 @@ class StochasticRounding(Compressor):
         ndarray of shape (q,), float64
         """
         arr = as_vector(x)  # parameters were checked by __init__
-        return _quantize.quantize(arr, self._effective_block(arr.shape[0]), self.bits,
-                                  self._norm_code, as_rng(rng))
+        return _quantize.quantize(arr, self._scheme_id, self.bits, self._norm_code,
+                                  self._effective_block(arr.shape[0]), as_rng(rng))
 
     def quantize_many(self, X: np.ndarray, rngs: list) -> np.ndarray:
         """``quantize`` of every row in one compiled call (see :meth:`Compressor.quantize_many`)."""
@@ -240,14 +241,15 @@ class StochasticRounding(Compressor):
             return super().quantize_many(X, rngs)
         if len(rngs) != X.shape[0]:
             raise ValueError(f"Expected one generator per row of 'X' ({X.shape[0]}), got {len(rngs)}")
-        return _quantize.quantize_rows(X, self._effective_block(X.shape[1]), self.bits, self._norm_code, list(rngs))
+        return _quantize.quantize_rows(X, self._scheme_id, self.bits, self._norm_code,
+                                       self._effective_block(X.shape[1]), list(rngs))
 
     def encode(self, x: Any, rng: Any = None) -> bytes:
         """Quantize ``x`` and pack it into a self-describing payload of
         :meth:`payload_nbytes` bytes."""
         arr = as_vector(x)
-        return _quantize.encode(arr, self._effective_block(arr.shape[0]), self.bits,
-                                self._norm_code, self._scheme_id, as_rng(rng))
+        return _quantize.encode(arr, self._scheme_id, self.bits, self._norm_code,
+                                self._effective_block(arr.shape[0]), as_rng(rng))
 
     def omega(self, q: int) -> float:
         """Variance constant of A6 for vectors of length ``q`` (see :func:`dither_omega`)."""
