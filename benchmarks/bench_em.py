@@ -74,11 +74,11 @@ def test_fedem_client_rounds(benchmark, setting):
         model = GaussianMixture(10)
         participation, step = 1.0, 1e-3
     S0 = model.init_statistic(datas, np.random.default_rng(0))
-    algo = FedMM(model, participation=participation, compressor=BlockQuantizer(block_size=4), alpha=1e-2,
+    algo = FedMM(model, participation_prob=participation, compressor=BlockQuantizer(block_size=4), alpha=1e-2,
                  step=step, batch_size=20)
     benchmark.group = "fedem-client-rounds"
     histories = []
-    benchmark.pedantic(lambda: histories.append(algo.run(datas, FEDEM_ROUNDS, seed=0, S0=S0)), rounds=3, iterations=1)
+    benchmark.pedantic(lambda: histories.append(algo.run(datas, FEDEM_ROUNDS, seed=0, init=S0)), rounds=3, iterations=1)
     client_rounds = sum(len(r["active"]) for r in histories[-1].records)
     benchmark.extra_info.update(setting=setting, n_clients=len(datas), rounds=FEDEM_ROUNDS, client_rounds=client_rounds,
                                 client_rounds_per_s=per_second(client_rounds, benchmark))

@@ -70,10 +70,10 @@ P, RHO = 20, 1e-2
 
 SETTINGS = {
     "minibatch": dict(n_clients=100, n_rows=200, n_rounds=100,
-                      algo=dict(participation=0.75, batch_size=20, compressor=StochasticRounding(bits=8),
+                      algo=dict(participation_prob=0.75, batch_size=20, compressor=StochasticRounding(bits=8),
                                 alpha=0.01, step=0.5)),
     "full-batch": dict(n_clients=20, n_rows=500, n_rounds=50,
-                       algo=dict(participation=1.0, oracle="full", compressor=Identity(), step=1.0)),
+                       algo=dict(participation_prob=1.0, oracle="full", compressor=Identity(), step=1.0)),
 }
 IMPLS = ["c-compiled", "numba-compiled", "numba-python"]  # C first: the numba runs report their ratio to it
 
@@ -171,14 +171,14 @@ def test_numba_client_rounds(benchmark, c_library, setting, impl):
     algo = FedMM(model, backend=backend, **cfg["algo"])
     S0 = np.zeros(model.q)
     # same answer before timing: the C and numba models agree (they do the same arithmetic)
-    reference = FedMM(_model("numba-compiled", c_library, datas), **cfg["algo"]).run(datas, 5, seed=0, S0=S0)
-    np.testing.assert_allclose(algo.run(datas, 5, seed=0, S0=S0).state["theta"], reference.state["theta"],
+    reference = FedMM(_model("numba-compiled", c_library, datas), **cfg["algo"]).run(datas, 5, seed=0, init=S0)
+    np.testing.assert_allclose(algo.run(datas, 5, seed=0, init=S0).state["theta"], reference.state["theta"],
                                rtol=1e-12, atol=1e-14)
     histories, cpu = [], []
 
     def run():
         start = time.thread_time()
-        histories.append(algo.run(datas, cfg["n_rounds"], seed=0, S0=S0))
+        histories.append(algo.run(datas, cfg["n_rounds"], seed=0, init=S0))
         cpu.append(time.thread_time() - start)
 
     benchmark.group = f"numba-logistic-{setting}"
@@ -216,7 +216,7 @@ def test_numba_vs_c_paired(benchmark, c_library, setting):
         datas = _clients(cfg["n_clients"], cfg["n_rows"])
         S0 = np.zeros(P + 1)
         calls = {impl: (lambda a=FedMM(_model(impl, c_library, datas), backend="compiled", **cfg["algo"]):
-                        a.run(datas, cfg["n_rounds"], seed=0, S0=S0))
+                        a.run(datas, cfg["n_rounds"], seed=0, init=S0))
                  for impl in ("c-compiled", "numba-compiled")}
     ratios, cpu_ratios = [], []
 

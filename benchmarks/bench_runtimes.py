@@ -39,7 +39,7 @@ def _clients(n_clients):
 
 
 def _algorithm():
-    return FedMM(GaussianMixture(3, n_features=2), participation=1.0, alpha=0.1, step=0.5, batch_size=10,
+    return FedMM(GaussianMixture(3, n_features=2), participation_prob=1.0, alpha=0.1, step=0.5, batch_size=10,
                  compressor=StochasticRounding(bits=8))
 
 
@@ -95,7 +95,7 @@ def bench_flower_simulation_round_overhead(benchmark):
 
     @server_app.main()
     def main(grid, context):
-        out["history"] = ff.FedMMStrategy(algo, 3, seed=1, S0=S0).run(grid, N_ROUNDS, timeout=120.0)
+        out["history"] = ff.FedMMStrategy(algo, 3, seed=1, init=S0).run(grid, N_ROUNDS, timeout=120.0)
 
     backend = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
                "client_resources": {"num_cpus": 1}}

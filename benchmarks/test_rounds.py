@@ -47,7 +47,7 @@ def datas():
 
 
 def _fedmm(n_threads, backend="compiled"):
-    return FedMM(DictionaryLearning(K, LAM, ETA), participation=ACTIVE, compressor=StochasticRounding(bits=BITS),
+    return FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=ACTIVE, compressor=StochasticRounding(bits=BITS),
                  alpha=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads, backend=backend)
 
 

@@ -209,7 +209,7 @@ def main(n_clients: int = 5, rho: float = 1e-2, n_rounds: int = 1000) -> float:
     start = time.perf_counter()
     model.fit_global_moments(datas).compiled_model()  # numba compiles the cfuncs here (once per process)
     compile_seconds = time.perf_counter() - start
-    algo = FedMM(model, participation=1.0, step=1.0, oracle="full", compressor=Identity())
+    algo = FedMM(model, participation_prob=1.0, step=1.0, oracle="full", compressor=Identity())
     start = time.perf_counter()
     history = algo.run(datas, n_rounds, seed=0)
     seconds = time.perf_counter() - start

@@ -562,7 +562,7 @@ def gmm_full_em_step(Y, weights, means, covs):
 from fedmm.models import DictionaryLearning, InverseToy  # noqa: E402 - only the runtime helpers below need fedmm
 
 
-def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, S0=None):
+def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, init=None):
     """Algorithm 2 run in process where the clients in ``failing`` never answer.
 
     A dropped client is treated as an inactive one (lines 10-11: no message,
@@ -570,7 +570,7 @@ def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, S0=None):
     payloads with the nominal ``1/p``.  Returns the per-round
     ``(ids, E_s, Ŝ_{t+1})`` and the final ``(Ŝ, θ)``.
     """
-    server, clients = algo.build(datas, seed=seed, S0=S0)
+    server, clients = algo.build(datas, seed=seed, init=init)
     setup = server.setup_message()
     server.setup_aggregate({c.index: c.setup(setup) for c in clients})
     rounds = []
@@ -639,3 +639,11 @@ def extending_recipes() -> types.ModuleType:
         # Padded so that tracebacks give the line numbers of the Markdown file.
         exec(compile("\n" * (line - 1) + block, str(EXTENDING_DOC), "exec"), module.__dict__)
     return module
+
+
+def participation_kwargs(value):
+    """``FedMM``'s participation arguments for a test parameter: an int is a count of clients per round,
+    a float a Bernoulli probability."""
+    if isinstance(value, int):
+        return {"clients_per_round": value}
+    return {"participation_prob": value}

@@ -38,7 +38,7 @@ def _assert_same_state(a, b):
 @pytest.mark.parametrize("backend", ["python", "compiled"])
 def test_restored_parties_continue_bit_for_bit(algorithm, backend):
     datas = _dictionary_clients()
-    algo = algorithm(DictionaryLearning(4, 0.1, 0.2), participation=0.6, compressor=StochasticRounding(bits=8),
+    algo = algorithm(DictionaryLearning(4, 0.1, 0.2), participation_prob=0.6, compressor=StochasticRounding(bits=8),
                      alpha=0.05, step=("sqrt", 0.1), batch_size=7, control_variates="oracle")
     # the uninterrupted run: 12 rounds
     server, clients = _set_up(algo, datas, seed=3)
@@ -76,10 +76,10 @@ def test_each_payload_is_decoded_with_its_clients_compressor(backend):
     """Clients with different compressors: the server decodes each one's payload with its own."""
     datas = _dictionary_clients(n=4)
     comps = [Identity(), StochasticRounding(bits=4), BlockQuantizer(block_size=5), StochasticRounding(bits=8)]
-    run = FedMM(DictionaryLearning(4, 0.1, 0.2), participation=1.0, compressor=comps, alpha=0.1, batch_size=6,
+    run = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, alpha=0.1, batch_size=6,
                 backend=backend).run(datas, 6, seed=1)
     assert run.config["backend"] == backend
-    ref = FedMM(DictionaryLearning(4, 0.1, 0.2), participation=1.0, compressor=comps, alpha=0.1, batch_size=6,
+    ref = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, alpha=0.1, batch_size=6,
                 backend="python").run(datas, 6, seed=1)
     assert run.equals(ref)
     # byte counts are each client's own payload size
@@ -110,7 +110,7 @@ def test_python_compressor_with_its_own_format_next_to_builtin_ones():
     datas = _dictionary_clients(n=3)
     mixed = [StochasticRounding(bits=8), _RawFloat64(), StochasticRounding(bits=8)]
     builtin = [StochasticRounding(bits=8), Identity(), StochasticRounding(bits=8)]
-    kw = dict(participation=1.0, alpha=0.1, batch_size=6)
+    kw = dict(participation_prob=1.0, alpha=0.1, batch_size=6)
     h = FedMM(DictionaryLearning(4, 0.1, 0.2), compressor=mixed, **kw).run(datas, 5, seed=2)
     assert h.config["backend"] == "python" and "quantizer_spec" in h.config["backend_reason"]
     ref = FedMM(DictionaryLearning(4, 0.1, 0.2), compressor=builtin, backend="python", **kw).run(datas, 5, seed=2)
@@ -118,3 +118,14 @@ def test_python_compressor_with_its_own_format_next_to_builtin_ones():
         assert {k: v for k, v in a.items() if k not in ("bytes_up", "wall_time")} == \
                {k: v for k, v in b.items() if k not in ("bytes_up", "wall_time")}
     np.testing.assert_array_equal(h.state["theta"], ref.state["theta"])
+
+
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+def test_history_theta_is_the_parameter_in_the_models_structure(backend):
+    datas = _dictionary_clients()
+    model = DictionaryLearning(4, 0.1, 0.2)
+    h = FedMM(model, clients_per_round=2, batch_size=5, backend=backend).run(datas, 3, seed=0)
+    assert isinstance(h.theta, np.ndarray) and h.theta.shape == (6, 4)
+    np.testing.assert_array_equal(h.theta.ravel(), h.state["theta"])  # the flat vector is its row-major copy
+    toy = FedMM(InverseToy(), step=1.0, oracle="full").run([np.full(4, 2.0), np.full(4, 8.0)], 2, seed=0)
+    assert toy.theta == pytest.approx(5.0 ** -0.5, rel=1e-15)  # θ* = (Σ μ_i E_i[Z])^{-1/2}

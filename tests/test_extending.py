@@ -147,7 +147,7 @@ def test_python_compressor_on_the_default_backend(recipes):
 # --------------------------------------------------------------------------- 3. a runtime
 def test_sequential_runtime_equals_local_runtime_with_partial_participation(recipes):
     datas = _clients(2)
-    algo = FedMM(recipes.GaussianMean(2), participation=0.5, compressor=StochasticRounding(4), alpha=0.3,
+    algo = FedMM(recipes.GaussianMean(2), participation_prob=0.5, compressor=StochasticRounding(4), alpha=0.3,
                  step=("sqrt", 0.5), batch_size=5, oracle="spider", k_in=2)
     ours = algo.run(datas, 8, seed=5, runtime=recipes.SequentialRuntime(), objective_every=3)
     assert ours.equals(algo.run(datas, 8, seed=5, runtime=LocalRuntime(compiled=False), objective_every=3))

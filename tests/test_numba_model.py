@@ -99,7 +99,7 @@ def test_deterministic_fedmm_reaches_the_sklearn_objective(example, clients):
     assert len({d.shape[0] for d in datas}) == len(datas)  # heterogeneous: unequal k-means clusters
     assert len({round(float(np.mean(d[:, -1] > 0)), 2) for d in datas}) > 1  # ... and label mixes
     model = example.BohningLogistic(X.shape[1], RHO)
-    h = FedMM(model, participation=1.0, step=1.0, oracle="full", compressor=Identity()).run(
+    h = FedMM(model, participation_prob=1.0, step=1.0, oracle="full", compressor=Identity()).run(
         datas, 1000, seed=0, objective_every=100)
     assert h.config["backend"] == "compiled"
     objectives = [r["objective"] for r in h.records if "objective" in r]
@@ -148,16 +148,16 @@ def test_compiled_statistic_and_T_match_numpy(fitted, clients):
 # --------------------------------------------------------------------------- both backends, bit for bit
 CONFIGS = {
     # Algorithm 2, Bernoulli participation, minibatches, 8-bit stochastic rounding, control variates
-    "bernoulli-dither8-cv": dict(participation=0.6, compressor=StochasticRounding(bits=8), alpha=0.1,
+    "bernoulli-dither8-cv": dict(participation_prob=0.6, compressor=StochasticRounding(bits=8), alpha=0.1,
                                  batch_size=16, control_variates="oracle", step=("sqrt", 0.5)),
     # a fixed count of clients, block-p quantization, no control variates
-    "count-blockp": dict(participation=3, compressor=BlockQuantizer(block_size=8, norm="inf"), alpha=0.0,
+    "count-blockp": dict(clients_per_round=3, compressor=BlockQuantizer(block_size=8, norm="inf"), alpha=0.0,
                          batch_size=10, step=("sqrt", 0.5)),
     # Algorithm 4, server-drawn coins
-    "alg4-dither8": dict(participation=0.5, participation_mode="compress", compressor=StochasticRounding(bits=8),
+    "alg4-dither8": dict(participation_prob=0.5, participation_mode="compress", compressor=StochasticRounding(bits=8),
                          alpha=0.05, batch_size=16, step=0.3),
     # Algorithm 4, client-drawn coins, full local batches, no compression
-    "alg4-local-full": dict(participation=0.7, participation_mode="compress-local", compressor=Identity(),
+    "alg4-local-full": dict(participation_prob=0.7, participation_mode="compress-local", compressor=Identity(),
                             alpha=0.2, oracle="full", step=0.5),
 }
 
@@ -216,7 +216,7 @@ def test_projection_and_a_toy_against_the_builtin_model():
     assert not toy.in_domain(np.array([-1.0])) and toy.in_domain(np.array([1.0]))
     rng = np.random.default_rng(1)
     datas = [rng.uniform(1, 2, 40), rng.uniform(5, 9, 25), rng.uniform(0.1, 0.5, 60)]
-    kwargs = dict(participation=0.7, compressor=StochasticRounding(bits=4), alpha=0.1, batch_size=5,
+    kwargs = dict(participation_prob=0.7, compressor=StochasticRounding(bits=4), alpha=0.1, batch_size=5,
                   step=("sqrt", 0.9))
     runs = _runs(FedMM, toy, datas, {k: v for k, v in kwargs.items()}, n_rounds=40)
     for h in runs[1:]:
@@ -247,7 +247,7 @@ def test_user_failures_become_errors(statistic, backend):
     good = np.full((4, 1), 2.0)
     np.testing.assert_array_equal(model.statistic(good, np.ones(1)), [2.0])
     with pytest.raises(ValueError, match="invalid argument"):
-        FedMM(model, step=1.0, backend=backend).run([good, np.full((3, 1), -1.0)], 2, S0=np.ones(1))
+        FedMM(model, step=1.0, backend=backend).run([good, np.full((3, 1), -1.0)], 2, init=np.ones(1))
 
 
 def _float_T(c, s, theta):

@@ -14,7 +14,7 @@ app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     config = context.run_config
     strategy = FedMMStrategy(make_algorithm(config), int(config["num-clients"]), seed=int(config["seed"]),
-                             S0=initial_statistic(config))
+                             init=initial_statistic(config))
     history = strategy.run(grid, int(config["num-server-rounds"]), timeout=float(config["round-timeout"]))
     for record in history.records:
         print(f"round {record['t']}: E_s={record['E_s']:.3e} active={record['active']} "

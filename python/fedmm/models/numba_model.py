@@ -229,7 +229,7 @@ class NumbaModel(SurrogateModel):
     ...     theta[0] = 1.0 / np.sqrt(s[0])
     >>> model = NumbaModel(statistic, T, q=1, d=1, sample_size=1)
     >>> datas = [np.full((10, 1), 1.0), np.full((30, 1), 5.0)]
-    >>> h = FedMM(model, step=1.0, oracle="full").run(datas, 1, S0=np.ones(1))
+    >>> h = FedMM(model, step=1.0, oracle="full").run(datas, 1, init=np.ones(1))
     >>> h.config["backend"], float(h.state["theta"][0])
     ('compiled', 0.5)
     """

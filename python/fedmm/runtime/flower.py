@@ -154,8 +154,8 @@ class FedMMStrategy(Strategy):
         Nodes to wait for; their ``partition-id`` must be ``0..n_clients-1``.
     seed : int
         Run seed (server sampling of its own, per-client streams); with the
-        same seed and ``S0`` the History equals ``algorithm.run(datas, ...)``.
-    S0 : ndarray of shape (q,), optional
+        same seed and ``init`` the History equals ``algorithm.run(datas, ...)``.
+    init : ndarray of shape (q,), optional
         ``Ŝ_0``.  Default ``model.init_statistic(init_datas, rng)`` with the
         generator ``FedMM.run`` uses (``init_datas`` default: no data, which
         suits models whose initialization does not look at the data, e.g.
@@ -178,7 +178,7 @@ class FedMMStrategy(Strategy):
     errors : list of (round, partition id or node id, str)
     """
 
-    def __init__(self, algorithm: FedMM, n_clients: int, *, seed: int = 0, S0: Any = None,
+    def __init__(self, algorithm: FedMM, n_clients: int, *, seed: int = 0, init: Any = None,
                  init_datas: Sequence[Any] | None = None, objective: Callable[[Any], float] | None = None,
                  wait_nodes: float = 120.0) -> None:
         if not isinstance(algorithm, FedMM) or isinstance(algorithm, ParameterAveraging):
@@ -192,7 +192,7 @@ class FedMMStrategy(Strategy):
         if self.n_clients < 1:
             raise ValueError(f"Expected 'n_clients' >= 1, got {n_clients}")
         self.seed = seed
-        self.S0 = S0
+        self.init = init
         self.init_datas = init_datas
         self.objective = objective
         self.wait_nodes = float(wait_nodes)
@@ -248,12 +248,12 @@ class FedMMStrategy(Strategy):
             weights = [float(hello[pid].config_records[_REPLY]["n-samples"]) for pid in range(self.n_clients)]
         else:
             weights = algo.weights
-        S0 = self.S0
+        S0 = self.init
         if S0 is None:
             try:
                 S0 = model.init_statistic(list(self.init_datas or []), init_generator(self.seed))
             except Exception as exc:
-                raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass S0= or init_datas= "
+                raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass init= or init_datas= "
                                  "to FedMMStrategy") from exc
         if hasattr(model, "set_global_moments"):
             moments = []
@@ -261,7 +261,7 @@ class FedMMStrategy(Strategy):
                 arrays = hello[pid].array_records[_MOMENTS]
                 moments.append((int(arrays["n"].numpy()[0]), arrays["sum"].numpy(), arrays["sumsq"].numpy()))
             model.set_global_moments(moments)  # after init_statistic, which may fit pilot moments
-        self.server = algo.build_server(self.n_clients, weights=weights, S0=S0, seed=self.seed)
+        self.server = algo.build_server(self.n_clients, weights=weights, init=S0, seed=self.seed)
         self._structure = _theta_structure(self.server.theta)
 
     def _setup_control_variates(self, grid: Grid, timeout: float) -> None:
