@@ -258,7 +258,7 @@ def test_bad_run_arguments_raise(toy_datas):
         FedMM(InverseToy(), weights=[1.0, 2.0]).run(toy_datas, 1)
     with pytest.raises(ValueError, match="S0"):
         FedMM(InverseToy()).run(toy_datas, 1, S0=np.array([-1.0]))
-    with pytest.raises(TypeError, match="seed"):
+    with pytest.raises(ValueError, match="seed"):
         FedMM(InverseToy()).run(toy_datas, 1, seed=-3)
 
 
