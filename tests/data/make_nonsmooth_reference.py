@@ -8,7 +8,7 @@ Server/Client/runtime split and the API of issue 13)::
     python tests/data/make_nonsmooth_reference.py
 
 It uses the old API (positional hyper-parameters, ``eta``/``lam``/``probability``/``x0``,
-``Linear``/``Inverse``); ``tests/test_nonsmooth_reference.py`` runs the same cases with the new one
+``Linear``/``Inverse``); ``tests/test_nonsmooth_api.py`` runs the same cases with the new one
 and asserts equality with tolerance 0.  Kept for the record: it does not run on the new API.
 """
 import os
