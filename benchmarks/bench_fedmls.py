@@ -18,14 +18,14 @@ import pytest
 
 from reference import fedmls_per_client, nonsmooth_design, nonsmooth_subgradient_vectorized
 
-from fedmm.algorithms.fedmls import FedMLS, Inverse, Linear
+from fedmm.algorithms import FedMLS
 from fedmm.experiments.fedmls import load_breast_cancer_clients
 from fedmm.models.nonsmooth import HingeSVM
 
 from _timing import per_second
 
 N_ROUNDS = 30  # T_k = k: 465 local steps per client, 4650 in all
-LAM0 = 1.0
+LAM0 = 1.0  # prox_weight λ_k = LAM0/k
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,8 @@ def _report(benchmark, total_steps):
 @pytest.mark.benchmark(group="fedmls-breast-cancer")
 def test_fedmls(benchmark, setup, oracle, backend):
     datas, problem, radius, total_steps = setup
-    algo = FedMLS(problem, Linear(1), Inverse(LAM0), radius, oracle=oracle, backend=backend)
+    algo = FedMLS(problem, local_steps=("linear", 1), prox_weight=("inverse", LAM0), radius=radius, oracle=oracle,
+                  backend=backend)
     benchmark.pedantic(algo.run, args=(datas, N_ROUNDS), kwargs={"seed": 0, "objective_every": 0}, rounds=5, iterations=1)
     _report(benchmark, total_steps)
 

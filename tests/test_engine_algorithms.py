@@ -265,7 +265,7 @@ def test_bad_run_arguments_raise(toy_datas):
         FedMM(InverseToy()).run(toy_datas, 1, init=np.array([-1.0]))
     with pytest.raises(TypeError, match="positional"):
         FedMM(InverseToy(), 0.5)
-    with pytest.raises(TypeError, match="seed"):
+    with pytest.raises(ValueError, match="seed"):
         FedMM(InverseToy()).run(toy_datas, 1, seed=-3)
 
 

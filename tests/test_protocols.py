@@ -13,7 +13,6 @@ import pytest
 
 from fedmm import protocols as P
 from fedmm.algorithms import Broadcast, FedMLS, FedMM, ParameterAveraging
-from fedmm.algorithms.nonsmooth import Inverse
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
 from fedmm.history import History
 from fedmm.models import (DictionaryLearning, GaussianMixture, InverseToy, MissingValues, PoissonLatent,
@@ -235,16 +234,15 @@ def test_fedmm_parties_messages_and_monitor(algorithm):
 
 
 def test_fedmls_parties_and_message():
-    # FedMLS's clients carry no get_state/set_state: they satisfy ClientParty, not StatefulClientParty
-    # (runtimes that move clients between processes cannot carry them yet).
+    # FedMLS's clients carry get_state/set_state: runtimes that move clients between processes carry them.
     capture = CaptureRuntime()
-    FedMLS(L1Regression(), local_steps=2, lam=Inverse(1.0), oracle="full").run(nonsmooth_toy_data("l1"), 2,
-                                                                             runtime=capture)
+    FedMLS(L1Regression(), local_steps=2, prox_weight=("inverse", 1.0), oracle="full").run(
+        nonsmooth_toy_data("l1"), 2, runtime=capture)
     assert_satisfies(capture.server, P.ServerParty)
     assert_satisfies(capture.server.setup_message(), P.Message)
     for client in capture.clients:
         assert_satisfies(client, P.ClientParty)
-        assert not isinstance(client, P.StatefulClientParty)
+        assert_satisfies(client, P.StatefulClientParty)
     assert_satisfies(capture.monitor, P.Monitor)
 
 

@@ -72,6 +72,23 @@ def test_ray_drops_and_reports_a_failing_client(ray_session):
     assert all("simulated client failure" in e for *_, e in errors)
 
 
+def test_ray_carries_the_nonsmooth_family(ray_session):
+    # FedAvg, Scaffold, Scaffnew and FedMLS run through the same Server/Client split as FedMM: the
+    # actors hold the clients' control variates and minibatch streams; the History is the in-process one.
+    from reference import nonsmooth_toy_data
+
+    from fedmm.algorithms import FedAvg, FedMLS, Scaffnew, Scaffold
+    from fedmm.models.nonsmooth import HingeSVM
+
+    problem = HingeSVM()
+    datas = nonsmooth_toy_data("hinge", n_clients=5, m=20, d=3, seed=3)
+    for algo in [FedAvg(problem, step=0.05), Scaffold(problem, step=0.05), Scaffnew(problem, step=0.05),
+                 FedMLS(problem, prox_weight=("inverse", 1.0), radius=5.0)]:
+        ref = algo.run(datas, 5, seed=2, objective_every=1)
+        got = algo.run(datas, 5, seed=2, objective_every=1, runtime=RayRuntime(2))
+        assert got.equals(ref), algo.name
+
+
 def test_missing_ray_gives_an_import_error_naming_the_extra(monkeypatch):
     from fedmm.runtime import ray as ray_runtime
 

@@ -14,6 +14,7 @@ import numpy as np
 __all__ = [
     "as_array",
     "as_rng",
+    "check_seed",
     "check_int",
     "check_real",
     "check_probability",
@@ -90,23 +91,89 @@ def as_array(
     return arr
 
 
-def as_rng(rng: Any, name: str = "rng") -> np.random.Generator:
-    """Normalize a seed, ``SeedSequence``, ``BitGenerator`` or ``Generator``.
+def check_seed(seed: Any, name: str = "seed") -> np.random.SeedSequence:
+    """Normalize a seed the way NumPy does, into the ``SeedSequence`` at the root of a run's randomness.
 
-    ``None`` gives fresh OS entropy (non-reproducible), as in NumPy.
+    This is the package's one seed normalizer: every ``seed`` and ``rng``
+    argument goes through it (directly, or through :func:`as_rng`).
+
+    Parameters
+    ----------
+    seed : None, int, sequence of int, SeedSequence, Generator or BitGenerator
+        - a non-negative int ``n``: ``SeedSequence(n)`` (the same numbers as
+          ``numpy.random.default_rng(n)``);
+        - a sequence of non-negative ints: ``SeedSequence(list(seed))``;
+        - a ``SeedSequence``: returned as is (never spawned from or mutated);
+        - a ``Generator`` (or a bare ``BitGenerator``): a ``SeedSequence`` whose
+          128-bit entropy is drawn from it, so passing a generator advances it,
+          as NumPy and SciPy functions that take one do;
+        - None: fresh entropy from the operating system (not reproducible
+          unless the entropy is recorded, see ``fedmm.algorithms.seed_repr``).
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+
+    Raises
+    ------
+    TypeError
+        For any other type (bool, float, str, ...).
+    ValueError
+        For a negative integer or an empty sequence.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_seed(7).entropy
+    7
+    >>> rng = np.random.default_rng(0)
+    >>> a, b = check_seed(rng), check_seed(rng)   # the generator advanced in between
+    >>> a.entropy != b.entropy
+    True
+    """
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if seed is None:
+        return np.random.SeedSequence()
+    if isinstance(seed, np.random.BitGenerator):
+        seed = np.random.Generator(seed)
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence(int.from_bytes(seed.bytes(16), "little"))
+    if isinstance(seed, (bool, np.bool_)):
+        raise TypeError(f"Expected '{name}' to be None, an int, a SeedSequence or a numpy.random.Generator, got bool")
+    if isinstance(seed, numbers.Integral):
+        if int(seed) < 0:
+            raise ValueError(f"Expected '{name}' to be a non-negative seed, got {int(seed)}")
+        return np.random.SeedSequence(int(seed))
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        values = np.asarray(seed)
+        if values.ndim == 1 and values.size and (np.issubdtype(values.dtype, np.integer) or all(
+                isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in seed)):
+            if (values < 0).any():
+                raise ValueError(f"Expected '{name}' to hold non-negative integers, got {list(seed)}")
+            return np.random.SeedSequence([int(v) for v in seed])
+        raise ValueError(f"Expected '{name}' as a sequence to be a non-empty 1-D list of integers, got {seed!r}")
+    raise TypeError(
+        f"Expected '{name}' to be None, a non-negative int, a sequence of such ints, a numpy.random.SeedSequence "
+        f"or a numpy.random.Generator, got {type(seed).__name__}"
+    )
+
+
+def as_rng(rng: Any, name: str = "rng") -> np.random.Generator:
+    """A ``Generator`` from the inputs :func:`check_seed` accepts.
+
+    A ``Generator`` is returned as is (its draws advance it); a
+    ``BitGenerator`` is wrapped; anything else goes through
+    :func:`check_seed`, so ``as_rng(n)`` draws the same numbers as
+    ``numpy.random.default_rng(n)``.  ``None`` gives fresh OS entropy.
     """
     if isinstance(rng, np.random.Generator):
         return rng
-    if rng is None or isinstance(rng, (numbers.Integral, np.random.SeedSequence, np.random.BitGenerator)):
-        if isinstance(rng, bool):
-            raise TypeError(f"Expected '{name}' to be a seed or numpy.random.Generator, got bool")
-        if isinstance(rng, numbers.Integral) and int(rng) < 0:
-            raise ValueError(f"Expected '{name}' to be a non-negative seed, got {rng}")
-        return np.random.default_rng(rng)
-    raise TypeError(
-        f"Expected '{name}' to be None, an int seed, a SeedSequence, a BitGenerator "
-        f"or a numpy.random.Generator, got {type(rng).__name__}"
-    )
+    if isinstance(rng, np.random.BitGenerator):
+        return np.random.Generator(rng)
+    return np.random.default_rng(check_seed(rng, name))
 
 
 def check_int(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int:

@@ -5,12 +5,22 @@ and FedMLS with its non-smooth baselines FedAvg, Scaffold and Scaffnew (FedMLS p
 ``Server`` and ``Client`` hold the mathematics of a round and exchange only
 messages (:class:`Broadcast` arrays down, compressed bytes up); runtimes in
 ``fedmm.runtime`` move those messages.
+
+Helpers shared by every algorithm: :class:`Schedule` (step sizes, local step
+counts and other sequences of hyper-parameters; :class:`StepSchedule` is its
+``γ_t`` use), :func:`check_seed` (the one seed normalizer), :func:`seed_repr`
+and :func:`seed_from_repr` (a run's seed as recorded in ``History.config`` and
+back), :class:`Cadence` (the rounds a monitored quantity is due).
 """
-from fedmm.algorithms._schedule import StepSchedule
+from fedmm._validation import check_seed
+from fedmm.algorithms._monitor import Cadence
+from fedmm.algorithms._random import seed_from_repr, seed_repr
+from fedmm.algorithms._schedule import Schedule, StepSchedule
 from fedmm.algorithms.federated import Broadcast, Client, FedMM, ParameterAveraging, Server
 from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
 from fedmm.algorithms.sassmm import SASSMM
 
 __all__ = ["SASSMM", "FedMM", "ParameterAveraging", "Server", "Client", "Broadcast", "StepSchedule",
-           "FedMLS", "FedAvg", "Scaffold", "Scaffnew"]
+           "FedMLS", "FedAvg", "Scaffold", "Scaffnew", "Schedule", "Cadence", "check_seed", "seed_repr",
+           "seed_from_repr"]

@@ -11,20 +11,51 @@ client reproduce an in-process run.
 """
 from __future__ import annotations
 
+import numbers
+from typing import Any
+
 import numpy as np
 
 from fedmm import _rounds
+from fedmm._validation import check_seed
 
-__all__ = ["RoundStream", "party_seed", "check_seed", "seed_repr", "init_generator"]
+__all__ = ["RoundStream", "derive_seed", "party_seed", "check_seed", "seed_repr", "seed_from_repr",
+           "init_generator"]
 
 SERVER_PARTY = 0
 CLIENT_PARTY = 1
 
 
+def derive_seed(seed: int | np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
+    """The child ``SeedSequence(seed.entropy, spawn_key=seed.spawn_key + key)``, without mutating ``seed``.
+
+    ``derive_seed(seed, i)`` is the ``i``-th child ``seed.spawn`` would give a
+    ``SeedSequence`` that has not spawned yet, but it is a pure function of
+    ``seed``: a run can be replayed from the recorded seed alone.
+
+    Parameters
+    ----------
+    seed : SeedSequence or int
+        A seed normalized by :func:`check_seed` (a non-negative int is read
+        as ``SeedSequence(seed)``).
+    *key : int
+        Appended to the spawn key.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> child = derive_seed(np.random.SeedSequence(5), 2)
+    >>> child.spawn_key, bool((child.generate_state(2) == np.random.SeedSequence(5).spawn(3)[2].generate_state(2)).all())
+    ((2,), True)
+    """
+    root = seed if isinstance(seed, np.random.SeedSequence) else check_seed(int(seed))
+    return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + tuple(int(k) for k in key),
+                                  pool_size=root.pool_size)
+
+
 def party_seed(seed: int | np.random.SeedSequence, party: int, index: int = 0) -> np.random.SeedSequence:
-    """The ``SeedSequence`` of one party, derived without mutating ``seed``."""
-    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (party, index))
+    """The ``SeedSequence`` of one party of the FedMM engine: ``derive_seed(seed, party, index)``."""
+    return derive_seed(seed, party, index)
 
 
 class RoundStream:
@@ -82,20 +113,84 @@ class RoundStream:
         self._bitgen.state = self._state
         return self.generator
 
-def check_seed(seed: object, name: str = "seed") -> int | np.random.SeedSequence:
-    """Accept a non-negative int or a ``SeedSequence`` (the root of all run randomness)."""
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and int(seed) >= 0:
-        return int(seed)
-    raise TypeError(f"Expected '{name}' to be a non-negative int or a numpy.random.SeedSequence, got {seed!r}")
+_DEFAULT_POOL_SIZE = np.random.SeedSequence(0).pool_size
 
 
-def seed_repr(seed: int | np.random.SeedSequence) -> object:
-    """A JSON-friendly description of a seed for History.config."""
-    if isinstance(seed, np.random.SeedSequence):
-        return {"entropy": str(seed.entropy), "spawn_key": list(seed.spawn_key)}
-    return seed
+def seed_repr(seed: int | np.random.SeedSequence) -> Any:
+    """A JSON value that records a normalized seed exactly (for ``History.config["seed"]``).
+
+    Parameters
+    ----------
+    seed : SeedSequence or int
+        A seed normalized by :func:`check_seed` (a non-negative int is read as
+        ``SeedSequence(seed)``).
+
+    Returns
+    -------
+    int or dict
+        The entropy itself (an int, up to 128 bits for OS entropy or a seed
+        drawn from a ``Generator``) when ``seed`` is ``SeedSequence(entropy)``
+        with no spawn key; otherwise ``{"entropy": int or list of int,
+        "spawn_key": list of int}`` (plus ``"pool_size"`` when not the
+        default).  :func:`seed_from_repr` inverts it; an int can also be
+        passed back as ``seed=`` directly.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> seed_repr(np.random.SeedSequence(5))
+    5
+    >>> seed_repr(np.random.SeedSequence(5, spawn_key=(1, 2)))
+    {'entropy': 5, 'spawn_key': [1, 2]}
+    """
+    if not isinstance(seed, np.random.SeedSequence):
+        seed = check_seed(seed)
+    entropy = seed.entropy
+    entropy = int(entropy) if isinstance(entropy, numbers.Integral) else [int(v) for v in entropy]
+    if not seed.spawn_key and isinstance(entropy, int) and seed.pool_size == _DEFAULT_POOL_SIZE:
+        return entropy
+    out: dict[str, Any] = {"entropy": entropy, "spawn_key": [int(v) for v in seed.spawn_key]}
+    if seed.pool_size != _DEFAULT_POOL_SIZE:
+        out["pool_size"] = int(seed.pool_size)
+    return out
+
+
+def seed_from_repr(value: Any) -> np.random.SeedSequence:
+    """The ``SeedSequence`` recorded by :func:`seed_repr` (e.g. ``History.config["seed"]``).
+
+    Passing it as ``seed=`` reruns the recorded run bit for bit, including
+    runs made with ``seed=None`` or a ``Generator``.
+
+    Parameters
+    ----------
+    value : int or dict
+        An output of :func:`seed_repr`, possibly after a JSON round trip
+        (entropy written as a decimal string by fedmm 0.1 is accepted).
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ss = np.random.SeedSequence()               # fresh OS entropy
+    >>> seed_from_repr(seed_repr(ss)).entropy == ss.entropy
+    True
+    """
+    if isinstance(value, dict):
+        if "entropy" not in value:
+            raise ValueError(f"Expected a recorded seed with an 'entropy' field, got keys {sorted(value)}")
+        entropy = value["entropy"]
+        if isinstance(entropy, str):
+            entropy = int(entropy) if entropy.strip().isdigit() else [int(v) for v in entropy.strip("[]").split(",")]
+        spawn_key = tuple(int(v) for v in value.get("spawn_key", ()))
+        pool_size = int(value.get("pool_size", _DEFAULT_POOL_SIZE))
+        return np.random.SeedSequence(entropy, spawn_key=spawn_key, pool_size=pool_size)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return check_seed(value, "value")
+    raise TypeError(f"Expected 'value' to be a recorded seed (an int or a dict from seed_repr), "
+                    f"got {type(value).__name__}")
 
 
 def init_generator(seed: int | np.random.SeedSequence) -> np.random.Generator:

@@ -710,7 +710,7 @@ class FedMM:
         clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
         return server, clients
 
-    def run(self, datas: Sequence[Any], n_rounds: int, *, seed: int | np.random.SeedSequence = 0,
+    def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None,
             init: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
             monitor_every: int = 1, progress: bool = False,
             callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None) -> History:
@@ -720,9 +720,11 @@ class FedMM:
         ----------
         datas : list of client data sets (model format, e.g. ``(N_i, p)`` arrays)
         n_rounds : int
-        seed : int or SeedSequence
+        seed : int, SeedSequence, Generator or None
             Root of all randomness (server selection, initial statistic, one
-            Philox stream per client); a run is reproducible bit for bit.
+            Philox stream per client), normalized as NumPy does (a Generator is
+            drawn from, None takes fresh OS entropy); a run is reproducible bit
+            for bit from ``History.config["seed"]`` (``seed_from_repr``).
         init : ndarray of shape (q,), optional
             The initial statistic ``Ŝ_0`` (default ``model.init_statistic``).
         objective_every : int
@@ -758,11 +760,12 @@ class FedMM:
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         objective_every = check_int(objective_every, "objective_every", low=0)
         monitor_every = check_int(monitor_every, "monitor_every", low=1)
+        seed = check_seed(seed)  # once: a Generator is drawn from, None draws fresh entropy
         server, clients = self.build(datas, seed=seed, init=init)
         datas = [c.data for c in clients]
         if objective_data is not None:
             objective_data = self.model.check_data(objective_data, "objective_data")
-        history = History(self.name, {**self.config(), "seed": seed_repr(check_seed(seed)),
+        history = History(self.name, {**self.config(), "seed": seed_repr(seed),
                                        "n_clients": len(clients), "n_rounds": n_rounds})
         monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
                            monitor_every if self.space == "parameter" else 0)

@@ -1,154 +1,81 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Non-smooth federated baselines of the FedMLS paper §4: FedAvg, Scaffold, Scaffnew.
+r"""Non-smooth federated baselines of the FedMLS paper §4 (FedAvg, Scaffold, Scaffnew) and what the
+non-smooth family shares.
 
-All three minimize ``F(w) = (1/n) Σ_i f_i(w)`` for a problem of
+All methods minimize :math:`F(w) = \frac1n \sum_i f_i(w)` for a problem of
 :mod:`fedmm.models.nonsmooth` with (stochastic) subgradients of the local
-losses ``f_i``, using the step-size rules the paper reports for its §4
+losses :math:`f_i`, using the step-size rules the paper reports for its §4
 experiment (the smooth-case defaults of these methods do not converge on
-non-smooth problems):
+non-smooth problems).  Round ``t = 0, 1, …`` is the paper's round
+:math:`k = t + 1`.
 
-- :class:`FedAvg` (local SGD): ``T_k`` local steps ``u ← u − η_k g_i(u)`` from the
-  server point, ``η_k = η0/√k`` in round ``k``; the server averages.
+- :class:`FedAvg` (local SGD): :math:`T_k` local steps
+  :math:`u \leftarrow u − η_k g_i(u)` from the server point,
+  :math:`η_k = η_0/\sqrt{k}`; the server averages.
 - :class:`Scaffold` (Karimireddy et al. 2020, option II control variates):
-  global step ``η_g = √n``, local step ``η_t = η0/(η_g t)`` at the ``t``-th local
-  step counted over the whole run.
+  global step :math:`η_g = \sqrt{n}`, local step :math:`η_s = η_0/(η_g s)` at the
+  :math:`s`-th local step counted over the whole run.
 - :class:`Scaffnew` (ProxSkip, Mishchenko et al. 2022): one local step per
-  iteration ``t``, communication with probability ``p_t = 1/√t``, step
-  ``η_t = η0/√t``.
+  iteration :math:`s`, communication with probability :math:`p_s = 1/\sqrt{s}`,
+  step :math:`η_s = η_0/\sqrt{s}`.
 
-This module also holds what FedMLS shares with them: step-size schedules,
-the client-vectorized (minibatch) subgradient oracle with one random stream per
-client, and argument checks.  Every ``run`` returns a :class:`fedmm.History`
-with, per communication round, ``objective`` ``F`` at the server point,
-cumulative per-client ``local_steps``, ``bytes_up``/``bytes_down`` (float64
-vectors moved in that round, all clients) and cumulative ``wall_time`` (s);
-``history.state["x"]`` is the final server point.
+Like :class:`fedmm.algorithms.FedMLS`, each method is a server and clients
+that exchange messages (:class:`SubgradientServer`, :class:`SubgradientClient`),
+moved by a runtime (:class:`fedmm.runtime.LocalRuntime` by default), so every
+runtime carries them and the numbers do not depend on the runtime, on
+``n_threads`` or on ``batched``.  The shared pieces are public:
+:class:`FederatedSubgradientMethod` (arguments, ``build`` and ``run``),
+:class:`SubgradientOracle` (one random stream per client) and
+:class:`ShareOracle` (a share of clients evaluated with one vectorized call),
+and :func:`decode_vector` (the payload format: little-endian float64).
+
+Every ``run`` returns a :class:`fedmm.History` with, per round ``t``: ``gamma``
+(the server's aggregation step, see each method), ``local_steps`` (cumulative,
+per client), the method's schedule values, ``active``, ``dropped``,
+``bytes_up``/``bytes_down`` (payload sizes), ``wall_time`` (cumulative,
+monitoring excluded) and, at the ``objective_every`` cadence, ``objective``
+:math:`F` at the server point; ``history.state["x"]`` is the final server point.
 """
 from __future__ import annotations
 
 import math
-import numbers
-import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_in, check_int, check_real
+from fedmm._validation import check_in, check_int, check_real, check_seed
+from fedmm.algorithms._monitor import Cadence
+from fedmm.algorithms._random import derive_seed, seed_repr
+from fedmm.algorithms._schedule import Schedule
+from fedmm.engine import LocalRuntime
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
-__all__ = ["FedAvg", "Scaffold", "Scaffnew", "Linear", "Inverse", "InverseSqrt", "FederatedSubgradientMethod",
-           "check_schedule", "evaluate_schedule", "describe_schedule"]
+__all__ = [
+    "FedAvg", "Scaffold", "Scaffnew",
+    "FederatedSubgradientMethod", "SubgradientServer", "SubgradientClient", "SubgradientOracle", "ShareOracle",
+    "SetupMessage", "FedAvgServer", "FedAvgClient", "FedAvgMessage", "ScaffoldServer", "ScaffoldClient",
+    "ScaffoldMessage", "ScaffoldStepRule", "ScaffnewServer", "ScaffnewClient", "ScaffnewMessage",
+    "decode_vector", "encode_vector",
+]
 
-_FLOAT_BYTES = 8
-
-
-# -- schedules ------------------------------------------------------------------
-class _Schedule:
-    """``k ↦ c · k**power`` (a picklable, printable callable)."""
-
-    power = 0.0
-
-    def __init__(self, c: float) -> None:
-        self.c = check_real(c, "c", low=0.0, low_open=True)
-
-    def __call__(self, k: int) -> float:
-        return self.c * k**self.power
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.c!r})"
+_WORD = 8  # bytes of one float64 vector entry or one scalar on the wire
 
 
-class Linear(_Schedule):
-    """``k ↦ c·k`` (e.g. ``T_k = T0·k`` local steps; an integer when ``c`` is one).
-
-    Examples
-    --------
-    >>> Linear(2)(3)
-    6
-    """
-
-    power = 1
-
-    def __init__(self, c: float) -> None:
-        super().__init__(c)
-        if isinstance(c, numbers.Integral):
-            self.c = int(c)
-
-    def __call__(self, k: int):
-        return self.c * k
-
-
-class Inverse(_Schedule):
-    """``k ↦ c/k`` (e.g. ``λ_k = λ0/k``).
-
-    Examples
-    --------
-    >>> Inverse(1.0)(4)
-    0.25
-    """
-
-    power = -1.0
-
-
-class InverseSqrt(_Schedule):
-    """``k ↦ c/√k`` (e.g. ``η_k = η0/√k``).
-
-    Examples
-    --------
-    >>> InverseSqrt(1.0)(4)
-    0.5
-    """
-
-    power = -0.5
-
-
-def check_schedule(value: Any, name: str, *, integer: bool) -> Any:
-    """A positive number (int ≥ 1 if ``integer``) or a callable of the round/step index."""
-    if callable(value):
-        return value
-    if integer:
-        return check_int(value, name, low=1)
-    return check_real(value, name, low=0.0, low_open=True)
-
-
-def evaluate_schedule(schedule: Any, k: int, name: str, *, integer: bool) -> Any:
-    """The value of a schedule (a number, or a callable of ``k``) at round or step ``k``, checked as
-    :func:`check_schedule` checks constants (``name(k)`` in errors)."""
-    if not callable(schedule):
-        return schedule
-    v = schedule(k)
-    if integer:
-        if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and float(v).is_integer():
-            v = int(v)
-        return check_int(v, f"{name}({k})", low=1)
-    return check_real(v, f"{name}({k})", low=0.0, low_open=True)
-
-
-def describe_schedule(value: Any) -> Any:
-    """A JSON-friendly description of a schedule for ``History.config``."""
-    return value if isinstance(value, (int, float, str)) or value is None else repr(value)
-
-
-# -- shared machinery ---------------------------------------------------------------
-def _seed_sequence(seed: Any) -> np.random.SeedSequence:
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    return np.random.SeedSequence(check_int(seed, "seed", low=0))
-
-
+# -- oracles ----------------------------------------------------------------------------------
 class SubgradientOracle:
-    """Subgradients of all clients' ``f_i`` at once, full or minibatch.
+    """Subgradients of clients' ``f_i``, full or minibatch, each client drawing from its own stream.
 
     Parameters
     ----------
     problem : NonsmoothProblem
     stacked : StackedClients
+        The clients' samples (one client for a :class:`SubgradientClient`'s oracle).
     batch_fraction : float or None
         None: exact subgradients of ``f_i`` (deterministic).  Otherwise each
-        client draws ``b_i = ⌈batch_fraction · m_i⌉`` of its samples uniformly
-        without replacement at every local step, and the estimate is scaled by
-        ``m_i / b_i`` (unbiased).
+        client draws ``b_i = ⌈batch_fraction · m_i⌉`` of its ``m_i`` samples
+        uniformly without replacement at every local step, and the estimate is
+        scaled by ``m_i / b_i`` (unbiased).
     seeds : sequence of SeedSequence
         One per client: client ``i`` draws only from its own stream, so results
         do not depend on how clients are grouped.
@@ -223,13 +150,325 @@ class SubgradientOracle:
         self._pos += 1
         return self.problem.subgradients(self.stacked, W, rows, self.row_offsets, self.scale)
 
+    def get_state(self) -> dict:
+        """A copy of the streams' positions (generator states, drawn-ahead minibatches)."""
+        state: dict[str, Any] = {"calls": self.calls}
+        if self.batch_fraction is not None:
+            state.update(rngs=[rng.bit_generator.state for rng in self._rngs], buffer=self._buffer.copy(),
+                         pos=self._pos)
+        return state
+
+    def set_state(self, state: dict) -> None:
+        """Restore a :meth:`get_state` snapshot."""
+        self.calls = int(state["calls"])
+        if self.batch_fraction is not None:
+            for rng, s in zip(self._rngs, state["rngs"]):
+                rng.bit_generator.state = s
+            self._buffer = np.array(state["buffer"], dtype=np.int64, copy=True)
+            self._pos = int(state["pos"])
+
+
+class ShareOracle:
+    """The next ``n_steps`` local steps' subgradients for a share of clients, one vectorized call per step.
+
+    Each client draws its ``n_steps`` minibatches from its own stream
+    (:meth:`SubgradientOracle.draw`), so the numbers do not depend on how
+    clients are grouped into shares.
+
+    Parameters
+    ----------
+    clients : sequence of SubgradientClient
+        The share (one problem, same oracle kind).
+    n_steps : int
+        Local steps of the round.
+
+    Attributes
+    ----------
+    share : StackedClients
+        The share's samples (cached on the share's first client between rounds).
+    rows : ndarray of shape (n_steps, B) or None
+        Row indices into ``share`` of every step's minibatches (None: full subgradients).
+    row_bounds : ndarray of shape (len(clients) + 1,) or None
+        Client ``j``'s minibatch occupies columns ``row_bounds[j]:row_bounds[j+1]`` of ``rows``.
+    scale : ndarray of shape (len(clients),) or None
+        ``m_j / b_j`` (unbiased minibatch estimates).
+    """
+
+    def __init__(self, clients: Sequence["SubgradientClient"], n_steps: int) -> None:
+        first = clients[0]
+        self.problem = first.problem
+        self.share = SubgradientClient.stack_share(clients)
+        self.rows = self.row_bounds = self.scale = None
+        if first.oracle.batch_fraction is not None:
+            offsets = self.share.offsets
+            self.rows = np.hstack([c.oracle.draw(n_steps) + offsets[j] for j, c in enumerate(clients)])
+            self.row_bounds = np.concatenate([[0], np.cumsum([c.oracle.batch[0] for c in clients])]).astype(np.int64)
+            self.scale = np.array([c.oracle.scale[0] for c in clients])
+
+    def __call__(self, U: np.ndarray, step: int) -> np.ndarray:
+        """Row ``j``: a (minibatch) subgradient of client ``j``'s ``f`` at ``U[j]`` at local step ``step`` (0-based)."""
+        if self.rows is None:
+            return self.problem.subgradients(self.share, U)
+        return self.problem.subgradients(self.share, U, self.rows[step], self.row_bounds[:-1], self.scale)
+
+
+# -- messages and payloads ---------------------------------------------------------------------------
+def decode_vector(payload: Any, size: int, name: str) -> np.ndarray:
+    """A payload of ``size`` little-endian float64 values, validated (length, finiteness).
+
+    Raises
+    ------
+    ValueError
+        If ``payload`` is not bytes of length ``8 · size`` or holds a NaN or an infinity.
+    """
+    if not isinstance(payload, (bytes, bytearray, memoryview)) or len(payload) != _WORD * size:
+        got = len(payload) if isinstance(payload, (bytes, bytearray, memoryview)) else type(payload).__name__
+        raise ValueError(f"Expected the {name} to be {_WORD * size} bytes (float64 vector of length {size}), "
+                         f"got {got}")
+    v = np.frombuffer(payload, dtype="<f8").astype(np.float64)
+    if not np.isfinite(v).all():
+        raise ValueError(f"Expected the {name} to contain only finite values")
+    return v
+
+
+def encode_vector(v: np.ndarray) -> bytes:
+    """``v`` as little-endian float64 bytes (the payload format of the non-smooth family)."""
+    return np.ascontiguousarray(v, dtype="<f8").tobytes()
+
+
+class _Message:
+    """Base of the server → clients messages: ``nbytes`` counts the vectors and 8 bytes per scalar."""
+
+    __slots__ = ()
+    vector_fields: tuple[str, ...] = ()
+    scalar_fields: tuple[str, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes on the wire: the float64 vectors plus 8 bytes per scalar."""
+        return sum(getattr(self, f).nbytes for f in self.vector_fields) + _WORD * len(self.scalar_fields)
+
+    @property
+    def theta(self) -> np.ndarray | None:
+        """The broadcast point ``x`` (the name runtimes use for a message's parameter; None if there is none)."""
+        return getattr(self, "x", None)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.scalar_fields)
+        return f"{type(self).__name__}({fields}, nbytes={self.nbytes})"
+
+
+class SetupMessage(_Message):
+    """The set-up exchange of the non-smooth family: nothing to say (no initial control variates)."""
+
+    __slots__ = ()
+
+
+class FedAvgMessage(_Message):
+    """FedAvg server → clients in round ``k``: the server point ``x``, ``T_k`` and ``η_k``."""
+
+    __slots__ = ("x", "local_steps", "step")
+    vector_fields = ("x",)
+    scalar_fields = ("local_steps", "step")
+
+    def __init__(self, x: np.ndarray, local_steps: int, step: float) -> None:
+        self.x, self.local_steps, self.step = x, local_steps, step
+
+
+class ScaffoldMessage(_Message):
+    """Scaffold server → clients: ``x``, the server control variate ``c``, and the round's local steps
+    ``s = first_step + 1, …, first_step + local_steps`` (the clients evaluate :math:`η_s` themselves)."""
+
+    __slots__ = ("x", "c", "first_step", "local_steps")
+    vector_fields = ("x", "c")
+    scalar_fields = ("first_step", "local_steps")
+
+    def __init__(self, x: np.ndarray, c: np.ndarray, first_step: int, local_steps: int) -> None:
+        self.x, self.c, self.first_step, self.local_steps = x, c, first_step, local_steps
+
+
+class ScaffnewMessage(_Message):
+    """Scaffnew server → clients: ``x`` and the local iterations ``s = first_step + 1, …,
+    first_step + local_steps`` until the next communication (the clients evaluate :math:`η_s`, :math:`p_s`)."""
+
+    __slots__ = ("x", "first_step", "local_steps")
+    vector_fields = ("x",)
+    scalar_fields = ("first_step", "local_steps")
+
+    def __init__(self, x: np.ndarray, first_step: int, local_steps: int) -> None:
+        self.x, self.first_step, self.local_steps = x, first_step, local_steps
+
+
+# -- server and client bases ----------------------------------------------------------------------------
+class SubgradientServer:
+    """Base of the non-smooth servers: full participation, no set-up exchange, state ``x``.
+
+    Subclasses implement ``broadcast(t)`` and ``aggregate(t, payloads)``
+    (returning the round's record, with ``gamma`` among its fields) and list
+    their state arrays in ``state_names``.
+    """
+
+    state_names: tuple[str, ...] = ("x",)
+
+    def __init__(self, n_clients: int, x0: np.ndarray) -> None:
+        self.n_clients = n_clients
+        self.x = x0.copy()
+        self.total_local_steps = 0
+
+    @property
+    def theta(self) -> np.ndarray:
+        """The current server point ``x`` (the name runtimes use for the server's parameter)."""
+        return self.x
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Copies of the server's state arrays (what ``run``'s ``callback`` receives)."""
+        return {name: getattr(self, name).copy() for name in self.state_names}
+
+    def setup_message(self) -> SetupMessage:
+        """No set-up exchange: an empty message."""
+        return SetupMessage()
+
+    def setup_aggregate(self, payloads: dict) -> None:
+        """Nothing to aggregate before the first round (see :meth:`setup_message`)."""
+        for i, b in payloads.items():
+            if b:
+                raise ValueError(f"Expected an empty set-up payload from client {i}, got {len(b)} bytes")
+
+    def select(self, t: int) -> list[int]:
+        """All clients participate in every round."""
+        return list(range(self.n_clients))
+
+    def decode_all(self, payloads: dict, size: int) -> np.ndarray:
+        """Every client's payload of ``size`` float64 values, stacked in client order: shape (n, size)."""
+        if sorted(payloads) != list(range(self.n_clients)):
+            raise ValueError(f"{type(self).__name__} needs every client's message, got clients {sorted(payloads)}")
+        out = np.empty((self.n_clients, size))
+        for i in range(self.n_clients):
+            out[i] = decode_vector(payloads[i], size, f"payload of client {i}")
+        return out
+
+
+class SubgradientClient:
+    """Base of the non-smooth clients: private data, an own random stream, state arrays ``state_names``.
+
+    Subclasses implement ``step_many(clients, message)`` (the round for a
+    share of clients, one vectorized oracle call per local step, identical
+    numbers to one :meth:`step` per client).
+
+    Parameters
+    ----------
+    index : int
+        The client's index ``i``.
+    problem : NonsmoothProblem
+    data : StackedClients
+        The client's own samples (one client).
+    oracle : SubgradientOracle
+        Its oracle on ``data`` with its own stream.
+    n_clients : int
+        ``n``.
+    """
+
+    state_names: tuple[str, ...] = ()
+
+    def __init__(self, index: int, problem: NonsmoothProblem, data: StackedClients, oracle: SubgradientOracle,
+                 n_clients: int) -> None:
+        self.index = index
+        self.problem, self.data, self.oracle = problem, data, oracle
+        self.n_clients = n_clients
+        #: The stacked data of the last share of clients this client led in ``stack_share`` (shares are
+        #: fixed between rounds, so they are stacked once); None before the first call.
+        self.share_cache: tuple[tuple[int, ...], StackedClients] | None = None
+
+    def setup(self, message: SetupMessage) -> bytes:
+        """No set-up exchange: an empty payload."""
+        return b""
+
+    def step(self, message: Any) -> bytes:
+        """One round of local training; returns the payload (little-endian float64 bytes)."""
+        return type(self).step_many([self], message)[0]
+
+    @staticmethod
+    def step_many(clients: Sequence["SubgradientClient"], message: Any) -> list[bytes]:  # pragma: no cover
+        raise NotImplementedError
+
+    def get_state(self) -> dict:
+        """Copies of the client's state arrays and its stream's position (a runtime's snapshot)."""
+        state = {name: np.array(getattr(self, name), copy=True) for name in self.state_names}
+        state["oracle"] = self.oracle.get_state()
+        return state
+
+    def set_state(self, state: dict, like_theta: Any = None) -> None:
+        """Restore a :meth:`get_state` snapshot (``like_theta``, the parameter's structure in the
+        :class:`fedmm.protocols.StatefulClientParty` contract, is not needed here)."""
+        for name in self.state_names:
+            setattr(self, name, np.array(state[name], dtype=np.float64, copy=True))
+        self.oracle.set_state(state["oracle"])
+
+    @staticmethod
+    def stack_share(clients: Sequence["SubgradientClient"]) -> StackedClients:
+        """The samples of a share of clients stacked in order (cached on the first client: shares are fixed)."""
+        first = clients[0]
+        key = tuple(c.index for c in clients)
+        if first.share_cache is None or first.share_cache[0] != key:
+            if len(clients) == 1:
+                share = first.data
+            else:
+                counts = np.array([c.data.design.shape[0] for c in clients], dtype=np.int64)
+                share = StackedClients(
+                    np.vstack([c.data.design for c in clients]),
+                    np.concatenate([c.data.target for c in clients]),
+                    np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                    np.repeat(np.arange(len(clients), dtype=np.int64), counts),
+                )
+            first.share_cache = (key, share)
+        return first.share_cache[1]
+
+
+# -- the method skeleton -------------------------------------------------------------------------------------
+class _ObjectiveMonitor:
+    """``objective`` ``F`` at the server point on the rounds its :class:`Cadence` makes due."""
+
+    def __init__(self, problem: NonsmoothProblem, data: StackedClients, server: SubgradientServer,
+                 cadence: Cadence) -> None:
+        self.problem, self.data, self.server, self.cadence = problem, data, server, cadence
+
+    def objective(self) -> float:
+        return self.problem.objective(self.data, self.server.x)
+
+    def due(self, t: int) -> bool:
+        return self.cadence.due(t)
+
+    def __call__(self, t: int, gamma: float) -> dict:
+        return {"objective": self.objective()} if self.cadence.due(t) else {}
+
 
 class FederatedSubgradientMethod:
-    """Argument handling and the run skeleton shared by FedMLS and the baselines."""
+    r"""Base of the non-smooth family (FedMLS, FedAvg, Scaffold, Scaffnew): arguments, ``build`` and ``run``.
+
+    Subclasses set ``name``, implement :meth:`config`, ``build_server`` and
+    ``build_client``, and may extend :meth:`final_state`.
+
+    Parameters
+    ----------
+    problem : NonsmoothProblem
+        :class:`~fedmm.models.nonsmooth.HingeSVM` or
+        :class:`~fedmm.models.nonsmooth.L1Regression`.
+    oracle : {"minibatch", "full"}
+        Unbiased minibatch estimates or exact subgradients of the ``f_i``.
+    batch_fraction : float in (0, 1]
+        Fraction of each client's samples per minibatch (the paper: 0.1).
+    n_threads : int >= 1
+        Threads of the default in-process runtime.
+    batched : bool
+        Let the default runtime run each thread's share of clients with one
+        vectorized call per local step (``step_many``) instead of one call per
+        client; the numbers are the same.
+    """
 
     name = "base"
 
-    def __init__(self, problem: NonsmoothProblem, oracle: str, batch_fraction: float) -> None:
+    def __init__(self, problem: NonsmoothProblem, *, oracle: str = "minibatch", batch_fraction: float = 0.1,
+                 n_threads: int = 1, batched: bool = True) -> None:
         if not isinstance(problem, NonsmoothProblem):
             raise TypeError(
                 f"Expected 'problem' to be a fedmm.models.nonsmooth problem (HingeSVM, L1Regression), "
@@ -238,212 +477,528 @@ class FederatedSubgradientMethod:
         self.problem = problem
         self.oracle = check_in(oracle, "oracle", ("full", "minibatch"))
         self.batch_fraction = check_real(batch_fraction, "batch_fraction", low=0.0, high=1.0, low_open=True)
+        self.n_threads = check_int(n_threads, "n_threads", low=1)
+        self.batched = bool(batched)
 
-    def _config(self) -> dict:  # pragma: no cover - subclasses
-        raise NotImplementedError
+    def config(self) -> dict:
+        """The hyper-parameters as JSON-friendly values (recorded in ``History.config``)."""
+        return {"problem": repr(self.problem), "oracle": self.oracle,
+                "batch_fraction": self.batch_fraction if self.oracle == "minibatch" else None}
 
-    def _setup(self, datas, n_rounds, seed, x0):
-        stacked = self.problem.stack(datas)
-        n_rounds = check_int(n_rounds, "n_rounds", low=1)
-        p = stacked.n_params
-        x0 = np.zeros(p) if x0 is None else self.problem.check_w(x0, p, "x0").copy()
-        ss = _seed_sequence(seed)
-        children = ss.spawn(stacked.n_clients + 1)  # one stream per client, one for the server
-        fraction = self.batch_fraction if self.oracle == "minibatch" else None
-        oracle = SubgradientOracle(self.problem, stacked, fraction, children[:-1])
-        config = dict(self._config(), problem=repr(self.problem), oracle=self.oracle,
-                      batch_fraction=fraction, n_rounds=n_rounds, n_clients=stacked.n_clients,
-                      seed=int(seed) if not isinstance(seed, np.random.SeedSequence) else repr(seed))
-        history = History(self.name, config)
-        return stacked, n_rounds, x0, oracle, np.random.default_rng(children[-1]), history
+    def build_server(self, n_clients: int, x0: np.ndarray, seed: np.random.SeedSequence) -> SubgradientServer:
+        """The server for ``n_clients`` clients starting at ``x0`` (``seed``: its own stream)."""
+        raise NotImplementedError  # pragma: no cover
 
-    def _record(self, history, stacked, k, x, steps, n_vectors_up, n_vectors_down, start, **extra):
+    def build_client(self, index: int, data: StackedClients, oracle: SubgradientOracle, x0: np.ndarray,
+                     n_clients: int) -> SubgradientClient:
+        """Client ``index`` on its own ``data`` with its ``oracle``, starting at ``x0``."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _build(self, stacked: StackedClients, seed: np.random.SeedSequence, init: Any):
         n, p = stacked.n_clients, stacked.n_params
-        history.append(
-            t=k,
-            objective=self.problem.objective(stacked, x),
-            local_steps=int(steps),
-            bytes_up=int(n * n_vectors_up * p * _FLOAT_BYTES),
-            bytes_down=int(n * n_vectors_down * p * _FLOAT_BYTES),
-            wall_time=time.perf_counter() - start,
-            **extra,
-        )
+        x0 = np.zeros(p) if init is None else self.problem.check_w(init, p, "init").copy()
+        # Streams 0..n-1 for the clients, n for the server (the children seed.spawn(n + 1) would give
+        # a fresh seed, derived without mutating it).
+        children = [derive_seed(seed, i) for i in range(n + 1)]
+        fraction = self.batch_fraction if self.oracle == "minibatch" else None
+        clients = []
+        for i in range(n):
+            lo, hi = stacked.offsets[i], stacked.offsets[i + 1]
+            own = StackedClients(stacked.design[lo:hi], stacked.target[lo:hi], np.array([0, hi - lo]),
+                                 np.zeros(hi - lo, dtype=np.int64))
+            oracle = SubgradientOracle(self.problem, own, fraction, [children[i]])
+            clients.append(self.build_client(i, own, oracle, x0, n))
+        return self.build_server(n, x0, children[n]), clients
+
+    def build(self, datas: Sequence[Any], *, seed: Any = None, init: Any = None):
+        """Validated server and clients for ``datas`` (what :meth:`run` hands to the runtime).
+
+        Parameters
+        ----------
+        datas : list of (A, y)
+            The clients' data sets.
+        seed : None, int, SeedSequence or Generator
+            Root of the clients' minibatch streams and the server's stream
+            (see :func:`fedmm.algorithms.check_seed`).
+        init : array_like of shape (p,), optional
+            The starting point ``x_0`` (default zeros).
+
+        Returns
+        -------
+        server : SubgradientServer
+        clients : list of SubgradientClient
+        """
+        return self._build(self.problem.stack(datas), check_seed(seed), init)
+
+    def final_state(self, server: SubgradientServer, clients: Sequence[SubgradientClient]) -> dict:
+        """``History.state`` at the end of a run (the server's state arrays)."""
+        return server.state()
+
+    def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None, init: Any = None,
+            runtime: Any = None, objective_every: int = 0, objective_data: Sequence[Any] | None = None,
+            progress: bool = False, callback: Callable[[int, dict], None] | None = None) -> History:
+        r"""Run ``n_rounds`` communication rounds on the clients' data.
+
+        Parameters
+        ----------
+        datas : list of (A, y)
+            Client data sets (see :mod:`fedmm.models.nonsmooth`).
+        n_rounds : int >= 0
+            Communication rounds; round ``t = 0, 1, …`` is the paper's ``k = t + 1``.
+        seed : None, int, SeedSequence or Generator
+            Root of all randomness (one minibatch stream per client, the
+            server's stream), normalized by :func:`fedmm.algorithms.check_seed`
+            (a Generator is advanced; None draws OS entropy).  The normalized
+            seed is recorded in ``history.config["seed"]``
+            (:func:`fedmm.algorithms.seed_repr`): passing
+            ``seed=fedmm.algorithms.seed_from_repr(history.config["seed"])``
+            reproduces the run bit for bit.
+        init : array_like of shape (p,), optional
+            The starting point ``x_0`` (default zeros, as in the paper).
+        runtime : object, optional
+            Anything with ``run(server, clients, n_rounds, history=, monitor=,
+            callback=, progress=)`` (:class:`fedmm.runtime.LocalRuntime`,
+            :class:`fedmm.runtime.RayRuntime`); default a local one with this
+            object's ``n_threads`` and ``batched``.  The numbers do not depend
+            on the runtime.
+        objective_every : int >= 0
+            Record ``objective`` :math:`F(x)` at the server point every this
+            many rounds and at the last round (:class:`fedmm.algorithms.Cadence`);
+            0 never.  ``F(x_0)`` then goes to ``history.config["initial_objective"]``.
+        objective_data : list of (A, y), optional
+            Client data sets on which :math:`F` is evaluated instead of ``datas``
+            (e.g. held-out data; :math:`F` averages over their count).
+        progress : bool
+            Show a tqdm progress bar.
+        callback : callable(t, state), optional
+            Called after round ``t`` (0-based) with the server's state arrays
+            (copies, e.g. ``state["x"]``).
+
+        Returns
+        -------
+        History
+            One record per round (see the module docstring); ``state`` holds
+            the final server arrays.
+        """
+        seed = check_seed(seed)
+        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        cadence = Cadence(objective_every, n_rounds)
+        stacked = self.problem.stack(datas)
+        server, clients = self._build(stacked, seed, init)
+        if objective_data is not None:
+            stacked = self.problem.stack(objective_data)
+            if stacked.n_params != server.x.shape[0]:
+                raise ValueError(f"Expected 'objective_data' with the features of 'datas' ({server.x.shape[0]} "
+                                 f"parameters), got {stacked.n_params}")
+        history = History(self.name, {**self.config(), "n_rounds": n_rounds, "n_clients": len(clients),
+                                      "seed": seed_repr(seed)})
+        monitor = _ObjectiveMonitor(self.problem, stacked, server, cadence)
+        if cadence:
+            history.config["initial_objective"] = monitor.objective()
+        if runtime is None:
+            runtime = LocalRuntime(n_threads=self.n_threads, batched=self.batched)
+        round_callback = None
+        if callback is not None:
+            def round_callback(t: int) -> None:
+                callback(t, server.state())
+        runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=round_callback,
+                    progress=progress)
+        history.state.update(self.final_state(server, clients))
+        return history
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.problem!r}, {self.config()})"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _paper_rule(value: Any, name: str, form: str) -> Schedule:
+    """A number ``c`` is the constant of the paper's rule ``(form, c)``; anything else is the schedule itself."""
+    if _is_number(value):
+        return Schedule((form, check_real(value, name, low=0.0, low_open=True)), name=name)
+    return Schedule(value, name=name)
+
+
+# -- FedAvg ----------------------------------------------------------------------------------------------------
+class FedAvgServer(SubgradientServer):
+    """FedAvg's server: broadcasts ``x``, ``T_k``, ``η_k``; sets ``x`` to the clients' mean."""
+
+    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Schedule, step: Schedule) -> None:
+        super().__init__(n_clients, x0)
+        self.local_steps, self.step = local_steps, step
+        self._round: tuple[int, float] | None = None
+
+    def broadcast(self, t: int) -> FedAvgMessage:
+        """Round ``k = t + 1``: ``x`` with ``T_k`` and ``η_k``."""
+        k = t + 1
+        T, step = self.local_steps(k), self.step(k)
+        self._round = (T, step)
+        return FedAvgMessage(self.x.copy(), T, step)
+
+    def aggregate(self, t: int, payloads: dict) -> dict:
+        """``x ← (1/n) Σ_i u_i``."""
+        T, step = self._round
+        self.x = self.decode_all(payloads, self.x.shape[0]).mean(axis=0)
+        self.total_local_steps += T
+        return {"gamma": 1.0, "step": step, "T": T, "local_steps": self.total_local_steps}
+
+
+class FedAvgClient(SubgradientClient):
+    """A FedAvg client: ``T_k`` steps ``u ← u − η_k ĝ_i(u)`` from ``x``; sends ``u``."""
+
+    @staticmethod
+    def step_many(clients: Sequence[SubgradientClient], message: FedAvgMessage) -> list[bytes]:
+        """The round for a share of clients (one vectorized oracle call per local step)."""
+        oracle = ShareOracle(clients, message.local_steps)
+        U = np.tile(message.x, (len(clients), 1))
+        for s in range(message.local_steps):
+            U -= message.step * oracle(U, s)
+        return [encode_vector(u) for u in U]
 
 
 class FedAvg(FederatedSubgradientMethod):
-    """Federated averaging (local subgradient method) with ``η_k = η0/√k``.
+    r"""Federated averaging (local subgradient method) with :math:`η_k = η_0/\sqrt{k}`.
 
-    Round ``k``: every client starts from the server point ``x``, runs ``T_k``
-    steps ``u ← u − η_k ĝ_i(u)`` (``ĝ_i`` a (minibatch) subgradient of ``f_i``),
-    and the server sets ``x ← (1/n) Σ_i u_i``.
+    Round :math:`k = t + 1`: every client starts from the server point
+    :math:`x`, runs :math:`T_k` steps :math:`u \leftarrow u − η_k \hat g_i(u)`
+    (:math:`\hat g_i` a (minibatch) subgradient of :math:`f_i`), and the server
+    sets :math:`x \leftarrow \frac1n \sum_i u_i` (recorded ``gamma = 1``).
 
     Parameters
     ----------
     problem : NonsmoothProblem
-    local_steps : int or callable
-        ``T_k ≥ 1`` (e.g. ``Linear(1)`` for ``T_k = k``, the paper's choice).
-    eta : float or callable
-        ``η0`` of the rule ``η_k = η0/√k``, or a callable ``k ↦ η_k``.
-    oracle : {"minibatch", "full"}
-    batch_fraction : float
-        Fraction of local samples per minibatch (the paper: 0.1).
+    step : float or Schedule spec
+        A number is :math:`η_0` of the paper's rule :math:`η_k = η_0/\sqrt{k}`;
+        any other :class:`~fedmm.algorithms.Schedule` spec (a callable
+        ``k -> η_k``, ``("inverse", c)``, a ``Schedule``...) gives :math:`η_k` itself.
+    local_steps : int or Schedule spec
+        :math:`T_k \geq 1`; default ``("linear", 1)``, i.e. :math:`T_k = k` (the paper's choice).
+    oracle, batch_fraction, n_threads, batched
+        See :class:`FederatedSubgradientMethod`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.models.nonsmooth import HingeSVM
+    >>> rng = np.random.default_rng(0)
+    >>> datas = [(rng.normal(size=(20, 2)), rng.choice([-1.0, 1.0], 20)) for _ in range(3)]
+    >>> h = FedAvg(HingeSVM(), step=0.01).run(datas, 5, seed=0, objective_every=1)
+    >>> h["T"].tolist(), h["t"].tolist()
+    ([1.0, 2.0, 3.0, 4.0, 5.0], [0.0, 1.0, 2.0, 3.0, 4.0])
     """
 
     name = "FedAvg"
 
-    def __init__(self, problem, local_steps, eta, *, oracle="minibatch", batch_fraction=0.1):
-        super().__init__(problem, oracle, batch_fraction)
-        self.local_steps = check_schedule(local_steps, "local_steps", integer=True)
-        eta = check_schedule(eta, "eta", integer=False)
-        self.eta = eta if callable(eta) else InverseSqrt(eta)
+    def __init__(self, problem: NonsmoothProblem, *, step: Any, local_steps: Any = ("linear", 1),
+                 oracle: str = "minibatch", batch_fraction: float = 0.1, n_threads: int = 1,
+                 batched: bool = True) -> None:
+        super().__init__(problem, oracle=oracle, batch_fraction=batch_fraction, n_threads=n_threads, batched=batched)
+        self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
+        self.step = _paper_rule(step, "step", "inverse_sqrt")
 
-    def _config(self):
-        return {"local_steps": describe_schedule(self.local_steps), "eta": describe_schedule(self.eta)}
+    def config(self) -> dict:
+        return {**super().config(), "local_steps": self.local_steps.description, "step": self.step.description}
 
-    def run(self, datas, n_rounds, *, seed=0, x0=None) -> History:
-        """Run ``n_rounds`` rounds on the clients' ``(A, y)`` data; see the class docstring."""
-        stacked, n_rounds, x, oracle, _, history = self._setup(datas, n_rounds, seed, x0)
-        n = stacked.n_clients
-        start, steps = time.perf_counter(), 0
-        for k in range(1, n_rounds + 1):
-            T = evaluate_schedule(self.local_steps, k, "local_steps", integer=True)
-            eta = evaluate_schedule(self.eta, k, "eta", integer=False)
-            U = np.tile(x, (n, 1))
-            for _ in range(T):
-                U -= eta * oracle(U)
-            x = U.mean(axis=0)
-            steps += T
-            self._record(history, stacked, k, x, steps, 1, 1, start, eta=eta, T=T)
-        history.state["x"] = x
-        return history
+    def build_server(self, n_clients, x0, seed):
+        return FedAvgServer(n_clients, x0, self.local_steps, self.step)
+
+    def build_client(self, index, data, oracle, x0, n_clients):
+        return FedAvgClient(index, self.problem, data, oracle, n_clients)
+
+
+# -- Scaffold ----------------------------------------------------------------------------------------------------
+class ScaffoldStepRule:
+    r"""Scaffold's non-smooth step rule :math:`η_s = η_0/(η_g s)` (a picklable callable ``s -> η_s``)."""
+
+    def __init__(self, step: float, global_step: float) -> None:
+        self.step, self.global_step = step, global_step
+
+    def __call__(self, s: int) -> float:
+        return self.step / (self.global_step * s)
+
+    def __repr__(self) -> str:
+        return f"ScaffoldStepRule({self.step!r}, global_step={self.global_step!r})"
+
+
+class ScaffoldServer(SubgradientServer):
+    """Scaffold's server: state ``x`` and the control variate ``c``."""
+
+    state_names = ("x", "c")
+
+    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Schedule, global_step: float) -> None:
+        super().__init__(n_clients, x0)
+        self.c = np.zeros_like(x0)
+        self.local_steps, self.global_step = local_steps, global_step
+        self._T = 0
+
+    def broadcast(self, t: int) -> ScaffoldMessage:
+        """Round ``k = t + 1``: ``x``, ``c`` and the round's :math:`T_k` local steps."""
+        self._T = self.local_steps(t + 1)
+        return ScaffoldMessage(self.x.copy(), self.c.copy(), self.total_local_steps, self._T)
+
+    def aggregate(self, t: int, payloads: dict) -> dict:
+        """``x ← x + η_g mean_i(u_i − x)``, ``c ← c + mean_i(c_i⁺ − c_i)``."""
+        p = self.x.shape[0]
+        deltas = self.decode_all(payloads, 2 * p)
+        # contiguous halves: the same reduction order as the mean of an (n, p) array
+        self.x = self.x + self.global_step * np.ascontiguousarray(deltas[:, :p]).mean(axis=0)
+        self.c = self.c + np.ascontiguousarray(deltas[:, p:]).mean(axis=0)
+        self.total_local_steps += self._T
+        return {"gamma": self.global_step, "T": self._T, "local_steps": self.total_local_steps}
+
+
+class ScaffoldClient(SubgradientClient):
+    r"""A Scaffold client with control variate ``c_i``; sends ``(u − x, c_i⁺ − c_i)`` (2p values).
+
+    ``step_size`` is the schedule :math:`s \mapsto η_s` of the run's local steps.
+    """
+
+    state_names = ("c",)
+
+    def __init__(self, index, problem, data, oracle, n_clients, x0: np.ndarray, step_size: Schedule) -> None:
+        super().__init__(index, problem, data, oracle, n_clients)
+        self.c = np.zeros_like(x0)
+        self.step_size = step_size
+
+    @staticmethod
+    def step_many(clients: Sequence["ScaffoldClient"], message: ScaffoldMessage) -> list[bytes]:
+        """The round for a share of clients (one vectorized oracle call per local step)."""
+        first = clients[0]
+        oracle = ShareOracle(clients, message.local_steps)
+        x = message.x
+        U = np.tile(x, (len(clients), 1))
+        C = np.stack([c.c for c in clients])
+        correction = message.c - C  # c − c_i, fixed during the round
+        step_sum = 0.0
+        for s in range(message.local_steps):
+            step = first.step_size(message.first_step + s + 1)
+            U -= step * (oracle(U, s) + correction)
+            step_sum += step
+        C_new = C - message.c + (x - U) / step_sum
+        payloads = []
+        for j, client in enumerate(clients):
+            payloads.append(encode_vector(np.concatenate([U[j] - x, C_new[j] - C[j]])))
+            client.c = C_new[j].copy()
+        return payloads
 
 
 class Scaffold(FederatedSubgradientMethod):
-    """Scaffold with option-II control variates, non-smooth step rule of the FedMLS paper.
+    r"""Scaffold with option-II control variates and the FedMLS paper's non-smooth step rule.
 
-    Round ``k`` (full participation): each client ``i`` starts ``u = x`` and runs
-    ``T_k`` steps ``u ← u − η_t (ĝ_i(u) − c_i + c)``, ``t`` counting all local
-    steps of the run, then ``c_i⁺ = c_i − c + (x − u)/Σ_s η_s`` (option II with
-    the sum of this round's step sizes, which is ``T η_l`` for a constant step);
-    the server sets ``x ← x + η_g · mean(u − x)`` and ``c ← c + mean(c_i⁺ − c_i)``.
+    Round :math:`k = t + 1` (full participation): each client :math:`i` starts
+    :math:`u = x` and runs :math:`T_k` steps
+    :math:`u \leftarrow u − η_s (\hat g_i(u) − c_i + c)`, :math:`s` counting all
+    local steps of the run, then
+    :math:`c_i^+ = c_i − c + (x − u)/\sum_s η_s` (option II with the sum of this
+    round's step sizes, :math:`T η_l` for a constant step); the server sets
+    :math:`x \leftarrow x + η_g\,\mathrm{mean}_i(u_i − x)` (recorded as ``gamma``)
+    and :math:`c \leftarrow c + \mathrm{mean}_i(c_i^+ − c_i)`.
 
     Parameters
     ----------
     problem : NonsmoothProblem
-    local_steps : int or callable
-        ``T_k ≥ 1``.
-    eta : float or callable
-        ``η0`` of ``η_t = η0/(η_g t)``, or a callable ``t ↦ η_t``.
+    step : float or Schedule spec
+        A number is :math:`η_0` of :math:`η_s = η_0/(η_g s)`; any other
+        :class:`~fedmm.algorithms.Schedule` spec gives :math:`η_s` itself
+        (indexed by the local step ``s`` of the run).
+    local_steps : int or Schedule spec
+        :math:`T_k \geq 1`; default ``("linear", 1)`` (:math:`T_k = k`).
     global_step : float, optional
-        ``η_g``; default ``√n`` (the paper, after Karimireddy et al.).
-    oracle, batch_fraction
-        As in :class:`FedAvg`.
+        :math:`η_g`; default :math:`\sqrt{n}` (the paper, after Karimireddy et al.).
+    oracle, batch_fraction, n_threads, batched
+        See :class:`FederatedSubgradientMethod`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.models.nonsmooth import HingeSVM
+    >>> rng = np.random.default_rng(0)
+    >>> datas = [(rng.normal(size=(20, 2)), rng.choice([-1.0, 1.0], 20)) for _ in range(4)]
+    >>> h = Scaffold(HingeSVM(), step=0.01, local_steps=3).run(datas, 4, seed=0)
+    >>> h["local_steps"].tolist(), float(h["gamma"][0]), sorted(h.state)
+    ([3.0, 6.0, 9.0, 12.0], 2.0, ['c', 'x'])
     """
 
     name = "Scaffold"
 
-    def __init__(self, problem, local_steps, eta, *, global_step=None, oracle="minibatch", batch_fraction=0.1):
-        super().__init__(problem, oracle, batch_fraction)
-        self.local_steps = check_schedule(local_steps, "local_steps", integer=True)
-        self.eta = check_schedule(eta, "eta", integer=False)
+    def __init__(self, problem: NonsmoothProblem, *, step: Any, local_steps: Any = ("linear", 1),
+                 global_step: float | None = None, oracle: str = "minibatch", batch_fraction: float = 0.1,
+                 n_threads: int = 1, batched: bool = True) -> None:
+        super().__init__(problem, oracle=oracle, batch_fraction=batch_fraction, n_threads=n_threads, batched=batched)
+        self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
+        if _is_number(step):
+            self.step: Schedule | float = check_real(step, "step", low=0.0, low_open=True)
+        else:
+            self.step = Schedule(step, name="step")
         self.global_step = None if global_step is None else check_real(
             global_step, "global_step", low=0.0, low_open=True)
 
-    def _config(self):
-        return {"local_steps": describe_schedule(self.local_steps), "eta": describe_schedule(self.eta),
+    def config(self) -> dict:
+        step = self.step.description if isinstance(self.step, Schedule) else f"{self.step!r}/(global_step*s)"
+        return {**super().config(), "local_steps": self.local_steps.description, "step": step,
                 "global_step": self.global_step}
 
-    def run(self, datas, n_rounds, *, seed=0, x0=None) -> History:
-        """Run ``n_rounds`` rounds; see the class docstring."""
-        stacked, n_rounds, x, oracle, _, history = self._setup(datas, n_rounds, seed, x0)
-        n, p = stacked.n_clients, stacked.n_params
-        eta_g = math.sqrt(n) if self.global_step is None else self.global_step
-        c, C = np.zeros(p), np.zeros((n, p))
-        start, t = time.perf_counter(), 0
-        for k in range(1, n_rounds + 1):
-            T = evaluate_schedule(self.local_steps, k, "local_steps", integer=True)
-            U = np.tile(x, (n, 1))
-            correction = c - C  # c − c_i, fixed during the round
-            eta_sum = 0.0
-            for _ in range(T):
-                t += 1
-                eta = self.eta / (eta_g * t) if not callable(self.eta) else evaluate_schedule(self.eta, t, "eta", integer=False)
-                U -= eta * (oracle(U) + correction)
-                eta_sum += eta
-            C_new = C - c + (x - U) / eta_sum
-            x = x + eta_g * (U - x).mean(axis=0)
-            c = c + (C_new - C).mean(axis=0)
-            C = C_new
-            self._record(history, stacked, k, x, t, 2, 2, start, T=T)
-        history.state["x"] = x
-        history.state["c"] = c
-        return history
+    def _global_step(self, n_clients: int) -> float:
+        return math.sqrt(n_clients) if self.global_step is None else self.global_step
+
+    def step_schedule(self, n_clients: int) -> Schedule:
+        r""":math:`s \mapsto η_s` for ``n_clients`` clients (:math:`η_0/(η_g s)` when ``step`` is a number)."""
+        if isinstance(self.step, Schedule):
+            return self.step
+        return Schedule(ScaffoldStepRule(self.step, self._global_step(n_clients)), name="step")
+
+    def build_server(self, n_clients, x0, seed):
+        return ScaffoldServer(n_clients, x0, self.local_steps, self._global_step(n_clients))
+
+    def build_client(self, index, data, oracle, x0, n_clients):
+        return ScaffoldClient(index, self.problem, data, oracle, n_clients, x0, self.step_schedule(n_clients))
+
+
+# -- Scaffnew ----------------------------------------------------------------------------------------------------
+class ScaffnewServer(SubgradientServer):
+    """Scaffnew's server: flips the communication coins (its own stream) and averages at each communication."""
+
+    def __init__(self, n_clients: int, x0: np.ndarray, step: Schedule, communication_prob: Schedule,
+                 max_local_steps: int, seed: np.random.SeedSequence) -> None:
+        super().__init__(n_clients, x0)
+        self.step, self.communication_prob = step, communication_prob
+        self.max_local_steps = max_local_steps
+        self.coin = np.random.default_rng(seed)
+        self._round: tuple[int, float, float] | None = None
+
+    def broadcast(self, t: int) -> ScaffnewMessage:
+        r"""Flip coins :math:`s = s_0 + 1, s_0 + 2, …` until one succeeds (probability :math:`p_s`);
+        send ``x`` and the local iterations until then."""
+        s0 = s = self.total_local_steps
+        while True:
+            s += 1
+            if s > self.max_local_steps:
+                raise RuntimeError(f"Scaffnew exceeded max_local_steps={self.max_local_steps} "
+                                   f"after {t} communications")
+            step = self.step(s)
+            prob = self.communication_prob(s)
+            if self.coin.random() < prob:
+                break
+        self._round = (s - s0, step, prob)
+        return ScaffnewMessage(self.x.copy(), s0, s - s0)
+
+    def aggregate(self, t: int, payloads: dict) -> dict:
+        r""":math:`x = \frac1n \sum_j (\hat x_j − (η/p) h_j)`."""
+        T, step, prob = self._round
+        self.x = self.decode_all(payloads, self.x.shape[0]).mean(axis=0)
+        self.total_local_steps += T
+        return {"gamma": 1.0, "step": step, "communication_prob": prob, "T": T,
+                "local_steps": self.total_local_steps}
+
+
+class ScaffnewClient(SubgradientClient):
+    r"""A Scaffnew client with control variate :math:`h_i`.
+
+    It applies the previous communication's update
+    :math:`h_i \leftarrow h_i + (p/η)(x − \hat x_i)` when the next message
+    brings ``x``, runs the round's local iterations and sends
+    :math:`\hat x_i − (η/p) h_i`.  ``step_size`` and ``communication_prob`` are the
+    schedules :math:`η_s`, :math:`p_s`.
+    """
+
+    def __init__(self, index, problem, data, oracle, n_clients, x0: np.ndarray, step_size: Schedule,
+                 communication_prob: Schedule) -> None:
+        super().__init__(index, problem, data, oracle, n_clients)
+        self.step_size, self.communication_prob = step_size, communication_prob
+        self.h = np.zeros_like(x0)
+        self.x_hat: np.ndarray | None = None  # x̂_i of the last communication
+        self.ratio = 0.0                      # its p/η
+
+    @staticmethod
+    def step_many(clients: Sequence["ScaffnewClient"], message: ScaffnewMessage) -> list[bytes]:
+        """The round for a share of clients (one vectorized oracle call per local step)."""
+        first, x = clients[0], message.x
+        for client in clients:
+            if client.x_hat is not None:  # not in place: unpickled state may be read-only (Ray)
+                client.h = client.h + client.ratio * (x - client.x_hat)
+        oracle = ShareOracle(clients, message.local_steps)
+        X = np.tile(x, (len(clients), 1))
+        H = np.stack([c.h for c in clients])
+        for s in range(message.local_steps):
+            step = first.step_size(message.first_step + s + 1)
+            X = X - step * (oracle(X, s) - H)
+        prob = first.communication_prob(message.first_step + message.local_steps)
+        out = X - (step / prob) * H
+        for j, client in enumerate(clients):
+            client.x_hat = X[j].copy()
+            client.ratio = prob / step
+        return [encode_vector(v) for v in out]
+
+    def get_state(self) -> dict:
+        """Copies of ``h_i``, the last ``x̂_i`` (None before the first round), ``p/η`` and the stream's position."""
+        return {"h": self.h.copy(), "x_hat": None if self.x_hat is None else self.x_hat.copy(),
+                "ratio": self.ratio, "oracle": self.oracle.get_state()}
+
+    def set_state(self, state: dict, like_theta: Any = None) -> None:
+        """Restore a :meth:`get_state` snapshot (``like_theta``, the parameter's structure in the
+        :class:`fedmm.protocols.StatefulClientParty` contract, is not needed here)."""
+        self.h = np.array(state["h"], dtype=np.float64, copy=True)
+        self.x_hat = None if state["x_hat"] is None else np.array(state["x_hat"], dtype=np.float64, copy=True)
+        self.ratio = float(state["ratio"])
+        self.oracle.set_state(state["oracle"])
 
 
 class Scaffnew(FederatedSubgradientMethod):
-    """Scaffnew (ProxSkip for federated learning) with ``p_t = 1/√t``, ``η_t = η0/√t``.
+    r"""Scaffnew (ProxSkip for federated learning) with :math:`p_s = 1/\sqrt{s}`, :math:`η_s = η_0/\sqrt{s}`.
 
-    Iteration ``t``: ``x̂_i = x_i − η_t (ĝ_i(x_i) − h_i)``; with probability
-    ``p_t`` (one coin for all clients, from the server's stream) the clients
-    communicate and set ``x_i = (1/n) Σ_j (x̂_j − (η_t/p_t) h_j)``, otherwise
-    ``x_i = x̂_i``; then ``h_i ← h_i + (p_t/η_t)(x_i − x̂_i)``.  A communication
-    round ends at each communication; ``n_rounds`` counts communications.
+    Local iteration :math:`s`: :math:`\hat x_i = x_i − η_s (\hat g_i(x_i) − h_i)`;
+    with probability :math:`p_s` (one coin for all clients, from the server's
+    stream) the clients communicate and set
+    :math:`x_i = \frac1n \sum_j (\hat x_j − (η_s/p_s) h_j)`, otherwise
+    :math:`x_i = \hat x_i`; then :math:`h_i \leftarrow h_i + (p_s/η_s)(x_i − \hat x_i)`.
+    A round ends at each communication: ``n_rounds`` counts communications,
+    ``T`` the local steps of the round.
 
     Parameters
     ----------
     problem : NonsmoothProblem
-    eta : float or callable
-        ``η0`` of ``η_t = η0/√t``, or a callable ``t ↦ η_t``.
-    probability : callable or float, optional
-        ``p_t ∈ (0, 1]``; default ``t ↦ 1/√t`` (the paper).
+    step : float or Schedule spec
+        A number is :math:`η_0` of :math:`η_s = η_0/\sqrt{s}`; any other
+        :class:`~fedmm.algorithms.Schedule` spec gives :math:`η_s` itself.
+    communication_prob : float or Schedule spec, optional
+        :math:`p_s \in (0, 1]` (a number is a constant); default
+        ``("inverse_sqrt", 1.0)``, i.e. :math:`1/\sqrt{s}` (the paper).
     max_local_steps : int
         Raise ``RuntimeError`` rather than run longer than this many iterations.
-    oracle, batch_fraction
-        As in :class:`FedAvg`.
+    oracle, batch_fraction, n_threads, batched
+        See :class:`FederatedSubgradientMethod`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.models.nonsmooth import HingeSVM
+    >>> rng = np.random.default_rng(0)
+    >>> datas = [(rng.normal(size=(20, 2)), rng.choice([-1.0, 1.0], 20)) for _ in range(4)]
+    >>> h = Scaffnew(HingeSVM(), step=0.01, communication_prob=0.5).run(datas, 6, seed=0)
+    >>> len(h), bool((h["T"] >= 1).all()), bool(h["local_steps"][-1] == h["T"].sum())
+    (6, True, True)
     """
 
     name = "Scaffnew"
 
-    def __init__(self, problem, eta, *, probability=None, oracle="minibatch", batch_fraction=0.1,
-                 max_local_steps=10**7):
-        super().__init__(problem, oracle, batch_fraction)
-        eta = check_schedule(eta, "eta", integer=False)
-        self.eta = eta if callable(eta) else InverseSqrt(eta)
-        if probability is None:
-            probability = InverseSqrt(1.0)
-        elif not callable(probability):
-            probability = _check_probability_value(probability)
-        self.probability = probability
+    def __init__(self, problem: NonsmoothProblem, *, step: Any, communication_prob: Any = ("inverse_sqrt", 1.0),
+                 max_local_steps: int = 10**7, oracle: str = "minibatch", batch_fraction: float = 0.1,
+                 n_threads: int = 1, batched: bool = True) -> None:
+        super().__init__(problem, oracle=oracle, batch_fraction=batch_fraction, n_threads=n_threads, batched=batched)
+        self.step = _paper_rule(step, "step", "inverse_sqrt")
+        if communication_prob is None:
+            communication_prob = ("inverse_sqrt", 1.0)
+        self.communication_prob = Schedule(communication_prob, domain="unit", name="communication_prob")
         self.max_local_steps = check_int(max_local_steps, "max_local_steps", low=1)
 
-    def _config(self):
-        return {"eta": describe_schedule(self.eta), "probability": describe_schedule(self.probability)}
+    def config(self) -> dict:
+        return {**super().config(), "step": self.step.description,
+                "communication_prob": self.communication_prob.description, "max_local_steps": self.max_local_steps}
 
-    def run(self, datas, n_rounds, *, seed=0, x0=None) -> History:
-        """Run until ``n_rounds`` communications happened; see the class docstring."""
-        stacked, n_rounds, x, oracle, coin, history = self._setup(datas, n_rounds, seed, x0)
-        n, p = stacked.n_clients, stacked.n_params
-        X, H = np.tile(x, (n, 1)), np.zeros((n, p))
-        start, t, k = time.perf_counter(), 0, 0
-        while k < n_rounds:
-            t += 1
-            if t > self.max_local_steps:
-                raise RuntimeError(f"Scaffnew exceeded max_local_steps={self.max_local_steps} "
-                                   f"after {k} of {n_rounds} communications")
-            eta = evaluate_schedule(self.eta, t, "eta", integer=False)
-            prob = _check_probability_value(evaluate_schedule(self.probability, t, "probability", integer=False))
-            X_hat = X - eta * (oracle(X) - H)
-            if coin.random() < prob:
-                x = (X_hat - (eta / prob) * H).mean(axis=0)
-                X = np.tile(x, (n, 1))
-                H += (prob / eta) * (X - X_hat)
-                k += 1
-                self._record(history, stacked, k, x, t, 1, 1, start, eta=eta, probability=prob)
-            else:
-                X = X_hat  # h_i unchanged: x_i − x̂_i = 0
-        history.state["x"] = x
-        return history
+    def build_server(self, n_clients, x0, seed):
+        return ScaffnewServer(n_clients, x0, self.step, self.communication_prob, self.max_local_steps, seed)
 
-
-def _check_probability_value(value: Any) -> float:
-    return check_real(value, "probability", low=0.0, high=1.0, low_open=True)
+    def build_client(self, index, data, oracle, x0, n_clients):
+        return ScaffnewClient(index, self.problem, data, oracle, n_clients, x0, self.step, self.communication_prob)

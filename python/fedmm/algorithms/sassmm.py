@@ -55,7 +55,7 @@ class SASSMM:
         self.oracle, self.batch_size, self.k_in = check_oracle_args(oracle, batch_size, k_in)
         self.projection = check_in(projection, "projection", ("euclidean", None))
 
-    def run(self, data: Any, n_iter: int, *, seed: int | np.random.SeedSequence = 0,
+    def run(self, data: Any, n_iter: int, *, seed: Any = None,
             init: np.ndarray | None = None, objective_every: int = 0,
             callback: Callable[[int, np.ndarray, Any], None] | None = None) -> History:
         """Run ``n_iter`` iterations on ``data``.
@@ -64,8 +64,9 @@ class SASSMM:
         ----------
         data : data set in the model's format
         n_iter : int
-        seed : int or SeedSequence
-            All randomness (initial statistic, minibatches) derives from it.
+        seed : int, SeedSequence, Generator or None
+            All randomness (initial statistic, minibatches) derives from it
+            (normalized as NumPy does; recorded in ``History.config["seed"]``).
         init : ndarray of shape (layout.size,), optional
             The initial statistic ``Ŝ_0`` (default ``model.init_statistic``).
         objective_every : int

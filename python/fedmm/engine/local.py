@@ -95,6 +95,11 @@ class LocalRuntime:
         calling thread and ``n_threads − 1`` pool threads of the Python backend.
     compiled : bool
         Use the compiled backend when the configuration allows it.
+    batched : bool
+        On the Python backend, use the client type's optional static
+        ``step_many(clients, message)`` (several clients in one call, equal to
+        their ``step`` results; FedMLS and its baselines have one) on each
+        thread's share of clients, instead of one ``step`` per client.
 
     Notes
     -----
@@ -109,16 +114,17 @@ class LocalRuntime:
     backend is the fast one.
     """
 
-    def __init__(self, n_threads: int = 1, compiled: bool = True) -> None:
+    def __init__(self, n_threads: int = 1, compiled: bool = True, batched: bool = True) -> None:
         self.n_threads = check_int(n_threads, "n_threads", low=1)
-        if not isinstance(compiled, bool):
-            raise TypeError(f"Expected 'compiled' to be a bool, got {compiled!r}")
+        for name, value in (("compiled", compiled), ("batched", batched)):
+            if not isinstance(value, bool):
+                raise TypeError(f"Expected '{name}' to be a bool, got {value!r}")
         self.compiled = compiled
+        self.batched = batched
 
-    @staticmethod
-    def _work(share: list[Any], message: Any) -> list[bytes]:
+    def _work(self, share: list[Any], message: Any) -> list[bytes]:
         # A client type may offer a batched step of several clients (one kernel call, e.g. FedMLS)
-        step_many = getattr(type(share[0]), "step_many", None)
+        step_many = getattr(type(share[0]), "step_many", None) if self.batched else None
         if step_many is not None:
             return step_many(share, message)
         return [c.step(message) for c in share]

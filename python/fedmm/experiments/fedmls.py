@@ -9,10 +9,10 @@ so ``F* = 0`` and a relative suboptimality is undefined).  The samples are split
 among ``n = 10`` clients by k-means (heterogeneous clients), all algorithms start
 from zero, use 10% minibatch subgradients, ``T_k = k`` local steps in round ``k``
 (FedMLS, FedAvg, Scaffold) or ``p_t = 1/√t`` communication (Scaffnew), and the
-step-size rules of the paper: FedMLS ``λ_k = λ0/k``; FedAvg ``η0/√k``; Scaffold
-``η_g = √n``, ``η_t = η0/(η_g t)``; Scaffnew ``η_t = η0/√t``.  ``λ0`` and ``η0``
-are tuned over powers of ten on separate tuning seeds; the winners run on
-``n_seeds`` seeds.  ``F*`` is exact (HiGHS LP); FedMLS's ball radius defaults
+step-size rules of the paper: FedMLS ``prox_weight`` ``λ_k = λ0/k``; FedAvg
+``step`` ``η_k = η0/√k``; Scaffold ``η_g = √n``, ``η_t = η0/(η_g t)``; Scaffnew
+``η_t = η0/√t``.  ``λ0`` and ``η0`` are tuned over powers of ten on separate
+tuning seeds; the winners run on ``n_seeds`` seeds.  ``F*`` is exact (HiGHS LP); FedMLS's ball radius defaults
 to ``2‖w*‖`` (it contains a minimizer, so ``F*_R = F*``).
 
 Outputs in ``output_dir``: ``fedmls_summary.json`` (configuration, F*, tuning
@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm._validation import check_in, check_int, check_real
-from fedmm.algorithms.fedmls import FedMLS, Inverse, Linear
+from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
 from fedmm.models.nonsmooth import HingeSVM
 
@@ -80,13 +80,13 @@ def load_breast_cancer_clients(
 
 def _make(name: str, problem, value: float, *, radius, oracle: str, batch_fraction: float):
     common = {"oracle": oracle, "batch_fraction": batch_fraction}
-    if name == "FedMLS":
-        return FedMLS(problem, Linear(1), Inverse(value), radius, **common)
-    if name == "FedAvg":
-        return FedAvg(problem, Linear(1), value, **common)
-    if name == "Scaffold":
-        return Scaffold(problem, Linear(1), value, **common)
-    return Scaffnew(problem, value, **common)
+    if name == "FedMLS":  # T_k = k, λ_k = λ0/k
+        return FedMLS(problem, local_steps=("linear", 1), prox_weight=("inverse", value), radius=radius, **common)
+    if name == "FedAvg":  # T_k = k, η_k = η0/√k
+        return FedAvg(problem, local_steps=("linear", 1), step=value, **common)
+    if name == "Scaffold":  # T_k = k, η_t = η0/(√n t)
+        return Scaffold(problem, local_steps=("linear", 1), step=value, **common)
+    return Scaffnew(problem, step=value, **common)  # η_t = η0/√t, p_t = 1/√t
 
 
 def _relative(objective: np.ndarray, f_star: float) -> np.ndarray:
@@ -136,8 +136,8 @@ def run_fedmls_experiment(
     tune_seeds: int = 3,
     oracle: str = "minibatch",
     batch_fraction: float = 0.1,
-    lam_grid: Sequence[float] = tuple(10.0 ** np.arange(-2, 4)),
-    eta_grid: Sequence[float] = tuple(10.0 ** np.arange(-5, 1)),
+    prox_weight_grid: Sequence[float] = tuple(10.0 ** np.arange(-2, 4)),
+    step_grid: Sequence[float] = tuple(10.0 ** np.arange(-5, 1)),
     radius: float | None = None,
     algorithms: Sequence[str] = ALGORITHMS,
     kmeans_seed: int = 0,
@@ -160,8 +160,9 @@ def run_fedmls_experiment(
         Seeds per grid value when tuning (10000 …, disjoint from the reported seeds).
     oracle, batch_fraction
         Subgradient oracle of all algorithms (the paper: 10% minibatches).
-    lam_grid, eta_grid : sequence of float
-        Powers of ten tried for FedMLS's ``λ0`` and the baselines' ``η0``.
+    prox_weight_grid, step_grid : sequence of float
+        Powers of ten tried for FedMLS's ``λ0`` (``prox_weight``) and the
+        baselines' ``η0`` (``step``).
     radius : float, optional
         FedMLS's ball radius; default ``2‖w*‖``.  If the ball excludes the
         LP minimizer, ``F*`` is the ball-constrained optimum (cutting planes).
@@ -183,8 +184,8 @@ def run_fedmls_experiment(
     oracle = check_in(oracle, "oracle", ("full", "minibatch"))
     for a in algorithms:
         check_in(a, "algorithms", ALGORITHMS)
-    lam_grid = [check_real(v, "lam_grid", low=0.0, low_open=True) for v in lam_grid]
-    eta_grid = [check_real(v, "eta_grid", low=0.0, low_open=True) for v in eta_grid]
+    prox_weight_grid = [check_real(v, "prox_weight_grid", low=0.0, low_open=True) for v in prox_weight_grid]
+    step_grid = [check_real(v, "step_grid", low=0.0, low_open=True) for v in step_grid]
     os.makedirs(output_dir, exist_ok=True)
     started = time.perf_counter()
 
@@ -199,7 +200,7 @@ def run_fedmls_experiment(
     if not abs(f_star) > 0:
         raise ValueError("F* = 0 (separable data): relative suboptimality is undefined; use fewer features")
 
-    grids = {a: (lam_grid if a == "FedMLS" else eta_grid) for a in algorithms}
+    grids = {a: (prox_weight_grid if a == "FedMLS" else step_grid) for a in algorithms}
     n_jobs = sum(len(g) * tune_seeds for g in grids.values()) + len(algorithms) * n_seeds
     bar = None
     if progress:
@@ -209,7 +210,7 @@ def run_fedmls_experiment(
 
     def run(name, value, seed):
         algo = _make(name, problem, value, radius=radius, oracle=oracle, batch_fraction=batch_fraction)
-        h = algo.run(datas, n_rounds, seed=seed)
+        h = algo.run(datas, n_rounds, seed=seed, objective_every=1)
         if bar is not None:
             bar.update(1)
         return h
@@ -229,16 +230,16 @@ def run_fedmls_experiment(
         bar.close()
 
     max_steps = max(float(h["local_steps"][-1]) for hs in final.values() for h in hs)
-    step_grid = np.unique(np.geomspace(1, max_steps, 200).round())
+    local_step_grid = np.unique(np.geomspace(1, max_steps, 200).round())
     curves = {}
     for name, hs in final.items():
         by_round = np.array([_relative(h["objective"], f_star) for h in hs])
         curves[name] = {
             "rounds": _summarize(by_round),
-            "local_steps": _summarize(_curves_vs_steps(hs, f_star, step_grid)),
+            "local_steps": _summarize(_curves_vs_steps(hs, f_star, local_step_grid)),
             "final_relative_suboptimality": by_round[:, -1].tolist(),
             "total_local_steps": [float(h["local_steps"][-1]) for h in hs],
-            "parameter": "lam0" if name == "FedMLS" else "eta0",
+            "parameter": "prox_weight0" if name == "FedMLS" else "step0",
         }
     summary = {
         "experiment": "fedmls",
@@ -260,15 +261,15 @@ def run_fedmls_experiment(
         "oracle": oracle,
         "batch_fraction": batch_fraction if oracle == "minibatch" else None,
         "schedules": {
-            "FedMLS": "T_k = k, lam_k = lam0 / k",
-            "FedAvg": "T_k = k, eta_k = eta0 / sqrt(k)",
-            "Scaffold": "T_k = k, eta_g = sqrt(n), eta_t = eta0 / (eta_g t)",
-            "Scaffnew": "p_t = 1 / sqrt(t), eta_t = eta0 / sqrt(t)",
+            "FedMLS": "T_k = k, prox_weight lambda_k = prox_weight0 / k",
+            "FedAvg": "T_k = k, step eta_k = step0 / sqrt(k)",
+            "Scaffold": "T_k = k, eta_g = sqrt(n), step eta_t = step0 / (eta_g t)",
+            "Scaffnew": "communication_prob p_t = 1 / sqrt(t), step eta_t = step0 / sqrt(t)",
         },
         "tuning_score": "mean relative suboptimality over the last 10% of rounds, mean over tuning seeds",
         "tuning": tuning,
         "winners": winners,
-        "local_step_grid": step_grid.tolist(),
+        "local_step_grid": local_step_grid.tolist(),
         "curves": curves,
         "elapsed_seconds": time.perf_counter() - started,
     }
@@ -330,10 +331,11 @@ def add_fedmls_parser(subparsers: Any) -> Any:
     parser.add_argument("--oracle", choices=("minibatch", "full"), default="minibatch")
     parser.add_argument("--batch-fraction", type=float, default=0.1)
     parser.add_argument("--radius", type=float, default=None, help="FedMLS ball radius (default 2‖w*‖)")
-    parser.add_argument("--lam-powers", type=int, nargs=2, default=(-2, 3), metavar=("LO", "HI"),
-                        help="λ0 grid 10^LO … 10^HI")
-    parser.add_argument("--eta-powers", type=int, nargs=2, default=(-5, 0), metavar=("LO", "HI"),
-                        help="η0 grid 10^LO … 10^HI")
+    parser.add_argument("--prox-weight-powers", "--lam-powers", dest="prox_weight_powers", type=int, nargs=2,
+                        default=(-2, 3), metavar=("LO", "HI"),
+                        help="FedMLS prox_weight λ0 grid 10^LO … 10^HI (λ_k = λ0/k)")
+    parser.add_argument("--step-powers", "--eta-powers", dest="step_powers", type=int, nargs=2, default=(-5, 0),
+                        metavar=("LO", "HI"), help="baselines' step η0 grid 10^LO … 10^HI")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--progress", action="store_true")
     parser.set_defaults(func=_main)
@@ -350,8 +352,8 @@ def _main(args: Any) -> int:
         tune_seeds=args.tune_seeds,
         oracle=args.oracle,
         batch_fraction=args.batch_fraction,
-        lam_grid=tuple(10.0 ** np.arange(args.lam_powers[0], args.lam_powers[1] + 1)),
-        eta_grid=tuple(10.0 ** np.arange(args.eta_powers[0], args.eta_powers[1] + 1)),
+        prox_weight_grid=tuple(10.0 ** np.arange(args.prox_weight_powers[0], args.prox_weight_powers[1] + 1)),
+        step_grid=tuple(10.0 ** np.arange(args.step_powers[0], args.step_powers[1] + 1)),
         radius=args.radius,
         plot=not args.no_plot,
         progress=args.progress,

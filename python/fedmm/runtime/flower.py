@@ -54,7 +54,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         f"fedmm.runtime.flower needs Flower: pip install 'fedmm[flower]' (flwr>=1.41,<1.42) ({exc})"
     ) from exc
 
-from fedmm.algorithms import Broadcast, FedMM, ParameterAveraging
+from fedmm.algorithms import Broadcast, FedMM
 from fedmm.algorithms._random import check_seed, init_generator
 from fedmm.history import History
 from fedmm.runtime.local import round_record
@@ -75,9 +75,6 @@ _SETUP = "train.fedmm_setup"
 _TRAIN = "train"
 _PENDING = "pending."
 _BROADCAST_KEYS = ("t", "statistic", "theta", "coins")
-#: ``History.algorithm`` of a Flower run: the strategy runs FedMM (surrogate-space aggregation) only,
-#: and names its History as ``FedMM.run`` does.
-_ALGORITHM_NAME = "FedMM"
 
 
 # --------------------------------------------------------------------------- wire helpers
@@ -181,12 +178,13 @@ class FedMMStrategy(Strategy):
     def __init__(self, algorithm: FedMM, n_clients: int, *, seed: int = 0, init: Any = None,
                  init_datas: Sequence[Any] | None = None, objective: Callable[[Any], float] | None = None,
                  wait_nodes: float = 120.0) -> None:
-        if not isinstance(algorithm, FedMM) or isinstance(algorithm, ParameterAveraging):
+        if not isinstance(algorithm, FedMM) or algorithm.space != "statistic":
             raise TypeError("Expected 'algorithm' to be a fedmm FedMM instance (surrogate-space aggregation; "
                             f"use fedmm.runtime.RayRuntime for the Θ-space baseline), got {type(algorithm).__name__}")
-        seed = check_seed(seed)
-        if not isinstance(seed, int):
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError("Expected 'seed' to be an int for Flower (it travels as a decimal string)")
+        check_seed(seed)  # non-negative
+        seed = int(seed)
         self.algorithm = algorithm
         self.n_clients = int(n_clients)
         if self.n_clients < 1:
@@ -196,7 +194,7 @@ class FedMMStrategy(Strategy):
         self.init_datas = init_datas
         self.objective = objective
         self.wait_nodes = float(wait_nodes)
-        self.history = History(_ALGORITHM_NAME, {**algorithm.config(), "seed": seed,
+        self.history = History(algorithm.name, {**algorithm.config(), "seed": seed,
                                                  "n_clients": self.n_clients, "runtime": "flower"})
         self.server: Any = None
         self.errors: list[tuple[int, int, str]] = []

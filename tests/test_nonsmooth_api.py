@@ -1,0 +1,212 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The non-smooth family on the common API (issue 13, item 5): identity with the pre-redesign numbers,
+the Server/Client/runtime split on every thread count, seeds recorded and replayable, callbacks."""
+import math
+
+import numpy as np
+import pytest
+from reference import nonsmooth_toy_data
+
+from fedmm import History
+from fedmm.algorithms import FedAvg, FedMLS, Scaffnew, Scaffold, seed_from_repr
+from fedmm.models.nonsmooth import HingeSVM, L1Regression
+from fedmm.runtime import LocalRuntime
+
+# -- identity with the code before the redesign ----------------------------------------------------------
+# tests/data/nonsmooth_reference.npz holds Histories written by tests/data/make_nonsmooth_reference.py with
+# the code of commit ed3cf4d (each method a single-process loop over all clients, old names).  The same
+# cases on the new API must give the same numbers with tolerance 0: the same per-client streams are drawn
+# in the same order and every float operation is the same, only distributed over Server and Client.
+_REFERENCE = np.load(__file__.rsplit("/", 1)[0] + "/data/nonsmooth_reference.npz")
+_RENAMED = {"eta": "step", "lam": "prox_weight", "probability": "communication_prob"}
+
+
+def _reference_datas(kind):
+    datas, i = [], 0
+    while f"data/{kind}/{i}/A" in _REFERENCE.files:
+        datas.append((_REFERENCE[f"data/{kind}/{i}/A"], _REFERENCE[f"data/{kind}/{i}/y"]))
+        i += 1
+    return datas
+
+
+def _reference_cases():
+    svm, lad = HingeSVM(), L1Regression()
+    return {  # the cases of make_nonsmooth_reference.py, in the new names
+        "fedavg_hinge_mb": (FedAvg(svm, step=0.05), "hinge", 12, {"seed": 3}),
+        "fedavg_l1_full": (FedAvg(lad, step=lambda k: 0.01 / k, local_steps=2, oracle="full"), "l1", 10, {}),
+        "scaffold_hinge_mb": (Scaffold(svm, step=0.05), "hinge", 12, {"seed": 3}),
+        "scaffold_l1_mb": (Scaffold(lad, step=lambda s: 0.02 / np.sqrt(s), local_steps=3, global_step=1.5,
+                                    batch_fraction=0.3),
+                           "l1", 10, {"seed": np.random.SeedSequence(7), "init": np.full(4, 0.5)}),
+        "scaffnew_hinge_mb": (Scaffnew(svm, step=0.05), "hinge", 12, {"seed": 3}),
+        "scaffnew_l1_full": (Scaffnew(lad, step=lambda s: 0.01, communication_prob=0.3, oracle="full"), "l1", 10,
+                             {"seed": 4}),
+        "fedmls_hinge_mb_c": (FedMLS(svm, prox_weight=("inverse", 1.0), radius=5.0), "hinge", 12, {"seed": 3}),
+        "fedmls_l1_mb_numpy": (FedMLS(lad, local_steps=("linear", 2), prox_weight=("inverse", 0.5),
+                                      backend="numpy"), "l1", 10, {"seed": 5}),
+    }
+
+
+@pytest.mark.parametrize("runtime", [LocalRuntime(1), LocalRuntime(2), LocalRuntime(2, batched=False)],
+                         ids=["1-thread", "2-threads", "2-threads-per-client"])
+@pytest.mark.parametrize("case", sorted(_reference_cases()))
+def test_histories_equal_the_pre_redesign_reference(case, runtime):
+    algo, kind, n_rounds, kwargs = _reference_cases()[case]
+    datas = _reference_datas(kind)
+    h = algo.run(datas, n_rounds, objective_every=1, runtime=runtime, **kwargs)
+    assert h["t"].tolist() == list(range(n_rounds))  # 0-based rounds (the old records had k = t + 1)
+    n, p = len(datas), datas[0][0].shape[1] + (kind == "hinge")
+    checked = 0
+    for key in _REFERENCE.files:
+        if not key.startswith(case + "/"):
+            continue
+        _, where, field = key.split("/")
+        old = _REFERENCE[key]
+        if where == "state":
+            np.testing.assert_array_equal(h.state[field], old, err_msg=field)
+        elif field == "bytes_down" and not case.startswith("fedmls"):
+            # the old baselines counted the vectors only; the messages now also carry two 8-byte scalars
+            # (T_k and η_k, or the first local step and the step count)
+            np.testing.assert_array_equal(h[field], old + 16 * n)
+        else:
+            np.testing.assert_array_equal(h[_RENAMED.get(field, field)], old, err_msg=field)
+        checked += 1
+    assert checked >= 7
+    assert h.state["x"].shape == (p,)
+
+
+# -- the Server/Client/runtime split -------------------------------------------------------------------------
+def _algorithms(problem):
+    return [
+        FedAvg(problem, step=0.05),
+        Scaffold(problem, step=0.05),
+        Scaffnew(problem, step=0.05),
+        FedMLS(problem, prox_weight=("inverse", 1.0), radius=5.0, backend="numpy"),
+    ]
+
+
+@pytest.mark.parametrize("oracle", ["minibatch", "full"])
+def test_every_method_gives_the_same_history_on_any_thread_count_and_batching(oracle):
+    # clients of unequal sizes: shares of 2 and 3 clients with different minibatch sizes
+    datas = _reference_datas("hinge")
+    for algo in _algorithms(HingeSVM()):
+        algo.oracle = oracle
+        reference = algo.run(datas, 9, seed=8, objective_every=2, runtime=LocalRuntime(1))
+        for runtime in (LocalRuntime(2), LocalRuntime(1, batched=False), LocalRuntime(2, batched=False)):
+            assert algo.run(datas, 9, seed=8, objective_every=2, runtime=runtime).equals(reference), algo.name
+        # the constructor's n_threads/batched configure the default runtime, with the same numbers
+        algo.n_threads, algo.batched = 2, False
+        assert algo.run(datas, 9, seed=8, objective_every=2).equals(reference), algo.name
+        assert reference.records[0]["active"] == [0, 1, 2, 3, 4]
+        assert reference.records[0]["dropped"] == []
+
+
+def test_payload_and_message_sizes():
+    datas = _reference_datas("l1")  # 4 clients, p = 4
+    n, p = 4, 4
+    expected = {"FedAvg": (8 * p, 8 * p + 16), "Scaffold": (16 * p, 16 * p + 16),
+                "Scaffnew": (8 * p, 8 * p + 16), "FedMLS": (8 * p, 8 * p + 24)}
+    for algo in _algorithms(L1Regression()):
+        h = algo.run(datas, 3, seed=0)
+        up, down = expected[algo.name]
+        assert h["bytes_up"].tolist() == [n * up] * 3, algo.name
+        assert h["bytes_down"].tolist() == [n * down] * 3, algo.name
+
+
+def test_scaffnew_rounds_are_communications_and_scaffold_counts_local_steps_over_the_run():
+    datas = _reference_datas("hinge")
+    h = Scaffnew(HingeSVM(), step=0.05, communication_prob=lambda s: 1.0 if s % 3 == 0 else 1e-12).run(
+        datas, 4, seed=1)
+    assert h["T"].tolist() == [3, 3, 3, 3] and h["local_steps"].tolist() == [3, 6, 9, 12]
+    assert h["communication_prob"].tolist() == [1.0] * 4
+    assert h["step"].tolist() == [0.05 * s ** -0.5 for s in (3, 6, 9, 12)]
+    h = Scaffold(HingeSVM(), step=0.05).run(datas, 3, seed=1)
+    assert h["T"].tolist() == [1, 2, 3] and h["local_steps"].tolist() == [1, 3, 6]
+    assert h["gamma"].tolist() == [math.sqrt(5)] * 3  # η_g = √n
+
+
+def test_zero_rounds_return_the_initial_point_and_init_is_copied():
+    datas = _reference_datas("l1")
+    init = np.arange(4.0)
+    for algo in _algorithms(L1Regression()):
+        h = algo.run(datas, 0, init=init, objective_every=1)
+        assert len(h) == 0
+        np.testing.assert_array_equal(h.state["x"], init)
+        assert h.config["initial_objective"] == L1Regression().objective(datas, init)
+    np.testing.assert_array_equal(init, np.arange(4.0))
+
+
+def test_callback_gets_0_based_rounds_and_the_server_state():
+    datas = _reference_datas("hinge")
+    for algo in _algorithms(HingeSVM()):
+        seen = []
+        h = algo.run(datas, 4, seed=2, callback=lambda t, state: seen.append((t, state)))
+        assert [t for t, _ in seen] == [0, 1, 2, 3]
+        np.testing.assert_array_equal(seen[-1][1]["x"], h.state["x"])
+        assert seen[0][1]["x"] is not seen[1][1]["x"]  # copies
+    seen.clear()
+    Scaffold(HingeSVM(), step=0.05).run(datas, 2, seed=2, callback=lambda t, state: seen.append(sorted(state)))
+    assert seen == [["c", "x"], ["c", "x"]]
+
+
+def test_objective_cadence_initial_objective_and_objective_data():
+    problem = HingeSVM()
+    datas = _reference_datas("hinge")
+    held_out = nonsmooth_toy_data("hinge", n_clients=2, m=10, d=3, seed=4)
+    algo = FedAvg(problem, step=0.05)
+    h = algo.run(datas, 7, seed=0, objective_every=3)
+    assert [r["t"] for r in h.records if "objective" in r] == [2, 5, 6]
+    assert h.config["initial_objective"] == problem.objective(datas, np.zeros(4))
+    assert "objective" not in algo.run(datas, 3, seed=0).keys()  # objective_every=0: never
+    h2 = algo.run(datas, 7, seed=0, objective_every=7, objective_data=held_out)
+    assert h2["objective"][-1] == problem.objective(held_out, h.state["x"])
+    with pytest.raises(ValueError, match="'objective_data' with the features of 'datas'"):
+        algo.run(datas, 1, objective_every=1, objective_data=nonsmooth_toy_data("hinge", n_clients=1, d=2))
+
+
+def test_history_config_records_the_new_names():
+    datas = _reference_datas("hinge")
+    configs = {a.name: a.run(datas, 1, seed=0).config for a in _algorithms(HingeSVM())}
+    assert configs["FedAvg"]["step"] == "inverse_sqrt(0.05)" and configs["FedAvg"]["local_steps"] == "linear(1)"
+    assert configs["Scaffold"]["step"] == "0.05/(global_step*s)"
+    assert configs["Scaffnew"]["communication_prob"] == "inverse_sqrt(1.0)"
+    assert configs["FedMLS"]["prox_weight"] == "inverse(1.0)" and configs["FedMLS"]["radius"] == 5.0
+    for config in configs.values():
+        assert config["seed"] == 0 and config["n_rounds"] == 1 and config["n_clients"] == 5
+
+
+# -- seeds ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("index", range(4), ids=["FedAvg", "Scaffold", "Scaffnew", "FedMLS"])
+def test_generator_and_none_seeds_are_recorded_and_replayable(tmp_path, index):
+    datas = _reference_datas("hinge")
+    algo = _algorithms(HingeSVM())[index]
+    # an int and its SeedSequence are the same seed
+    assert algo.run(datas, 5, seed=3).equals(algo.run(datas, 5, seed=np.random.SeedSequence(3)))
+    # a Generator: advanced by the run, the run replayable from History.config (after a JSON round trip)
+    rng = np.random.default_rng(42)
+    h1 = algo.run(datas, 5, seed=rng, objective_every=1)
+    h2 = algo.run(datas, 5, seed=rng, objective_every=1)
+    assert not np.array_equal(h1.state["x"], h2.state["x"])  # the generator moved on
+    h1.save(tmp_path / "h.json")
+    loaded = History.load(tmp_path / "h.json")
+    replay = algo.run(datas, 5, seed=seed_from_repr(loaded.config["seed"]), objective_every=1)
+    assert replay.equals(h1)
+    assert algo.run(datas, 5, seed=np.random.default_rng(42), objective_every=1).equals(h1)
+    # None: fresh OS entropy, recorded as an int that can be passed back as is
+    h3 = algo.run(datas, 5, objective_every=1)
+    assert isinstance(h3.config["seed"], int) and h3.config["seed"] >= 0
+    assert algo.run(datas, 5, seed=h3.config["seed"], objective_every=1).equals(h3)
+    # a SeedSequence with a spawn key is recorded as a dict, and is not spawned from
+    ss = np.random.SeedSequence(9, spawn_key=(4,))
+    h4 = algo.run(datas, 5, seed=ss)
+    assert h4.config["seed"] == {"entropy": 9, "spawn_key": [4]} and ss.n_children_spawned == 0
+    assert algo.run(datas, 5, seed=seed_from_repr(h4.config["seed"])).equals(h4)
+
+
+@pytest.mark.parametrize("module", ["fedmm.algorithms.nonsmooth", "fedmm.algorithms.fedmls"])
+def test_module_examples(module):
+    import doctest
+    import importlib
+
+    failures, tried = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert failures == 0 and tried > 0
