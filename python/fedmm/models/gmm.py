@@ -295,8 +295,9 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         vector = np.concatenate([w, mu.ravel(), cov.ravel()])
         try:
             buf = self._kernel().derive(vector)
-        except np.linalg.LinAlgError as exc:
-            raise np.linalg.LinAlgError(f"Expected 'covariance' to be positive definite: {exc}") from None
+        except np.linalg.LinAlgError:
+            raise np.linalg.LinAlgError("Expected 'covariance' to be positive definite (its Cholesky "
+                                        "factorization failed)") from None
         return self._params_from_buffer(buf)
 
     def _as_params(self, theta: Any) -> GaussianMixtureParams:
