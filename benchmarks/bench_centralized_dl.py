@@ -100,14 +100,14 @@ def test_sassmm_time_to_sklearn_one_pass_objective(benchmark, patches, sklearn_o
             raise Reached(t + 1)
 
     try:
-        SASSMM(model, step=_step, batch_size=BATCH).run(patches, MAX_ITER, seed=0, S0=S0, callback=stop_at_target)
+        SASSMM(model, step=_step, batch_size=BATCH).run(patches, MAX_ITER, seed=0, init=S0, callback=stop_at_target)
     except Reached as reached:
         n_iter = reached.args[0]
     else:
         pytest.fail(f"SA-SSMM did not reach scikit-learn's one-pass objective {target:.5f} in {MAX_ITER} steps")
 
     def run():
-        return SASSMM(_model(), step=_step, batch_size=BATCH).run(patches, n_iter, seed=0, S0=S0)
+        return SASSMM(_model(), step=_step, batch_size=BATCH).run(patches, n_iter, seed=0, init=S0)
 
     history = benchmark.pedantic(run, rounds=2, iterations=1, warmup_rounds=0)
     final = scorer.objective(patches, history.state["theta"].reshape(patches.shape[1], N_ATOMS))

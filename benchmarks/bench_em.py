@@ -85,11 +85,11 @@ def test_fedem_client_rounds(benchmark, setting):
         model = GaussianMixture(10)
         participation, step = 1.0, 1e-3
     S0 = model.init_statistic(datas, np.random.default_rng(0))
-    algo = FedMM(model, participation=participation, compressor=BlockQuantizer(block_size=4), alpha=1e-2,
+    algo = FedMM(model, participation_prob=participation, compressor=BlockQuantizer(block_size=4), alpha=1e-2,
                  step=step, batch_size=20)
     benchmark.group = "fedem-client-rounds"
     histories = []
-    benchmark.pedantic(lambda: histories.append(algo.run(datas, FEDEM_ROUNDS, seed=0, S0=S0)), rounds=3, iterations=1)
+    benchmark.pedantic(lambda: histories.append(algo.run(datas, FEDEM_ROUNDS, seed=0, init=S0)), rounds=3, iterations=1)
     client_rounds = sum(len(r["active"]) for r in histories[-1].records)
     benchmark.extra_info.update(setting=setting, n_clients=len(datas), rounds=FEDEM_ROUNDS, client_rounds=client_rounds,
                                 client_rounds_per_s=per_second(client_rounds, benchmark))
@@ -125,7 +125,7 @@ def _backend_algorithm(model, backend):
     from fedmm.algorithms import FedMM
     from fedmm.compression import BlockQuantizer
 
-    return FedMM(model, participation=0.75, compressor=BlockQuantizer(block_size=4), alpha=1e-2, step=1e-2,
+    return FedMM(model, participation_prob=0.75, compressor=BlockQuantizer(block_size=4), alpha=1e-2, step=1e-2,
                  batch_size=20, backend=backend, n_threads=1)
 
 
@@ -140,7 +140,7 @@ def test_em_backend_client_rounds(benchmark, setting, backend):
     algo = _backend_algorithm(model, backend)
     benchmark.group = f"em-backends-{setting}"
     histories = []
-    benchmark.pedantic(lambda: histories.append(algo.run(datas, BACKEND_ROUNDS, seed=0, S0=S0)), rounds=5,
+    benchmark.pedantic(lambda: histories.append(algo.run(datas, BACKEND_ROUNDS, seed=0, init=S0)), rounds=5,
                        iterations=1, warmup_rounds=1)
     h = histories[-1]
     assert h.config["backend"] == backend
@@ -166,7 +166,7 @@ def test_em_backend_ratio(benchmark, setting):
     def pair():
         for b, algo in algos.items():
             start = time.perf_counter()
-            last[b] = algo.run(datas, BACKEND_ROUNDS, seed=0, S0=S0)
+            last[b] = algo.run(datas, BACKEND_ROUNDS, seed=0, init=S0)
             seconds[b].append(time.perf_counter() - start)
             round_seconds[b].append(last[b].records[-1]["wall_time"])
 

@@ -9,7 +9,7 @@ selection, broadcast, client steps, transport, aggregation; not Ray start-up
 or actor creation), measured for the in-process runtime and for the other
 runtime in the same test, so ``extra_info`` holds both and their difference.
 
-- Ray: 2 actors, 20 / 200 / 2,000 clients (batched steps in each actor).
+- Ray: 2 actors, 20 / 200 / 2,000 clients (one Client.step per client in each actor).
 - Flower: the simulation runtime (Ray-backed) with 3 clients.
 
 Run: ``python -m pytest benchmarks/bench_runtimes.py --benchmark-only -s``
@@ -39,7 +39,7 @@ def _clients(n_clients):
 
 
 def _algorithm():
-    return FedMM(GaussianMixture(3, n_features=2), participation=1.0, alpha=0.1, step=0.5, batch_size=10,
+    return FedMM(GaussianMixture(3, n_features=2), participation_prob=1.0, alpha=0.1, step=0.5, batch_size=10,
                  compressor=StochasticRounding(bits=8))
 
 
@@ -83,7 +83,7 @@ def bench_flower_simulation_round_overhead(benchmark):
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
-    import fedmm.flower as ff
+    import fedmm.runtime.flower as ff
     from fedmm.algorithms._random import init_generator
 
     datas = _clients(3)
@@ -95,7 +95,7 @@ def bench_flower_simulation_round_overhead(benchmark):
 
     @server_app.main()
     def main(grid, context):
-        out["history"] = ff.FedMMStrategy(algo, 3, seed=1, S0=S0).run(grid, N_ROUNDS, timeout=120.0)
+        out["history"] = ff.FedMMStrategy(algo, 3, seed=1, init=S0).run(grid, N_ROUNDS, timeout=120.0)
 
     backend = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
                "client_resources": {"num_cpus": 1}}

@@ -4,11 +4,11 @@
 FedMM paper §6: n = 20 clients of 250 signals (5000 split by equal-size
 k-means), K = 15, λ = 0.1, η = 0.2, 10 active clients per round, minibatches
 of 50, 8-bit stochastic rounding, α = 0.01; p = 20 (not stated in the paper).
-Our round is timed on two paths, with 1 and 2 threads: ``batched``, where
-whole stretches of rounds run in one compiled call (server selection, every
-active client's round — minibatch draw, warm-started LASSO, statistics,
-quantization, control variate; ``rounds.c`` — on OpenMP threads, then the
-aggregation, SA step, projection and ridge ``T``), and ``pool``, one
+Our round is timed on both backends, with 1 and 2 threads: ``compiled``,
+where whole stretches of rounds run in one call of ``engine.c`` (server
+selection, every active client's round — minibatch draw, warm-started LASSO,
+statistics, quantization, control variate — on OpenMP threads, then the
+aggregation, SA step, projection and ridge ``T``), and ``python``, one
 ``Client.step`` per client (bytes encoded and decoded) on a thread pool with
 the server step in Python.  A plain NumPy + scikit-learn implementation of the
 same round (``sparse_encode``, ``numpy.linalg``) is timed in the same run.
@@ -46,16 +46,16 @@ def datas():
     return split_by_constrained_kmeans(Z, N_CLIENTS, seed=0)
 
 
-def _fedmm(n_threads, batched=True):
-    return FedMM(DictionaryLearning(K, LAM, ETA), participation=ACTIVE, compressor=StochasticRounding(bits=BITS),
-                 alpha=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads, batched=batched)
+def _fedmm(n_threads, backend="compiled"):
+    return FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=ACTIVE, compressor=StochasticRounding(bits=BITS),
+                 alpha=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads, backend=backend)
 
 
 @pytest.mark.benchmark(group="client-rounds")
-@pytest.mark.parametrize("batched", [True, False], ids=["batched", "pool"])
+@pytest.mark.parametrize("backend", ["compiled", "python"])
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_fedmm_rounds(benchmark, datas, n_threads, batched):
-    algo = _fedmm(n_threads, batched)
+def test_fedmm_rounds(benchmark, datas, n_threads, backend):
+    algo = _fedmm(n_threads, backend)
     history = benchmark.pedantic(algo.run, args=(datas, OURS_ROUNDS), kwargs={"seed": 0}, rounds=15,
                                  warmup_rounds=2)
     client_rounds = sum(len(r["active"]) for r in history.records)
@@ -65,7 +65,7 @@ def test_fedmm_rounds(benchmark, datas, n_threads, batched):
 
 @pytest.mark.benchmark(group="thread-speedup")
 def test_fedmm_rounds_paired_thread_speedup(benchmark, datas):
-    """1- and 2-thread runs of the batched round, alternated so that both see the same machine state.
+    """1- and 2-thread runs of the compiled round, alternated so that both see the same machine state.
 
     The host's speed drifts over seconds on this shared machine, which skews a ratio of medians taken
     from separate benchmark groups; ``extra_info['paired_speedup']`` is the median over pairs of

@@ -562,7 +562,7 @@ def gmm_full_em_step(Y, weights, means, covs):
 from fedmm.models import DictionaryLearning, InverseToy  # noqa: E402 - only the runtime helpers below need fedmm
 
 
-def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, S0=None):
+def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, init=None):
     """Algorithm 2 run in process where the clients in ``failing`` never answer.
 
     A dropped client is treated as an inactive one (lines 10-11: no message,
@@ -570,7 +570,7 @@ def fedmm_rounds_with_drops(algo, datas, n_rounds, seed, failing, S0=None):
     payloads with the nominal ``1/p``.  Returns the per-round
     ``(ids, E_s, Ŝ_{t+1})`` and the final ``(Ŝ, θ)``.
     """
-    server, clients = algo.build(datas, seed=seed, S0=S0)
+    server, clients = algo.build(datas, seed=seed, init=init)
     setup = server.setup_message()
     server.setup_aggregate({c.index: c.setup(setup) for c in clients})
     rounds = []
@@ -608,9 +608,51 @@ class FailingDictionaryLearning(_FailOnMark, DictionaryLearning):
 
 
 # =============================================================================
+# ---- extension points (issue 13): the recipes of docs/extending.md ----
+# =============================================================================
+import functools  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+EXTENDING_DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+
+
+def python_blocks(text: str) -> list[tuple[int, str]]:
+    """``(first line number, body)`` of the ```python fenced blocks of a Markdown text, in order."""
+    return [(text.count("\n", 0, m.start(1)) + 1, m.group(1))
+            for m in re.finditer(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)]
+
+
+@functools.lru_cache(maxsize=None)
+def extending_recipes() -> types.ModuleType:
+    """Every ```python block of docs/extending.md executed in order in one module (its asserts run too).
+
+    The module is registered in ``sys.modules`` as ``extending_recipes`` so that its classes behave
+    as if imported (dataclasses, ``inspect``, pickling by reference).
+    """
+    module = types.ModuleType("extending_recipes")
+    module.__file__ = str(EXTENDING_DOC)
+    sys.modules[module.__name__] = module
+    for line, block in python_blocks(EXTENDING_DOC.read_text(encoding="utf-8")):
+        # Padded so that tracebacks give the line numbers of the Markdown file.
+        exec(compile("\n" * (line - 1) + block, str(EXTENDING_DOC), "exec"), module.__dict__)
+    return module
+
+
+def participation_kwargs(value):
+    """``FedMM``'s participation arguments for a test parameter: an int is a count of clients per round,
+    a float a Bernoulli probability."""
+    if isinstance(value, int):
+        return {"clients_per_round": value}
+    return {"participation_prob": value}
+
+
+# =============================================================================
 # ---- compiled backend (issue 13): the Python and the compiled backends agree ----
 # =============================================================================
-def assert_backends_agree(make_algorithm, datas, n_rounds, *, seed=0, S0=None, threads=(1, 2), **run_kw):
+def assert_backends_agree(make_algorithm, datas, n_rounds, *, seed=0, init=None, threads=(1, 2), **run_kw):
     """``make_algorithm(backend, n_threads)`` run on the Python backend and on the compiled one (each of
     ``threads``) gives equal Histories (records and final ``S``, ``theta``), bit for bit; then the
     same rounds driven by :class:`fedmm.engine.LocalRuntime` on fresh Server/Client objects leave
@@ -618,10 +660,10 @@ def assert_backends_agree(make_algorithm, datas, n_rounds, *, seed=0, S0=None, t
     from fedmm.engine import LocalRuntime
     from fedmm.history import History
 
-    ref = make_algorithm("python", 1).run(datas, n_rounds, seed=seed, S0=S0, **run_kw)
+    ref = make_algorithm("python", 1).run(datas, n_rounds, seed=seed, init=init, **run_kw)
     assert ref.config["backend"] == "python"
     for n_threads in threads:
-        h = make_algorithm("compiled", n_threads).run(datas, n_rounds, seed=seed, S0=S0, **run_kw)
+        h = make_algorithm("compiled", n_threads).run(datas, n_rounds, seed=seed, init=init, **run_kw)
         assert h.config["backend"] == "compiled"
         assert h.equals(ref), f"n_threads={n_threads}: the compiled History differs from the Python one"
         assert set(h.state) == set(ref.state)
@@ -629,7 +671,7 @@ def assert_backends_agree(make_algorithm, datas, n_rounds, *, seed=0, S0=None, t
             np.testing.assert_array_equal(h.state[key], ref.state[key])
     states = []
     for compiled in (False, True):
-        server, clients = make_algorithm("python", 1).build(datas, seed=seed, S0=S0)
+        server, clients = make_algorithm("python", 1).build(datas, seed=seed, init=init)
         LocalRuntime(n_threads=max(threads), compiled=compiled).run(server, clients, n_rounds, history=History())
         states.append((server.get_state(), [c.get_state() for c in clients]))
     (srv_py, cl_py), (srv_c, cl_c) = states

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The public Cython API: a downstream module ``cimport``s ``fedmm.fedmm_kernels``,
-is compiled in a temporary directory and calls a kernel on a NumPy Generator."""
+is compiled in a temporary directory and calls kernels through their option
+structs (``fedmm_quantizer_t``, ``fedmm_lasso_options_t``) on a NumPy Generator."""
 from __future__ import annotations
 
 import os
@@ -18,20 +19,56 @@ PYX = textwrap.dedent(
     # cython: language_level=3
     import numpy as np
     from cpython.pycapsule cimport PyCapsule_GetPointer
-    from fedmm.fedmm_kernels cimport (FEDMM_NORM_L2, FEDMM_OK, fedmm_bitgen_t,
-                                      fedmm_quantize_f64, fedmm_strerror)
+    from fedmm.fedmm_kernels cimport (FEDMM_LASSO_AUTO, FEDMM_NORM_L2, FEDMM_OK, FEDMM_SCHEME_BLOCKP,
+                                      fedmm_bitgen_t, fedmm_lasso_gram, fedmm_lasso_gram_work,
+                                      fedmm_lasso_options_t, fedmm_quantize_f64, fedmm_quantizer_apply,
+                                      fedmm_quantizer_check, fedmm_quantizer_t, fedmm_strerror)
+
+    cdef fedmm_bitgen_t *bitgen(generator):
+        return <fedmm_bitgen_t *>PyCapsule_GetPointer(generator.bit_generator.capsule, "BitGenerator")
 
     def blockp(const double[::1] x, Py_ssize_t block, generator):
         out = np.empty(x.shape[0])
         cdef double[::1] o = out
-        cdef fedmm_bitgen_t *rng = <fedmm_bitgen_t *>PyCapsule_GetPointer(
-            generator.bit_generator.capsule, "BitGenerator")
+        cdef fedmm_quantizer_t spec = fedmm_quantizer_t(FEDMM_SCHEME_BLOCKP, 2, FEDMM_NORM_L2, block)
+        cdef fedmm_bitgen_t *rng = bitgen(generator)
         cdef int status
         with generator.bit_generator.lock, nogil:
-            status = fedmm_quantize_f64(&x[0], x.shape[0], block, 2, FEDMM_NORM_L2, rng, &o[0])
+            status = fedmm_quantize_f64(&x[0], x.shape[0], &spec, rng, &o[0])
         if status != FEDMM_OK:
             raise ValueError(fedmm_strerror(status).decode())
         return out
+
+    def apply(const double[::1] x, int scheme, int bits, int norm, size_t block, generator):
+        out = np.empty(x.shape[0])
+        cdef double[::1] o = out
+        cdef fedmm_quantizer_t spec
+        spec.scheme, spec.bits, spec.norm, spec.block = scheme, bits, norm, block
+        if fedmm_quantizer_check(&spec, x.shape[0]) != FEDMM_OK:
+            raise ValueError("invalid quantizer")
+        cdef fedmm_bitgen_t *rng = bitgen(generator)
+        cdef int status
+        with generator.bit_generator.lock, nogil:
+            status = fedmm_quantizer_apply(&spec, &x[0], x.shape[0], rng, &o[0])
+        if status != FEDMM_OK:
+            raise ValueError(fedmm_strerror(status).decode())
+        return out
+
+    def lasso_gram(const double[::1, :] G, const double[::1, :] C, double lam, bint positive):
+        cdef int K = G.shape[0], b = C.shape[1]
+        H = np.zeros((K, b), order="F")
+        cdef double[::1, :] h = H
+        cdef double[::1] work = np.empty(fedmm_lasso_gram_work(K))
+        cdef fedmm_lasso_options_t opts
+        opts.lam, opts.positive, opts.tol, opts.max_iter = lam, positive, 1e-12, 1000
+        opts.warm_start, opts.method = 0, FEDMM_LASSO_AUTO
+        cdef int status
+        with nogil:
+            status = fedmm_lasso_gram(K, b, &G[0, 0], K, &C[0, 0], K, NULL, &opts, &h[0, 0], K,
+                                      NULL, NULL, &work[0])
+        if status != FEDMM_OK:
+            raise ValueError(fedmm_strerror(status).decode())
+        return H
     '''
 )
 
@@ -52,7 +89,8 @@ CHECK = textwrap.dedent(
     '''
     import numpy as np
     import downstream
-    from fedmm.kernels import quantize_blockp
+    from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
+    from fedmm.kernels import lasso_gram, quantize_blockp
     x = np.random.default_rng(0).standard_normal(1000)
     ours = downstream.blockp(x, 100, np.random.default_rng(42))
     ref = quantize_blockp(x, block_size=100, rng=np.random.default_rng(42))
@@ -63,6 +101,25 @@ CHECK = textwrap.dedent(
         assert "non-finite" in str(exc)
     else:
         raise AssertionError("NaN not reported")
+    # fedmm_quantizer_apply on the (scheme, bits, norm, block) of each compressor
+    for comp, spec in [(BlockQuantizer(64), (1, 2, 1, 64)), (StochasticRounding(8, "inf", 100), (2, 8, 2, 100)),
+                       (Identity(), (0, 0, 0, 0))]:
+        ours = downstream.apply(x, *spec, np.random.default_rng(7))
+        assert np.array_equal(ours.view(np.uint64), comp.quantize(x, np.random.default_rng(7)).view(np.uint64)), comp
+    try:
+        downstream.apply(x, 1, 3, 1, 64, np.random.default_rng(0))
+    except ValueError as exc:
+        assert "invalid quantizer" in str(exc)
+    else:
+        raise AssertionError("bad spec accepted")
+    # fedmm_lasso_gram with a fedmm_lasso_options_t
+    D = np.random.default_rng(1).standard_normal((20, 8))
+    Z = np.random.default_rng(2).standard_normal((20, 5))
+    G, C = np.asfortranarray(D.T @ D), np.asfortranarray(D.T @ Z)
+    for positive in (False, True):
+        ours = downstream.lasso_gram(G, C, 0.3, positive)
+        ref = lasso_gram(G, C, 0.3, positive=positive, tol=1e-12)
+        assert np.array_equal(ours, ref), positive
     print("OK")
     '''
 )

@@ -8,7 +8,7 @@ from fedmm.algorithms import SASSMM, FedMM, ParameterAveraging, StepSchedule
 from fedmm.compression import Identity, StochasticRounding
 from fedmm.models import InverseToy, ProximalGradient
 
-from reference import engine_centralized_mm, engine_heterogeneous_positive
+from reference import engine_centralized_mm, engine_heterogeneous_positive, participation_kwargs
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_remark1_fedmm_and_baseline_limits(toy_datas, participation, alpha):
     theta_star = (mu @ means) ** -0.5
     theta_naive = mu @ means**-0.5
     assert abs(theta_star - theta_naive) > 0.1  # the two limits really differ
-    kw = dict(participation=participation, alpha=alpha, step=0.5 if alpha else 1.0,
+    kw = dict(**participation_kwargs(participation), alpha=alpha, step=0.5 if alpha else 1.0,
               oracle="full", control_variates="zero")
     n_rounds = 400 if alpha else 5
     h = FedMM(InverseToy(), **kw).run(toy_datas, n_rounds, seed=4)
@@ -59,7 +59,7 @@ def test_remark1_with_quantization_converges_exactly(toy_datas):
     comp = StochasticRounding(bits=8)
     mu = _mu(toy_datas)
     theta_star = (mu @ np.array([d.mean() for d in toy_datas])) ** -0.5
-    h = FedMM(InverseToy(), participation=0.5, compressor=comp, alpha=0.5, step=0.5, oracle="full",
+    h = FedMM(InverseToy(), participation_prob=0.5, compressor=comp, alpha=0.5, step=0.5, oracle="full",
               control_variates="oracle").run(toy_datas, 400, seed=5)
     assert abs(h.state["theta"][0] - theta_star) <= 1e-8
 
@@ -121,15 +121,15 @@ def test_full_participation_identity_full_batch_is_centralized_mm():
     mu = _mu([d[0] for d in datas])
     S0 = np.zeros(5)
     trajectory = []
-    FedMM(model, participation=1.0, compressor=Identity(), alpha=0.0, step=1.0, oracle="full").run(
-        datas, 25, seed=0, S0=S0, callback=lambda t, S, theta: trajectory.append(S.copy()))
+    FedMM(model, participation_prob=1.0, compressor=Identity(), alpha=0.0, step=1.0, oracle="full").run(
+        datas, 25, seed=0, init=S0, callback=lambda t, S, theta: trajectory.append(S.copy()))
     ref = engine_centralized_mm(lambda d, th: model.statistic(d, th), model.T, datas, mu, S0, 25)
     np.testing.assert_allclose(np.array(trajectory), np.array(ref[1:]), rtol=1e-13, atol=1e-14)
 
 
 # --------------------------------------------------------------------------- Algorithm 2 vs Algorithm 4
 def _alg_kwargs(compressor=None):
-    return dict(participation=0.5, compressor=compressor or Identity(), alpha=0.3, step=0.2, batch_size=4,
+    return dict(participation_prob=0.5, compressor=compressor or Identity(), alpha=0.3, step=0.2, batch_size=4,
                 control_variates="oracle")
 
 
@@ -168,7 +168,7 @@ def test_control_variates_cancel_with_homogeneous_clients_and_no_compression():
     runs = []
     for alpha, init in ((0.0, "zero"), (0.4, "zero"), (0.7, "oracle")):
         traj = []
-        FedMM(model, participation=1.0, alpha=alpha, step=0.3, batch_size=10, control_variates=init).run(
+        FedMM(model, participation_prob=1.0, alpha=alpha, step=0.3, batch_size=10, control_variates=init).run(
             datas, 20, seed=2, callback=lambda t, S, theta: traj.append(S.copy()))
         runs.append(np.array(traj))
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-12, atol=1e-13)
@@ -184,20 +184,20 @@ def test_threaded_backends_and_repeated_runs_identical(oracle, extra):
     ref = None
     for n_threads in (1, 2):
         for backend in ("auto", "python"):
-            algo = FedMM(model, participation=0.6, alpha=0.2, step=0.3, batch_size=8, oracle=oracle,
+            algo = FedMM(model, participation_prob=0.6, alpha=0.2, step=0.3, batch_size=8, oracle=oracle,
                          n_threads=n_threads, backend=backend, **extra)
             h = algo.run(datas, 12, seed=21, objective_every=4)
             if ref is None:
                 ref = h
             assert h.equals(ref)
-    assert not FedMM(model, participation=0.6, alpha=0.2, step=0.3, batch_size=8, oracle=oracle,
+    assert not FedMM(model, participation_prob=0.6, alpha=0.2, step=0.3, batch_size=8, oracle=oracle,
                      **extra).run(datas, 12, seed=22).equals(ref)
 
 
 def test_history_fields_and_json_round_trip(tmp_path, toy_datas):
-    h = FedMM(InverseToy(), participation=0.5, alpha=0.1, step=0.5, batch_size=4).run(
+    h = FedMM(InverseToy(), participation_prob=0.5, alpha=0.1, step=0.5, batch_size=4).run(
         toy_datas, 6, seed=1, objective_every=2)
-    g = ParameterAveraging(InverseToy(), participation=0.5, alpha=0.1, step=0.5, batch_size=4).run(
+    g = ParameterAveraging(InverseToy(), participation_prob=0.5, alpha=0.1, step=0.5, batch_size=4).run(
         toy_datas, 6, seed=1, objective_every=2)
     for rec in h.records:
         assert {"t", "gamma", "E_s", "E_ps", "active", "bytes_up", "bytes_down", "wall_time"} <= set(rec)
@@ -214,7 +214,7 @@ def test_history_fields_and_json_round_trip(tmp_path, toy_datas):
 
 def test_E_s_and_E_ps_match_the_definitions(toy_datas):
     states = []
-    h = FedMM(InverseToy(), participation=0.5, alpha=0.1, step=("sqrt", 0.5), batch_size=4).run(
+    h = FedMM(InverseToy(), participation_prob=0.5, alpha=0.1, step=("sqrt", 0.5), batch_size=4).run(
         toy_datas, 8, seed=3, callback=lambda t, S, theta: states.append((S.copy(), theta.copy())))
     S0 = InverseToy().T  # noqa: F841 - only the differences below matter
     for t in range(1, 8):
@@ -228,9 +228,14 @@ def test_E_s_and_E_ps_match_the_definitions(toy_datas):
 
 # --------------------------------------------------------------------------- argument checks
 @pytest.mark.parametrize("kwargs,exc,match", [
-    ({"participation": 0.0}, ValueError, "participation"),
-    ({"participation": 1.5}, ValueError, "participation"),
-    ({"participation": True}, TypeError, "participation"),
+    ({"participation_prob": 0.0}, ValueError, "participation_prob"),
+    ({"participation_prob": 1.5}, ValueError, "participation_prob"),
+    ({"participation_prob": True}, TypeError, "participation_prob"),
+    ({"clients_per_round": 0}, ValueError, "clients_per_round"),
+    ({"clients_per_round": 2.5}, TypeError, "clients_per_round"),
+    ({"clients_per_round": 2, "participation_prob": 0.5}, ValueError, "at most one of 'clients_per_round'"),
+    ({"clients_per_round": 2, "participation_mode": "compress-local"}, ValueError, "participation_prob"),
+    ({"backend": "gpu"}, ValueError, "backend"),
     ({"alpha": -0.1}, ValueError, "alpha"),
     ({"step": 0.0}, ValueError, "step"),
     ({"oracle": "sgd"}, ValueError, "oracle"),
@@ -246,8 +251,8 @@ def test_bad_configuration_raises(kwargs, exc, match):
 def test_bad_run_arguments_raise(toy_datas):
     with pytest.raises(ValueError, match="one compressor per client"):
         FedMM(InverseToy(), compressor=[Identity()] * 2).run(toy_datas, 1)
-    with pytest.raises(ValueError, match="count"):
-        FedMM(InverseToy(), participation=10).run(toy_datas, 1)
+    with pytest.raises(ValueError, match="clients_per_round"):
+        FedMM(InverseToy(), clients_per_round=10).run(toy_datas, 1)
     with pytest.raises(ValueError, match=r"datas\[1\].*at least one sample"):
         FedMM(InverseToy()).run([toy_datas[0], np.zeros(0)], 1)
     with pytest.raises(ValueError, match=r"datas\[0\].*finite"):
@@ -256,8 +261,10 @@ def test_bad_run_arguments_raise(toy_datas):
         FedMM(InverseToy()).run([], 1)
     with pytest.raises(ValueError, match="weights"):
         FedMM(InverseToy(), weights=[1.0, 2.0]).run(toy_datas, 1)
-    with pytest.raises(ValueError, match="S0"):
-        FedMM(InverseToy()).run(toy_datas, 1, S0=np.array([-1.0]))
+    with pytest.raises(ValueError, match="'init'"):
+        FedMM(InverseToy()).run(toy_datas, 1, init=np.array([-1.0]))
+    with pytest.raises(TypeError, match="positional"):
+        FedMM(InverseToy(), 0.5)
     with pytest.raises(TypeError, match="seed"):
         FedMM(InverseToy()).run(toy_datas, 1, seed=-3)
 
@@ -294,7 +301,7 @@ def test_spider_oracle_removes_the_minibatch_noise_floor():
     X = np.concatenate([d[0] for d in datas])
     y = np.concatenate([d[1] for d in datas])
     exact = FedMM(model, step=1.0, oracle="full").run(datas, 2000, seed=0).state["theta"]
-    kw = dict(participation=1.0, step=0.5, batch_size=4)
+    kw = dict(participation_prob=1.0, step=0.5, batch_size=4)
     err = {}
     for oracle, extra in (("minibatch", {}), ("spider", {"k_in": 10})):
         err[oracle] = np.mean([
@@ -314,7 +321,7 @@ def test_bytes_up_arrays_down_protocol_reproduces_run(toy_datas):
     """A runtime that only moves Broadcast arrays down and bytes up gives the in-process result."""
     from fedmm.algorithms import Broadcast
 
-    algo = FedMM(InverseToy(), participation=0.5, compressor=StochasticRounding(bits=8), alpha=0.2, step=0.3,
+    algo = FedMM(InverseToy(), participation_prob=0.5, compressor=StochasticRounding(bits=8), alpha=0.2, step=0.3,
                  batch_size=4, control_variates="oracle")
     ref = algo.run(toy_datas, 8, seed=5)  # default backend
     server, clients = algo.build(toy_datas, seed=5)

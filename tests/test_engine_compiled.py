@@ -8,7 +8,7 @@
   the Python backend (``Client.step`` with real payload bytes, then
   ``Server.aggregate``) bit for bit: Histories, server and client states.
   Compiled models other than dictionary learning are checked in their own
-  test files with the same helper, :func:`reference.assert_backends_agree`.
+  test files (e.g. tests/test_numba_model.py).
 """
 import itertools
 
@@ -21,6 +21,7 @@ from fedmm.algorithms._random import RoundStream, party_seed
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
 from fedmm.kernels import sample_without_replacement
 from fedmm.models import DictionaryLearning
+from reference import participation_kwargs
 
 P, K, LAM, ETA = 8, 5, 0.1, 0.2
 
@@ -118,7 +119,7 @@ COMPRESSORS = {
 @pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging], ids=["fedmm", "baseline"])
 def test_compiled_and_python_histories_identical_across_threads(algorithm):
     datas = _clients()
-    runs = [algorithm(DictionaryLearning(K, LAM, ETA), participation=3, compressor=StochasticRounding(bits=6),
+    runs = [algorithm(DictionaryLearning(K, LAM, ETA), clients_per_round=3, compressor=StochasticRounding(bits=6),
                       alpha=0.02, step=("sqrt", 0.05), batch_size=9, n_threads=n_threads, backend=backend)
             .run(datas, 12, seed=2, objective_every=4)
             for n_threads, backend in ((1, "compiled"), (2, "compiled"), (1, "python"))]
@@ -168,7 +169,7 @@ def test_compiled_server_step_equals_project_then_T(project):
 
 def _set_up_fedmm():
     """A FedMM server and its clients after the set-up exchange (8-bit rounding, 3 clients a round)."""
-    server, clients = FedMM(DictionaryLearning(K, LAM, ETA), participation=3, compressor=StochasticRounding(bits=8),
+    server, clients = FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=3, compressor=StochasticRounding(bits=8),
                             batch_size=5).build(_clients(), seed=0)
     setup = server.setup_message()
     server.setup_aggregate({c.index: c.setup(setup) for c in clients})
@@ -219,11 +220,14 @@ MODES = [("select", 3), ("select", 0.5), ("select", 1.0), ("compress", 3), ("com
 @pytest.mark.parametrize("alpha", [0.0, 0.03], ids=["no-cv", "cv"])
 def test_compiled_stretches_equal_the_per_round_path(monkeypatch, alpha, compressor, mode, participation, algorithm):
     """Whole rounds in C (selection, clients, aggregation, SA step, T) == the per-client wire path, bit for bit."""
+    from fedmm.engine import local
+
     datas = _clients()
     calls = _counting_simulate_rounds(monkeypatch)
+    monkeypatch.setattr(local, "_STRETCH_SECONDS", float("inf"))  # stretches end at the monitor only
 
     def run(n_threads, backend, **kw):
-        algo = algorithm(DictionaryLearning(K, LAM, ETA), participation=participation,
+        algo = algorithm(DictionaryLearning(K, LAM, ETA), **participation_kwargs(participation),
                          compressor=COMPRESSORS[compressor], alpha=alpha, step=("sqrt", 0.1), batch_size=6,
                          n_threads=n_threads, backend=backend, control_variates="oracle" if alpha else "zero",
                          participation_mode=mode)
@@ -250,7 +254,7 @@ def test_compiled_stretches_with_a_callback_see_every_round(monkeypatch):
     calls = _counting_simulate_rounds(monkeypatch)
     seen = {"compiled": [], "python": []}
     for backend in seen:
-        FedMM(DictionaryLearning(K, LAM, ETA), participation=4, compressor=StochasticRounding(bits=8), alpha=0.05,
+        FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=4, compressor=StochasticRounding(bits=8), alpha=0.05,
               batch_size=5, backend=backend).run(
             datas, 6, seed=1, callback=lambda t, S, theta, b=backend: seen[b].append((t, S.copy(), theta.copy())))
     assert calls["ran"] == 6
@@ -266,7 +270,7 @@ def test_compiled_stretches_decline_other_configurations(monkeypatch):
     for kw, reason in ((dict(model=DictionaryLearning(K, LAM, ETA, "unit_norm")), "no compiled form"),
                        (dict(compressor=_PythonRounding()), "no compiled quantizer"),
                        (dict(oracle="spider", k_in=2), "SPIDER")):
-        base = dict(model=DictionaryLearning(K, LAM, ETA), participation=3, batch_size=5,
+        base = dict(model=DictionaryLearning(K, LAM, ETA), clients_per_round=3, batch_size=5,
                     compressor=StochasticRounding(bits=8))
         base.update(kw)
         model = base.pop("model")
@@ -319,7 +323,7 @@ def test_compiled_stretches_on_degenerate_shapes(algorithm, shape):
     p, k = shape
     rng = np.random.default_rng(0)
     datas = [np.ascontiguousarray(rng.standard_normal((30, p))) for _ in range(4)]
-    histories = [algorithm(DictionaryLearning(k, 0.05, 0.2), participation=2, compressor=StochasticRounding(bits=6),
+    histories = [algorithm(DictionaryLearning(k, 0.05, 0.2), clients_per_round=2, compressor=StochasticRounding(bits=6),
                            alpha=0.05, batch_size=5, backend=backend).run(datas, 15, seed=1)
                  for backend in ("compiled", "python")]
     assert histories[0].equals(histories[1])
@@ -334,7 +338,7 @@ def test_compiled_stretches_cut_short_by_time_give_the_same_history(monkeypatch)
     datas = _clients()
     calls = _counting_simulate_rounds(monkeypatch)
     monkeypatch.setattr(local, "_STRETCH_SECONDS", 0.0)
-    algo = dict(participation=3, compressor=StochasticRounding(bits=8), alpha=0.05, batch_size=5)
+    algo = dict(clients_per_round=3, compressor=StochasticRounding(bits=8), alpha=0.05, batch_size=5)
     cut = FedMM(DictionaryLearning(K, LAM, ETA), **algo).run(datas, 9, seed=4, objective_every=4)
     ref = FedMM(DictionaryLearning(K, LAM, ETA), backend="python", **algo).run(datas, 9, seed=4, objective_every=4)
     assert calls["ran"] == 9  # one round per call
@@ -346,7 +350,7 @@ def test_compiled_stretches_without_warm_starts_and_with_client_weights(algorith
     """Cold LASSO starts (no remembered codes) and user weights μ_i through the compiled stretches."""
     datas = _clients()
     weights = np.arange(1.0, len(datas) + 1.0)
-    runs = [algorithm(DictionaryLearning(K, LAM, ETA, warm_start=False), participation=0.6,
+    runs = [algorithm(DictionaryLearning(K, LAM, ETA, warm_start=False), participation_prob=0.6,
                       compressor=BlockQuantizer(block_size=8), alpha=0.1, step="1/t", batch_size=4, weights=weights,
                       n_threads=n_threads, backend=backend).run(datas, 11, seed=9)
             for n_threads, backend in ((2, "compiled"), (1, "python"))]

@@ -21,6 +21,7 @@ from fedmm.models import GaussianMixture, InverseToy, PoissonLatent
 from reference import (
     assert_backends_agree,
     gmm_full_em_step,
+    participation_kwargs,
     gmm_tied_em_step,
     gmm_tied_loglik,
     poisson_latent_posterior,
@@ -105,11 +106,11 @@ def test_python_and_compiled_backends_agree(name, alpha, compressor, mode, parti
     S0 = model.init_statistic(datas, np.random.default_rng(3))
 
     def make(backend, n_threads):
-        return algorithm(model, participation=participation, compressor=COMPRESSORS[compressor](), alpha=alpha,
-                         step=0.1, batch_size=7, n_threads=n_threads, backend=backend, participation_mode=mode,
-                         control_variates="oracle" if alpha else "zero")
+        return algorithm(model, **participation_kwargs(participation), compressor=COMPRESSORS[compressor](),
+                         alpha=alpha, step=0.1, batch_size=7, n_threads=n_threads, backend=backend,
+                         participation_mode=mode, control_variates="oracle" if alpha else "zero")
 
-    ref = assert_backends_agree(make, datas, 12, seed=5, S0=S0, objective_every=5)
+    ref = assert_backends_agree(make, datas, 12, seed=5, init=S0, objective_every=5)
     assert len(ref) == 12 and np.isfinite(ref.column("objective")[[4, 9, 11]]).all()
     assert sum(len(r["active"]) for r in ref.records) > 0
 
@@ -125,10 +126,11 @@ def test_gmm_parameter_averaging_backends_agree_while_theta_stays_valid(covarian
     S0 = model.init_statistic(datas, np.random.default_rng(3))
 
     def make(backend, n_threads):
-        return ParameterAveraging(model, participation=participation, compressor=Identity(), alpha=0.0, step=0.1,
-                                  batch_size=7, n_threads=n_threads, backend=backend, participation_mode=mode)
+        return ParameterAveraging(model, **participation_kwargs(participation), compressor=Identity(), alpha=0.0,
+                                  step=0.1, batch_size=7, n_threads=n_threads, backend=backend,
+                                  participation_mode=mode)
 
-    assert_backends_agree(make, datas, 12, seed=5, S0=S0, objective_every=5)
+    assert_backends_agree(make, datas, 12, seed=5, init=S0, objective_every=5)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -140,11 +142,11 @@ def test_backends_agree_with_full_oracles_weights_and_decreasing_steps(algorithm
     S0 = model.init_statistic(datas, np.random.default_rng(4))
 
     def make(backend, n_threads):
-        return algorithm(model, participation=1.0, compressor=StochasticRounding(bits=6), alpha=0.1, step="1/t",
+        return algorithm(model, compressor=StochasticRounding(bits=6), alpha=0.1, step="1/t",
                          batch_size=None, weights=np.arange(1.0, len(datas) + 1.0), n_threads=n_threads,
                          backend=backend)
 
-    assert_backends_agree(make, datas, 9, seed=6, S0=S0)
+    assert_backends_agree(make, datas, 9, seed=6, init=S0)
 
 
 @pytest.mark.parametrize("covariance", ["tied", "full"])
@@ -159,11 +161,11 @@ def test_gmm_backends_agree_on_degenerate_and_larger_shapes(covariance, p, G):
     S0 = model.init_statistic(datas, np.random.default_rng(8))
 
     def make(backend, n_threads):
-        return FedMM(model, participation=2, compressor=BlockQuantizer(block_size=4), alpha=0.05, step=0.2,
+        return FedMM(model, clients_per_round=2, compressor=BlockQuantizer(block_size=4), alpha=0.05, step=0.2,
                      batch_size=None if p == 20 else 6, n_threads=n_threads, backend=backend,
                      control_variates="oracle")
 
-    assert_backends_agree(make, datas, 6, seed=9, S0=S0)
+    assert_backends_agree(make, datas, 6, seed=9, init=S0)
 
 
 def test_subclasses_that_override_the_math_run_on_the_python_backend():
@@ -174,7 +176,7 @@ def test_subclasses_that_override_the_math_run_on_the_python_backend():
             return super().statistic(data, theta, idx) + 1.0
 
     datas = _toy_datas()
-    h = FedMM(Shifted(), participation=3, step=0.5, batch_size=4).run(datas, 5, seed=0)
+    h = FedMM(Shifted(), clients_per_round=3, step=0.5, batch_size=4).run(datas, 5, seed=0)
     assert h.config["backend"] == "python" and "compiled_model() is None" in h.config["backend_reason"]
     assert Shifted().compiled_model() is None and InverseToy().compiled_model() is not None
 
@@ -252,8 +254,8 @@ def test_one_round_with_one_client_is_one_exact_em_step(case, backend):
         model = GaussianMixture(G, covariance="tied" if case != "full" else "full", reg_covar=0.0)
     S0 = model.init_statistic([Y], rng)
     theta0 = model.T(S0)
-    h = FedMM(model, participation=1.0, compressor=Identity(), alpha=0.0, step=1.0, batch_size=None,
-              backend=backend).run([Y], 1, seed=0, S0=S0)
+    h = FedMM(model, compressor=Identity(), alpha=0.0, step=1.0, batch_size=None,
+              backend=backend).run([Y], 1, seed=0, init=S0)
     assert h.config["backend"] == backend
     theta1 = model.theta_from_vector(h.state["theta"])
     if case == "full":
@@ -279,8 +281,8 @@ def test_poisson_one_round_is_one_exact_em_step(parameterization, backend):
     model = PoissonLatent(SUPPORT, PROBS, lam=0.5, parameterization=parameterization)
     S0 = model.init_statistic([Z], rng)
     theta0 = model.T(S0)
-    h = FedMM(model, participation=1.0, compressor=Identity(), alpha=0.0, step=1.0, batch_size=None,
-              backend=backend).run([Z], 1, seed=0, S0=S0)
+    h = FedMM(model, compressor=Identity(), alpha=0.0, step=1.0, batch_size=None,
+              backend=backend).run([Z], 1, seed=0, init=S0)
     assert h.config["backend"] == backend
     post = poisson_latent_posterior(Z, theta0, SUPPORT, PROBS) @ np.exp(SUPPORT)
     expected = np.log(Z.mean() / (0.5 + post.mean()))
@@ -295,7 +297,7 @@ def test_inverse_toy_rounds_reach_the_closed_forms(backend):
     datas = _toy_datas()
     mu = np.array(SIZES, dtype=np.float64) / sum(SIZES)
     means = np.array([d.mean() for d in datas])
-    kw = dict(participation=1.0, compressor=Identity(), alpha=0.0, step=1.0, batch_size=None, backend=backend)
+    kw = dict(compressor=Identity(), alpha=0.0, step=1.0, batch_size=None, backend=backend)
     h = FedMM(InverseToy(), **kw).run(datas, 2, seed=0)
     g = ParameterAveraging(InverseToy(), **kw).run(datas, 2, seed=0)
     assert h.state["theta"][0] == pytest.approx((mu @ means) ** -0.5, rel=1e-15)

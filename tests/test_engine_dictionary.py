@@ -129,7 +129,7 @@ def test_fedmm_full_participation_is_centralized_mm_with_monotone_objective(data
     """
     model = _model(warm_start=False)
     traj = []
-    h = FedMM(model, participation=1.0, compressor=Identity(), alpha=0.0, step=1.0, oracle="full").run(
+    h = FedMM(model, participation_prob=1.0, compressor=Identity(), alpha=0.0, step=1.0, oracle="full").run(
         datas, 15, seed=7, objective_every=1, callback=lambda t, S, theta: traj.append(S.copy()))
     ds = [model.check_data(d) for d in datas]
     mu = np.full(len(ds), 1.0 / len(ds))
@@ -147,7 +147,7 @@ def _initial_statistic(model, datas, seed):
 
 
 def _hetero_run(alpha, seed, datas, n_rounds=150, projection="euclidean", callback=None):
-    return FedMM(_model(), participation=0.5, compressor=StochasticRounding(bits=4), alpha=alpha, step=0.05,
+    return FedMM(_model(), participation_prob=0.5, compressor=StochasticRounding(bits=4), alpha=alpha, step=0.05,
                  batch_size=10, projection=projection).run(datas, n_rounds, seed=seed, callback=callback)
 
 
@@ -177,7 +177,7 @@ def test_control_variates_lower_final_E_s_with_heterogeneity(datas):
 def test_threaded_and_backend_paths_identical_with_quantization(datas):
     runs = []
     for n_threads, backend in ((1, "compiled"), (2, "compiled"), (1, "python"), (2, "python")):
-        algo = FedMM(_model(), participation=4, compressor=StochasticRounding(bits=8), alpha=0.05, step=0.1,
+        algo = FedMM(_model(), clients_per_round=4, compressor=StochasticRounding(bits=8), alpha=0.05, step=0.1,
                      batch_size=8, n_threads=n_threads, backend=backend, control_variates="oracle")
         runs.append(algo.run(datas, 10, seed=3, objective_every=5))
     for h in runs[1:]:
@@ -185,7 +185,7 @@ def test_threaded_and_backend_paths_identical_with_quantization(datas):
 
 
 def test_spider_with_one_inner_loop_is_the_full_batch_oracle(datas):
-    kw = dict(participation=1.0, alpha=0.0, step=0.5)
+    kw = dict(participation_prob=1.0, alpha=0.0, step=0.5)
     a = FedMM(_model(), oracle="spider", batch_size=5, k_in=1, **kw).run(datas, 6, seed=1)
     b = FedMM(_model(), oracle="full", **kw).run(datas, 6, seed=1)
     np.testing.assert_array_equal(a.state["S"], b.state["S"])
@@ -203,7 +203,7 @@ def test_warm_started_codes_agree_with_cold_starts(datas):
     trajectories = []
     for warm in (True, False):
         traj = []
-        FedMM(DictionaryLearning(K, LAM, ETA, warm_start=warm), participation=3, alpha=0.1, step=0.3,
+        FedMM(DictionaryLearning(K, LAM, ETA, warm_start=warm), clients_per_round=3, alpha=0.1, step=0.3,
               batch_size=10).run(datas, 15, seed=4, callback=lambda t, S, th: traj.append(S.copy()))
         trajectories.append(np.array(traj))
     np.testing.assert_allclose(trajectories[0], trajectories[1], rtol=1e-6, atol=1e-8)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""fedmm.flower: Flower's simulation and a real loopback deployment reproduce the in-process History."""
+"""fedmm.runtime.flower: Flower's simulation and a real loopback deployment reproduce the in-process History."""
 import gc
 import os
 import signal
@@ -24,7 +24,7 @@ os.environ["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"
 from flwr.serverapp import ServerApp  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
 
-import fedmm.flower as ff  # noqa: E402
+import fedmm.runtime.flower as ff  # noqa: E402
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
 from fedmm.algorithms._random import init_generator  # noqa: E402
 from fedmm.compression import BlockQuantizer, StochasticRounding  # noqa: E402
@@ -80,15 +80,25 @@ def test_strategy_rejects_bad_arguments():
         ff.FedMMStrategy(ParameterAveraging(FailingInverseToy()), 3)
 
 
+def test_the_flower_module_lives_under_runtime():
+    import importlib
+
+    import fedmm.runtime
+
+    assert ff.__name__ == "fedmm.runtime.flower" and fedmm.runtime.flower is ff
+    with pytest.raises(ModuleNotFoundError, match="fedmm.flower"):
+        importlib.import_module("fedmm.flower")  # renamed (issue 13): no shim at the old path
+
+
 def test_missing_flower_gives_an_import_error_naming_the_extra():
     code = ("import sys; sys.modules['flwr'] = sys.modules['flwr.app'] = None\n"
-            "try:\n    import fedmm.flower\nexcept ImportError as exc:\n    print(exc)\n")
+            "try:\n    import fedmm.runtime.flower\nexcept ImportError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "pip install 'fedmm[flower]'" in out.stdout, out.stdout + out.stderr
     # Importing fedmm and its runtimes imports neither Flower nor Ray (both are optional extras).
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, fedmm, fedmm.runtime; print(sorted(m for m in sys.modules "
-                               "if m.split('.')[0] in ('flwr', 'ray') or m == 'fedmm.flower'))"],
+                               "if m.split('.')[0] in ('flwr', 'ray') or m == 'fedmm.runtime.flower'))"],
         capture_output=True, text=True, timeout=120)
     assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
 
@@ -129,11 +139,11 @@ def test_flower_simulation_reproduces_in_process_history():
     # Gaussian mixture (EM surrogate) with SPIDER memory and V_i in context.state, block quantization,
     # a fixed count of 3 of 4 clients, control variates initialized by the oracle (set-up exchange).
     datas = _gmm_clients(4)
-    algo = FedMM(GaussianMixture(3, n_features=2), participation=3, alpha=0.3, step=0.5, batch_size=8,
+    algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, alpha=0.3, step=0.5, batch_size=8,
                  oracle="spider", k_in=2, control_variates="oracle", compressor=BlockQuantizer(4))
     ref = algo.run(datas, 4, seed=9)
     S0 = GaussianMixture(3).init_statistic(datas, init_generator(9))
-    strategy = _simulate(algo, datas, 4, 9, S0=S0)
+    strategy = _simulate(algo, datas, 4, 9, init=S0)
     assert strategy.errors == []
     assert strategy.history.equals(ref)
     assert strategy.history.config["setup_bytes_up"] == ref.config["setup_bytes_up"] > 0
@@ -147,7 +157,7 @@ def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_clien
     # client 1 raises in every round: it is dropped and the others' rounds equal the in-process steps.
     Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
     datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
-    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation=1.0, alpha=0.5, step=0.5,
+    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.5, step=0.5,
                  batch_size=10, compressor=StochasticRounding(bits=8))
     strategy = _simulate(algo, datas, 3, 7)
     rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={1})
@@ -267,6 +277,6 @@ def test_loopback_deployment_superlink_three_supernodes_flwr_run(tmp_path):
     datas = [task.load_partition(i, config) for i in range(3)]
     S0 = task.initial_statistic(config)
     algo.model.fit_global_moments(datas)  # the strategy aggregated the same moments at start-up
-    ref = algo.run(datas, 2, seed=5, S0=S0)
+    ref = algo.run(datas, 2, seed=5, init=S0)
     assert got.equals(ref)
     assert [r["active"] for r in got.records] == [[0, 1, 2], [0, 1, 2]]

@@ -36,7 +36,7 @@ def _gmm_clients(n_clients, seed=0):
 def test_ray_reproduces_in_process_gmm(ray_session):
     # SPIDER memory, control variates from the oracle and 8-bit compression all live in the actors.
     datas = _gmm_clients(7)
-    algo = FedMM(GaussianMixture(3), participation=4, alpha=0.2, step=0.5, batch_size=10, oracle="spider",
+    algo = FedMM(GaussianMixture(3), clients_per_round=4, alpha=0.2, step=0.5, batch_size=10, oracle="spider",
                  k_in=2, control_variates="oracle", compressor=StochasticRounding(bits=8))
     ref = algo.run(datas, 5, seed=11)
     got = algo.run(datas, 5, seed=11, runtime=RayRuntime(2))
@@ -48,7 +48,7 @@ def test_ray_reproduces_in_process_gmm(ray_session):
 def test_ray_reproduces_parameter_averaging(ray_session):
     rng = np.random.default_rng(2)
     datas = [rng.uniform(1, 3, 30) for _ in range(5)]
-    algo = ParameterAveraging(InverseToy(), participation=0.6, alpha=0.3, step=0.5, batch_size=4)
+    algo = ParameterAveraging(InverseToy(), participation_prob=0.6, alpha=0.3, step=0.5, batch_size=4)
     runtime = RayRuntime(2)  # one Client.step per client: payloads are real bytes
     assert algo.run(datas, 4, seed=5, runtime=runtime).equals(algo.run(datas, 4, seed=5))
 
@@ -58,7 +58,7 @@ def test_ray_drops_and_reports_a_failing_client(ray_session):
     rng = np.random.default_rng(3)
     datas = [rng.uniform(1, 3, 20) for _ in range(6)]
     datas[4] = np.full(20, FailingInverseToy.FAIL_MARK)
-    algo = FedMM(FailingInverseToy(), participation=1.0, alpha=0.5, step=0.5, batch_size=5)
+    algo = FedMM(FailingInverseToy(), participation_prob=1.0, alpha=0.5, step=0.5, batch_size=5)
     errors = []
     h = algo.run(datas, 3, seed=7, runtime=RayRuntime(2, errors=errors))
     rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={4})

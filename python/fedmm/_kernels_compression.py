@@ -2,7 +2,10 @@
 """Compression kernels: block-p quantization, stochastic rounding, wire packing (re-exported by ``fedmm.kernels``).
 
 Each family validates its arguments here (names, shapes, dtypes, ranges) and
-calls a private Cython module that runs the C kernel without the GIL.
+calls a private Cython module that runs the C kernel without the GIL.  The
+argument helpers :func:`norm_code`, :func:`as_vector` and
+:func:`effective_block` are shared with :mod:`fedmm.compression` (not
+re-exported by ``fedmm.kernels``).
 """
 from __future__ import annotations
 
@@ -12,11 +15,11 @@ import numpy as np
 
 from fedmm._validation import as_array, as_rng, check_in, check_int
 
-# ---- compression (quantize.c) ----
+# ---- compression (quantize.c, wire.c) ----
 from fedmm import _quantize
 
 __all__ = [
-    # ---- compression (quantize.c) ----
+    # ---- compression (quantize.c, wire.c) ----
     "quantize_blockp",
     "quantize_dither",
     "pack",
@@ -24,12 +27,12 @@ __all__ = [
     "wire_header",
 ]
 
-# ---- compression (quantize.c) ----
+# ---- compression (quantize.c, wire.c) ----
 _NORM_CODES = {"2": 1, "2.0": 1, "l2": 1, "inf": 2, "linf": 2}
 _SCHEMES = {"blockp": _quantize.SCHEME_BLOCKP, "dither": _quantize.SCHEME_DITHER}
 
 
-def _norm_code(norm: Any) -> int:
+def norm_code(norm: Any) -> int:
     """1 for the 2-norm, 2 for the max-norm (accepts 2, 'inf', numpy.inf)."""
     key = str(norm).lower()
     if isinstance(norm, bool) or key not in _NORM_CODES:
@@ -37,7 +40,7 @@ def _norm_code(norm: Any) -> int:
     return _NORM_CODES[key]
 
 
-def _as_vector(x: Any) -> np.ndarray:
+def as_vector(x: Any) -> np.ndarray:
     """1-D, non-empty, native float32/float64, contiguous (one copy if strided).
 
     Finiteness is checked by the C kernel in the same pass that computes the
@@ -51,7 +54,8 @@ def _as_vector(x: Any) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def _block(block_size: int | None, q: int) -> int:
+def effective_block(block_size: int | None, q: int) -> int:
+    """Coordinates per block for a length-``q`` vector: ``min(block_size, q)``, ``q`` for None."""
     if block_size is None:
         return q
     return min(check_int(block_size, "block_size", low=1), q)
@@ -95,11 +99,11 @@ def quantize_dither(
     >>> v.shape, bool(np.all(np.abs(v) <= 5.0))
     ((2,), True)
     """
-    arr = _as_vector(x)
+    arr = as_vector(x)
     bits = check_int(bits, "bits", low=2, high=16)
-    code = _norm_code(norm)
+    code = norm_code(norm)
     gen = as_rng(rng)
-    return _quantize.quantize(arr, _block(block_size, arr.shape[0]), bits, code, gen)
+    return _quantize.quantize(arr, _quantize.SCHEME_DITHER, bits, code, effective_block(block_size, arr.shape[0]), gen)
 
 
 def quantize_blockp(
@@ -158,14 +162,14 @@ def pack(
         (``itemsize`` = 4 for float32 input, 8 for float64); layout in
         ``docs/wire-format.md``.
     """
-    arr = _as_vector(x)
+    arr = as_vector(x)
     bits = check_int(bits, "bits", low=2, high=16)
     scheme_id = _SCHEMES[check_in(scheme, "scheme", tuple(_SCHEMES))]
     if scheme_id == _quantize.SCHEME_BLOCKP and bits != 2:
         raise ValueError(f"Expected 'bits' == 2 for scheme 'blockp', got {bits}")
-    code = _norm_code(norm)
+    code = norm_code(norm)
     gen = as_rng(rng)
-    return _quantize.encode(arr, _block(block_size, arr.shape[0]), bits, code, scheme_id, gen)
+    return _quantize.encode(arr, scheme_id, bits, code, effective_block(block_size, arr.shape[0]), gen)
 
 
 def _as_payload(payload: Any) -> memoryview:

@@ -78,7 +78,24 @@ def _check_codes(H0: Any, K: int, b: int) -> np.ndarray | None:
     return H0
 
 
-def _warn_unconverged(n_bad: int, total: int, what: str, max_iter: int) -> None:
+def warn_unconverged(n_bad: int, total: int, what: str, max_iter: int) -> None:
+    """Warn (:class:`ConvergenceWarning`) when ``n_bad`` of ``total`` LASSO columns hit ``max_iter``.
+
+    The one message of every LASSO-based kernel and of its callers in
+    ``fedmm.models`` and ``fedmm.algorithms`` (the solver returns the count;
+    the warning is raised with the GIL held, two frames above this call).
+
+    Parameters
+    ----------
+    n_bad : int
+        Columns whose duality gap did not meet ``tol`` (nothing happens when 0).
+    total : int
+        Columns solved.
+    what : str
+        The kernel's name, first word of the message.
+    max_iter : int
+        The iteration cap that was reached.
+    """
     if n_bad:
         warnings.warn(
             f"{what}: {n_bad} of {total} columns reached max_iter={max_iter} before the "
@@ -86,6 +103,7 @@ def _warn_unconverged(n_bad: int, total: int, what: str, max_iter: int) -> None:
             ConvergenceWarning,
             stacklevel=3,
         )
+
 
 
 def lasso(
@@ -178,7 +196,7 @@ def lasso(
     _, _, H, _, n_iter, n_bad = _sparse.dictionary_statistics(
         D, Z, lam, bool(positive), tol, max_iter, H0, offsets, False, False, method_code
     )
-    _warn_unconverged(n_bad, Z.shape[1], "lasso", max_iter)
+    warn_unconverged(n_bad, Z.shape[1], "lasso", max_iter)
     return (H, n_iter) if return_n_iter else H
 
 
@@ -256,7 +274,7 @@ def lasso_gram(
     H, n_iter, n_bad = _sparse.lasso_gram(
         G, C, lam, bool(positive), tol, max_iter, H0, znorm2, method_code
     )
-    _warn_unconverged(n_bad, C.shape[1], "lasso_gram", max_iter)
+    warn_unconverged(n_bad, C.shape[1], "lasso_gram", max_iter)
     return (H, n_iter) if return_n_iter else H
 
 
@@ -356,7 +374,7 @@ def dictionary_statistics(
         D, Z, lam, bool(positive), tol, max_iter, H0, offsets, True, bool(return_objective),
         method_code,
     )
-    _warn_unconverged(n_bad, b, "dictionary_statistics", max_iter)
+    warn_unconverged(n_bad, b, "dictionary_statistics", max_iter)
     if segments is None:
         A, B = A[0], B[0]
     out: tuple[np.ndarray, ...] = (A, B)
@@ -513,4 +531,3 @@ def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     if out is not None and not isinstance(out, np.ndarray):
         raise ValueError(f"Expected 'out' to be an ndarray, got {type(out).__name__}")
     return _linalg.project_psd(A, out)
-

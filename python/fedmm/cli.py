@@ -2,26 +2,28 @@
 """The ``fedmm`` console command: one argparse subcommand per feature.
 
 Each feature registers its subcommand in its own ``_register_*`` function
-below (keeps merges of several features trivial).
+below (keeps merges of several features trivial).  ``subparsers`` is what
+``ArgumentParser.add_subparsers()`` returns (typed ``Any``: its class,
+``argparse._SubParsersAction``, is private to argparse).
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 import fedmm
 
 __all__ = ["build_parser", "main"]
 
 
-def _register_demo(subparsers: argparse._SubParsersAction) -> None:
+def _register_demo(subparsers: Any) -> None:
     from fedmm.demo import register
 
     register(subparsers)
 
 
-def _register_experiment(subparsers: argparse._SubParsersAction) -> None:
+def _register_experiment(subparsers: Any) -> None:
     from fedmm.experiments import add_experiment_subcommands
 
     parser = subparsers.add_parser(

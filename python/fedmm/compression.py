@@ -16,7 +16,8 @@ Each has ``quantize(x, rng)`` (fused, returns float64 values, for simulation),
 ``quantize(x, rng2)`` bit for bit when ``rng2`` starts from the same state.
 ``x`` is a 1-D float32 or float64 array in any memory layout (strided input
 is copied once).  The byte layout is documented in ``docs/wire-format.md``;
-the C kernels (``quantize.c``) write and validate it.
+the C kernels (``quantize.c`` quantizes and packs, ``wire.c`` validates and
+decodes) write and read it.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from fedmm import _quantize
 from fedmm._validation import as_rng, check_int
-from fedmm._kernels_compression import _as_vector, _block, _norm_code, unpack
+from fedmm._kernels_compression import as_vector, effective_block, norm_code, unpack
 
 __all__ = ["Compressor", "Identity", "BlockQuantizer", "StochasticRounding", "decode", "dither_omega"]
 
@@ -141,14 +142,14 @@ class Identity(Compressor):
 
     def quantize(self, x: Any, rng: Any = None) -> np.ndarray:
         """Return ``x`` as a new float64 array (``rng`` is accepted and unused)."""
-        arr = _as_vector(x)
+        arr = as_vector(x)
         if not np.isfinite(arr).all():
             raise ValueError("Expected 'x' to contain only finite values (no NaN or inf)")
         return arr.astype(np.float64, copy=True)
 
     def encode(self, x: Any, rng: Any = None) -> bytes:
         """Header + the raw little-endian values of ``x`` (float32 or float64)."""
-        return _quantize.identity_encode(_as_vector(x))
+        return _quantize.identity_encode(as_vector(x))
 
     def omega(self, q: int) -> float:
         """0: the identity adds no variance."""
@@ -206,7 +207,7 @@ class StochasticRounding(Compressor):
     def __init__(self, bits: int = 8, norm: Any = 2, block_size: int | None = None) -> None:
         self.bits = check_int(bits, "bits", low=2, high=16)
         self.norm = norm
-        self._norm_code = _norm_code(norm)
+        self._norm_code = norm_code(norm)
         self.block_size = None if block_size is None else check_int(block_size, "block_size", low=1)
 
     def _effective_block(self, q: int) -> int:
@@ -229,9 +230,9 @@ class StochasticRounding(Compressor):
         -------
         ndarray of shape (q,), float64
         """
-        arr = _as_vector(x)  # parameters were checked by __init__
-        return _quantize.quantize(arr, self._effective_block(arr.shape[0]), self.bits,
-                                  self._norm_code, as_rng(rng))
+        arr = as_vector(x)  # parameters were checked by __init__
+        return _quantize.quantize(arr, self._scheme_id, self.bits, self._norm_code,
+                                  self._effective_block(arr.shape[0]), as_rng(rng))
 
     def quantize_many(self, X: np.ndarray, rngs: list) -> np.ndarray:
         """``quantize`` of every row in one compiled call (see :meth:`Compressor.quantize_many`)."""
@@ -240,24 +241,25 @@ class StochasticRounding(Compressor):
             return super().quantize_many(X, rngs)
         if len(rngs) != X.shape[0]:
             raise ValueError(f"Expected one generator per row of 'X' ({X.shape[0]}), got {len(rngs)}")
-        return _quantize.quantize_rows(X, self._effective_block(X.shape[1]), self.bits, self._norm_code, list(rngs))
+        return _quantize.quantize_rows(X, self._scheme_id, self.bits, self._norm_code,
+                                       self._effective_block(X.shape[1]), list(rngs))
 
     def encode(self, x: Any, rng: Any = None) -> bytes:
         """Quantize ``x`` and pack it into a self-describing payload of
         :meth:`payload_nbytes` bytes."""
-        arr = _as_vector(x)
-        return _quantize.encode(arr, self._effective_block(arr.shape[0]), self.bits,
-                                self._norm_code, self._scheme_id, as_rng(rng))
+        arr = as_vector(x)
+        return _quantize.encode(arr, self._scheme_id, self.bits, self._norm_code,
+                                self._effective_block(arr.shape[0]), as_rng(rng))
 
     def omega(self, q: int) -> float:
         """Variance constant of A6 for vectors of length ``q`` (see :func:`dither_omega`)."""
         q = check_int(q, "q", low=1)
-        return dither_omega(_block(self.block_size, q), self.levels, self._norm_code)
+        return dither_omega(effective_block(self.block_size, q), self.levels, self._norm_code)
 
     def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:
         """``32 + m * itemsize + ceil(q * bits / 8)`` with ``m = ceil(q / block)``."""
         q = check_int(q, "q", low=1)
-        block = _block(self.block_size, q)
+        block = effective_block(self.block_size, q)
         m = -(-q // block)
         return HEADER_NBYTES + m * _itemsize(dtype) + -(-q * self.bits // 8)
 

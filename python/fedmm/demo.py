@@ -66,7 +66,7 @@ def run_demo(cfg: DemoConfig, *, progress: bool = True) -> dict[str, History]:
     histories = {}
     for cls in (FedMM, ParameterAveraging):
         model = DictionaryLearning(cfg.n_components, cfg.lam, cfg.eta)
-        algo = cls(model, participation=cfg.active_clients, compressor=StochasticRounding(bits=cfg.bits),
+        algo = cls(model, clients_per_round=cfg.active_clients, compressor=StochasticRounding(bits=cfg.bits),
                    alpha=cfg.alpha, step=("sqrt", cfg.beta), batch_size=cfg.batch_size,
                    n_threads=cfg.n_threads)
         histories[cls.__name__] = algo.run(datas, cfg.n_rounds, seed=cfg.seed,

@@ -70,7 +70,11 @@ class History:
     records : list of dict
         One dict per round, in order.
     state : dict of str to ndarray
-        Final arrays of the run (e.g. ``S`` and ``theta``).
+        Final arrays of the run (e.g. ``S`` and ``theta`` as flat float64 vectors); saved by :meth:`save`.
+    theta : object or None
+        The final parameter in the model's own structure (e.g. a ``(p, K)`` dictionary or
+        ``GaussianMixtureParams``), set by the algorithm that ran; kept in memory only (after
+        :meth:`load` it is None: rebuild it with ``model.theta_from_vector(state["theta"], like)``).
     """
 
     def __init__(self, algorithm: str = "", config: dict | None = None) -> None:
@@ -78,6 +82,7 @@ class History:
         self.config: dict = dict(config or {})
         self.records: list[dict] = []
         self.state: dict[str, np.ndarray] = {}
+        self.theta: Any = None
 
     # -- building -----------------------------------------------------------
     def append(self, **fields: Any) -> None:

@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Cython wrappers of the compression kernels (``quantize.c``).
+"""Cython wrappers of the compression kernels (``quantize.c``, ``wire.c``).
 
 Private module: the checked public faces are :mod:`fedmm.kernels` and
 :mod:`fedmm.compression`.  Inputs must already be 1-D contiguous float32 or
 float64 arrays (the Python layer copies strided or non-native-order input
 once); outputs are allocated here with the GIL, and every kernel runs
 without it -- random kernels inside ``with rng.bit_generator.lock, nogil:``.
+A compressor is passed as the four fields of the C ``fedmm_quantizer_t``,
+``scheme, bits, norm, block`` in that order (the tuple
+``Compressor.quantizer_spec(q)`` returns).
 """
 import numpy as np
 
@@ -23,6 +26,7 @@ from fedmm_kernels cimport (
     fedmm_encode_f64,
     fedmm_identity_encode_f32,
     fedmm_identity_encode_f64,
+    fedmm_quantizer_t,
     fedmm_quantize_f32,
     fedmm_quantize_f64,
     fedmm_strerror,
@@ -74,12 +78,23 @@ cdef int _raise(int status, str what, object x=None) except -1:
     raise ValueError(f"{what} failed: {fedmm_strerror(status).decode()}")
 
 
-def payload_nbytes(int scheme, uint64_t q, uint64_t block, int bits, int norm, int value_nbytes):
+cdef inline fedmm_quantizer_t _spec(int scheme, int bits, int norm, Py_ssize_t block) noexcept:
+    """The C quantizer spec (a negative block becomes an invalid 0 for a quantizer)."""
+    cdef fedmm_quantizer_t spec
+    spec.scheme = scheme
+    spec.bits = bits
+    spec.norm = norm
+    spec.block = <size_t>block if block > 0 else 0
+    return spec
+
+
+def payload_nbytes(int scheme, int bits, int norm, Py_ssize_t block, uint64_t q, int value_nbytes):
     """Exact payload size in bytes (0 when the fields are invalid)."""
-    return fedmm_wire_nbytes(scheme, q, block, bits, norm, value_nbytes)
+    cdef fedmm_quantizer_t spec = _spec(scheme, bits, norm, block)
+    return fedmm_wire_nbytes(&spec, q, value_nbytes)
 
 
-def quantize(object x, Py_ssize_t block, int bits, int norm, object generator):
+def quantize(object x, int scheme, int bits, int norm, Py_ssize_t block, object generator):
     """Fused quantize-and-dequantize of contiguous 1-D float32/float64 ``x``.
 
     Returns a new float64 array of the same length.
@@ -89,21 +104,23 @@ def quantize(object x, Py_ssize_t block, int bits, int norm, object generator):
     cdef Py_ssize_t q = cnp.PyArray_DIM(<cnp.ndarray>x, 0)
     cdef cnp.ndarray out = cnp.PyArray_EMPTY(1, <cnp.npy_intp *>&q, cnp.NPY_DOUBLE, 0)
     cdef double *dst = <double *>cnp.PyArray_DATA(out)
+    cdef fedmm_quantizer_t spec = _spec(scheme, bits, norm, block)
     bit_generator = generator.bit_generator
     cdef fedmm_bitgen_t *rng = _bitgen(bit_generator)
     cdef int status
     with bit_generator.lock, nogil:
         if f32:
-            status = fedmm_quantize_f32(<const float *>src, q, block, bits, norm, rng, dst)
+            status = fedmm_quantize_f32(<const float *>src, q, &spec, rng, dst)
         else:
-            status = fedmm_quantize_f64(<const double *>src, q, block, bits, norm, rng, dst)
+            status = fedmm_quantize_f64(<const double *>src, q, &spec, rng, dst)
     if status != FEDMM_OK:
         _raise(status, "quantize", x)
     return out
 
 
-def quantize_rows(const double[:, ::1] X, Py_ssize_t block, int bits, int norm, list generators):
-    """Row ``k`` of the result is ``quantize(X[k], block, bits, norm, generators[k])``.
+def quantize_rows(const double[:, ::1] X, int scheme, int bits, int norm, Py_ssize_t block,
+                  list generators):
+    """Row ``k`` of the result is ``quantize(X[k], scheme, bits, norm, block, generators[k])``.
 
     One call for several clients' float64 messages (each row drawn from its
     own generator, under that generator's lock); returns a new (m, q) array.
@@ -115,23 +132,25 @@ def quantize_rows(const double[:, ::1] X, Py_ssize_t block, int bits, int norm, 
     if q == 0:
         return out
     cdef double[:, ::1] out_v = out
+    cdef fedmm_quantizer_t spec = _spec(scheme, bits, norm, block)
     cdef fedmm_bitgen_t *rng
     cdef int status
     for k in range(m):
         bit_generator = generators[k].bit_generator
         rng = _bitgen(bit_generator)
         with bit_generator.lock, nogil:
-            status = fedmm_quantize_f64(&X[k, 0], q, block, bits, norm, rng, &out_v[k, 0])
+            status = fedmm_quantize_f64(&X[k, 0], q, &spec, rng, &out_v[k, 0])
         if status != FEDMM_OK:
             _raise(status, "quantize", np.asarray(X[k]))
     return out
 
-def encode(object x, Py_ssize_t block, int bits, int norm, int scheme, object generator):
+def encode(object x, int scheme, int bits, int norm, Py_ssize_t block, object generator):
     """Quantize contiguous 1-D float32/float64 ``x`` and return the payload bytes."""
     cdef const void *src = _vector_data(x)
     cdef bint f32 = cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT
     cdef Py_ssize_t q = cnp.PyArray_DIM(<cnp.ndarray>x, 0)
-    cdef uint64_t nbytes = fedmm_wire_nbytes(scheme, q, block, bits, norm, 4 if f32 else 8)
+    cdef fedmm_quantizer_t spec = _spec(scheme, bits, norm, block)
+    cdef uint64_t nbytes = fedmm_wire_nbytes(&spec, q, 4 if f32 else 8)
     if nbytes == 0:
         raise ValueError(
             f"invalid compressor parameters: scheme={scheme}, q={q}, block={block}, "
@@ -145,9 +164,9 @@ def encode(object x, Py_ssize_t block, int bits, int norm, int scheme, object ge
     cdef int status
     with bit_generator.lock, nogil:
         if f32:
-            status = fedmm_encode_f32(<const float *>src, q, block, bits, norm, scheme, rng, dst, nbytes)
+            status = fedmm_encode_f32(<const float *>src, q, &spec, rng, dst, nbytes)
         else:
-            status = fedmm_encode_f64(<const double *>src, q, block, bits, norm, scheme, rng, dst, nbytes)
+            status = fedmm_encode_f64(<const double *>src, q, &spec, rng, dst, nbytes)
     if status != FEDMM_OK:
         _raise(status, "encode", x)
     return payload
@@ -158,7 +177,8 @@ def identity_encode(object x):
     cdef const void *src = _vector_data(x)
     cdef bint f32 = cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT
     cdef Py_ssize_t q = cnp.PyArray_DIM(<cnp.ndarray>x, 0)
-    cdef uint64_t nbytes = fedmm_wire_nbytes(SCHEME_IDENTITY, q, 0, 0, 0, 4 if f32 else 8)
+    cdef fedmm_quantizer_t spec = _spec(SCHEME_IDENTITY, 0, 0, 0)
+    cdef uint64_t nbytes = fedmm_wire_nbytes(&spec, q, 4 if f32 else 8)
     if nbytes == 0:
         raise ValueError(f"invalid identity payload length q={q}")
     cdef bytes payload = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>nbytes)

@@ -18,6 +18,18 @@ include "blas_table.pxi"
 METHODS = {"auto": FEDMM_LASSO_AUTO, "cd": FEDMM_LASSO_CD, "active_set": FEDMM_LASSO_ACTIVE_SET}
 
 
+cdef inline fedmm_lasso_options_t _options(double lam, bint positive, double tol, int max_iter,
+                                           bint warm_start, int method) noexcept:
+    cdef fedmm_lasso_options_t opts
+    opts.lam = lam
+    opts.positive = positive
+    opts.tol = tol
+    opts.max_iter = max_iter
+    opts.warm_start = warm_start
+    opts.method = method
+    return opts
+
+
 cdef object _status_error(int status, str what):
     msg = f"{what}: {fedmm_strerror(status).decode()}"
     if status == FEDMM_ELAPACK:
@@ -56,10 +68,10 @@ def lasso_gram(const double[::1, :] G, const double[::1, :] C, double lam, bint 
     cdef const double *C_ptr = &C[0, 0] if b > 0 else NULL
     cdef double *H_ptr = &H[0, 0] if b > 0 else &work[0]
     cdef int *it_ptr = &n_iter[0] if b > 0 else NULL
+    cdef fedmm_lasso_options_t opts = _options(lam, positive, tol, max_iter, warm, method)
     with nogil:
         status = fedmm_lasso_gram(K, b, &G[0, 0], G.strides[1] // sizeof(double) if K > 1 else K,
-                                  C_ptr, ldc, zn_ptr, lam, positive, tol, max_iter, warm,
-                                  method, H_ptr, K, it_ptr, &n_bad, &work[0])
+                                  C_ptr, ldc, zn_ptr, &opts, H_ptr, K, it_ptr, &n_bad, &work[0])
     if status != FEDMM_OK:
         raise _status_error(status, "lasso_gram")
     return H_arr, n_iter_arr, int(n_bad)
@@ -128,11 +140,11 @@ def dictionary_statistics(const double[::1, :] D, const double[::1, :] Z, double
     cdef const double *Z_ptr = &Z[0, 0] if b > 0 else NULL
     cdef double *H_ptr = &H[0, 0] if b > 0 else &work[0]
     cdef int *it_ptr = &n_iter[0] if b > 0 else NULL
+    cdef fedmm_lasso_options_t opts = _options(lam, positive, tol, max_iter, warm, method)
     with nogil:
-        status = fedmm_dictionary_statistics(p, K, b, &D[0, 0], ldd, Z_ptr, ldz, lam, positive,
-                                             tol, max_iter, warm, method, m, &offsets[0], H_ptr,
-                                             A_ptr, B_ptr, obj_ptr, it_ptr, &n_bad, &work[0],
-                                             &_BLAS)
+        status = fedmm_dictionary_statistics(p, K, b, &D[0, 0], ldd, Z_ptr, ldz, &opts, m,
+                                             &offsets[0], H_ptr, A_ptr, B_ptr, obj_ptr, it_ptr,
+                                             &n_bad, &work[0], &_BLAS)
     if status == FEDMM_ENONFINITE:
         raise ValueError("Expected 'Z' to contain only finite values (no NaN or inf; "
                          "a column's squared norm overflowed or was NaN)")

@@ -3,6 +3,12 @@
 # bitgen_t behind a numpy.random.BitGenerator (draw under its lock).
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 
+# The cast below is sound only if fedmm_bitgen_t has NumPy's bitgen_t layout:
+# this header asserts it at compile time (size, and offset, size and type of
+# every field), so a mismatch fails the build instead of corrupting memory.
+cdef extern from "bitgen_check.h":
+    pass
+
 
 cdef fedmm_bitgen_t *_bitgen(object bit_generator) except NULL:
     capsule = bit_generator.capsule

@@ -7,8 +7,6 @@ compiles with ``include_dirs=[fedmm.get_include()]``, linking
 ``fedmm.get_library_dir()/libfedmm_kernels.a``.
 """
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
-from libc.stdint cimport int64_t  # nonsmooth.c
 
 cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_KERNELS_VERSION_MAJOR
@@ -86,16 +84,36 @@ cdef extern from "fedmm_kernels.h" nogil:
 
     # ---- kernel families: one section per C source file ----
 
-    # ---- compression (quantize.c) ----
-    const char *FEDMM_WIRE_MAGIC
-    int FEDMM_WIRE_VERSION
-    int FEDMM_WIRE_HEADER_NBYTES
+    # ---- quantizers (quantize.c) ----
     int FEDMM_SCHEME_IDENTITY
     int FEDMM_SCHEME_BLOCKP
     int FEDMM_SCHEME_DITHER
     int FEDMM_NORM_NONE
     int FEDMM_NORM_L2
     int FEDMM_NORM_LINF
+
+    ctypedef struct fedmm_quantizer_t:
+        int scheme
+        int bits
+        int norm
+        size_t block
+
+    int fedmm_quantizer_check(const fedmm_quantizer_t *spec, size_t q)
+    int fedmm_quantize_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                           fedmm_bitgen_t *rng, double *out)
+    int fedmm_quantize_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                           fedmm_bitgen_t *rng, double *out)
+    int fedmm_quantizer_apply(const fedmm_quantizer_t *spec, const double *x, size_t q,
+                              fedmm_bitgen_t *rng, double *out)
+    int fedmm_encode_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                         fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+    int fedmm_encode_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                         fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+
+    # ---- wire format (wire.c) ----
+    const char *FEDMM_WIRE_MAGIC
+    int FEDMM_WIRE_VERSION
+    int FEDMM_WIRE_HEADER_NBYTES
 
     ctypedef struct fedmm_wire_header_t:
         int version
@@ -106,42 +124,38 @@ cdef extern from "fedmm_kernels.h" nogil:
         uint64_t q
         uint64_t block
 
-    uint64_t fedmm_wire_nbytes(int scheme, uint64_t q, uint64_t block, int bits,
-                               int norm, int value_nbytes)
-    int fedmm_quantize_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                           fedmm_bitgen_t *rng, double *out)
-    int fedmm_quantize_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                           fedmm_bitgen_t *rng, double *out)
-    int fedmm_encode_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                         int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
-    int fedmm_encode_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                         int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+    uint64_t fedmm_wire_nbytes(const fedmm_quantizer_t *spec, uint64_t q, int value_nbytes)
     int fedmm_identity_encode_f64(const double *x, size_t q, uint8_t *payload, size_t nbytes)
     int fedmm_identity_encode_f32(const float *x, size_t q, uint8_t *payload, size_t nbytes)
     int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
                                fedmm_wire_header_t *hdr, const char **reason)
     int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
                           size_t out_len, const char **reason)
+
     # ---- sparse coding (lasso.c) ----
     int FEDMM_LASSO_AUTO
     int FEDMM_LASSO_CD
     int FEDMM_LASSO_ACTIVE_SET
+    ctypedef struct fedmm_lasso_options_t:
+        double lam
+        int positive
+        double tol
+        int max_iter
+        int warm_start
+        int method
     size_t fedmm_lasso_gram_work(fedmm_blas_int K)
     int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                          fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
-                         const double *znorm2, double lam, int positive, double tol,
-                         int max_iter, int warm_start, int method, double *H,
+                         const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                          fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
     size_t fedmm_dictionary_statistics_work(fedmm_blas_int p, fedmm_blas_int K,
                                             fedmm_blas_int max_segment, int want_objective)
     int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b,
                                     const double *D, fedmm_blas_int ldd, const double *Z,
-                                    fedmm_blas_int ldz, double lam, int positive, double tol,
-                                    int max_iter, int warm_start, int method,
-                                    int64_t n_segments,
-                                    const int64_t *offsets, double *H, double *A, double *B,
-                                    double *objective, int *n_iter, int64_t *n_unconverged,
-                                    double *work, const fedmm_blas_t *blas)
+                                    fedmm_blas_int ldz, const fedmm_lasso_options_t *opts,
+                                    int64_t n_segments, const int64_t *offsets, double *H,
+                                    double *A, double *B, double *objective, int *n_iter,
+                                    int64_t *n_unconverged, double *work, const fedmm_blas_t *blas)
 
     # ---- counter-based random streams and sampling (random.c) ----
     ctypedef struct fedmm_philox_t:
@@ -231,11 +245,6 @@ cdef extern from "fedmm_kernels.h" nogil:
         int64_t batch
         double p
         double alpha
-    ctypedef struct fedmm_quantizer_t:
-        int scheme
-        int bits
-        int norm
-        size_t block
     ctypedef struct fedmm_client_t:
         const double *data
         int64_t n_samples

@@ -83,18 +83,6 @@ static int check_config(const fedmm_model_t *model, const fedmm_round_config_t *
     return FEDMM_OK;
 }
 
-/* Quant(x) into out with the client's compressor (identity: a copy). */
-static int quantize(const fedmm_quantizer_t *spec, const double *x, size_t n, fedmm_bitgen_t *rng,
-                    double *out)
-{
-    if (spec->scheme == FEDMM_SCHEME_IDENTITY) {
-        memcpy(out, x, n * sizeof(double));
-        return FEDMM_OK;
-    }
-    if (spec->scheme != FEDMM_SCHEME_BLOCKP && spec->scheme != FEDMM_SCHEME_DITHER) return FEDMM_EINVAL;
-    return fedmm_quantize_f64(x, n, spec->block, spec->bits, spec->norm, rng, out);
-}
-
 size_t fedmm_client_round_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg,
                                int64_t max_n_samples)
 {
@@ -169,7 +157,7 @@ int fedmm_client_round(const fedmm_model_t *model, const fedmm_round_config_t *c
     /* Delta = (L - ref) - V */
     for (size_t j = 0; j < n; ++j) delta[j] = (local[j] - ref[j]) - client->V[j];
     if (!u) return FEDMM_OK; /* (U/p) Quant(Delta) = 0: nothing sent, V unchanged */
-    status = quantize(&client->quantizer, delta, n, &rng, out);
+    status = fedmm_quantizer_apply(&client->quantizer, delta, n, &rng, out);
     if (status != FEDMM_OK) return status;
     if (cfg->alpha != 0.0) {
         const double v_step = cfg->alpha / cfg->p;
@@ -326,8 +314,8 @@ static int dictionary_statistic(const void *ctx, const double *theta, const doub
     }
     const int64_t offsets[2] = {0, b};
     /* theta: the row-major dictionary, then the column-major copy the solver reads */
-    int status = fedmm_dictionary_statistics(p, K, (fedmm_blas_int)b, theta + pK, p, Z, p, c->lam, 0,
-                                             c->tol, c->max_iter, memory != NULL, c->method, 1,
+    const fedmm_lasso_options_t opts = {c->lam, 0, c->tol, c->max_iter, memory != NULL, c->method};
+    int status = fedmm_dictionary_statistics(p, K, (fedmm_blas_int)b, theta + pK, p, Z, p, &opts, 1,
                                              offsets, H, A, Bt, NULL, NULL, n_unconverged,
                                              stats_work, c->blas);
     if (status != FEDMM_OK) return status;

@@ -124,7 +124,7 @@ typedef struct fedmm_blas {
 /* ---- kernel families ---------------------------------------------------- */
 /* Each family has its own section below (one header section per source file). */
 
-/* ---- compression (quantize.c) ---- */
+/* ---- quantizers (quantize.c) -------------------------------------------- */
 /* Unbiased compressors of FedEM (Dieuleveut et al. 2021): block-p
  * quantization (App. B) and stochastic rounding / random dithering (Sec. 2).
  * Per block x_l (the last block may be shorter) with N = ||x_l||_r,
@@ -133,19 +133,12 @@ typedef struct fedmm_blas {
  *     a_j = s |x_j| / N,
  * so E[Q(x)] = x; bits = 2 (s = 1) is block-p quantization.  The Bernoulli
  * draws are exact (see quantize.c): 8 random bits per coordinate, ties
- * resolved with further bits.  Blocks with N = 0 draw nothing.
- * `block` is the effective block size, 1 <= block <= q.  On error the
- * generator may have been advanced and outputs are undefined.
+ * resolved with further bits.  Blocks with N = 0 draw nothing.  On error
+ * the generator may have been advanced and outputs are undefined.
  * On x86 with GCC or Clang the kernels run AVX2 loops when the CPU has AVX2
  * (portable loops otherwise, or when the library is built with
  * -DFEDMM_NO_SIMD); payloads, values and the random numbers drawn are the
- * same bit for bit on every build.
- * Wire format (docs/wire-format.md): 32-byte little-endian header, then
- * ceil(q/block) norms (float32 or float64), then the codes
- * (sign << (bits-1) | level) packed LSB-first at `bits` bits each. */
-#define FEDMM_WIRE_MAGIC "FMMQ"
-#define FEDMM_WIRE_VERSION 1
-#define FEDMM_WIRE_HEADER_NBYTES 32
+ * same bit for bit on every build. */
 #define FEDMM_SCHEME_IDENTITY 0
 #define FEDMM_SCHEME_BLOCKP 1
 #define FEDMM_SCHEME_DITHER 2
@@ -153,11 +146,14 @@ typedef struct fedmm_blas {
 #define FEDMM_NORM_L2 1
 #define FEDMM_NORM_LINF 2
 
-/* Decoded fixed header of a payload. */
 /* A compressor as the compiled kernels see it (the value of
- * Compressor.quantizer_spec(q) in Python): scheme FEDMM_SCHEME_*, bits per
- * coordinate (2 for block-p, 0 for identity), norm FEDMM_NORM_* and the
- * effective block size (1 <= block <= q; 0 for identity). */
+ * Compressor.quantizer_spec(q) in Python, fields in this order):
+ *   scheme  FEDMM_SCHEME_IDENTITY, FEDMM_SCHEME_BLOCKP or FEDMM_SCHEME_DITHER;
+ *   bits    bits per coordinate on the wire: 2 for block-p, 2..16 for
+ *           dithering (s = 2^(bits-1) - 1 levels), 0 for identity;
+ *   norm    FEDMM_NORM_L2 or FEDMM_NORM_LINF (FEDMM_NORM_NONE for identity);
+ *   block   the effective block size in coordinates, 1 <= block <= q
+ *           (0 for identity). */
 typedef struct fedmm_quantizer {
     int scheme;
     int bits;
@@ -165,6 +161,59 @@ typedef struct fedmm_quantizer {
     size_t block;
 } fedmm_quantizer_t;
 
+/* FEDMM_OK when *spec is a valid quantizer for vectors of length q
+ * (1 <= q <= 2^58, the field rules above), FEDMM_EINVAL otherwise (also for
+ * spec == NULL).  The kernels below run this check themselves. */
+int fedmm_quantizer_check(const fedmm_quantizer_t *spec, size_t q);
+
+/* Fused quantize-and-dequantize: out[j] = Q(x)_j (float64, length q), the
+ * values a receiver decodes; x and out must not overlap (ties re-read x
+ * after out is written).  spec: FEDMM_SCHEME_BLOCKP or
+ * FEDMM_SCHEME_DITHER (identity is FEDMM_EINVAL here: see
+ * fedmm_quantizer_apply).  Consumes the random stream exactly like
+ * fedmm_encode_*.  FEDMM_ENONFINITE on NaN/inf in x, FEDMM_EINVAL on an
+ * invalid spec (fedmm_quantizer_check), rng == NULL, or |x_j| > 2^1023
+ * (float64; norms are capped there so that decoded values stay finite). */
+int fedmm_quantize_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                       fedmm_bitgen_t *rng, double *out);
+/* float32 input: norms are computed in double and rounded to float32 (the
+ * value type sent on the wire) before use. */
+int fedmm_quantize_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                       fedmm_bitgen_t *rng, double *out);
+
+/* Quant(x) with any compressor, what a client of the round engine sends:
+ * out = x for FEDMM_SCHEME_IDENTITY (a copy, no check of the values, rng
+ * unused and may be NULL; out may equal x), fedmm_quantize_f64(x, q, spec,
+ * rng, out) otherwise (x and out must not overlap).  FEDMM_EINVAL when fedmm_quantizer_check(spec, q)
+ * fails; other codes as fedmm_quantize_f64. */
+int fedmm_quantizer_apply(const fedmm_quantizer_t *spec, const double *x, size_t q,
+                          fedmm_bitgen_t *rng, double *out);
+
+/* Quantize x and write the whole payload (header included, layout in the
+ * wire section below) into payload[0 .. nbytes), nbytes ==
+ * fedmm_wire_nbytes(spec, q, 8) (f64) or (spec, q, 4) (f32; norms sent as
+ * float32).  One pass: the codes are packed as they are drawn, and the
+ * random stream is consumed exactly as by fedmm_quantize_* (the decoded
+ * payload equals their output bit for bit).  FEDMM_SCHEME_IDENTITY writes
+ * the identity payload (fedmm_identity_encode_*; rng unused, may be NULL).
+ * FEDMM_EINVAL on an invalid spec, a wrong nbytes or rng == NULL;
+ * FEDMM_ENONFINITE as fedmm_quantize_*. */
+int fedmm_encode_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                     fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
+int fedmm_encode_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                     fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
+
+/* ---- wire format (wire.c) ------------------------------------------------- */
+/* Self-describing payloads (docs/wire-format.md): a 32-byte little-endian
+ * header (magic "FMMQ", version, scheme, value dtype, norm kind, bits, q,
+ * block), then for the quantizers ceil(q/block) norms (float32 or float64)
+ * and the codes (sign << (bits-1) | level) packed LSB-first at `bits` bits
+ * each, the last byte zero-padded; for the identity the q raw values. */
+#define FEDMM_WIRE_MAGIC "FMMQ"
+#define FEDMM_WIRE_VERSION 1
+#define FEDMM_WIRE_HEADER_NBYTES 32
+
+/* Decoded fixed header of a payload. */
 typedef struct fedmm_wire_header {
     int version;      /* byte 4 */
     int scheme;       /* byte 5: FEDMM_SCHEME_* */
@@ -175,35 +224,16 @@ typedef struct fedmm_wire_header {
     uint64_t block;   /* bytes 24..31: block size (0 for identity) */
 } fedmm_wire_header_t;
 
-/* Exact payload size in bytes for these header fields; 0 if they are
- * invalid (as the decoder would reject them).  Identity: 32 + q*value_nbytes;
- * quantizers: 32 + ceil(q/block)*value_nbytes + ceil(q*bits/8). */
-uint64_t fedmm_wire_nbytes(int scheme, uint64_t q, uint64_t block, int bits,
-                           int norm, int value_nbytes);
+/* Exact size in bytes of the payload of spec for q values with
+ * value_nbytes (4 or 8) bytes per norm/value; 0 if they are invalid (as the
+ * decoder would reject them: fedmm_quantizer_check, q <= 2^58).
+ * Identity: 32 + q*value_nbytes; quantizers: 32 +
+ * ceil(q/block)*value_nbytes + ceil(q*bits/8). */
+uint64_t fedmm_wire_nbytes(const fedmm_quantizer_t *spec, uint64_t q, int value_nbytes);
 
-/* Fused quantize-and-dequantize: out[j] = Q(x)_j (float64, length q), the
- * values a receiver decodes.  Consumes the random stream exactly like
- * fedmm_encode_*.  FEDMM_ENONFINITE on NaN/inf in x, FEDMM_EINVAL on bad
- * arguments (bits outside 2..16, norm not L2/LINF, block outside 1..q) or
- * on |x_j| > 2^1023 (float64; norms are capped there so that decoded values
- * stay finite). */
-int fedmm_quantize_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                       fedmm_bitgen_t *rng, double *out);
-/* float32 input: norms are computed in double and rounded to float32 (the
- * value type sent on the wire) before use. */
-int fedmm_quantize_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                       fedmm_bitgen_t *rng, double *out);
-
-/* Quantize x and write the whole payload (header included) into
- * payload[0 .. nbytes), nbytes == fedmm_wire_nbytes(scheme, q, block, bits,
- * norm, 8 or 4).  scheme is FEDMM_SCHEME_BLOCKP (bits must be 2) or
- * FEDMM_SCHEME_DITHER. */
-int fedmm_encode_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
-int fedmm_encode_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes);
-
-/* Identity payload: header + the q raw values (little-endian). */
+/* Identity payload: header + the q raw values (little-endian).
+ * nbytes == fedmm_wire_nbytes(identity spec, q, 8 or 4); FEDMM_ENONFINITE
+ * on NaN/inf in x. */
 int fedmm_identity_encode_f64(const double *x, size_t q, uint8_t *payload, size_t nbytes);
 int fedmm_identity_encode_f32(const float *x, size_t q, uint8_t *payload, size_t nbytes);
 
@@ -219,40 +249,60 @@ int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
  * value: (-1)^sign * (level * (N / s)), evaluated in double. */
 int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
                       size_t out_len, const char **reason);
+
 /* ---- sparse coding (lasso.c) -------------------------------------------- */
-/* Batched LASSO on the Gram matrix (FedMM paper eq. (16), 1/2 convention of
+/* How a batched LASSO is solved (FedMM paper eq. (16), 1/2 convention of
  * eq. (28)): for every column j,
- *     H[:,j] = argmin_h 1/2 h^T G h - C[:,j]^T h + lam ||h||_1   (h >= 0 if positive),
- * i.e. argmin 1/2 ||z_j - D h||^2 + lam ||h||_1 with G = D^T D, C = D^T Z.
- * G: K x K symmetric (both triangles), C: K x b, H: K x b, column-major.
- * Coordinate descent with the gradient kept up to date and a Newton step on a
- * stable support.  Column j stops when its duality gap is <= tol * 1/2 ||z_j||^2
- * (znorm2[j] = ||z_j||^2; znorm2 == NULL uses a certified bound from G, C
- * alone).  tol is floored at 2.2e-13.  warm_start != 0 starts from the
- * values in H (negative entries clipped when positive), else from 0.
- * n_iter[j] (optional) receives the number of sweeps; *n_unconverged
- * (optional) the number of columns that hit max_iter.
- * method: FEDMM_LASSO_CD (coordinate descent + Newton on a stable support),
- * FEDMM_LASSO_ACTIVE_SET (feature-sign active-set search, handing over to
- * coordinate descent if its support matrix G_SS becomes singular) or
- * FEDMM_LASSO_AUTO (active set while the support has at most min(24, max(4, K/2))
- * atoms, then coordinate descent; in fedmm_dictionary_statistics with
- * 2K > p the active set uncapped).  lam must be > 0 (the duality gap
- * certifies nothing at lam = 0).
- * work: fedmm_lasso_gram_work(K) doubles. */
+ *     H[:,j] = argmin_h 1/2 ||z_j - D h||^2 + lam ||h||_1   (h >= 0 if positive).
+ *   lam         the l1 weight, > 0 (the duality gap certifies nothing at 0);
+ *   positive    != 0: constrain h >= 0;
+ *   tol         column j stops when its duality gap is <= tol * 1/2 ||z_j||^2
+ *               (relative; floored at 2.2e-13), >= 0;
+ *   max_iter    cap on the iterations per column (active-set steps plus
+ *               sweeps), >= 0; a column that hits it counts as unconverged;
+ *   warm_start  != 0: start from the values in H (negative entries clipped
+ *               when positive), else from 0;
+ *   method      FEDMM_LASSO_CD (coordinate descent + Newton on a stable
+ *               support), FEDMM_LASSO_ACTIVE_SET (feature-sign active-set
+ *               search, handing over to coordinate descent if its support
+ *               matrix G_SS becomes singular) or FEDMM_LASSO_AUTO (active set
+ *               while the support has at most min(24, max(4, K/2)) atoms,
+ *               then coordinate descent; in fedmm_dictionary_statistics with
+ *               2K > p the active set uncapped).
+ * The kernels return FEDMM_EINVAL when opts is NULL or a field is out of
+ * range. */
 #define FEDMM_LASSO_AUTO 0
 #define FEDMM_LASSO_CD 1
 #define FEDMM_LASSO_ACTIVE_SET 2
+typedef struct fedmm_lasso_options {
+    double lam;
+    int positive;
+    double tol;
+    int max_iter;
+    int warm_start;
+    int method;
+} fedmm_lasso_options_t;
+
+/* Batched LASSO on the Gram matrix: H[:,j] = argmin_h 1/2 h^T G h -
+ * C[:,j]^T h + lam ||h||_1 with the options *opts, i.e. the LASSO above with
+ * G = D^T D, C = D^T Z.  G: K x K symmetric (both triangles, ldg), C: K x b
+ * (ldc), H: K x b (ldh), column-major.  Coordinate descent with the gradient
+ * kept up to date and a Newton step on a stable support, or the active set
+ * (opts->method).  znorm2[j] = ||z_j||^2 scales column j's stopping test;
+ * znorm2 == NULL uses a certified bound from G, C alone.  n_iter[j]
+ * (optional) receives the iterations used; *n_unconverged (optional) the
+ * number of columns that hit max_iter.
+ * work: fedmm_lasso_gram_work(K) doubles. */
 size_t fedmm_lasso_gram_work(fedmm_blas_int K);
 int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                      fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
-                     const double *znorm2, double lam, int positive, double tol,
-                     int max_iter, int warm_start, int method, double *H,
+                     const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                      fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work);
 
 /* Dictionary-learning statistics fused with the solve (FedMM eq. (18)):
- * H = LASSO codes of Z (p x b, leading dim ldz) on D (p x K, ldd), then for
- * every segment s = [offsets[s], offsets[s+1]) of columns, of length b_s,
+ * H = LASSO codes of Z (p x b, leading dim ldz) on D (p x K, ldd) with the
+ * options *opts, then for every segment s = [offsets[s], offsets[s+1]) of
+ * columns, of length b_s,
  *     A[s] = H_s H_s^T / b_s   (K x K),     B[s] = Z_s H_s^T / b_s   (p x K),
  * stored contiguously (A: n_segments K*K blocks, B: n_segments p*K blocks,
  * column-major; either may be NULL).  offsets has n_segments + 1 entries,
@@ -260,8 +310,8 @@ int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
  * has zero statistics.  Every segment runs exactly the calls a one-segment
  * call on its own columns would, so results agree bit for bit.
  * objective[j] (optional) = 1/2 ||z_j - D h_j||^2 + lam ||h_j||_1 from the
- * explicit residual.  H (K x b, ld K) is always written; see
- * fedmm_lasso_gram for warm_start, method, tol, n_iter, n_unconverged.
+ * explicit residual.  H (K x b, ld K) is always written (and read when
+ * opts->warm_start); see fedmm_lasso_gram for n_iter and n_unconverged.
  * work: fedmm_dictionary_statistics_work(p, K, max segment length,
  * objective != NULL) doubles.  Returns FEDMM_ENONFINITE if a column of Z
  * has a non-finite norm. */
@@ -269,11 +319,10 @@ size_t fedmm_dictionary_statistics_work(fedmm_blas_int p, fedmm_blas_int K,
                                         fedmm_blas_int max_segment, int want_objective);
 int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b,
                                 const double *D, fedmm_blas_int ldd, const double *Z,
-                                fedmm_blas_int ldz, double lam, int positive, double tol,
-                                int max_iter, int warm_start, int method, int64_t n_segments,
-                                const int64_t *offsets, double *H, double *A, double *B,
-                                double *objective, int *n_iter, int64_t *n_unconverged,
-                                double *work, const fedmm_blas_t *blas);
+                                fedmm_blas_int ldz, const fedmm_lasso_options_t *opts,
+                                int64_t n_segments, const int64_t *offsets, double *H,
+                                double *A, double *B, double *objective, int *n_iter,
+                                int64_t *n_unconverged, double *work, const fedmm_blas_t *blas);
 
 /* ---- counter-based random streams and sampling (random.c) ---------------- */
 /* Philox4x64-10 with NumPy's state layout semantics: numpy.random.Philox with

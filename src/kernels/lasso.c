@@ -720,19 +720,27 @@ static void lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
     if (n_unconverged) *n_unconverged = bad;
 }
 
+/* FEDMM_OK when the options are in range (fedmm_lasso_options_t). */
+static int check_options(const fedmm_lasso_options_t *opts)
+{
+    if (opts == NULL || !(opts->lam > 0.0) || !(opts->tol >= 0.0) || opts->max_iter < 0 ||
+        opts->method < 0 || opts->method > 2)
+        return FEDMM_EINVAL;
+    return FEDMM_OK;
+}
+
 int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                      fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
-                     const double *znorm2, double lam, int positive, double tol,
-                     int max_iter, int warm_start, int method, double *H,
+                     const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                      fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
 {
-    if (K < 1 || b < 0 || ldg < K || ldc < K || ldh < K || max_iter < 0 || !(lam > 0.0) ||
-        !(tol >= 0.0) || method < 0 || method > 2 || G == NULL || H == NULL ||
-        work == NULL || (b > 0 && C == NULL))
+    if (K < 1 || b < 0 || ldg < K || ldc < K || ldh < K || check_options(opts) != FEDMM_OK ||
+        G == NULL || H == NULL || work == NULL || (b > 0 && C == NULL))
         return FEDMM_EINVAL;
+    int method = opts->method;
     if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(0, K);
-    lasso_gram_run(K, b, G, ldg, C, ldc, znorm2, lam, positive, tol, max_iter, warm_start,
-                   method, H, ldh, n_iter, n_unconverged, work);
+    lasso_gram_run(K, b, G, ldg, C, ldc, znorm2, opts->lam, opts->positive, opts->tol,
+                   opts->max_iter, opts->warm_start, method, H, ldh, n_iter, n_unconverged, work);
     return FEDMM_OK;
 }
 
@@ -749,16 +757,17 @@ size_t fedmm_dictionary_statistics_work(fedmm_blas_int p, fedmm_blas_int K,
 
 int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b,
                                 const double *D, fedmm_blas_int ldd, const double *Z,
-                                fedmm_blas_int ldz, double lam, int positive, double tol,
-                                int max_iter, int warm_start, int method, int64_t n_segments,
-                                const int64_t *offsets, double *H, double *A, double *B,
-                                double *objective, int *n_iter, int64_t *n_unconverged,
-                                double *work, const fedmm_blas_t *blas)
+                                fedmm_blas_int ldz, const fedmm_lasso_options_t *opts,
+                                int64_t n_segments, const int64_t *offsets, double *H,
+                                double *A, double *B, double *objective, int *n_iter,
+                                int64_t *n_unconverged, double *work, const fedmm_blas_t *blas)
 {
     if (p < 1 || K < 1 || b < 0 || ldd < p || ldz < p || n_segments < 0 || D == NULL ||
-        H == NULL || work == NULL || blas == NULL || offsets == NULL || !(lam > 0.0) ||
-        !(tol >= 0.0) || max_iter < 0 || method < 0 || method > 2)
+        H == NULL || work == NULL || blas == NULL || offsets == NULL ||
+        check_options(opts) != FEDMM_OK)
         return FEDMM_EINVAL;
+    const double lam = opts->lam;
+    int method = opts->method;
     fedmm_blas_int max_seg = 0;
     if (offsets[0] != 0 || offsets[n_segments] != b) return FEDMM_EINVAL;
     for (int64_t s = 0; s < n_segments; ++s) {
@@ -805,8 +814,9 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
         /* C = D^T Z_s */
         blas->dgemm("T", "N", &K, &bs, &p, &one, D, &ldd, Zs, &ldz, &zero, C, &K);
         int64_t bad = 0;
-        lasso_gram_run(K, bs, G, K, C, K, zn, lam, positive, tol, max_iter, warm_start, method,
-                       Hs, K, n_iter ? n_iter + j0 : NULL, &bad, lasso_work);
+        lasso_gram_run(K, bs, G, K, C, K, zn, lam, opts->positive, opts->tol, opts->max_iter,
+                       opts->warm_start, method, Hs, K, n_iter ? n_iter + j0 : NULL, &bad,
+                       lasso_work);
         bad_total += bad;
         const double inv_b = 1.0 / (double)bs;
         if (As) { /* A = H H^T / b */

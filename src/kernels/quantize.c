@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * quantize.c -- unbiased compressors and their wire format.
+ * quantize.c -- unbiased compressors: the quantizer arithmetic (block norms,
+ * exact Bernoulli draws, levels) and the fused quantize-and-pack encoder.
+ * The wire format itself (headers, packing, decoding) is in wire.c; the
+ * encoder reaches it through internal.h.
  *
  * Block-p quantization (FedEM paper, Appendix B) and stochastic rounding /
  * random dithering (FedEM Section 2, QSGD) share one operator: per block
@@ -57,6 +60,7 @@
 #endif
 
 #include "fedmm_kernels.h"
+#include "internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -101,102 +105,6 @@ static int lowest_bit(uint64_t m)
     while (!(m & 1)) m >>= 1, ++k;
     return k;
 #endif
-}
-
-/* table initializers: R256(E) expands to E(0), E(1), ..., E(255) */
-#define R4(E, b) E(b), E((b) + 1), E((b) + 2), E((b) + 3)
-#define R16(E, b) R4(E, b), R4(E, (b) + 4), R4(E, (b) + 8), R4(E, (b) + 12)
-#define R64(E, b) R16(E, b), R16(E, (b) + 16), R16(E, (b) + 32), R16(E, (b) + 48)
-#define R256(E) R64(E, 0), R64(E, 64), R64(E, 128), R64(E, 192)
-
-/* ------------------------------------------------------------------------ */
-/* little-endian scalar load/store (independent of the host byte order)      */
-
-static void store_u64_le(uint8_t *p, uint64_t v)
-{
-    for (int k = 0; k < 8; ++k) p[k] = (uint8_t)(v >> (8 * k));
-}
-
-static uint64_t load_u64_le(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int k = 0; k < 8; ++k) v |= (uint64_t)p[k] << (8 * k);
-    return v;
-}
-
-static void store_f64_le(uint8_t *p, double x)
-{
-    uint64_t v;
-    memcpy(&v, &x, 8);
-    store_u64_le(p, v);
-}
-
-static void store_f32_le(uint8_t *p, float x)
-{
-    uint32_t v;
-    memcpy(&v, &x, 4);
-    for (int k = 0; k < 4; ++k) p[k] = (uint8_t)(v >> (8 * k));
-}
-
-static double load_f64_le(const uint8_t *p)
-{
-    uint64_t v = load_u64_le(p);
-    double x;
-    memcpy(&x, &v, 8);
-    return x;
-}
-
-static float load_f32_le(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) v |= (uint32_t)p[k] << (8 * k);
-    float x;
-    memcpy(&x, &v, 4);
-    return x;
-}
-
-/* ------------------------------------------------------------------------ */
-/* sizes                                                                     */
-
-static int valid_scheme_args(int scheme, uint64_t q, uint64_t block, int bits,
-                             int norm, int value_nbytes)
-{
-    if (q < 1 || (value_nbytes != 4 && value_nbytes != 8)) return 0;
-    if (scheme == FEDMM_SCHEME_IDENTITY)
-        return block == 0 && bits == 0 && norm == FEDMM_NORM_NONE;
-    if (scheme == FEDMM_SCHEME_BLOCKP && bits != 2) return 0;
-    if (scheme != FEDMM_SCHEME_BLOCKP && scheme != FEDMM_SCHEME_DITHER) return 0;
-    if (bits < 2 || bits > 16) return 0;
-    if (norm != FEDMM_NORM_L2 && norm != FEDMM_NORM_LINF) return 0;
-    return block >= 1 && block <= q;
-}
-
-uint64_t fedmm_wire_nbytes(int scheme, uint64_t q, uint64_t block, int bits,
-                           int norm, int value_nbytes)
-{
-    if (!valid_scheme_args(scheme, q, block, bits, norm, value_nbytes)) return 0;
-    /* q <= 2^58 keeps every product below 2^64 (and any real payload is far
-     * smaller); larger headers are rejected as malformed. */
-    if (q > ((uint64_t)1 << 58)) return 0;
-    if (scheme == FEDMM_SCHEME_IDENTITY)
-        return FEDMM_WIRE_HEADER_NBYTES + q * (uint64_t)value_nbytes;
-    uint64_t m = q / block + (q % block != 0);
-    return FEDMM_WIRE_HEADER_NBYTES + m * (uint64_t)value_nbytes
-           + (q * (uint64_t)bits + 7) / 8;
-}
-
-static void write_header(uint8_t *p, int scheme, int value_nbytes, int norm,
-                         int bits, uint64_t q, uint64_t block)
-{
-    memset(p, 0, FEDMM_WIRE_HEADER_NBYTES);
-    memcpy(p, FEDMM_WIRE_MAGIC, 4);
-    p[4] = FEDMM_WIRE_VERSION;
-    p[5] = (uint8_t)scheme;
-    p[6] = (uint8_t)value_nbytes;
-    p[7] = (uint8_t)norm;
-    p[8] = (uint8_t)bits;
-    store_u64_le(p + 16, q);
-    store_u64_le(p + 24, block);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -418,69 +326,6 @@ static int resolve_tie(double r, fedmm_bitgen_t *rng)
     return 0;
 }
 
-/* value of a code: (-1)^sign * (level * scale), scale = N / s */
-static double code_value(uint32_t code, int bits, double scale)
-{
-    uint32_t level = code & ((1u << (bits - 1)) - 1u);
-    double v = (double)level * scale;
-    return (code >> (bits - 1)) ? -v : v;
-}
-
-/* Write `bits` bits of code into a bit stream at bit position pos
- * (LSB-first); touches only the bits of that code. */
-static void put_bits(uint8_t *dst, uint64_t pos, uint32_t code, int bits)
-{
-    uint8_t *p = dst + (pos >> 3);
-    unsigned sh = (unsigned)(pos & 7);
-    uint32_t v = code << sh;
-    uint32_t m = ((1u << bits) - 1u) << sh;
-    unsigned nb = (sh + (unsigned)bits + 7) >> 3;
-    for (unsigned k = 0; k < nb; ++k)
-        p[k] = (uint8_t)((p[k] & ~(m >> (8 * k))) | (v >> (8 * k)));
-}
-
-static uint32_t get_bits(const uint8_t *src, uint64_t pos, int bits)
-{
-    const uint8_t *p = src + (pos >> 3);
-    unsigned sh = (unsigned)(pos & 7);
-    unsigned nb = (sh + (unsigned)bits + 7) >> 3;
-    uint32_t v = 0;
-    for (unsigned k = 0; k < nb; ++k) v |= (uint32_t)p[k] << (8 * k);
-    return (v >> sh) & ((1u << bits) - 1u);
-}
-
-/* Write n codes from bit position pos on. */
-static void pack_codes(uint8_t *dst, uint64_t pos, const uint16_t *codes, size_t n,
-                       int bits)
-{
-    size_t j = 0;
-    if ((pos & 7) == 0) {
-        uint8_t *p = dst + (pos >> 3);
-        switch (bits) {
-        case 2:
-            for (; j + 4 <= n; j += 4)
-                *p++ = (uint8_t)(codes[j] | codes[j + 1] << 2 | codes[j + 2] << 4
-                                 | codes[j + 3] << 6);
-            break;
-        case 4:
-            for (; j + 2 <= n; j += 2) *p++ = (uint8_t)(codes[j] | codes[j + 1] << 4);
-            break;
-        case 8:
-            for (; j < n; ++j) *p++ = (uint8_t)codes[j];
-            break;
-        case 16:
-            for (; j < n; ++j) {
-                p[0] = (uint8_t)codes[j];
-                p[1] = (uint8_t)(codes[j] >> 8);
-                p += 2;
-            }
-            break;
-        default:
-            break;
-        }
-    }
-    for (; j < n; ++j) put_bits(dst, pos + (uint64_t)j * (uint64_t)bits, codes[j], bits);
-}
 
 static void dequantize_codes(const uint16_t *codes, size_t n, int bits, double scale,
                              double *out)
@@ -489,7 +334,7 @@ static void dequantize_codes(const uint16_t *codes, size_t n, int bits, double s
     const int shift = bits - 1;
     for (size_t j = 0; j < n; ++j) {
         uint32_t c = codes[j];
-        /* times +-1 is exact: the same value as code_value() */
+        /* times +-1 is exact: the same value as fedmm__wire_code_value() */
         double sign = 1.0 - 2.0 * (double)(int32_t)(c >> shift);
         out[j] = ((double)(int32_t)(c & mask) * scale) * sign;
     }
@@ -502,8 +347,8 @@ static void emit_codes(const chunk_t *ck, size_t j0, const uint16_t *codes, size
     if (ck->out)
         dequantize_codes(codes, n, ck->bits, ck->scale, ck->out + j0);
     else
-        pack_codes(ck->packed, ck->pos + (uint64_t)j0 * (uint64_t)ck->bits, codes, n,
-                   ck->bits);
+        fedmm__wire_pack_codes(ck->packed, ck->pos + (uint64_t)j0 * (uint64_t)ck->bits, codes,
+                               n, ck->bits);
 }
 
 /* Portable chunk: draws its ceil(n/8) words, writes the codes without the
@@ -584,9 +429,11 @@ enum { EMIT_VALUES, EMIT_BITS2, EMIT_BITS8, EMIT_CODES };
 /* chunk_portable with AVX2 for pre == 1, eight coordinates (one random
  * word) at a time; emit is a constant of each inlined copy.  The codes go
  * straight to the output in the common layouts (values, or a byte-aligned
- * stream of 2 or 8 bits per code); EMIT_CODES collects 16-bit codes for
- * pack_codes().  Interleaving the draws with the arithmetic lets the
- * generator's latency overlap with the work. */
+ * stream of 2 or 8 bits per code, written here in the LSB-first layout of
+ * wire.c, so that the hot layouts need no second pass over the codes);
+ * EMIT_CODES collects 16-bit codes for fedmm__wire_pack_codes().
+ * Interleaving the draws with the arithmetic lets the generator's latency
+ * overlap with the work. */
 static FEDMM_AVX2_INLINE void chunk_avx2(const chunk_t *ck, int f32, int emit,
                                          fedmm_bitgen_t *rng,
                                          uint64_t ties[QCHUNK / 64])
@@ -699,10 +546,10 @@ static void quantize_chunk(const chunk_t *ck, int simd, fedmm_bitgen_t *rng)
             c = c > ck->s ? ck->s : c;
             uint32_t code = (uint32_t)c | (uint32_t)((xd < 0) & (c != 0)) << (ck->bits - 1);
             if (ck->out)
-                ck->out[j] = code_value(code, ck->bits, ck->scale);
+                ck->out[j] = fedmm__wire_code_value(code, ck->bits, ck->scale);
             else
-                put_bits(ck->packed, ck->pos + (uint64_t)j * (uint64_t)ck->bits, code,
-                         ck->bits);
+                fedmm__wire_put_bits(ck->packed, ck->pos + (uint64_t)j * (uint64_t)ck->bits,
+                                     code, ck->bits);
         }
     }
 }
@@ -786,10 +633,7 @@ static int drive(const void *x, int f32, size_t q, size_t block, int bits, int n
             st = norm_of_block(xb, f32, len, norm, simd, &nrm);
         }
         if (st != FEDMM_OK) return st;
-        if (norm_dst) {
-            if (f32) store_f32_le(norm_dst + 4 * b, (float)nrm);
-            else store_f64_le(norm_dst + 8 * b, nrm);
-        }
+        if (norm_dst) fedmm__wire_store_norm(norm_dst, b, f32 ? 4 : 8, nrm);
         if (nrm == 0.0) { /* zero block: all codes 0, no randomness */
             if (out) memset(out + start, 0, len * sizeof(double));
             continue;
@@ -820,227 +664,77 @@ static int drive(const void *x, int f32, size_t q, size_t block, int bits, int n
     }
     return FEDMM_OK;
 }
-
-static int check_quant_args(size_t q, size_t block, int bits, int norm, const void *rng)
-{
-    if (q < 1 || block < 1 || block > q || bits < 2 || bits > 16 || rng == NULL)
-        return FEDMM_EINVAL;
-    if (norm != FEDMM_NORM_L2 && norm != FEDMM_NORM_LINF) return FEDMM_EINVAL;
-    if ((uint64_t)q > ((uint64_t)1 << 58)) return FEDMM_EINVAL;
-    return FEDMM_OK;
-}
-
-int fedmm_quantize_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                       fedmm_bitgen_t *rng, double *out)
-{
-    int st = check_quant_args(q, block, bits, norm, rng);
-    if (st != FEDMM_OK || x == NULL || out == NULL) return FEDMM_EINVAL;
-    return drive(x, 0, q, block, bits, norm, rng, out, NULL, NULL);
-}
-
-int fedmm_quantize_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                       fedmm_bitgen_t *rng, double *out)
-{
-    int st = check_quant_args(q, block, bits, norm, rng);
-    if (st != FEDMM_OK || x == NULL || out == NULL) return FEDMM_EINVAL;
-    return drive(x, 1, q, block, bits, norm, rng, out, NULL, NULL);
-}
-
-static int encode_common(const void *x, int value_nbytes, size_t q, size_t block,
-                         int bits, int norm, int scheme, fedmm_bitgen_t *rng,
-                         uint8_t *payload, size_t nbytes)
-{
-    int st = check_quant_args(q, block, bits, norm, rng);
-    if (st != FEDMM_OK || x == NULL || payload == NULL) return FEDMM_EINVAL;
-    if (scheme != FEDMM_SCHEME_BLOCKP && scheme != FEDMM_SCHEME_DITHER) return FEDMM_EINVAL;
-    uint64_t want = fedmm_wire_nbytes(scheme, q, block, bits, norm, value_nbytes);
-    if (want == 0 || want != (uint64_t)nbytes) return FEDMM_EINVAL;
-    size_t nblocks = q / block + (q % block != 0);
-    uint8_t *norm_dst = payload + FEDMM_WIRE_HEADER_NBYTES;
-    uint8_t *packed = norm_dst + nblocks * (size_t)value_nbytes;
-    write_header(payload, scheme, value_nbytes, norm, bits, q, block);
-    memset(packed, 0, (size_t)(payload + nbytes - packed));
-    return drive(x, value_nbytes == 4, q, block, bits, norm, rng, NULL, norm_dst, packed);
-}
-
-int fedmm_encode_f64(const double *x, size_t q, size_t block, int bits, int norm,
-                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
-{
-    return encode_common(x, 8, q, block, bits, norm, scheme, rng, payload, nbytes);
-}
-
-int fedmm_encode_f32(const float *x, size_t q, size_t block, int bits, int norm,
-                     int scheme, fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
-{
-    return encode_common(x, 4, q, block, bits, norm, scheme, rng, payload, nbytes);
-}
-
-int fedmm_identity_encode_f64(const double *x, size_t q, uint8_t *payload, size_t nbytes)
-{
-    uint64_t want = fedmm_wire_nbytes(FEDMM_SCHEME_IDENTITY, q, 0, 0, FEDMM_NORM_NONE, 8);
-    if (x == NULL || payload == NULL || want == 0 || want != (uint64_t)nbytes) return FEDMM_EINVAL;
-    for (size_t j = 0; j < q; ++j)
-        if (!isfinite(x[j])) return FEDMM_ENONFINITE;
-    write_header(payload, FEDMM_SCHEME_IDENTITY, 8, FEDMM_NORM_NONE, 0, q, 0);
-    for (size_t j = 0; j < q; ++j) store_f64_le(payload + FEDMM_WIRE_HEADER_NBYTES + 8 * j, x[j]);
-    return FEDMM_OK;
-}
-
-int fedmm_identity_encode_f32(const float *x, size_t q, uint8_t *payload, size_t nbytes)
-{
-    uint64_t want = fedmm_wire_nbytes(FEDMM_SCHEME_IDENTITY, q, 0, 0, FEDMM_NORM_NONE, 4);
-    if (x == NULL || payload == NULL || want == 0 || want != (uint64_t)nbytes) return FEDMM_EINVAL;
-    for (size_t j = 0; j < q; ++j)
-        if (!isfinite(x[j])) return FEDMM_ENONFINITE;
-    write_header(payload, FEDMM_SCHEME_IDENTITY, 4, FEDMM_NORM_NONE, 0, q, 0);
-    for (size_t j = 0; j < q; ++j) store_f32_le(payload + FEDMM_WIRE_HEADER_NBYTES + 4 * j, x[j]);
-    return FEDMM_OK;
-}
-
 /* ------------------------------------------------------------------------ */
-/* decode                                                                    */
+/* entry points                                                              */
 
-#define FAIL(msg)                     \
-    do {                              \
-        if (reason) *reason = (msg);  \
-        return FEDMM_EFORMAT;         \
-    } while (0)
-
-int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
-                           fedmm_wire_header_t *hdr, const char **reason)
+int fedmm_quantizer_check(const fedmm_quantizer_t *spec, size_t q)
 {
-    if (reason) *reason = "ok";
-    if (payload == NULL || hdr == NULL) {
-        if (reason) *reason = "NULL argument";
+    return fedmm__quantizer_valid(spec, (uint64_t)q) ? FEDMM_OK : FEDMM_EINVAL;
+}
+
+/* A quantizer (BLOCKP or DITHER) valid for length q, and a generator. */
+static int check_quant_args(const fedmm_quantizer_t *spec, size_t q, const void *rng)
+{
+    if (fedmm_quantizer_check(spec, q) != FEDMM_OK || spec->scheme == FEDMM_SCHEME_IDENTITY ||
+        rng == NULL)
         return FEDMM_EINVAL;
-    }
-    if (nbytes < FEDMM_WIRE_HEADER_NBYTES) FAIL("payload shorter than the 32-byte header");
-    if (memcmp(payload, FEDMM_WIRE_MAGIC, 4) != 0) FAIL("bad magic (expected \"FMMQ\")");
-    if (payload[4] != FEDMM_WIRE_VERSION) FAIL("unsupported format version (expected 1)");
-    for (int k = 9; k < 16; ++k)
-        if (payload[k] != 0) FAIL("reserved header bytes 9..15 are not zero");
-    hdr->version = payload[4];
-    hdr->scheme = payload[5];
-    hdr->value_nbytes = payload[6];
-    hdr->norm = payload[7];
-    hdr->bits = payload[8];
-    hdr->q = load_u64_le(payload + 16);
-    hdr->block = load_u64_le(payload + 24);
-    if (hdr->scheme > FEDMM_SCHEME_DITHER) FAIL("unknown scheme (expected 0, 1 or 2)");
-    if (hdr->value_nbytes != 4 && hdr->value_nbytes != 8)
-        FAIL("bad value dtype code (expected 4 = float32 or 8 = float64)");
-    if (hdr->q < 1) FAIL("length q is zero");
-    if (hdr->scheme == FEDMM_SCHEME_IDENTITY) {
-        if (hdr->norm != FEDMM_NORM_NONE || hdr->bits != 0 || hdr->block != 0)
-            FAIL("identity payload must have norm kind 0, bits 0 and block size 0");
-    } else {
-        if (hdr->scheme == FEDMM_SCHEME_BLOCKP && hdr->bits != 2)
-            FAIL("block-p payload must have bits = 2");
-        if (hdr->bits < 2 || hdr->bits > 16) FAIL("bits per coordinate outside 2..16");
-        if (hdr->norm != FEDMM_NORM_L2 && hdr->norm != FEDMM_NORM_LINF)
-            FAIL("bad norm kind (expected 1 = L2 or 2 = Linf)");
-        if (hdr->block < 1 || hdr->block > hdr->q) FAIL("block size outside 1..q");
-    }
-    if (hdr->q > ((uint64_t)1 << 58)) FAIL("length q too large");
-    if ((uint64_t)(size_t)hdr->q != hdr->q) FAIL("length q does not fit in memory");
-    uint64_t want = fedmm_wire_nbytes(hdr->scheme, hdr->q, hdr->block, hdr->bits,
-                                      hdr->norm, hdr->value_nbytes);
-    if (want == 0) FAIL("inconsistent header");
-    if ((uint64_t)nbytes != want) FAIL("payload size does not match its header");
     return FEDMM_OK;
 }
 
-/* signed level of each code packed in one byte, for the aligned fast paths:
- * value = LUT entry * scale reproduces code_value() exactly ((-k) * s ==
- * -(k * s) in IEEE arithmetic; -0.0 for a sign bit on level 0). */
-#define L2V(c) (((c) & 1) ? (((c) & 2) ? -1.0 : 1.0) : (((c) & 2) ? -0.0 : 0.0))
-#define E2(b) {L2V((b) & 3), L2V(((b) >> 2) & 3), L2V(((b) >> 4) & 3), L2V(((b) >> 6) & 3)}
-#define L4V(c) (((c) & 8) ? -(double)((c) & 7) : (double)((c) & 7))
-#define E4(b) {L4V((b) & 15), L4V(((b) >> 4) & 15)}
-#define L8V(b) (((b) & 128) ? -(double)((b) & 127) : (double)((b) & 127))
-
-static const double LUT2[256][4] = {R256(E2)};
-static const double LUT4[256][2] = {R256(E4)};
-static const double LUT8[256] = {R256(L8V)};
-
-static void unpack_block(const uint8_t *src, uint64_t pos, size_t n, int bits,
-                         double scale, double *out)
+int fedmm_quantize_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                       fedmm_bitgen_t *rng, double *out)
 {
-    size_t j = 0;
-    if ((pos & 7) == 0) {
-        const uint8_t *p = src + (pos >> 3);
-        switch (bits) {
-        case 2:
-            for (; j + 4 <= n; j += 4, ++p) {
-                const double *e = LUT2[*p];
-                out[j] = e[0] * scale;
-                out[j + 1] = e[1] * scale;
-                out[j + 2] = e[2] * scale;
-                out[j + 3] = e[3] * scale;
-            }
-            break;
-        case 4:
-            for (; j + 2 <= n; j += 2, ++p) {
-                const double *e = LUT4[*p];
-                out[j] = e[0] * scale;
-                out[j + 1] = e[1] * scale;
-            }
-            break;
-        case 8:
-            for (; j < n; ++j) out[j] = LUT8[p[j]] * scale;
-            break;
-        case 16:
-            for (; j < n; ++j, p += 2)
-                out[j] = code_value((uint32_t)p[0] | (uint32_t)p[1] << 8, 16, scale);
-            break;
-        default:
-            break;
-        }
-    }
-    for (; j < n; ++j) out[j] = code_value(get_bits(src, pos + (uint64_t)j * bits, bits), bits, scale);
+    if (check_quant_args(spec, q, rng) != FEDMM_OK || x == NULL || out == NULL)
+        return FEDMM_EINVAL;
+    return drive(x, 0, q, spec->block, spec->bits, spec->norm, rng, out, NULL, NULL);
 }
 
-int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
-                      size_t out_len, const char **reason)
+int fedmm_quantize_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                       fedmm_bitgen_t *rng, double *out)
 {
-    fedmm_wire_header_t h;
-    int st = fedmm_wire_read_header(payload, nbytes, &h, reason);
-    if (st != FEDMM_OK) return st;
-    if (out == NULL || (uint64_t)out_len != h.q) {
-        if (reason) *reason = "output length does not match q";
+    if (check_quant_args(spec, q, rng) != FEDMM_OK || x == NULL || out == NULL)
         return FEDMM_EINVAL;
-    }
-    const size_t q = (size_t)h.q;
-    const int vb = h.value_nbytes;
-    const uint8_t *body = payload + FEDMM_WIRE_HEADER_NBYTES;
-    if (h.scheme == FEDMM_SCHEME_IDENTITY) {
-        for (size_t j = 0; j < q; ++j) {
-            double v = vb == 8 ? load_f64_le(body + 8 * j) : (double)load_f32_le(body + 4 * j);
-            if (!isfinite(v)) FAIL("identity payload holds a non-finite value");
-            out[j] = v;
-        }
+    return drive(x, 1, q, spec->block, spec->bits, spec->norm, rng, out, NULL, NULL);
+}
+
+int fedmm_quantizer_apply(const fedmm_quantizer_t *spec, const double *x, size_t q,
+                          fedmm_bitgen_t *rng, double *out)
+{
+    if (fedmm_quantizer_check(spec, q) != FEDMM_OK || x == NULL || out == NULL) return FEDMM_EINVAL;
+    if (spec->scheme == FEDMM_SCHEME_IDENTITY) {
+        if (out != x) memmove(out, x, q * sizeof(double));
         return FEDMM_OK;
     }
-    const size_t block = (size_t)h.block;
-    const int bits = h.bits;
-    const size_t nblocks = q / block + (q % block != 0);
-    const uint8_t *packed = body + nblocks * (size_t)vb;
-    /* validate everything before writing any output */
-    for (size_t b = 0; b < nblocks; ++b) {
-        double nrm = vb == 8 ? load_f64_le(body + 8 * b) : (double)load_f32_le(body + 4 * b);
-        if (!isfinite(nrm) || signbit(nrm)) FAIL("a block norm is negative or not finite");
-    }
-    uint64_t total_bits = (uint64_t)q * (uint64_t)bits;
-    if (total_bits % 8 != 0) {
-        uint8_t last = packed[total_bits / 8];
-        if (last >> (total_bits % 8)) FAIL("padding bits of the last byte are not zero");
-    }
-    const double s = (double)((1 << (bits - 1)) - 1);
-    for (size_t b = 0; b < nblocks; ++b) {
-        double nrm = vb == 8 ? load_f64_le(body + 8 * b) : (double)load_f32_le(body + 4 * b);
-        size_t start = b * block;
-        size_t len = q - start < block ? q - start : block;
-        unpack_block(packed, (uint64_t)start * (uint64_t)bits, len, bits, nrm / s, out + start);
-    }
-    return FEDMM_OK;
+    return fedmm_quantize_f64(x, q, spec, rng, out);
+}
+
+/* The fused encoder: wire.c lays out the payload (header, zeroed codes),
+ * drive() writes the norms and the codes in the same pass as the draws. */
+static int encode_common(const void *x, int value_nbytes, size_t q,
+                         const fedmm_quantizer_t *spec, fedmm_bitgen_t *rng, uint8_t *payload,
+                         size_t nbytes)
+{
+    if (fedmm_quantizer_check(spec, q) != FEDMM_OK || x == NULL || payload == NULL)
+        return FEDMM_EINVAL;
+    if (spec->scheme == FEDMM_SCHEME_IDENTITY) /* no randomness: rng unused */
+        return value_nbytes == 4 ? fedmm_identity_encode_f32((const float *)x, q, payload, nbytes)
+                                 : fedmm_identity_encode_f64((const double *)x, q, payload, nbytes);
+    if (rng == NULL) return FEDMM_EINVAL;
+    uint8_t *norm_dst, *packed;
+    int st = fedmm__wire_begin_payload(spec, q, value_nbytes, payload, nbytes, &norm_dst, &packed);
+    if (st != FEDMM_OK) return st;
+    return drive(x, value_nbytes == 4, q, spec->block, spec->bits, spec->norm, rng, NULL,
+                 norm_dst, packed);
+}
+
+int fedmm_encode_f64(const double *x, size_t q, const fedmm_quantizer_t *spec,
+                     fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+{
+    return encode_common(x, 8, q, spec, rng, payload, nbytes);
+}
+
+int fedmm_encode_f32(const float *x, size_t q, const fedmm_quantizer_t *spec,
+                     fedmm_bitgen_t *rng, uint8_t *payload, size_t nbytes)
+{
+    return encode_common(x, 4, q, spec, rng, payload, nbytes);
 }

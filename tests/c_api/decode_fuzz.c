@@ -48,12 +48,12 @@ int main(void)
         int norm = 1 + (int)(sm_next64(&st) % 2);
         int identity = trial % 5 == 0;
         for (size_t j = 0; j < q; ++j) x[j] = 2.0 * sm_nextd(&st) - 1.0;
-        uint64_t nb = identity ? fedmm_wire_nbytes(FEDMM_SCHEME_IDENTITY, q, 0, 0, FEDMM_NORM_NONE, 8)
-                               : fedmm_wire_nbytes(FEDMM_SCHEME_DITHER, q, block, bits, norm, 8);
+        const fedmm_quantizer_t ident = {FEDMM_SCHEME_IDENTITY, 0, FEDMM_NORM_NONE, 0};
+        const fedmm_quantizer_t dither = {FEDMM_SCHEME_DITHER, bits, norm, block};
+        uint64_t nb = fedmm_wire_nbytes(identity ? &ident : &dither, q, 8);
         if (nb == 0 || nb + 64 > sizeof scratch) return 2;
         int s = identity ? fedmm_identity_encode_f64(x, q, scratch, (size_t)nb)
-                         : fedmm_encode_f64(x, q, block, bits, norm, FEDMM_SCHEME_DITHER, &rng,
-                                            scratch, (size_t)nb);
+                         : fedmm_encode_f64(x, q, &dither, &rng, scratch, (size_t)nb);
         if (s != FEDMM_OK) return 2;
         if (try_decode(scratch, (size_t)nb)) return 1;
         for (size_t cut = 0; cut < nb; cut += 1 + nb / 40)

@@ -33,18 +33,19 @@ int main(void)
         for (int b = 0; b < 5; ++b)
             for (int norm = FEDMM_NORM_L2; norm <= FEDMM_NORM_LINF; ++norm)
                 for (int vb = 4; vb <= 8; vb += 4) {
-                    uint64_t nb = fedmm_wire_nbytes(FEDMM_SCHEME_DITHER, q, blocks[b], bits, norm, vb);
+                    const fedmm_quantizer_t spec = {FEDMM_SCHEME_DITHER, bits, norm, blocks[b]};
+                    uint64_t nb = fedmm_wire_nbytes(&spec, q, vb);
                     uint8_t *p = (uint8_t *)malloc((size_t)nb);
                     if (p == NULL) return 2;
                     int status = vb == 8
-                        ? fedmm_encode_f64(x, q, blocks[b], bits, norm, FEDMM_SCHEME_DITHER, &rng, p, (size_t)nb)
-                        : fedmm_encode_f32(xf, q, blocks[b], bits, norm, FEDMM_SCHEME_DITHER, &rng, p, (size_t)nb);
+                        ? fedmm_encode_f64(x, q, &spec, &rng, p, (size_t)nb)
+                        : fedmm_encode_f32(xf, q, &spec, &rng, p, (size_t)nb);
                     if (status != FEDMM_OK) return 3;
                     for (uint64_t k = 0; k < nb; ++k) h = (h ^ p[k]) * 1099511628211ULL;
                     free(p);
                     status = vb == 8
-                        ? fedmm_quantize_f64(x, q, blocks[b], bits, norm, &rng, out)
-                        : fedmm_quantize_f32(xf, q, blocks[b], bits, norm, &rng, out);
+                        ? fedmm_quantize_f64(x, q, &spec, &rng, out)
+                        : fedmm_quantize_f32(xf, q, &spec, &rng, out);
                     if (status != FEDMM_OK) return 3;
                     const uint8_t *o = (const uint8_t *)out;
                     for (size_t k = 0; k < q * sizeof(double); ++k) h = (h ^ o[k]) * 1099511628211ULL;

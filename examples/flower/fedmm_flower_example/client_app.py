@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """ClientApp: a FedMM client on this node's partition (``partition-id`` from the node config)."""
-from fedmm.flower import client_app
+from fedmm.runtime.flower import client_app
 
 from fedmm_flower_example.task import load_partition, make_algorithm
 

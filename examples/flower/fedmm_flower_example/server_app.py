@@ -3,7 +3,7 @@
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from fedmm.flower import FedMMStrategy
+from fedmm.runtime.flower import FedMMStrategy
 
 from fedmm_flower_example.task import initial_statistic, make_algorithm
 
@@ -14,7 +14,7 @@ app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     config = context.run_config
     strategy = FedMMStrategy(make_algorithm(config), int(config["num-clients"]), seed=int(config["seed"]),
-                             S0=initial_statistic(config))
+                             init=initial_statistic(config))
     history = strategy.run(grid, int(config["num-server-rounds"]), timeout=float(config["round-timeout"]))
     for record in history.records:
         print(f"round {record['t']}: E_s={record['E_s']:.3e} active={record['active']} "

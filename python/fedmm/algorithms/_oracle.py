@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Local stochastic oracles of ``E_{π_i}[S̄(Z, θ)]``: minibatch, full batch and SPIDER.
 
-An oracle works in two halves so that several clients sharing ``θ_t`` can be
-evaluated in one compiled call (the batched simulation path):
+An oracle works in two halves:
 :meth:`LocalOracle.plan` draws the minibatch and says which samples must be
 evaluated at ``θ_t``; :meth:`LocalOracle.finish` receives that statistic and
 returns the oracle ``S_{t+1,i}`` (for SPIDER it also evaluates the previous

@@ -10,7 +10,6 @@ those messages; nothing here depends on which runtime is used.
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -43,6 +42,10 @@ SPACES = ("statistic", "parameter")
 PARTICIPATION_MODES = ("select", "compress", "compress-local")
 #: Which backend runs the rounds: the compiled one when the model and compressors support it.
 BACKENDS = ("auto", "python", "compiled")
+
+
+#: The set-up exchange sends V_{0,i} uncompressed, in the Identity wire format, whatever the compressors.
+_SETUP_CODEC = Identity()
 
 
 # --------------------------------------------------------------------------- messages
@@ -190,7 +193,7 @@ class Client:
             return b""
         full = self.oracle.statistic(message.theta, None)
         self.V = self._local_value(full) - ref
-        return Identity().encode(self.V, None)
+        return _SETUP_CODEC.encode(self.V, None)
 
     # -- state transfer (runtimes whose workers do not keep Client objects) ----
     def get_state(self) -> dict[str, np.ndarray]:
@@ -277,7 +280,7 @@ class Server:
     projection : {'euclidean', None}
     space : {'statistic', 'parameter'}
     mode : {'select', 'compress', 'compress-local'}
-    S0 : ndarray of shape (q,)
+    init : ndarray of shape (q,)
         Initial statistic ``Ŝ_0`` (the baseline starts from ``θ_0 = T(Ŝ_0)``).
     seed : int or SeedSequence
     decoders : sequence of n compressors
@@ -286,7 +289,7 @@ class Server:
 
     def __init__(self, model: SurrogateModel, n_clients: int, *, weights: np.ndarray, p: float,
                  count: int | None, schedule: StepSchedule, alpha: float, projection: str | None,
-                 space: str, mode: str, S0: np.ndarray, seed: int | np.random.SeedSequence,
+                 space: str, mode: str, init: np.ndarray, seed: int | np.random.SeedSequence,
                  decoders: Sequence[Any]) -> None:
         self.model = model
         self.n_clients = int(n_clients)
@@ -302,7 +305,7 @@ class Server:
         if len(self.decoders) != self.n_clients:
             raise ValueError(f"Expected one decoder per client ({self.n_clients}), got {len(self.decoders)}")
         self.stream = RoundStream(party_seed(seed, SERVER_PARTY, 0))
-        self.S: np.ndarray | None = np.array(S0, dtype=np.float64, copy=True)
+        self.S: np.ndarray | None = np.array(init, dtype=np.float64, copy=True)
         self.theta = model.T(self.S)
         self._theta_like = self.theta
         self.theta_vector = model.theta_vector(self.theta)
@@ -326,7 +329,7 @@ class Server:
         V = np.zeros(self._size)
         for i in sorted(payloads):
             if payloads[i]:
-                V += self.weights[i] * self._decode(i, payloads[i])
+                V += self.weights[i] * self._decode(i, payloads[i], _SETUP_CODEC)
         self.V = V
 
     # -- one round ----------------------------------------------------------
@@ -416,8 +419,8 @@ class Server:
         self.theta = theta if theta is not None else self.model.theta_from_vector(vec, self._theta_like)
         self._coins = None
 
-    def _decode(self, i: int, payload: bytes) -> np.ndarray:
-        values = self.decoders[i].decode(payload)
+    def _decode(self, i: int, payload: bytes, codec: Any = None) -> np.ndarray:
+        values = (self.decoders[i] if codec is None else codec).decode(payload)
         if values.shape != (self._size,):
             raise ValueError(f"Client {i} sent a message of length {values.shape}, expected ({self._size},)")
         if not np.isfinite(values).all():
@@ -476,10 +479,13 @@ class FedMM:
     Parameters
     ----------
     model : SurrogateModel
-    participation : float in (0, 1] or int
-        A float is the probability ``p`` of independent Bernoulli selection
-        (A5); an int ``m`` selects ``m`` clients uniformly without replacement
-        (then ``p = m/n``).  Note ``1`` (int) means one client, ``1.0`` all.
+    clients_per_round : int, optional
+        Algorithm 2 with a fixed number ``m`` of active clients per round,
+        drawn uniformly without replacement (then ``p = m/n``).
+    participation_prob : float in (0, 1], optional
+        Algorithm 2 with independent Bernoulli(``p``) participation (A5).
+        Give at most one of the two; neither means every client every round
+        (``participation_prob=1.0``).
     compressor : compressor or sequence of n compressors, default Identity()
         Unbiased compressor(s) of ``fedmm.compression`` (one per client if a sequence).
     alpha : float >= 0
@@ -522,10 +528,13 @@ class FedMM:
     True
     """
 
-    _space = "statistic"
-    _name = "FedMM"
+    #: Where the clients' messages live and the server aggregates: ``'statistic'`` (S-space).
+    space = "statistic"
+    #: The algorithm's name in ``History.algorithm``.
+    name = "FedMM"
 
-    def __init__(self, model: SurrogateModel, participation: float | int = 1.0, compressor: Any = None,
+    def __init__(self, model: SurrogateModel, *, clients_per_round: int | None = None,
+                 participation_prob: float | None = None, compressor: Any = None,
                  alpha: float = 0.0, step: Any = ("sqrt", 0.05), batch_size: int | None = None,
                  projection: str | None = "euclidean", oracle: str = "minibatch", k_in: int | None = None,
                  weights: Sequence[float] | None = None, control_variates: str = "zero", n_threads: int = 1,
@@ -533,15 +542,13 @@ class FedMM:
         if not isinstance(model, SurrogateModel):
             raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
         self.model = model
-        if isinstance(participation, bool):
-            raise TypeError("Expected 'participation' to be a probability in (0, 1] or an int count, got a bool")
-        if isinstance(participation, numbers.Integral):
-            self.participation: float | int = check_int(participation, "participation", low=1)
-        elif isinstance(participation, numbers.Real):
-            self.participation = check_probability(participation, "participation")
-        else:
-            raise TypeError("Expected 'participation' to be a probability in (0, 1] or an int count, "
-                            f"got {type(participation).__name__}")
+        if clients_per_round is not None and participation_prob is not None:
+            raise ValueError("Expected at most one of 'clients_per_round' (a count) and 'participation_prob' "
+                             f"(a probability), got {clients_per_round!r} and {participation_prob!r}")
+        self.clients_per_round = (None if clients_per_round is None
+                                  else check_int(clients_per_round, "clients_per_round", low=1))
+        self.participation_prob = (None if participation_prob is None
+                                   else check_probability(participation_prob, "participation_prob"))
         if compressor is None:
             compressor = Identity()
         self.compressor = compressor
@@ -554,9 +561,9 @@ class FedMM:
         self.n_threads = check_int(n_threads, "n_threads", low=1)
         self.backend = check_in(backend, "backend", BACKENDS)
         self.participation_mode = check_in(participation_mode, "participation_mode", PARTICIPATION_MODES)
-        if self.participation_mode == "compress-local" and isinstance(self.participation, int):
+        if self.participation_mode == "compress-local" and self.clients_per_round is not None:
             raise ValueError("participation_mode='compress-local' draws independent Bernoulli(p) coins: "
-                             "pass 'participation' as a probability, not a count")
+                             "pass 'participation_prob', not 'clients_per_round'")
 
     # -- configuration -----------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -564,7 +571,8 @@ class FedMM:
         comp = self.compressor
         return {
             "model": repr(self.model),
-            "participation": self.participation,
+            "clients_per_round": self.clients_per_round,
+            "participation_prob": self.participation_prob,
             "compressor": [repr(c) for c in comp] if isinstance(comp, (list, tuple)) else repr(comp),
             "alpha": self.alpha,
             "step": self.schedule.description,
@@ -627,18 +635,18 @@ class FedMM:
 
     def _participation_for(self, n: int) -> tuple[int | None, float]:
         """``(count, p)``: the fixed count (or None) and the participation probability for ``n`` clients."""
-        if isinstance(self.participation, int):
-            if self.participation > n:
-                raise ValueError(f"Expected 'participation' count <= n_clients={n}, got {self.participation}")
-            return self.participation, self.participation / n
-        return None, self.participation
+        if self.clients_per_round is not None:
+            if self.clients_per_round > n:
+                raise ValueError(f"Expected 'clients_per_round' <= n_clients={n}, got {self.clients_per_round}")
+            return self.clients_per_round, self.clients_per_round / n
+        return None, 1.0 if self.participation_prob is None else self.participation_prob
 
     def _message_size(self, S0: np.ndarray) -> int:
         model = self.model
-        return model.layout.size if self._space == "statistic" else model.theta_vector(model.T(S0)).shape[0]
+        return model.layout.size if self.space == "statistic" else model.theta_vector(model.T(S0)).shape[0]
 
     # -- building the parties ---------------------------------------------
-    def build_server(self, n_clients: int, *, weights: Any, S0: Any,
+    def build_server(self, n_clients: int, *, weights: Any, init: Any,
                      seed: int | np.random.SeedSequence = 0) -> Server:
         """The :class:`Server` alone, for runtimes where the data stay with remote clients.
 
@@ -647,7 +655,7 @@ class FedMM:
         n_clients : int
         weights : array_like of shape (n_clients,)
             ``μ_i`` (normalized here), e.g. the clients' reported sample counts.
-        S0 : ndarray of shape (q,)
+        init : ndarray of shape (q,)
             ``Ŝ_0`` in 𝒮 (the server cannot call ``init_statistic`` without the data).
         seed : int or SeedSequence
         """
@@ -658,16 +666,16 @@ class FedMM:
             raise ValueError(f"Expected 'weights' of length n_clients={n}, got shape {w.shape}")
         if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
             raise ValueError("Expected 'weights' to be finite, non-negative and not all zero")
-        S0 = np.array(self.model.layout.check(S0, "S0"), dtype=np.float64, copy=True)
+        S0 = np.array(self.model.layout.check(init, "init"), dtype=np.float64, copy=True)
         if not np.isfinite(S0).all():
-            raise ValueError("Expected 'S0' to contain only finite values")
+            raise ValueError("Expected 'init' to contain only finite values")
         if not self.model.in_domain(S0):
-            raise ValueError("Expected 'S0' in the surrogate domain 𝒮 (model.project(S0) != S0)")
+            raise ValueError("Expected 'init' in the surrogate domain 𝒮 (model.project(init) != init)")
         count, p = self._participation_for(n)
         comps = self._compressors(n, self._message_size(S0))
         return Server(self.model, n, weights=w / w.sum(), p=p, count=count, schedule=self.schedule,
-                      alpha=self.alpha, projection=self.projection, space=self._space,
-                      mode=self.participation_mode, S0=S0, seed=seed, decoders=comps)
+                      alpha=self.alpha, projection=self.projection, space=self.space,
+                      mode=self.participation_mode, init=S0, seed=seed, decoders=comps)
 
     def build_client(self, index: int, data: Any, *, n_clients: int,
                      seed: int | np.random.SeedSequence = 0, check: bool = True) -> Client:
@@ -683,28 +691,27 @@ class FedMM:
         if check:
             data = self.model.check_data(data, f"datas[{index}]")
         _, p = self._participation_for(n)
-        return Client(index, data, self.model, space=self._space, compressor=self._compressor_list(n)[index],
+        return Client(index, data, self.model, space=self.space, compressor=self._compressor_list(n)[index],
                       alpha=self.alpha, p=p, mode=self.participation_mode, oracle=self.oracle,
                       batch_size=self.batch_size, k_in=self.k_in, seed=seed,
                       control_variates=self.control_variates)
 
     def build(self, datas: Sequence[Any], *, seed: int | np.random.SeedSequence = 0,
-              S0: np.ndarray | None = None) -> tuple[Server, list[Client]]:
+              init: np.ndarray | None = None) -> tuple[Server, list[Client]]:
         """Validated :class:`Server` and :class:`Client` objects for ``datas`` (used by every runtime)."""
         seed = check_seed(seed)
         datas = self._check_datas(datas)
         model = self.model
         n = len(datas)
         weights = self._weights(datas)
-        if S0 is None:
-            S0 = model.init_statistic(datas, init_generator(seed))
-        server = self.build_server(n, weights=weights, S0=S0, seed=seed)
-        self._compressors(n, server._size)
+        if init is None:
+            init = model.init_statistic(datas, init_generator(seed))
+        server = self.build_server(n, weights=weights, init=init, seed=seed)
         clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
         return server, clients
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: int | np.random.SeedSequence = 0,
-            S0: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
+            init: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
             monitor_every: int = 1, progress: bool = False,
             callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None) -> History:
         """Run ``n_rounds`` rounds on the clients' data ``datas``.
@@ -716,8 +723,8 @@ class FedMM:
         seed : int or SeedSequence
             Root of all randomness (server selection, initial statistic, one
             Philox stream per client); a run is reproducible bit for bit.
-        S0 : ndarray of shape (q,), optional
-            ``Ŝ_0`` (default ``model.init_statistic``).
+        init : ndarray of shape (q,), optional
+            The initial statistic ``Ŝ_0`` (default ``model.init_statistic``).
         objective_every : int
             Record ``objective`` (``Σ_i μ_i f_i(θ) + g(θ)`` on the clients' data,
             or ``f + g`` on ``objective_data``) every this many rounds and at
@@ -743,19 +750,22 @@ class FedMM:
             Per round ``t``, ``gamma``, ``E_s``, ``E_ps`` (FedMM) or ``E_p``,
             ``E_sp`` (baseline), ``objective`` (at the cadence), ``active``,
             ``bytes_up``, ``bytes_down`` and ``wall_time`` (cumulative seconds,
-            monitoring excluded); ``state`` holds the final ``S`` and ``theta``.
+            monitoring excluded); ``state`` holds the final ``S`` and ``theta`` (flat
+            float64 vectors, saved with the History), and ``history.theta`` the final
+            parameter in the model's own structure (e.g. the ``(p, K)`` dictionary, or
+            ``GaussianMixtureParams``; in memory only).
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         objective_every = check_int(objective_every, "objective_every", low=0)
         monitor_every = check_int(monitor_every, "monitor_every", low=1)
-        server, clients = self.build(datas, seed=seed, S0=S0)
+        server, clients = self.build(datas, seed=seed, init=init)
         datas = [c.data for c in clients]
         if objective_data is not None:
             objective_data = self.model.check_data(objective_data, "objective_data")
-        history = History(self._name, {**self.config(), "seed": seed_repr(check_seed(seed)),
+        history = History(self.name, {**self.config(), "seed": seed_repr(check_seed(seed)),
                                        "n_clients": len(clients), "n_rounds": n_rounds})
         monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
-                           monitor_every if self._space == "parameter" else 0)
+                           monitor_every if self.space == "parameter" else 0)
         if objective_every:
             history.config["initial_objective"] = monitor.objective()
         if runtime is None:
@@ -778,6 +788,7 @@ class FedMM:
         if server.S is not None:
             history.state["S"] = server.S
         history.state["theta"] = server.theta_vector
+        history.theta = server.theta
         return history
 
 
@@ -812,8 +823,8 @@ class ParameterAveraging(FedMM):
     clients) every ``monitor_every`` rounds.  ``history.state`` has ``theta`` only.
     """
 
-    _space = "parameter"
-    _name = "ParameterAveraging"
+    space = "parameter"
+    name = "ParameterAveraging"
 
 
 # --------------------------------------------------------------------------- monitoring

@@ -44,11 +44,12 @@ from fedmm.algorithms.nonsmooth import (
     Inverse,
     Linear,
     SubgradientOracle,
-    _check_schedule,
-    _describe,
-    _evaluate,
-    _FederatedSubgradientMethod,
+    check_schedule,
+    describe_schedule,
+    evaluate_schedule,
+    FederatedSubgradientMethod,
 )
+from fedmm.engine import LocalRuntime
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
@@ -63,7 +64,7 @@ def project_rows_to_ball(U: np.ndarray, radius: float | None) -> np.ndarray:
     return U
 
 
-class FedMLS(_FederatedSubgradientMethod):
+class FedMLS(FederatedSubgradientMethod):
     """FedMLS (the FedMLS paper's Algorithm 1), all clients participating.
 
     Parameters
@@ -120,12 +121,12 @@ class FedMLS(_FederatedSubgradientMethod):
         self.backend = check_in(backend, "backend", ("c", "numpy"))
         if backend == "c" and problem.kernel_loss is None:
             raise ValueError(f"backend='c' does not support {problem!r}; use backend='numpy'")
-        self.local_steps = _check_schedule(local_steps, "local_steps", integer=True)
-        self.lam = _check_schedule(lam, "lam", integer=False)
+        self.local_steps = check_schedule(local_steps, "local_steps", integer=True)
+        self.lam = check_schedule(lam, "lam", integer=False)
         self.radius = None if radius is None else check_real(radius, "radius", low=0.0, low_open=True)
 
     def _config(self) -> dict:
-        return {"local_steps": _describe(self.local_steps), "lam": _describe(self.lam), "radius": self.radius,
+        return {"local_steps": describe_schedule(self.local_steps), "lam": describe_schedule(self.lam), "radius": self.radius,
                 "backend": self.backend}
 
     def build(self, stacked: StackedClients, x0: np.ndarray, seeds: Sequence[np.random.SeedSequence]):
@@ -173,8 +174,6 @@ class FedMLS(_FederatedSubgradientMethod):
         stacked, n_rounds, x0, oracle, _, history = self._setup(datas, n_rounds, seed, x0)
         server, clients = self.build(stacked, x0, oracle.seeds)
         if runtime is None:
-            from fedmm.runtime.local import LocalRuntime  # algorithms do not import runtimes at import time
-
             runtime = LocalRuntime(n_threads=n_threads)
 
         objective_every = check_int(objective_every, "objective_every", low=0)
@@ -231,8 +230,8 @@ class FedMLSServer:
     def broadcast(self, t: int) -> FedMLSMessage:
         """Round ``k = t + 1``: send ``y_k`` with ``T_k`` and ``λ_k``."""
         k = t + 1
-        T = _evaluate(self.local_steps, k, "local_steps", integer=True)
-        lam = _evaluate(self.lam, k, "lam", integer=False)
+        T = evaluate_schedule(self.local_steps, k, "local_steps", integer=True)
+        lam = evaluate_schedule(self.lam, k, "lam", integer=False)
         self._round = (k, T, lam)
         return FedMLSMessage(k, self.y.copy(), T, lam)
 
@@ -279,7 +278,9 @@ class FedMLSClient:
         self.problem, self.data, self.oracle = problem, data, oracle
         self.n_clients, self.radius, self.backend = n_clients, radius, backend
         self.x, self.z, self.y = x0.copy(), x0.copy(), x0.copy()
-        self._share: tuple[tuple[int, ...], StackedClients] | None = None  # stacked data of the last share
+        #: The stacked data of the last share of clients this client led in ``step_many`` (the shares are
+        #: fixed between rounds, so they are stacked once); None before the first call.
+        self.share_cache: tuple[tuple[int, ...], StackedClients] | None = None
 
     def setup(self, message: FedMLSMessage) -> bytes:
         """No set-up exchange in FedMLS: an empty payload."""
@@ -300,9 +301,9 @@ class FedMLSClient:
         V = Z - (k / 4.0) * (np.stack([c.y for c in clients]) - message.y)
         U, U_avg = Z.copy(), Z.copy()
         key = tuple(c.index for c in clients)
-        if first._share is None or first._share[0] != key:  # shares are fixed between rounds: stack once
-            first._share = (key, _stack_share(clients))
-        share = first._share[1]
+        if first.share_cache is None or first.share_cache[0] != key:  # shares are fixed between rounds: stack once
+            first.share_cache = (key, _stack_share(clients))
+        share = first.share_cache[1]
         minibatch = first.oracle.batch_fraction is not None
         rows = row_bounds = scale = None
         if minibatch:  # each client draws T steps from its own stream, shifted to share rows

@@ -37,7 +37,8 @@ from fedmm._validation import check_in, check_int, check_real
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
-__all__ = ["FedAvg", "Scaffold", "Scaffnew", "Linear", "Inverse", "InverseSqrt"]
+__all__ = ["FedAvg", "Scaffold", "Scaffnew", "Linear", "Inverse", "InverseSqrt", "FederatedSubgradientMethod",
+           "check_schedule", "evaluate_schedule", "describe_schedule"]
 
 _FLOAT_BYTES = 8
 
@@ -102,7 +103,7 @@ class InverseSqrt(_Schedule):
     power = -0.5
 
 
-def _check_schedule(value: Any, name: str, *, integer: bool) -> Any:
+def check_schedule(value: Any, name: str, *, integer: bool) -> Any:
     """A positive number (int ≥ 1 if ``integer``) or a callable of the round/step index."""
     if callable(value):
         return value
@@ -111,7 +112,9 @@ def _check_schedule(value: Any, name: str, *, integer: bool) -> Any:
     return check_real(value, name, low=0.0, low_open=True)
 
 
-def _evaluate(schedule: Any, k: int, name: str, *, integer: bool) -> Any:
+def evaluate_schedule(schedule: Any, k: int, name: str, *, integer: bool) -> Any:
+    """The value of a schedule (a number, or a callable of ``k``) at round or step ``k``, checked as
+    :func:`check_schedule` checks constants (``name(k)`` in errors)."""
     if not callable(schedule):
         return schedule
     v = schedule(k)
@@ -122,7 +125,8 @@ def _evaluate(schedule: Any, k: int, name: str, *, integer: bool) -> Any:
     return check_real(v, f"{name}({k})", low=0.0, low_open=True)
 
 
-def _describe(value: Any) -> Any:
+def describe_schedule(value: Any) -> Any:
+    """A JSON-friendly description of a schedule for ``History.config``."""
     return value if isinstance(value, (int, float, str)) or value is None else repr(value)
 
 
@@ -220,7 +224,7 @@ class SubgradientOracle:
         return self.problem.subgradients(self.stacked, W, rows, self.row_offsets, self.scale)
 
 
-class _FederatedSubgradientMethod:
+class FederatedSubgradientMethod:
     """Argument handling and the run skeleton shared by FedMLS and the baselines."""
 
     name = "base"
@@ -266,7 +270,7 @@ class _FederatedSubgradientMethod:
         )
 
 
-class FedAvg(_FederatedSubgradientMethod):
+class FedAvg(FederatedSubgradientMethod):
     """Federated averaging (local subgradient method) with ``η_k = η0/√k``.
 
     Round ``k``: every client starts from the server point ``x``, runs ``T_k``
@@ -289,12 +293,12 @@ class FedAvg(_FederatedSubgradientMethod):
 
     def __init__(self, problem, local_steps, eta, *, oracle="minibatch", batch_fraction=0.1):
         super().__init__(problem, oracle, batch_fraction)
-        self.local_steps = _check_schedule(local_steps, "local_steps", integer=True)
-        eta = _check_schedule(eta, "eta", integer=False)
+        self.local_steps = check_schedule(local_steps, "local_steps", integer=True)
+        eta = check_schedule(eta, "eta", integer=False)
         self.eta = eta if callable(eta) else InverseSqrt(eta)
 
     def _config(self):
-        return {"local_steps": _describe(self.local_steps), "eta": _describe(self.eta)}
+        return {"local_steps": describe_schedule(self.local_steps), "eta": describe_schedule(self.eta)}
 
     def run(self, datas, n_rounds, *, seed=0, x0=None) -> History:
         """Run ``n_rounds`` rounds on the clients' ``(A, y)`` data; see the class docstring."""
@@ -302,8 +306,8 @@ class FedAvg(_FederatedSubgradientMethod):
         n = stacked.n_clients
         start, steps = time.perf_counter(), 0
         for k in range(1, n_rounds + 1):
-            T = _evaluate(self.local_steps, k, "local_steps", integer=True)
-            eta = _evaluate(self.eta, k, "eta", integer=False)
+            T = evaluate_schedule(self.local_steps, k, "local_steps", integer=True)
+            eta = evaluate_schedule(self.eta, k, "eta", integer=False)
             U = np.tile(x, (n, 1))
             for _ in range(T):
                 U -= eta * oracle(U)
@@ -314,7 +318,7 @@ class FedAvg(_FederatedSubgradientMethod):
         return history
 
 
-class Scaffold(_FederatedSubgradientMethod):
+class Scaffold(FederatedSubgradientMethod):
     """Scaffold with option-II control variates, non-smooth step rule of the FedMLS paper.
 
     Round ``k`` (full participation): each client ``i`` starts ``u = x`` and runs
@@ -340,13 +344,13 @@ class Scaffold(_FederatedSubgradientMethod):
 
     def __init__(self, problem, local_steps, eta, *, global_step=None, oracle="minibatch", batch_fraction=0.1):
         super().__init__(problem, oracle, batch_fraction)
-        self.local_steps = _check_schedule(local_steps, "local_steps", integer=True)
-        self.eta = _check_schedule(eta, "eta", integer=False)
+        self.local_steps = check_schedule(local_steps, "local_steps", integer=True)
+        self.eta = check_schedule(eta, "eta", integer=False)
         self.global_step = None if global_step is None else check_real(
             global_step, "global_step", low=0.0, low_open=True)
 
     def _config(self):
-        return {"local_steps": _describe(self.local_steps), "eta": _describe(self.eta),
+        return {"local_steps": describe_schedule(self.local_steps), "eta": describe_schedule(self.eta),
                 "global_step": self.global_step}
 
     def run(self, datas, n_rounds, *, seed=0, x0=None) -> History:
@@ -357,13 +361,13 @@ class Scaffold(_FederatedSubgradientMethod):
         c, C = np.zeros(p), np.zeros((n, p))
         start, t = time.perf_counter(), 0
         for k in range(1, n_rounds + 1):
-            T = _evaluate(self.local_steps, k, "local_steps", integer=True)
+            T = evaluate_schedule(self.local_steps, k, "local_steps", integer=True)
             U = np.tile(x, (n, 1))
             correction = c - C  # c − c_i, fixed during the round
             eta_sum = 0.0
             for _ in range(T):
                 t += 1
-                eta = self.eta / (eta_g * t) if not callable(self.eta) else _evaluate(self.eta, t, "eta", integer=False)
+                eta = self.eta / (eta_g * t) if not callable(self.eta) else evaluate_schedule(self.eta, t, "eta", integer=False)
                 U -= eta * (oracle(U) + correction)
                 eta_sum += eta
             C_new = C - c + (x - U) / eta_sum
@@ -376,7 +380,7 @@ class Scaffold(_FederatedSubgradientMethod):
         return history
 
 
-class Scaffnew(_FederatedSubgradientMethod):
+class Scaffnew(FederatedSubgradientMethod):
     """Scaffnew (ProxSkip for federated learning) with ``p_t = 1/√t``, ``η_t = η0/√t``.
 
     Iteration ``t``: ``x̂_i = x_i − η_t (ĝ_i(x_i) − h_i)``; with probability
@@ -403,7 +407,7 @@ class Scaffnew(_FederatedSubgradientMethod):
     def __init__(self, problem, eta, *, probability=None, oracle="minibatch", batch_fraction=0.1,
                  max_local_steps=10**7):
         super().__init__(problem, oracle, batch_fraction)
-        eta = _check_schedule(eta, "eta", integer=False)
+        eta = check_schedule(eta, "eta", integer=False)
         self.eta = eta if callable(eta) else InverseSqrt(eta)
         if probability is None:
             probability = InverseSqrt(1.0)
@@ -413,7 +417,7 @@ class Scaffnew(_FederatedSubgradientMethod):
         self.max_local_steps = check_int(max_local_steps, "max_local_steps", low=1)
 
     def _config(self):
-        return {"eta": _describe(self.eta), "probability": _describe(self.probability)}
+        return {"eta": describe_schedule(self.eta), "probability": describe_schedule(self.probability)}
 
     def run(self, datas, n_rounds, *, seed=0, x0=None) -> History:
         """Run until ``n_rounds`` communications happened; see the class docstring."""
@@ -426,8 +430,8 @@ class Scaffnew(_FederatedSubgradientMethod):
             if t > self.max_local_steps:
                 raise RuntimeError(f"Scaffnew exceeded max_local_steps={self.max_local_steps} "
                                    f"after {k} of {n_rounds} communications")
-            eta = _evaluate(self.eta, t, "eta", integer=False)
-            prob = _check_probability_value(_evaluate(self.probability, t, "probability", integer=False))
+            eta = evaluate_schedule(self.eta, t, "eta", integer=False)
+            prob = _check_probability_value(evaluate_schedule(self.probability, t, "probability", integer=False))
             X_hat = X - eta * (oracle(X) - H)
             if coin.random() < prob:
                 x = (X_hat - (eta / prob) * H).mean(axis=0)

@@ -45,8 +45,8 @@ class SASSMM:
         (``𝒮`` is convex and ``γ_t ∈ (0, 1]``), but SPIDER oracles may leave ``𝒮``.
     """
 
-    def __init__(self, model: SurrogateModel, step: Any = "1/t", batch_size: int | None = None,
-                 oracle: str = "minibatch", *, k_in: int | None = None,
+    def __init__(self, model: SurrogateModel, *, step: Any = "1/t", batch_size: int | None = None,
+                 oracle: str = "minibatch", k_in: int | None = None,
                  projection: str | None = "euclidean") -> None:
         if not isinstance(model, SurrogateModel):
             raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
@@ -56,7 +56,7 @@ class SASSMM:
         self.projection = check_in(projection, "projection", ("euclidean", None))
 
     def run(self, data: Any, n_iter: int, *, seed: int | np.random.SeedSequence = 0,
-            S0: np.ndarray | None = None, objective_every: int = 0,
+            init: np.ndarray | None = None, objective_every: int = 0,
             callback: Callable[[int, np.ndarray, Any], None] | None = None) -> History:
         """Run ``n_iter`` iterations on ``data``.
 
@@ -66,8 +66,8 @@ class SASSMM:
         n_iter : int
         seed : int or SeedSequence
             All randomness (initial statistic, minibatches) derives from it.
-        S0 : ndarray of shape (layout.size,), optional
-            Initial statistic (default ``model.init_statistic``).
+        init : ndarray of shape (layout.size,), optional
+            The initial statistic ``Ŝ_0`` (default ``model.init_statistic``).
         objective_every : int
             Record ``objective`` every this many iterations (0: never).
         callback : callable(t, S, theta), optional
@@ -86,12 +86,12 @@ class SASSMM:
         objective_every = check_int(objective_every, "objective_every", low=0)
         data = model.check_data(data, "data")
         layout = model.layout
-        if S0 is None:
+        if init is None:
             S = model.init_statistic([data], init_generator(seed))
         else:
-            S = np.array(layout.check(S0, "S0"), dtype=np.float64, copy=True)
+            S = np.array(layout.check(init, "init"), dtype=np.float64, copy=True)
         if not model.in_domain(S):
-            raise ValueError("Expected 'S0' in the surrogate domain 𝒮 (model.project(S0) != S0)")
+            raise ValueError("Expected 'init' in the surrogate domain 𝒮 (model.project(init) != init)")
         oracle = LocalOracle(model, data, self.oracle, self.batch_size, self.k_in)
         stream = RoundStream(party_seed(seed, CLIENT_PARTY, 0))
         history = History("SASSMM", {
@@ -123,5 +123,6 @@ class SASSMM:
                 callback(t, S, theta)
         history.state["S"] = S
         history.state["theta"] = theta_vec
+        history.theta = theta
         return history
 

@@ -76,7 +76,7 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
     model = server.model
     compiled = model.compiled_model()
     msg = _message_size(server)
-    datas, memories, Vs, nbytes = [], [], [], np.empty(len(clients), dtype=np.int64)
+    datas, memories, Vs, nbytes = [], [], [], []
     quantizers = np.empty((len(clients), 4), dtype=np.int64)
     for k, c in enumerate(clients):
         if not (type(c.V) is np.ndarray and c.V.dtype == np.float64 and c.V.flags.c_contiguous
@@ -86,7 +86,7 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
         memories.append(model.compiled_memory(c.oracle.memory, c.data))
         Vs.append(c.V)
         quantizers[k] = c.compressor.quantizer_spec(msg)
-        nbytes[k] = c.compressor.payload_nbytes(msg)
+        nbytes.append(int(c.compressor.payload_nbytes(msg)))
     keys = np.ascontiguousarray(np.stack([c.stream.key for c in clients]), dtype=np.uint64)
     first = clients[0].oracle
     batch = max(c.oracle.batch_size or 1 for c in clients) if first.kind == "minibatch" else 1
@@ -118,6 +118,6 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
             seconds.tolist())):
         del ids[count:]
         out.append({"record": step_record(gamma, d_theta, d_s if server.space == "statistic" else None),
-                    "active": ids, "n_contacted": contacted, "bytes_up": int(nbytes[ids].sum()) if ids else 0,
+                    "active": ids, "n_contacted": contacted, "bytes_up": sum([nbytes[i] for i in ids]),
                     "bytes_down": contacted * message_nbytes, "seconds": wall})
     return out

@@ -316,7 +316,7 @@ def _run_task(task: _Task, tick: Callable[[int], None]) -> dict:
     compressor = Identity() if variant.bits is None else StochasticRounding(bits=variant.bits)
     algorithm = {"FedMM": FedMM, "ParameterAveraging": ParameterAveraging}[variant.algorithm](
         model,
-        participation=task.active_clients,
+        clients_per_round=task.active_clients,
         compressor=compressor,
         alpha=variant.alpha,
         step=("sqrt", task.beta),

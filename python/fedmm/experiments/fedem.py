@@ -201,7 +201,7 @@ def _mean_field(model: Any, datas: Sequence[Any], mu: np.ndarray, S: np.ndarray)
     return mu @ model.statistic_batch(datas, theta, [None] * len(datas)) - S
 
 
-def _run(model: Any, datas: Sequence[Any], *, S0: np.ndarray, n_rounds: int, monitor_every: int, seed: int,
+def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, monitor_every: int, seed: int,
          oracle: str, batch_size: int, k_in: int | None, participation: float, step: float, alpha: float,
          block_size: int | None, projection: str | None, extra_monitor: Any = None) -> dict[str, Any]:
     """One FedEM / VR-FedEM run with the mean-field monitor; returns arrays as lists."""
@@ -209,7 +209,7 @@ def _run(model: Any, datas: Sequence[Any], *, S0: np.ndarray, n_rounds: int, mon
     from fedmm.compression import BlockQuantizer, Identity
 
     compressor = Identity() if block_size is None else BlockQuantizer(block_size=block_size, norm=2)
-    algo = FedMM(model, participation=participation, compressor=compressor, alpha=alpha, step=step,
+    algo = FedMM(model, participation_prob=participation, compressor=compressor, alpha=alpha, step=step,
                  batch_size=batch_size, oracle=oracle, k_in=k_in, projection=projection)
     sizes = [model.n_samples(d) for d in datas]
     mu = np.asarray(sizes, dtype=np.float64) / sum(sizes)
@@ -222,8 +222,8 @@ def _run(model: Any, datas: Sequence[Any], *, S0: np.ndarray, n_rounds: int, mon
             if extra_monitor is not None:
                 monitored["extra"].append(extra_monitor(S, theta))
 
-    h0 = float(np.sum(_mean_field(model, datas, mu, S0) ** 2))
-    history = algo.run(datas, n_rounds, seed=seed, S0=S0, callback=callback)
+    h0 = float(np.sum(_mean_field(model, datas, mu, init) ** 2))
+    history = algo.run(datas, n_rounds, seed=seed, init=init, callback=callback)
     epochs = np.cumsum(epochs_per_round(history, sizes, oracle if batch_size else "full", batch_size, k_in))
     return {
         "algorithm": "VR-FedEM" if oracle == "spider" else "FedEM",
@@ -260,7 +260,7 @@ def _fedem_and_vr_fedem(model: Any, datas: Sequence[Any], S0: np.ndarray, cfg: A
     ``cfg`` is a :class:`Fig1Config` or :class:`DigitsConfig` (same field names).
     """
     sizes = [d.shape[0] for d in datas]
-    common = dict(S0=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
+    common = dict(init=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
                   step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
                   extra_monitor=lambda S, theta: theta.weights.tolist())
     runs = {}
@@ -338,7 +338,7 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
 
     sizes = [model.n_samples(d) for d in datas]
     n_rounds = _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", cfg.batch_size, None)
-    run = _run(model, datas, S0=S0, n_rounds=n_rounds, monitor_every=cfg.monitor_every, seed=cfg.seed,
+    run = _run(model, datas, init=S0, n_rounds=n_rounds, monitor_every=cfg.monitor_every, seed=cfg.seed,
                oracle="minibatch", batch_size=cfg.batch_size, k_in=None, participation=cfg.participation,
                step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
                extra_monitor=lambda S, theta: errors(theta))

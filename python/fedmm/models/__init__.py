@@ -4,6 +4,7 @@ from fedmm.models.base import StatisticLayout, SurrogateModel
 from fedmm.models.dictionary import DictionaryLearning
 from fedmm.models.proximal import ProximalGradient
 from fedmm.models.toy import InverseToy
+from fedmm.models.numba_model import NumbaModel  # numba itself is imported on first use
 
 # -- EM family (issue 6) --
 from fedmm.models.gmm import GaussianMixture, GaussianMixtureParams
@@ -16,6 +17,7 @@ __all__ = [
     "DictionaryLearning",
     "InverseToy",
     "ProximalGradient",
+    "NumbaModel",
     # -- EM family (issue 6) --
     "GaussianMixture",
     "GaussianMixtureParams",

@@ -17,8 +17,10 @@ Conventions
   validates it and :meth:`SurrogateModel.n_samples` counts it.
 - ``statistic(data, theta, idx)`` is the deterministic primitive: the mean of
   ``S̄(Z_j, θ)`` over the samples ``idx`` (all samples when ``idx`` is None).
-  Minibatch oracles, SPIDER/VR oracles and batched simulation are built on it
-  by the algorithms, so a model only implements the mathematics.
+  Minibatch oracles and SPIDER/VR oracles are built on it by the algorithms,
+  so a model only implements the mathematics.  A model may also provide a
+  compiled form (:meth:`SurrogateModel.compiled_model`) that the compiled
+  round engine (:mod:`fedmm.engine`) runs without Python.
 """
 from __future__ import annotations
 

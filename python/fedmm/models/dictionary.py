@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import _linalg, _sparse, kernels
-from fedmm._kernels_sparse import _warn_unconverged
+from fedmm._kernels_sparse import warn_unconverged
 from fedmm._validation import as_array, check_in, check_int, check_real
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
@@ -154,7 +154,7 @@ class DictionaryLearning(SurrogateModel):
                                                  max_iter=self.max_iter, return_codes=True)
         A, B, H, _, _, n_bad = _sparse.dictionary_statistics(theta, Z, self.lam, False, self.tol, self.max_iter,
                                                              H0, offsets, True, False, _sparse.METHODS["auto"])
-        _warn_unconverged(n_bad, Z.shape[1], "dictionary_statistics", self.max_iter)
+        warn_unconverged(n_bad, Z.shape[1], "dictionary_statistics", self.max_iter)
         return A, B, H
 
     def statistic(self, data: np.ndarray, theta: Any, idx: np.ndarray | None = None, *,

@@ -106,22 +106,26 @@ class _Shard:
         """The set-up exchange: every held client initialises ``V_{0,i}`` (errors propagate, as in process)."""
         return [(i, c.setup(message)) for i, c in self.clients.items()]
 
-    def rollback(self, ids: Sequence[int]) -> None:
-        """Restore the start-of-round state of ``ids`` (their payloads were not aggregated)."""
+    def rollback(self, ids: Sequence[int], like_theta: Any) -> None:
+        """Restore the start-of-round state of ``ids`` (their payloads were not aggregated).
+
+        ``like_theta`` is any parameter of the model (e.g. the round's ``θ_t``): it gives
+        ``Client.set_state`` the parameter's structure.
+        """
         for i in ids:
             if i in self._snapshots:
-                self.clients[i].set_state(self._snapshots[i])
+                self.clients[i].set_state(self._snapshots[i], like_theta)
 
     def _one(self, i: int, message: Any) -> tuple[Any, str | None]:
         try:
             return self.clients[i].step(message), None
         except Exception:  # the client failed: drop it, keep its start-of-round state
-            self.rollback([i])
+            self.rollback([i], message.theta)
             return None, traceback.format_exc(limit=3)
 
     def step(self, message: Any, ids: Sequence[int], rollback: Sequence[int]) -> list[tuple[int, Any, str | None]]:
         """Run the clients ``ids`` on ``message``; each result is ``(i, payload or None, error or None)``."""
-        self.rollback(rollback)
+        self.rollback(rollback, message.theta)
         self._snapshots = {i: self.clients[i].get_state() for i in ids}
         return [(i, *self._one(i, message)) for i in ids]
 
@@ -232,7 +236,7 @@ class RayRuntime:
                                        callback)
             for a, actor in enumerate(actors):
                 if rollback[a]:
-                    ray.get(actor.rollback.remote(rollback[a]))
+                    ray.get(actor.rollback.remote(rollback[a], server.theta))
                 for i, state in ray.get(actor.states.remote()).items():
                     clients[i].set_state(state, server.theta)
         finally:

@@ -51,10 +51,10 @@ try:
     from flwr.serverapp.strategy import Strategy
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        f"fedmm.flower needs Flower: pip install 'fedmm[flower]' (flwr>=1.41,<1.42) ({exc})"
+        f"fedmm.runtime.flower needs Flower: pip install 'fedmm[flower]' (flwr>=1.41,<1.42) ({exc})"
     ) from exc
 
-from fedmm.algorithms import Broadcast, FedMM
+from fedmm.algorithms import Broadcast, FedMM, ParameterAveraging
 from fedmm.algorithms._random import check_seed, init_generator
 from fedmm.history import History
 from fedmm.runtime.local import round_record
@@ -75,6 +75,9 @@ _SETUP = "train.fedmm_setup"
 _TRAIN = "train"
 _PENDING = "pending."
 _BROADCAST_KEYS = ("t", "statistic", "theta", "coins")
+#: ``History.algorithm`` of a Flower run: the strategy runs FedMM (surrogate-space aggregation) only,
+#: and names its History as ``FedMM.run`` does.
+_ALGORITHM_NAME = "FedMM"
 
 
 # --------------------------------------------------------------------------- wire helpers
@@ -151,8 +154,8 @@ class FedMMStrategy(Strategy):
         Nodes to wait for; their ``partition-id`` must be ``0..n_clients-1``.
     seed : int
         Run seed (server sampling of its own, per-client streams); with the
-        same seed and ``S0`` the History equals ``algorithm.run(datas, ...)``.
-    S0 : ndarray of shape (q,), optional
+        same seed and ``init`` the History equals ``algorithm.run(datas, ...)``.
+    init : ndarray of shape (q,), optional
         ``Ŝ_0``.  Default ``model.init_statistic(init_datas, rng)`` with the
         generator ``FedMM.run`` uses (``init_datas`` default: no data, which
         suits models whose initialization does not look at the data, e.g.
@@ -175,10 +178,10 @@ class FedMMStrategy(Strategy):
     errors : list of (round, partition id or node id, str)
     """
 
-    def __init__(self, algorithm: FedMM, n_clients: int, *, seed: int = 0, S0: Any = None,
+    def __init__(self, algorithm: FedMM, n_clients: int, *, seed: int = 0, init: Any = None,
                  init_datas: Sequence[Any] | None = None, objective: Callable[[Any], float] | None = None,
                  wait_nodes: float = 120.0) -> None:
-        if not isinstance(algorithm, FedMM) or algorithm._space != "statistic":
+        if not isinstance(algorithm, FedMM) or isinstance(algorithm, ParameterAveraging):
             raise TypeError("Expected 'algorithm' to be a fedmm FedMM instance (surrogate-space aggregation; "
                             f"use fedmm.runtime.RayRuntime for the Θ-space baseline), got {type(algorithm).__name__}")
         seed = check_seed(seed)
@@ -189,11 +192,11 @@ class FedMMStrategy(Strategy):
         if self.n_clients < 1:
             raise ValueError(f"Expected 'n_clients' >= 1, got {n_clients}")
         self.seed = seed
-        self.S0 = S0
+        self.init = init
         self.init_datas = init_datas
         self.objective = objective
         self.wait_nodes = float(wait_nodes)
-        self.history = History(algorithm._name, {**algorithm.config(), "seed": seed,
+        self.history = History(_ALGORITHM_NAME, {**algorithm.config(), "seed": seed,
                                                  "n_clients": self.n_clients, "runtime": "flower"})
         self.server: Any = None
         self.errors: list[tuple[int, int, str]] = []
@@ -245,12 +248,12 @@ class FedMMStrategy(Strategy):
             weights = [float(hello[pid].config_records[_REPLY]["n-samples"]) for pid in range(self.n_clients)]
         else:
             weights = algo.weights
-        S0 = self.S0
+        S0 = self.init
         if S0 is None:
             try:
                 S0 = model.init_statistic(list(self.init_datas or []), init_generator(self.seed))
             except Exception as exc:
-                raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass S0= or init_datas= "
+                raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass init= or init_datas= "
                                  "to FedMMStrategy") from exc
         if hasattr(model, "set_global_moments"):
             moments = []
@@ -258,7 +261,7 @@ class FedMMStrategy(Strategy):
                 arrays = hello[pid].array_records[_MOMENTS]
                 moments.append((int(arrays["n"].numpy()[0]), arrays["sum"].numpy(), arrays["sumsq"].numpy()))
             model.set_global_moments(moments)  # after init_statistic, which may fit pilot moments
-        self.server = algo.build_server(self.n_clients, weights=weights, S0=S0, seed=self.seed)
+        self.server = algo.build_server(self.n_clients, weights=weights, init=S0, seed=self.seed)
         self._structure = _theta_structure(self.server.theta)
 
     def _setup_control_variates(self, grid: Grid, timeout: float) -> None:

@@ -1,0 +1,455 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The extension points of fedmm as :class:`typing.Protocol` classes (``docs/extending.md``).
+
+These describe, structurally, what the engine, the runtimes and the parties
+call on each other, so that a user's model, compressor, runtime or algorithm
+plugs in without inheriting from fedmm classes and without touching private
+attributes.  Each protocol lists only what is *required*; optional hooks have
+protocols of their own (``Supports*``), and code that uses them checks for
+them (``isinstance(obj, SupportsQuantize)``) and falls back when they are
+missing.
+
+======================  =================================================  ===========================================
+protocol                who implements it                                  who calls it
+======================  =================================================  ===========================================
+:class:`Model`          ``fedmm.models`` (``SurrogateModel`` subclasses)   the algorithms' server and client parties
+:class:`Compressor`     ``fedmm.compression``                              a client (encode), the server (decode)
+:class:`Runtime`        ``fedmm.runtime`` (``LocalRuntime``, ...)          an algorithm's ``run``
+:class:`ServerParty`    ``fedmm.algorithms`` (``Server``, ...)             every runtime, once per round
+:class:`ClientParty`    ``fedmm.algorithms`` (``Client``, ...)             every runtime, for each contacted client
+======================  =================================================  ===========================================
+
+A round, as every runtime runs it (``ids``/``payloads`` are Python lists)::
+
+    setup = server.setup_message()                               # once, before round 0
+    server.setup_aggregate({c.index: c.setup(setup) for c in clients})
+    for t in range(n_rounds):
+        ids = server.select(t)
+        message = server.broadcast(t)                            # after select(t)
+        payloads = {i: clients[i].step(message) for i in ids}    # anywhere: threads, actors, nodes
+        record = server.aggregate(t, payloads)                   # failed clients are left out
+        history.append(t=t, **record, ...)
+
+The protocols are ``runtime_checkable``: ``isinstance`` checks that the
+members exist (not their signatures; ``tests/test_protocols.py`` checks those
+for the built-in classes).  They import nothing from the rest of fedmm but
+:class:`fedmm.History`, so any layer may use them in annotations.
+"""
+from __future__ import annotations
+
+from collections.abc import Sized
+from typing import Any, Callable, Mapping, Protocol, Sequence, Union, runtime_checkable
+
+import numpy as np
+
+from fedmm.history import History
+
+__all__ = [
+    "ClientParty",
+    "Compressor",
+    "Layout",
+    "Message",
+    "Model",
+    "Monitor",
+    "Payload",
+    "Runtime",
+    "ServerParty",
+    "StatefulClientParty",
+    "SupportsCompiledModel",
+    "SupportsOmega",
+    "SupportsQuantize",
+    "SupportsQuantizerSpec",
+]
+
+#: What a client sends up: ``bytes`` on a real wire, or any object whose ``len()`` is the size in
+#: bytes of the payload it stands for (the in-process simulation's decoded values,
+#: ``fedmm.algorithms.SimulatedMessage``).  An empty payload (``len() == 0``) is "no message":
+#: the server counts the client as inactive in that round (Algorithm 4 with ``U = 0``).
+Payload = Union[bytes, Sized]
+
+
+# --------------------------------------------------------------------------- models
+@runtime_checkable
+class Layout(Protocol):
+    """The blocks of a flat statistic (``fedmm.models.StatisticLayout`` implements it).
+
+    The engine needs only the length of the flat float64 vector that carries
+    ``S`` and a shape check of untrusted vectors.
+    """
+
+    size: int
+
+    def check(self, s: Any, name: str = "s") -> np.ndarray:
+        """``s`` as an array of shape ``(size,)``, or ``ValueError`` naming ``name``."""
+        ...
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A surrogate model in the linearly parameterized form MM-1/MM-2 of the FedMM paper.
+
+    ``U(θ; s) = g(θ) + ψ(θ) − ⟨s, φ(θ)⟩`` with ``T(s) = argmin_θ U(θ; s)``;
+    a client estimates its local mean field ``E_{π_i}[S̄(Z, θ)]``.
+
+    Who calls what, and when:
+
+    - the front-end (``FedMM.run``), once: :meth:`check_data` on every
+      client's data, :meth:`n_samples` (the default weights ``μ_i = N_i/N``),
+      :meth:`init_statistic` (``Ŝ_0``, unless the user passes one);
+    - a client, every round it is contacted: :meth:`statistic` at the
+      broadcast ``θ_t`` on its minibatch (its minibatch, SPIDER and batched
+      oracles are built on it by the algorithm);
+    - the server, every round: :meth:`project` and :meth:`T` (the SA step
+      ``Ŝ_{t+1} = Π(Ŝ_t + γ H)``, ``θ_{t+1} = T(Ŝ_{t+1})``),
+      :meth:`theta_vector` (distances, messages) and
+      :meth:`theta_from_vector` (rebuilding ``θ`` from a flat vector: the
+      Θ-space baseline, remote clients, saved states);
+    - the monitor, at its cadence: :meth:`objective`.
+
+    ``fedmm.models.SurrogateModel`` implements this protocol with defaults
+    for everything but :meth:`statistic`, :meth:`T`, :meth:`objective`,
+    :meth:`init_statistic` and ``layout``; ``FedMM`` currently requires a
+    subclass of it, which also supplies the engine's further defaulted
+    members: ``statistic_batch`` (several clients at one ``θ``, equal to
+    stacked :meth:`statistic` calls), ``sa_step`` (one compiled server step
+    where a model has one), ``in_domain``, ``project_theta`` and
+    ``uses_memory`` (per-client warm starts).
+
+    Optional compiled hook (the compiled backend of issue 13):
+    ``compiled_model()`` returns a handle the compiled backend can run (the
+    C struct of function pointers), or None to stay on the Python backend;
+    see :class:`SupportsCompiledModel`.
+
+    Attributes
+    ----------
+    layout : Layout
+        The blocks of ``S``; ``S`` travels as one flat float64 vector of
+        ``layout.size``.  It may be known only once the data have been seen
+        (``DictionaryLearning`` without ``n_features`` sets it in
+        :meth:`check_data`), so check a model against this protocol after
+        that.
+    """
+
+    layout: Layout
+
+    def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
+        """Mean of ``S̄(Z_j, θ)`` over the samples ``idx`` of ``data`` (all when None).
+
+        Deterministic given its arguments (randomness lives in the
+        minibatch ``idx`` the caller draws).  Returns a float64 array of
+        shape ``(layout.size,)``.
+        """
+        ...
+
+    def T(self, s: np.ndarray) -> Any:
+        """``argmin_θ g(θ) + ψ(θ) − ⟨s, φ(θ)⟩`` for ``s`` in ``𝒮``, in the model's parameter format."""
+        ...
+
+    def project(self, s: np.ndarray) -> np.ndarray:
+        """Euclidean projection of ``s`` onto ``𝒮`` (the identity where ``𝒮`` is the whole space)."""
+        ...
+
+    def objective(self, data: Any, theta: Any) -> float:
+        """``f(θ) + g(θ)`` with ``f`` the mean loss over ``data`` (reporting only)."""
+        ...
+
+    def init_statistic(self, datas: Sequence[Any], rng: np.random.Generator) -> np.ndarray:
+        """A valid starting statistic ``Ŝ_0`` in ``𝒮`` (``rng``: the run's initialization stream)."""
+        ...
+
+    def theta_vector(self, theta: Any) -> np.ndarray:
+        """The parameter ``θ`` flattened to one float64 vector."""
+        ...
+
+    def theta_from_vector(self, vector: np.ndarray, like: Any) -> Any:
+        """Inverse of :meth:`theta_vector`; ``like`` is a parameter giving the structure."""
+        ...
+
+    def check_data(self, data: Any, name: str = "data") -> Any:
+        """Validate one client's data and return it in the form :meth:`statistic` takes."""
+        ...
+
+    def n_samples(self, data: Any) -> int:
+        """Number of samples in one client's (checked) data."""
+        ...
+
+
+@runtime_checkable
+class SupportsCompiledModel(Protocol):
+    """Optional model hook: run the model inside the compiled backend.
+
+    Called once per run by the engine when it chooses a backend.  Returns a
+    compiled-model handle (the C struct of function pointers of issue 13,
+    e.g. built from numba ``cfunc``\\ s) or None when this instance cannot run
+    compiled (then the Python backend runs it, with the same numbers).
+    """
+
+    def compiled_model(self) -> Any:
+        """The compiled-model handle, or None."""
+        ...
+
+
+# --------------------------------------------------------------------------- compressors
+@runtime_checkable
+class Compressor(Protocol):
+    """An unbiased compressor of client messages (assumption A4/A6).
+
+    ``E[decode(encode(x, rng))] = x`` and
+    ``E‖decode(encode(x, rng)) − x‖² ≤ ω ‖x‖²`` over the randomness of
+    ``rng``.  Unbiasedness is what the theory needs; the engine does not
+    check it (a biased compressor runs, and converges to something else).
+
+    Who calls what, and when:
+
+    - the front-end, once per run: ``decode(encode(zeros(q), rng))`` as a
+      probe that the compressor handles messages of length ``q``;
+    - a client, every round it sends: :meth:`encode` on its message
+      ``Δ_{t+1,i}`` with its own stream for that round, and :meth:`decode`
+      of its own payload when it keeps control variates (``α > 0``);
+    - the server, every round: :meth:`decode` of each non-empty payload it
+      aggregates (payloads are untrusted bytes: validate every field and
+      raise ``ValueError`` on any mismatch);
+    - the in-process batched path and byte accounting: :meth:`payload_nbytes`.
+
+    ``fedmm.compression.Compressor`` is the abstract base class of the
+    built-in compressors (shared wire format, compiled kernels); a user
+    compressor needs only the three methods below, and then runs on the
+    Python backend with real payloads (``FedMM(..., batched=False)``).
+
+    Optional hooks: ``quantize`` (:class:`SupportsQuantize`, the batched
+    in-process path without packing), ``omega`` (:class:`SupportsOmega`),
+    ``quantizer_spec`` (:class:`SupportsQuantizerSpec`, the compiled
+    backend).
+    """
+
+    def encode(self, x: np.ndarray, rng: np.random.Generator) -> bytes:
+        """``Quant(x)`` as payload bytes.
+
+        Parameters
+        ----------
+        x : ndarray of shape (q,), float64
+        rng : numpy.random.Generator
+            The only source of randomness (a run is reproducible bit for bit).
+        """
+        ...
+
+    def decode(self, payload: bytes) -> np.ndarray:
+        """The float64 vector of shape ``(q,)`` a payload carries (``ValueError`` if malformed)."""
+        ...
+
+    def payload_nbytes(self, q: int) -> int:
+        """Size in bytes of :meth:`encode`'s payload for a length-``q`` vector.
+
+        Exact when the size depends on ``q`` only (every built-in
+        compressor); an upper bound for variable-length formats (e.g. a
+        sparsifier).  The batched simulation reports it as the bytes sent;
+        the wire path counts ``len(payload)``.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsQuantize(Protocol):
+    """Optional compressor hook: ``Quant(x)`` as values, without packing (the batched simulation).
+
+    Must equal ``decode(encode(x, rng2))`` bit for bit when ``rng2`` starts
+    from the state of ``rng`` (the batched and wire paths then give the same
+    numbers).  A compressor may also have ``quantize_many(X, rngs)`` (row
+    ``k`` is ``quantize(X[k], rngs[k])``) for one call per round.
+    """
+
+    def quantize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``Quant(x)``, float64 of shape ``(q,)``."""
+        ...
+
+
+@runtime_checkable
+class SupportsOmega(Protocol):
+    """Optional compressor hook: the variance constant of A4, reported and used by step-size rules."""
+
+    def omega(self, q: int) -> float:
+        """``ω`` with ``E‖Quant(x) − x‖² ≤ ω‖x‖²`` for every ``x`` of length ``q``."""
+        ...
+
+
+@runtime_checkable
+class SupportsQuantizerSpec(Protocol):
+    """Optional compressor hook: run the compressor inside the compiled backend.
+
+    Called by the engine when it chooses a backend, for the message length
+    ``q``.  Returns a spec the compiled backend can run (the Python view of
+    ``fedmm_quantizer_t``: scheme, bits, norm, block) or None when it cannot
+    (then the Python backend runs, with the same numbers).
+    """
+
+    def quantizer_spec(self, q: int) -> Any:
+        """The compiled view of this compressor for length-``q`` messages, or None."""
+        ...
+
+
+# --------------------------------------------------------------------------- parties and messages
+@runtime_checkable
+class Message(Protocol):
+    """What the server sends down (``fedmm.algorithms.Broadcast``, ``FedMLSMessage``).
+
+    Runtimes move it without looking inside; they read only its size.  It
+    must be picklable for runtimes that ship it to other processes (Ray).
+    """
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes one client receives (counted in ``bytes_down``)."""
+        ...
+
+
+@runtime_checkable
+class ServerParty(Protocol):
+    """The server of a federated algorithm: whom to contact, what to send, how to aggregate.
+
+    Holds the global state (``Ŝ_t``, ``V_t``, the step schedule, its own
+    random stream) and never sees client data.  Runtimes call, in this
+    order: :meth:`setup_message` and :meth:`setup_aggregate` once, then per
+    round ``t = 0, 1, …``: :meth:`select`, :meth:`broadcast`,
+    :meth:`aggregate`.  All calls happen in one process (the driver).
+
+    Optional hook of the in-process runtime:
+    ``simulate_rounds(clients, t0, n_rounds, n_threads, max_seconds)`` runs a
+    stretch of rounds in one compiled call, or returns None (see
+    ``fedmm.runtime.LocalRuntime``).
+    """
+
+    def setup_message(self) -> Message:
+        """The set-up broadcast, sent to every client before round 0 (e.g. ``Ŝ_0`` for ``V_{0,i}``)."""
+        ...
+
+    def setup_aggregate(self, payloads: Mapping[int, Payload]) -> None:
+        """Aggregate every client's answer to :meth:`setup_message` (client index → payload)."""
+        ...
+
+    def select(self, t: int) -> list[int]:
+        """Indices of the clients contacted in round ``t``, sorted (drawn from the server's stream)."""
+        ...
+
+    def broadcast(self, t: int) -> Message:
+        """The message of round ``t`` to every selected client; called after :meth:`select` of ``t``."""
+        ...
+
+    def aggregate(self, t: int, payloads: Mapping[int, Payload]) -> dict[str, Any]:
+        """Take the server's step of round ``t`` from the received payloads (client index → payload).
+
+        Clients that failed or timed out are absent from ``payloads``;
+        empty payloads are zero messages.  Returns the round's record
+        fields (e.g. ``gamma``, ``E_s``), which the runtime completes with
+        ``t``, ``active``, ``dropped``, bytes and time
+        (``fedmm.runtime.local.round_record``).
+        """
+        ...
+
+
+@runtime_checkable
+class ClientParty(Protocol):
+    """A client of a federated algorithm: private data, local state, its own random stream.
+
+    Runtimes call :meth:`setup` once with the set-up message, then
+    :meth:`step` in every round the server selected it.  Its randomness in
+    round ``t`` must depend only on (run seed, ``index``, ``t``), so that the
+    numbers do not depend on the runtime, the threads or the order of calls.
+
+    Optional hooks: a static ``step_many(clients, message)`` (several
+    clients of one type and one round in one call, equal to their
+    :meth:`step` results) and ``step_many_fused(clients, message,
+    n_threads)`` (one compiled call, or None) used by batched runtimes.
+
+    Attributes
+    ----------
+    index : int
+        The client's number ``i`` in ``0..n_clients-1`` (the key of its
+        payloads in :meth:`ServerParty.aggregate`).
+    """
+
+    index: int
+
+    def setup(self, message: Message) -> Payload:
+        """Answer the set-up message (``b""`` when there is nothing to send)."""
+        ...
+
+    def step(self, message: Message) -> Payload:
+        """Run this client's part of the round ``message`` belongs to; return its payload."""
+        ...
+
+
+@runtime_checkable
+class StatefulClientParty(ClientParty, Protocol):
+    """A client whose state can be taken out and put back (needed by Ray and Flower).
+
+    Runtimes whose workers do not keep the client objects between rounds, or
+    that roll a failed client back to the start of its round, call
+    :meth:`get_state` and :meth:`set_state`; ``set_state(get_state())`` on a
+    fresh client built with the same arguments continues the run bit for bit.
+    """
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The client's mutable state as arrays (control variate, oracle memory, ...)."""
+        ...
+
+    def set_state(self, state: Mapping[str, np.ndarray], like_theta: Any = None) -> None:
+        """Restore :meth:`get_state`; ``like_theta`` is a model parameter giving ``θ``'s structure."""
+        ...
+
+
+# --------------------------------------------------------------------------- runtimes
+@runtime_checkable
+class Monitor(Protocol):
+    """Reporting after a round: ``monitor(t, gamma)`` returns extra record fields (objective, ``E_sp``).
+
+    Optional: ``due(t) -> bool`` says whether round ``t`` gets fields; a
+    runtime that runs stretches of rounds compiled ends a stretch there.
+    Its time is not counted in ``wall_time``.
+    """
+
+    def __call__(self, t: int, gamma: float) -> Mapping[str, Any]:
+        ...
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    """Moves messages between a server and its clients; knows nothing of the mathematics.
+
+    Called once by an algorithm's ``run`` (``FedMM.run(..., runtime=...)``)
+    after it has built the parties.
+    """
+
+    def run(self, server: ServerParty, clients: Sequence[ClientParty], n_rounds: int, *,
+            history: History, monitor: Callable[[int, float], Mapping[str, Any]] | None = None,
+            callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
+        """Run the set-up exchange and ``n_rounds`` rounds; append one record per round to ``history``.
+
+        Parameters
+        ----------
+        server : ServerParty
+            Lives in this process.
+        clients : sequence of ClientParty
+            ``clients[i].index == i``; the runtime may ship them elsewhere
+            (then they must be picklable and, for the final state to come
+            back, :class:`StatefulClientParty`).
+        n_rounds : int
+        history : History
+            Each round appends ``t``, the fields of ``server.aggregate``,
+            ``active``, ``dropped``, ``bytes_up``, ``bytes_down`` and
+            ``wall_time`` (cumulative, monitoring excluded), then the
+            monitor's fields (``fedmm.runtime.local.finish_round`` does all
+            of this); the set-up exchange's bytes go to
+            ``history.config["setup_bytes_up"/"setup_bytes_down"]``.
+        monitor : Monitor, optional
+            Called after each round's aggregation.
+        callback : callable(t), optional
+            Called after each round's record is appended.
+        progress : bool
+            Show a progress bar.
+
+        Returns
+        -------
+        History
+            ``history``.
+        """
+        ...

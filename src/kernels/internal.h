@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * internal.h -- helpers shared by the kernel source files.  Private: not
+ * installed, not part of the C API, may change at any time.  Functions with
+ * external linkage carry the prefix fedmm__ (two underscores) and have hidden
+ * visibility in the extension modules like every kernel symbol.
+ *
+ * The wire codec (wire.c) owns the byte layout of a payload; the fused
+ * encoder in quantize.c quantizes and packs in one pass and reaches that
+ * layout only through the helpers below (and, in its AVX2 loops, by writing
+ * byte-aligned 2- and 8-bit codes in the same LSB-first layout as
+ * fedmm__wire_pack_codes; tests/c_api/payload_hash.c checks the two against
+ * each other through a -DFEDMM_NO_SIMD build).
+ */
+#ifndef FEDMM_INTERNAL_H
+#define FEDMM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fedmm_kernels.h"
+
+/* table initializers: R256(E) expands to E(0), E(1), ..., E(255) */
+#define R4(E, b) E(b), E((b) + 1), E((b) + 2), E((b) + 3)
+#define R16(E, b) R4(E, b), R4(E, (b) + 4), R4(E, (b) + 8), R4(E, (b) + 12)
+#define R64(E, b) R16(E, b), R16(E, (b) + 16), R16(E, (b) + 32), R16(E, (b) + 48)
+#define R256(E) R64(E, 0), R64(E, 64), R64(E, 128), R64(E, 192)
+
+/* Largest vector length a payload may announce: q <= 2^58 keeps every size
+ * product below 2^64 (any real payload is far smaller). */
+#define FEDMM__WIRE_MAX_Q ((uint64_t)1 << 58)
+
+/* The validity rule of a quantizer spec for vectors of length q, shared by
+ * fedmm_quantizer_check (quantize.c) and fedmm_wire_nbytes (wire.c), in
+ * uint64_t so that a header's q is judged the same on every platform. */
+static inline int fedmm__quantizer_valid(const fedmm_quantizer_t *spec, uint64_t q)
+{
+    if (spec == NULL || q < 1 || q > FEDMM__WIRE_MAX_Q) return 0;
+    if (spec->scheme == FEDMM_SCHEME_IDENTITY)
+        return spec->block == 0 && spec->bits == 0 && spec->norm == FEDMM_NORM_NONE;
+    if (spec->scheme != FEDMM_SCHEME_BLOCKP && spec->scheme != FEDMM_SCHEME_DITHER) return 0;
+    if (spec->scheme == FEDMM_SCHEME_BLOCKP && spec->bits != 2) return 0;
+    if (spec->bits < 2 || spec->bits > 16) return 0;
+    if (spec->norm != FEDMM_NORM_L2 && spec->norm != FEDMM_NORM_LINF) return 0;
+    return spec->block >= 1 && (uint64_t)spec->block <= q;
+}
+
+/* ---- little-endian scalars (independent of the host byte order) ---------- */
+
+static inline void fedmm__store_u64_le(uint8_t *p, uint64_t v)
+{
+    for (int k = 0; k < 8; ++k) p[k] = (uint8_t)(v >> (8 * k));
+}
+
+static inline uint64_t fedmm__load_u64_le(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < 8; ++k) v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+static inline void fedmm__store_f64_le(uint8_t *p, double x)
+{
+    uint64_t v;
+    memcpy(&v, &x, 8);
+    fedmm__store_u64_le(p, v);
+}
+
+static inline void fedmm__store_f32_le(uint8_t *p, float x)
+{
+    uint32_t v;
+    memcpy(&v, &x, 4);
+    for (int k = 0; k < 4; ++k) p[k] = (uint8_t)(v >> (8 * k));
+}
+
+static inline double fedmm__load_f64_le(const uint8_t *p)
+{
+    uint64_t v = fedmm__load_u64_le(p);
+    double x;
+    memcpy(&x, &v, 8);
+    return x;
+}
+
+static inline float fedmm__load_f32_le(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) v |= (uint32_t)p[k] << (8 * k);
+    float x;
+    memcpy(&x, &v, 4);
+    return x;
+}
+
+/* ---- codes and the bit stream (the layout of wire.c) --------------------- */
+
+/* Value of a code (sign << (bits-1) | level): (-1)^sign * (level * scale),
+ * scale = N / s.  The decoder and the fused quantizer both use it. */
+static inline double fedmm__wire_code_value(uint32_t code, int bits, double scale)
+{
+    uint32_t level = code & ((1u << (bits - 1)) - 1u);
+    double v = (double)level * scale;
+    return (code >> (bits - 1)) ? -v : v;
+}
+
+/* Write `bits` bits of code into a bit stream at bit position pos
+ * (LSB-first); touches only the bits of that code. */
+static inline void fedmm__wire_put_bits(uint8_t *dst, uint64_t pos, uint32_t code, int bits)
+{
+    uint8_t *p = dst + (pos >> 3);
+    unsigned sh = (unsigned)(pos & 7);
+    uint32_t v = code << sh;
+    uint32_t m = ((1u << bits) - 1u) << sh;
+    unsigned nb = (sh + (unsigned)bits + 7) >> 3;
+    for (unsigned k = 0; k < nb; ++k)
+        p[k] = (uint8_t)((p[k] & ~(m >> (8 * k))) | (v >> (8 * k)));
+}
+
+/* Read the `bits`-bit code at bit position pos. */
+static inline uint32_t fedmm__wire_get_bits(const uint8_t *src, uint64_t pos, int bits)
+{
+    const uint8_t *p = src + (pos >> 3);
+    unsigned sh = (unsigned)(pos & 7);
+    unsigned nb = (sh + (unsigned)bits + 7) >> 3;
+    uint32_t v = 0;
+    for (unsigned k = 0; k < nb; ++k) v |= (uint32_t)p[k] << (8 * k);
+    return (v >> sh) & ((1u << bits) - 1u);
+}
+
+/* Write the n codes codes[0 .. n) from bit position pos on (wire.c). */
+void fedmm__wire_pack_codes(uint8_t *dst, uint64_t pos, const uint16_t *codes, size_t n,
+                            int bits);
+
+/* Store the norm of block b (value_nbytes 4: rounded to float32; 8: as is)
+ * into the payload's norm array. */
+static inline void fedmm__wire_store_norm(uint8_t *norms, size_t b, int value_nbytes, double nrm)
+{
+    if (value_nbytes == 4) fedmm__store_f32_le(norms + 4 * b, (float)nrm);
+    else fedmm__store_f64_le(norms + 8 * b, nrm);
+}
+
+/* Lay out a quantized payload of nbytes bytes for spec (BLOCKP or DITHER)
+ * and q values of value_nbytes bytes (wire.c): checks that nbytes is
+ * fedmm_wire_nbytes(spec, q, value_nbytes), writes the header, zeroes the
+ * packed codes (padding included) and returns where the ceil(q/block) norms
+ * (*norms) and the codes (*packed) go.  FEDMM_EINVAL (nothing written) on
+ * a size mismatch or an invalid spec. */
+int fedmm__wire_begin_payload(const fedmm_quantizer_t *spec, uint64_t q, int value_nbytes,
+                              uint8_t *payload, size_t nbytes, uint8_t **norms,
+                              uint8_t **packed);
+
+#endif /* FEDMM_INTERNAL_H */

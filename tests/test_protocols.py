@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""fedmm.protocols: the built-in classes, and the pure-Python ones of docs/extending.md, satisfy them.
+
+``isinstance`` on a runtime-checkable protocol only checks that the members exist; each check here
+also compares every protocol method's signature with the implementation's (:func:`signature_problems`):
+whatever a caller may pass according to the protocol, the implementation must accept.
+"""
+import inspect
+from typing import Protocol
+
+import numpy as np
+import pytest
+
+from fedmm import protocols as P
+from fedmm.algorithms import Broadcast, FedMLS, FedMM, ParameterAveraging
+from fedmm.algorithms.nonsmooth import Inverse
+from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
+from fedmm.history import History
+from fedmm.models import (DictionaryLearning, GaussianMixture, InverseToy, MissingValues, PoissonLatent,
+                          ProximalGradient)
+from fedmm.models.nonsmooth import L1Regression
+from fedmm.runtime import LocalRuntime, RayRuntime
+from reference import extending_recipes, nonsmooth_toy_data
+
+PROTOCOLS = [P.Model, P.Layout, P.SupportsCompiledModel, P.Compressor, P.SupportsQuantize, P.SupportsOmega,
+             P.SupportsQuantizerSpec, P.Message, P.ServerParty, P.ClientParty, P.StatefulClientParty, P.Monitor,
+             P.Runtime]
+_BASES = {object, Protocol}
+
+
+# --------------------------------------------------------------------------- the signature check
+def protocol_members(proto) -> dict[str, object]:
+    """Members a protocol declares (its own and its protocol bases'): name -> function, property or type."""
+    members: dict[str, object] = {}
+    for klass in reversed(proto.__mro__):
+        if klass in _BASES or not getattr(klass, "_is_protocol", False):
+            continue
+        for name in getattr(klass, "__annotations__", {}):
+            members[name] = klass.__annotations__[name]
+        for name, value in vars(klass).items():
+            if (not name.startswith("_") or name == "__call__") and (inspect.isfunction(value)
+                                                                       or isinstance(value, property)):
+                members[name] = value
+    return members
+
+
+def _accepts(impl: inspect.Signature, spec: inspect.Signature) -> list[str]:
+    """What a call valid for ``spec`` (self removed) may pass that ``impl`` (bound) would not accept."""
+    problems = []
+    params = list(impl.parameters.values())
+    var_pos = any(p.kind is p.VAR_POSITIONAL for p in params)
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    matched = set()
+    for k, want in enumerate(spec.parameters.values()):
+        if want.kind in (want.VAR_POSITIONAL, want.VAR_KEYWORD):
+            continue
+        got = impl.parameters.get(want.name)
+        if want.kind is want.POSITIONAL_OR_KEYWORD:
+            if k < len(positional) and positional[k].name == want.name:
+                got = positional[k]
+            elif not (var_pos and var_kw):
+                problems.append(f"parameter {k} should be {want.name!r} (positional or keyword), got "
+                                f"{positional[k].name if k < len(positional) else 'nothing'!r}")
+                continue
+        elif want.kind is want.KEYWORD_ONLY:
+            if got is None or got.kind not in (got.KEYWORD_ONLY, got.POSITIONAL_OR_KEYWORD):
+                if not var_kw:
+                    problems.append(f"keyword {want.name!r} is not accepted")
+                continue
+        elif want.kind is want.POSITIONAL_ONLY and k >= len(positional) and not var_pos:
+            problems.append(f"positional parameter {k} is not accepted")
+            continue
+        if got is not None:
+            matched.add(got.name)
+            if want.default is not want.empty and got.default is got.empty:
+                problems.append(f"{want.name!r} may be omitted by callers but has no default")
+    for p in params:
+        if p.name not in matched and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.default is p.empty:
+            problems.append(f"extra parameter {p.name!r} has no default")
+    return problems
+
+
+def signature_problems(obj, proto) -> list[str]:
+    """Every way in which ``obj`` does not accept the calls ``proto`` allows (empty: compatible)."""
+    problems = []
+    for name, spec in protocol_members(proto).items():
+        if not hasattr(obj, name):
+            problems.append(f"{name}: missing")
+            continue
+        if not inspect.isfunction(spec):
+            continue  # an attribute or property: presence is all a protocol can say
+        member = getattr(obj, name)
+        if not callable(member):
+            problems.append(f"{name}: not callable")
+            continue
+        want = inspect.signature(spec)
+        want = want.replace(parameters=list(want.parameters.values())[1:])  # drop self
+        problems += [f"{name}: {p}" for p in _accepts(inspect.signature(member), want)]
+    return problems
+
+
+def assert_satisfies(obj, *protocols):
+    for proto in protocols:
+        assert isinstance(obj, proto), f"{obj!r} is not a {proto.__name__}"
+        problems = signature_problems(obj, proto)
+        assert not problems, f"{type(obj).__name__} vs {proto.__name__}: {problems}"
+
+
+def test_the_signature_check_finds_incompatible_methods():
+    class Narrow:
+        def encode(self, x):  # no rng
+            return b""
+
+        def decode(self, payload, strict):  # a required extra argument
+            return np.zeros(0)
+
+        def payload_nbytes(self, n):  # renamed parameter
+            return 0
+
+    class Wide:
+        def encode(self, x, rng=None, *, level=3):
+            return b""
+
+        def decode(self, *args, **kwargs):
+            return np.zeros(0)
+
+        def payload_nbytes(self, q, dtype=np.float64):
+            return 0
+
+    assert isinstance(Narrow(), P.Compressor)  # isinstance alone cannot tell
+    assert sorted({p.split(":")[0] for p in signature_problems(Narrow(), P.Compressor)}) == [
+        "decode", "encode", "payload_nbytes"]
+    assert signature_problems(Wide(), P.Compressor) == []
+    assert not isinstance(object(), P.Compressor)
+    assert "run: keyword 'history' is not accepted" in signature_problems(
+        type("R", (), {"run": lambda self, server, clients, n_rounds: None})(), P.Runtime)
+
+
+def test_every_public_protocol_is_runtime_checkable_and_documented():
+    assert sorted(P.__all__) == sorted([*(p.__name__ for p in PROTOCOLS), "Payload"])
+    for proto in PROTOCOLS:
+        assert getattr(proto, "_is_runtime_protocol", False), proto
+        assert proto.__doc__ and len(proto.__doc__) > 80, proto
+        for name, member in protocol_members(proto).items():
+            if inspect.isfunction(member) and name != "__call__":
+                assert member.__doc__, f"{proto.__name__}.{name} has no docstring"
+
+
+# --------------------------------------------------------------------------- models
+BUILTIN_MODELS = [
+    DictionaryLearning(3, 0.1, n_features=4),
+    GaussianMixture(3, n_features=2),
+    GaussianMixture(2, "full", n_features=3),
+    MissingValues(2, shape=(4, 5)),
+    PoissonLatent([0.0, 1.0, 2.0]),
+    ProximalGradient(n_features=3),
+    InverseToy(),
+]
+
+
+@pytest.mark.parametrize("model", BUILTIN_MODELS, ids=lambda m: type(m).__name__)
+def test_builtin_models_are_models(model):
+    assert_satisfies(model, P.Model)
+    assert_satisfies(model.layout, P.Layout)
+    # The compiled hook is optional; where a model has it, it has the protocol's signature.
+    if hasattr(model, "compiled_model"):
+        assert_satisfies(model, P.SupportsCompiledModel)
+
+
+def test_python_model_of_the_docs_is_a_model():
+    assert_satisfies(extending_recipes().GaussianMean(2), P.Model)
+
+
+# --------------------------------------------------------------------------- compressors
+@pytest.mark.parametrize("comp", [Identity(), BlockQuantizer(4), StochasticRounding(8, norm="inf", block_size=3)],
+                         ids=repr)
+def test_builtin_compressors_are_compressors_with_the_simulation_hooks(comp):
+    assert_satisfies(comp, P.Compressor, P.SupportsQuantize, P.SupportsOmega)
+    if hasattr(comp, "quantizer_spec"):
+        assert_satisfies(comp, P.SupportsQuantizerSpec)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=7)
+    payload = comp.encode(x, np.random.default_rng(5))
+    assert len(payload) == comp.payload_nbytes(7)  # exact for every built-in format
+    np.testing.assert_array_equal(comp.decode(payload), comp.quantize(x, np.random.default_rng(5)))
+
+
+def test_pure_python_sparsifier_is_a_compressor_and_nothing_more():
+    sparsifier = extending_recipes().BernoulliSparsifier(0.5)
+    assert_satisfies(sparsifier, P.Compressor, P.SupportsOmega)
+    assert not isinstance(sparsifier, P.SupportsQuantize)
+    assert not isinstance(sparsifier, P.SupportsQuantizerSpec)
+    x = np.linspace(-1.0, 1.0, 9)
+    # Unbiased: the mean over many draws is x (per coordinate variance (1 − p)/p x_j²).
+    draws = np.stack([sparsifier.decode(sparsifier.encode(x, np.random.default_rng(s))) for s in range(4000)])
+    np.testing.assert_array_less(np.abs(draws.mean(axis=0) - x), 5 * np.abs(x) / np.sqrt(4000) + 1e-300)
+
+
+# --------------------------------------------------------------------------- runtimes and parties
+class CaptureRuntime:
+    """A runtime that runs nothing and keeps what an algorithm hands to it."""
+
+    def run(self, server, clients, n_rounds, *, history, monitor=None, callback=None, progress=False):
+        self.server, self.clients, self.monitor, self.callback = server, clients, monitor, callback
+        return history
+
+
+@pytest.mark.parametrize("runtime", [LocalRuntime(), LocalRuntime(n_threads=2, compiled=False),
+                                     RayRuntime(n_actors=1),  # constructing it does not start Ray
+                                     CaptureRuntime()], ids=lambda r: type(r).__name__)
+def test_runtimes_are_runtimes(runtime):
+    assert_satisfies(runtime, P.Runtime)
+
+
+def test_runtime_of_the_docs_is_a_runtime():
+    assert_satisfies(extending_recipes().SequentialRuntime(), P.Runtime)
+
+
+@pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging])
+def test_fedmm_parties_messages_and_monitor(algorithm):
+    datas = [np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0])]
+    capture = CaptureRuntime()
+    algorithm(InverseToy(), alpha=0.5).run(datas, 3, seed=0, runtime=capture, objective_every=1,
+                                           callback=lambda t, S, theta: None)
+    assert_satisfies(capture.server, P.ServerParty)
+    for client in capture.clients:
+        assert_satisfies(client, P.ClientParty, P.StatefulClientParty)
+    message = capture.server.setup_message()
+    assert isinstance(message, Broadcast)
+    assert_satisfies(message, P.Message)
+    assert_satisfies(capture.server.broadcast(0), P.Message)
+    assert_satisfies(capture.monitor, P.Monitor)
+    assert callable(capture.callback)
+
+
+def test_fedmls_parties_and_message():
+    # FedMLS's clients carry no get_state/set_state: they satisfy ClientParty, not StatefulClientParty
+    # (runtimes that move clients between processes cannot carry them yet).
+    capture = CaptureRuntime()
+    FedMLS(L1Regression(), local_steps=2, lam=Inverse(1.0), oracle="full").run(nonsmooth_toy_data("l1"), 2,
+                                                                             runtime=capture)
+    assert_satisfies(capture.server, P.ServerParty)
+    assert_satisfies(capture.server.setup_message(), P.Message)
+    for client in capture.clients:
+        assert_satisfies(client, P.ClientParty)
+        assert not isinstance(client, P.StatefulClientParty)
+    assert_satisfies(capture.monitor, P.Monitor)
+
+
+def test_algorithm_of_the_docs_has_protocol_parties():
+    r = extending_recipes()
+    assert_satisfies(r.GDServer(np.zeros(2), np.ones(1), 0.5), P.ServerParty)
+    assert_satisfies(r.GDClient(0, np.ones((3, 2))), P.ClientParty)
+    assert_satisfies(r.ThetaMessage(0, np.zeros(2)), P.Message)
+
+
+def test_runtime_protocol_returns_the_history_it_was_given():
+    capture = CaptureRuntime()
+    history = History("x")
+    assert capture.run(None, [], 0, history=history) is history
