@@ -9,7 +9,8 @@ import numpy as np
 from fedmm import _engine
 from fedmm._validation import check_int, check_real
 
-__all__ = ["CompiledModel", "dictionary_model", "sample_model", "run_rounds", "LASSO_METHODS"]
+__all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model", "poisson_latent_model",
+           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "LASSO_METHODS"]
 
 #: The compiled model handle (``fedmm_model_t`` with its context), see :class:`fedmm._engine.CompiledModel`.
 CompiledModel = _engine.CompiledModel
@@ -69,6 +70,95 @@ def sample_model(q: int, d: int, sample_size: int, statistic: int, T: int, proje
     if consts is not None and not np.isfinite(consts).all():
         raise ValueError("Expected 'constants' to be finite")
     return _engine.sample_model(q, d, sample_size, int(statistic), int(T), int(project), consts, str(name))
+
+
+def gaussian_mixture_model(n_components: int, n_features: int, covariance: str = "tied", *,
+                           reg_covar: float = 1e-6, min_weight: float = 0.0, second_moment: Any = None,
+                           known_covariance: Any = None) -> CompiledModel:
+    """The Gaussian mixture of FedEM App. F.1 as a compiled model (``fedmm_gmm_model``).
+
+    Statistic: the mean responsibilities, the responsibility-weighted means
+    and (``covariance="full"``) second moments of a minibatch, the layout of
+    :class:`fedmm.models.GaussianMixture`; ``T`` is the M-step (FedEM eq.
+    (60)-(62)) with the eigenvalue floor ``reg_covar``, the projection maps
+    the weights block onto ``{w ≥ min_weight, Σ w = 1}``.  The compiled
+    parameter is ``(π, μ, Σ)`` flattened, then the E-step's derived
+    quantities (see ``fedmm_kernels.h``).
+
+    Parameters
+    ----------
+    n_components, n_features : int
+        ``G`` and ``p``.
+    covariance : {"tied", "full"}
+    reg_covar : float >= 0
+    min_weight : float, ``0 <= G·min_weight < 1``
+    second_moment : array_like of shape (p, p), optional
+        Tied: the global ``M₂ = N⁻¹ Σ y yᵀ`` that ``T`` needs (copied).
+    known_covariance : array_like of shape (p, p), optional
+        Tied: a fixed, positive-definite covariance (copied); ``T`` then keeps it.
+    """
+    G = check_int(n_components, "n_components", low=1)
+    p = check_int(n_features, "n_features", low=1)
+    if covariance not in ("tied", "full"):
+        raise ValueError(f"Expected 'covariance' in ('tied', 'full'), got {covariance!r}")
+    reg_covar = check_real(reg_covar, "reg_covar", low=0.0)
+    min_weight = check_real(min_weight, "min_weight", low=0.0, high=1.0 / G, high_open=True)
+    if covariance == "full" and (second_moment is not None or known_covariance is not None):
+        raise ValueError("Expected neither 'second_moment' nor 'known_covariance' with covariance='full'")
+    return _engine.gaussian_mixture_model(G, p, covariance, reg_covar, min_weight, second_moment, known_covariance)
+
+
+def poisson_latent_model(support: Any, log_prior: Any, *, lam: float = 1.0, parameterization: str = "joint",
+                         min_mean: float = 1e-12, mean_count: float | None = None) -> CompiledModel:
+    """The Poisson model with a latent log-intensity shift (FedMM App. C.1) as a compiled model.
+
+    ``support`` holds the ``h_k`` and ``log_prior`` the ``log w_k``; data rows
+    are single counts.  See :class:`fedmm.models.PoissonLatent` for the two
+    parameterizations; the compiled parameter is ``(θ, eᶿ)``.
+    """
+    h = np.array(support, dtype=np.float64).ravel()
+    logw = np.array(log_prior, dtype=np.float64).ravel()
+    if h.shape[0] == 0 or logw.shape != h.shape:
+        raise ValueError(f"Expected non-empty 'support' and 'log_prior' of equal length, got {h.shape}, {logw.shape}")
+    lam = check_real(lam, "lam", low=0.0, low_open=True)
+    if parameterization not in ("joint", "explicit_mean"):
+        raise ValueError(f"Expected 'parameterization' in ('joint', 'explicit_mean'), got {parameterization!r}")
+    min_mean = check_real(min_mean, "min_mean", low=0.0, low_open=True)
+    if mean_count is not None:  # explicit mean: E_π[Z]; None while unknown (T then fails)
+        mean_count = check_real(mean_count, "mean_count", low=0.0, low_open=True)
+    return _engine.poisson_latent_model(h, logw, np.exp(h), lam, min_mean,
+                                        float("nan") if mean_count is None else float(mean_count), parameterization)
+
+
+def inverse_toy_model(floor: float = 1e-12) -> CompiledModel:
+    """The toy of FedMM Remark 1 (``ℓ(Z, θ) = Zθ + 1/θ``) as a compiled model: ``S̄ = Z``,
+    ``T(s) = 1/√s``, projections onto ``[floor, ∞)``."""
+    return _engine.inverse_toy_model(check_real(floor, "floor", low=0.0, low_open=True))
+
+
+def project_capped_simplex(v: Any, floor: float = 0.0) -> np.ndarray:
+    """Euclidean projection of ``v`` (shape ``(n,)``) onto ``{x : x ≥ floor, Σ x = 1}`` (sort-based).
+
+    Examples
+    --------
+    >>> project_capped_simplex([0.7, -0.2, 0.6], 0.05)
+    array([0.525, 0.05 , 0.425])
+    """
+    arr = np.ascontiguousarray(v, dtype=np.float64)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError(f"Expected 'v' of shape (n,) with n >= 1, got {arr.shape}")
+    floor = check_real(floor, "floor", low=0.0, high=1.0 / arr.shape[0], high_open=True)
+    return _engine.project_capped_simplex(arr, floor)
+
+
+def floor_eigenvalues(A: Any, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenvalues of the symmetric matrix ``A`` (shape ``(p, p)``, or a stack ``(m, p, p)``) floored at
+    ``floor`` (``fedmm_floor_eigenvalues``): a matrix whose eigenvalues are all above the floor comes back
+    unchanged, bit for bit; ``floor = 0`` raises :class:`numpy.linalg.LinAlgError` on a matrix that is
+    not positive definite.  Returns the floored copy and which matrices were rebuilt (shape ``(m,)``).
+    """
+    floor = check_real(floor, "floor", low=0.0)
+    return _engine.floor_eigenvalues(A, floor)
 
 
 def run_rounds(*args: Any, **kwargs: Any) -> tuple:

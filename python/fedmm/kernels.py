@@ -27,6 +27,11 @@ from fedmm._kernels_random import sample_without_replacement  # noqa: F401
 from fedmm._kernels_engine import (  # noqa: F401
     CompiledModel,
     dictionary_model,
+    floor_eigenvalues,
+    gaussian_mixture_model,
+    inverse_toy_model,
+    poisson_latent_model,
+    project_capped_simplex,
     run_rounds,
     sample_model,
 )
@@ -53,5 +58,11 @@ __all__ = [
     "CompiledModel",
     "dictionary_model",
     "sample_model",
+    "gaussian_mixture_model",
+    "poisson_latent_model",
+    "inverse_toy_model",
     "run_rounds",
+    # EM-family linear algebra
+    "project_capped_simplex",
+    "floor_eigenvalues",
 ]

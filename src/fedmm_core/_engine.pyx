@@ -294,6 +294,120 @@ def sample_model(Py_ssize_t q, Py_ssize_t d, Py_ssize_t sample_size, uintptr_t s
     return m
 
 
+cdef const double *_keep_array(list keep, object value, tuple shape, str name) except NULL:
+    """A C-contiguous float64 copy of ``value`` of the given shape, kept alive in ``keep``."""
+    cdef cnp.ndarray arr = np.array(value, dtype=np.float64, order="C", copy=True)
+    if (<object>arr).shape != shape:
+        raise ValueError(f"Expected '{name}' of shape {shape}, got {(<object>arr).shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"Expected '{name}' to be finite")
+    arr.flags.writeable = False
+    keep.append(arr)
+    return <const double *>cnp.PyArray_DATA(arr)
+
+
+def gaussian_mixture_model(fedmm_blas_int G, fedmm_blas_int p, str covariance, double reg_covar, double min_weight,
+                           second_moment=None, known_covariance=None):
+    """The Gaussian mixture as a :class:`CompiledModel` (``fedmm_gmm_model``); the moments are copied."""
+    cdef CompiledModel m = CompiledModel.__new__(CompiledModel)
+    cdef fedmm_gmm_model_t *ctx = <fedmm_gmm_model_t *>m.alloc_ctx(sizeof(fedmm_gmm_model_t))
+    cdef list keep = []
+    ctx.G = G
+    ctx.p = p
+    ctx.covariance = FEDMM_GMM_FULL if covariance == "full" else FEDMM_GMM_TIED
+    ctx.reg_covar = reg_covar
+    ctx.min_weight = min_weight
+    ctx.second_moment = NULL
+    ctx.known_covariance = NULL
+    if second_moment is not None:
+        ctx.second_moment = _keep_array(keep, second_moment, (p, p), "second_moment")
+    if known_covariance is not None:
+        ctx.known_covariance = _keep_array(keep, known_covariance, (p, p), "known_covariance")
+    ctx.blas = &_BLAS
+    m.keep = tuple(keep)
+    if covariance not in ("tied", "full") or fedmm_gmm_model(ctx, &m.model) != FEDMM_OK:
+        raise ValueError(f"Invalid Gaussian mixture: G={G}, p={p}, covariance={covariance!r}, "
+                         f"reg_covar={reg_covar}, min_weight={min_weight}")
+    m.name = "GaussianMixture"
+    return m
+
+
+def poisson_latent_model(support, log_prior, exp_support, double lam, double min_mean, double mean_count,
+                         str parameterization):
+    """The Poisson latent-shift model as a :class:`CompiledModel` (``fedmm_poisson_model``); arrays are copied."""
+    cdef CompiledModel m = CompiledModel.__new__(CompiledModel)
+    cdef fedmm_poisson_model_t *ctx = <fedmm_poisson_model_t *>m.alloc_ctx(sizeof(fedmm_poisson_model_t))
+    cdef list keep = []
+    cdef Py_ssize_t K = np.shape(support)[0]
+    ctx.K = K
+    ctx.support = _keep_array(keep, support, (K,), "support")
+    ctx.log_prior = _keep_array(keep, log_prior, (K,), "log_prior")
+    ctx.exp_support = _keep_array(keep, exp_support, (K,), "exp_support")
+    ctx.lam = lam
+    ctx.min_mean = min_mean
+    ctx.mean_count = mean_count
+    ctx.parameterization = FEDMM_POISSON_JOINT if parameterization == "joint" else FEDMM_POISSON_EXPLICIT_MEAN
+    m.keep = tuple(keep)
+    if (parameterization not in ("joint", "explicit_mean")
+            or fedmm_poisson_model(ctx, &m.model) != FEDMM_OK):
+        raise ValueError(f"Invalid Poisson latent model: K={K}, lam={lam}, min_mean={min_mean}, "
+                         f"mean_count={mean_count}, parameterization={parameterization!r}")
+    m.name = "PoissonLatent"
+    return m
+
+
+def inverse_toy_model(double floor):
+    """The toy of FedMM Remark 1 as a :class:`CompiledModel` (``fedmm_inverse_toy_model``)."""
+    cdef CompiledModel m = CompiledModel.__new__(CompiledModel)
+    cdef fedmm_inverse_toy_model_t *ctx = <fedmm_inverse_toy_model_t *>m.alloc_ctx(
+        sizeof(fedmm_inverse_toy_model_t))
+    ctx.floor = floor
+    if fedmm_inverse_toy_model(ctx, &m.model) != FEDMM_OK:
+        raise ValueError(f"Invalid InverseToy: floor={floor}")
+    m.name = "InverseToy"
+    return m
+
+
+def project_capped_simplex(const double[::1] v, double floor):
+    """``fedmm_project_capped_simplex``: a new array, the projection of ``v`` onto ``{x ≥ floor, Σx = 1}``."""
+    cdef Py_ssize_t n = v.shape[0]
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] out_v = out
+    cdef double[::1] work = np.empty(max(n, 1), dtype=np.float64)
+    cdef int status = FEDMM_EINVAL
+    if n > 0:
+        with nogil:
+            status = fedmm_project_capped_simplex(n, &v[0], floor, &out_v[0], &work[0])
+    if status != FEDMM_OK:
+        _raise_status(status, "capped simplex projection")
+    return out
+
+
+def floor_eigenvalues(A, double floor):
+    """``fedmm_floor_eigenvalues`` on a copy of the symmetric ``(p, p)`` matrix or ``(m, p, p)`` stack ``A``.
+
+    Returns the floored copy and a boolean array (shape ``(m,)``) of the matrices rebuilt from their
+    eigenpairs.  Raises ``LinAlgError`` when ``floor == 0`` and a matrix is not positive definite.
+    """
+    out = np.array(A, dtype=np.float64, order="C", copy=True)
+    shape = out.shape  # (wraparound is off: no negative indices)
+    if out.ndim not in (2, 3) or shape[out.ndim - 1] != shape[out.ndim - 2] or shape[out.ndim - 1] < 1:
+        raise ValueError(f"Expected a square matrix or a stack of them, got shape {shape}")
+    cdef fedmm_blas_int p = shape[out.ndim - 1]
+    cdef int64_t m = 1 if out.ndim == 2 else shape[0]
+    clipped = np.zeros(max(m, 1), dtype=np.intc)
+    cdef int[::1] clipped_v = clipped
+    cdef double[::1] work = np.empty(fedmm_floor_eigenvalues_work(p), dtype=np.float64)
+    cdef fedmm_blas_int[::1] iwork = np.empty(fedmm_floor_eigenvalues_iwork(p), dtype=np.intc)
+    cdef double *ptr = <double *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    cdef int status
+    with nogil:
+        status = fedmm_floor_eigenvalues(p, m, ptr, floor, &clipped_v[0], &work[0], &iwork[0], &_BLAS)
+    if status != FEDMM_OK:
+        _raise_status(status, "eigenvalue floor")
+    return out, clipped[:m].astype(bool)
+
+
 cdef inline double _seconds() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)  # the clock of time.perf_counter on Linux

@@ -5,7 +5,7 @@
 from scipy.linalg.cython_blas cimport dgemm as _sp_dgemm, dsyrk as _sp_dsyrk, dgemv as _sp_dgemv
 from scipy.linalg.cython_lapack cimport (dpotrf as _sp_dpotrf, dpotrs as _sp_dpotrs,
                                          dsyevd as _sp_dsyevd, dsyevr as _sp_dsyevr,
-                                         dsytrf as _sp_dsytrf)
+                                         dsytrf as _sp_dsytrf, dtrtri as _sp_dtrtri)
 
 # Build-time check of the BLAS integer width: this assignment only compiles when
 # SciPy's cython_blas uses a 32-bit ``int`` like ``fedmm_blas_int``.
@@ -23,3 +23,4 @@ _BLAS.dpotrs = <fedmm_dpotrs_t>_sp_dpotrs
 _BLAS.dsyevr = <fedmm_dsyevr_t>_sp_dsyevr
 _BLAS.dsytrf = <fedmm_dsytrf_t>_sp_dsytrf
 _BLAS.dsyevd = <fedmm_dsyevd_t>_sp_dsyevd
+_BLAS.dtrtri = <fedmm_dtrtri_t>_sp_dtrtri

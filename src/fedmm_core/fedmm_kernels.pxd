@@ -68,6 +68,8 @@ cdef extern from "fedmm_kernels.h" nogil:
                                     const fedmm_blas_int *, double *, double *,
                                     const fedmm_blas_int *, fedmm_blas_int *,
                                     const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dtrtri_t)(const char *, const char *, const fedmm_blas_int *, double *,
+                                    const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
 
     ctypedef struct fedmm_blas_t:
         fedmm_dgemm_t dgemm
@@ -78,6 +80,7 @@ cdef extern from "fedmm_kernels.h" nogil:
         fedmm_dsyevr_t dsyevr
         fedmm_dsytrf_t dsytrf
         fedmm_dsyevd_t dsyevd
+        fedmm_dtrtri_t dtrtri
 
     # ---- kernel families: one section per C source file ----
 
@@ -290,6 +293,43 @@ cdef extern from "fedmm_kernels.h" nogil:
         fedmm_sample_map_fn T
         fedmm_sample_project_fn project
     int fedmm_sample_model(const fedmm_sample_model_t *ctx, fedmm_model_t *model)
+
+    # ---- EM-family surrogate models as compiled models (models_em.c) ----
+    int fedmm_project_capped_simplex(int64_t n, const double *v, double floor, double *out,
+                                     double *work)
+    size_t fedmm_floor_eigenvalues_work(fedmm_blas_int p)
+    size_t fedmm_floor_eigenvalues_iwork(fedmm_blas_int p)
+    int fedmm_floor_eigenvalues(fedmm_blas_int p, int64_t n_matrices, double *A, double floor,
+                                int *clipped, double *work, fedmm_blas_int *iwork,
+                                const fedmm_blas_t *blas)
+    int FEDMM_GMM_TIED
+    int FEDMM_GMM_FULL
+    int FEDMM_GMM_CHUNK
+    ctypedef struct fedmm_gmm_model_t:
+        fedmm_blas_int G
+        fedmm_blas_int p
+        int covariance
+        double reg_covar
+        double min_weight
+        const double *second_moment
+        const double *known_covariance
+        const fedmm_blas_t *blas
+    int fedmm_gmm_model(const fedmm_gmm_model_t *ctx, fedmm_model_t *model)
+    int FEDMM_POISSON_JOINT
+    int FEDMM_POISSON_EXPLICIT_MEAN
+    ctypedef struct fedmm_poisson_model_t:
+        int64_t K
+        const double *support
+        const double *log_prior
+        const double *exp_support
+        double lam
+        double min_mean
+        double mean_count
+        int parameterization
+    int fedmm_poisson_model(const fedmm_poisson_model_t *ctx, fedmm_model_t *model)
+    ctypedef struct fedmm_inverse_toy_model_t:
+        double floor
+    int fedmm_inverse_toy_model(const fedmm_inverse_toy_model_t *ctx, fedmm_model_t *model)
 
     # ---- non-smooth problems, FedMLS (nonsmooth.c) ----
     int FEDMM_LOSS_HINGE

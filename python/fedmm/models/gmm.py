@@ -21,6 +21,11 @@ sums (:meth:`GaussianMixture.local_moments` on each client,
 
 A known, fixed covariance (FedEM Fig. 1) is selected with ``known_covariance``.
 
+The statistic (E-step), the projection and ``T`` (M-step) run in C
+(``models_em.c``, :func:`fedmm.kernels.gaussian_mixture_model`): the model
+calls the very callbacks that the compiled round engine runs, so FedMM's
+Python and compiled backends give the same numbers bit for bit.
+
 ``covariance="full"`` (one covariance per component; not in the paper, the
 standard extension) adds the block ``s⁽³⁾_ℓ = mean_j ρ_ℓ(y_j) y_j y_jᵀ`` and
 ``Σ_ℓ = s⁽³⁾_ℓ / s⁽¹⁾_ℓ − μ_ℓ μ_ℓᵀ``; it needs no global moment.
@@ -32,7 +37,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fedmm import kernels
 from fedmm._validation import as_array, as_rng, check_in, check_int, check_real
+from fedmm.models._compiled import CompiledCallbacks, array_key
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["GaussianMixture", "GaussianMixtureParams"]
@@ -67,6 +74,10 @@ class GaussianMixtureParams:
         whitened residuals of every component (one GEMM).
     log_det : float
         ``ln det Σ`` (tied; 0 for full, whose determinants are in ``offsets``).
+    buffer : ndarray of shape (theta_size,), read-only
+        The compiled parameter (:func:`fedmm.kernels.gaussian_mixture_model`):
+        ``(π, vec μ, vec Σ)`` then the derived quantities; every array above
+        is a read-only view into it.
     """
 
     weights: np.ndarray
@@ -77,9 +88,10 @@ class GaussianMixtureParams:
     whitening: np.ndarray = field(repr=False)
     shifts: np.ndarray | None = field(repr=False)
     log_det: float = field(repr=False)
+    buffer: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
-class GaussianMixture(SurrogateModel):
+class GaussianMixture(CompiledCallbacks, SurrogateModel):
     """Gaussian mixture fitted by (federated) EM.
 
     Parameters
@@ -245,34 +257,48 @@ class GaussianMixture(SurrogateModel):
         if np.any(w <= 0.0):
             raise ValueError("Expected 'weights' to be positive")
         p = mu.shape[1]
+        if p == 0:
+            raise ValueError(f"Expected 'means' of shape ({G}, p) with p >= 1, got {mu.shape}")
         want = (p, p) if self.covariance == "tied" else (G, p, p)
         if mu.shape[0] != G or cov.shape != want:
             raise ValueError(
                 f"Expected 'means' of shape ({G}, p) and 'covariance' of shape {want} for "
                 f"covariance={self.covariance!r}, got {mu.shape}, {cov.shape}"
             )
+        self._set_features(p, "means")
         return self._make_params(w, mu, cov)
 
-    @staticmethod
-    def _make_params(w: np.ndarray, mu: np.ndarray, cov: np.ndarray) -> GaussianMixtureParams:
-        """:meth:`parameters` without the argument checks (inputs already validated)."""
+    def _params_from_buffer(self, buf: np.ndarray) -> GaussianMixtureParams:
+        """The parameter object viewing a compiled parameter ``buf`` (owned, made read-only)."""
+        buf.flags.writeable = False
+        G, p = self.n_components, self.n_features
+        Gp, pp = G * p, p * p
+        w, mu = buf[:G], buf[G:G + Gp].reshape(G, p)
+        if self.covariance == "tied":
+            d = G + Gp + pp
+            cov = buf[G + Gp:d].reshape(p, p)
+            natural_means = buf[d:d + Gp].reshape(G, p).T  # Σ⁻¹μᵀ, (p, G), column-major
+            offsets = buf[d + Gp:d + Gp + G]
+            whitening = buf[d + Gp + G:d + Gp + G + pp].reshape(p, p)
+            return GaussianMixtureParams(w, mu, cov, natural_means, offsets, whitening, None,
+                                         float(buf[d + Gp + G + pp]), buf)
+        d = G + Gp + G * pp
+        cov = buf[G + Gp:d].reshape(G, p, p)
+        whitening = buf[d:d + p * Gp].reshape(p, Gp)
+        shifts = buf[d + p * Gp:d + p * Gp + Gp]
+        offsets = buf[d + p * Gp + Gp:d + p * Gp + Gp + G]
+        return GaussianMixtureParams(w, mu, cov, None, offsets, whitening, shifts, 0.0, buf)
+
+    def _make_params(self, w: np.ndarray, mu: np.ndarray, cov: np.ndarray) -> GaussianMixtureParams:
+        """:meth:`parameters` without the argument checks (inputs already validated): the compiled
+        ``derive`` (Cholesky factors, whitening, natural means, offsets)."""
+        vector = np.concatenate([w, mu.ravel(), cov.ravel()])
         try:
-            chol = np.linalg.cholesky(cov)
-        except np.linalg.LinAlgError as exc:
-            raise np.linalg.LinAlgError(f"Expected 'covariance' to be positive definite: {exc}") from exc
-        if cov.ndim == 2:
-            whitening = np.linalg.inv(chol).T  # L⁻ᵀ, (p, p)
-            natural_means = whitening @ (whitening.T @ mu.T)  # Σ⁻¹ μᵀ, (p, G)
-            offsets = np.log(w) - 0.5 * np.einsum("gp,pg->g", mu, natural_means)
-            log_det = 2.0 * float(np.log(np.diag(chol)).sum())
-            return GaussianMixtureParams(w, mu, cov, natural_means, offsets, whitening, None, log_det)
-        G, p = mu.shape
-        inv_t = np.linalg.inv(chol).transpose(0, 2, 1)  # L_ℓ⁻ᵀ, (G, p, p)
-        whitening = np.ascontiguousarray(inv_t.transpose(1, 0, 2).reshape(p, G * p))
-        shifts = np.einsum("gi,gij->gj", mu, inv_t).reshape(G * p)
-        log_dets = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
-        offsets = np.log(w) - 0.5 * log_dets
-        return GaussianMixtureParams(w, mu, cov, None, offsets, whitening, shifts, 0.0)
+            buf = self._kernel().derive(vector)
+        except np.linalg.LinAlgError:
+            raise np.linalg.LinAlgError("Expected 'covariance' to be positive definite (its Cholesky "
+                                        "factorization failed)") from None
+        return self._params_from_buffer(buf)
 
     def _as_params(self, theta: Any) -> GaussianMixtureParams:
         if isinstance(theta, GaussianMixtureParams):
@@ -326,85 +352,107 @@ class GaussianMixture(SurrogateModel):
             return logits, (np.log(total) + row_max)[:, 0]
         return logits
 
+    def _compiled_buffer(self, theta: Any, compiled: Any) -> np.ndarray:
+        """The compiled parameter of ``theta`` (its own buffer, or derived from its flat vector)."""
+        th = self._as_params(theta)
+        buf = th.buffer
+        if buf is not None and buf.shape == (compiled.theta_size,) and buf.dtype == np.float64:
+            return buf
+        return compiled.derive(self.theta_vector(th))
+
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
+        """The E-step on the samples ``idx`` (all if None): ``mean_j (ρ_ℓ(y_j), ρ_ℓ(y_j) y_j[, ρ_ℓ(y_j) y_j y_jᵀ])``.
+
+        One compiled call (``fedmm_gmm_model``'s statistic): one GEMM with the
+        natural means (tied) or the stacked whitening matrices (full), a
+        row-wise log-sum-exp, and the weighted sums (GEMMs).
+        """
+        compiled = self._kernel()
+        buf = self._compiled_buffer(theta, compiled)
         Y = np.asarray(data, dtype=np.float64)
+        if Y.ndim != 2 or Y.shape[1] != self.n_features:
+            raise ValueError(f"Expected 'data' of shape (N, {self.n_features}), got {Y.shape}")
+        if not Y.flags.c_contiguous:
+            Y = np.ascontiguousarray(Y)
         if idx is not None:
-            Y = Y[idx]
-        b = Y.shape[0]
-        if b == 0:
-            raise ValueError("Expected a non-empty minibatch 'idx'")
-        resp = self.responsibilities(Y, theta)
-        G, p = self.n_components, Y.shape[1]
-        out = np.empty(G * (1 + p) + (G * p * p if self.covariance == "full" else 0), dtype=np.float64)
-        out[:G] = resp.sum(axis=0)
-        if self.covariance == "tied":
-            out[G:] = (resp.T @ Y).ravel()
-        else:
-            weighted = (resp[:, :, None] * Y[:, None, :]).reshape(b, G * p)  # ρ_jℓ y_j
-            out[G : G + G * p] = weighted.sum(axis=0)
-            out[G + G * p :] = (weighted.T @ Y).ravel()  # BLAS-3: Σ_j ρ_jℓ y_j y_jᵀ
-        out /= b
+            idx = np.asarray(idx)
+            if idx.dtype == np.bool_:
+                idx = np.flatnonzero(idx)
+        out, _ = compiled.statistic(buf, Y, idx)
         return out
 
     # -- M-step ---------------------------------------------------------------
     def _guard_covariance(self, cov: np.ndarray, what: str = "Σ(s)") -> np.ndarray:
-        """Floor the eigenvalues of a symmetric ``(p, p)`` matrix or ``(G, p, p)`` stack at ``reg_covar``."""
-        floor = self.reg_covar
-        if floor == 0.0:
-            try:
-                np.linalg.cholesky(cov)
-            except np.linalg.LinAlgError:
-                raise np.linalg.LinAlgError(
-                    f"The covariance {what} is singular or indefinite (eigenvalues "
-                    f"{np.linalg.eigvalsh(cov)}); use reg_covar > 0 to floor its eigenvalues"
-                ) from None
-            return cov
+        """Floor the eigenvalues of a symmetric ``(p, p)`` matrix or ``(G, p, p)`` stack at ``reg_covar``
+        (:func:`fedmm.kernels.floor_eigenvalues`, the guard that ``T`` applies in C)."""
         try:
-            # all eigenvalues above the floor iff Σ − floor·I is positive definite (cheap test)
-            np.linalg.cholesky(cov - floor * np.eye(cov.shape[-1]))
-            return cov
+            return kernels.floor_eigenvalues(cov, self.reg_covar)[0]
         except np.linalg.LinAlgError:
-            pass
-        eigval, eigvec = np.linalg.eigh(cov)
-        clipped = (eigvec * np.maximum(eigval, floor)[..., None, :]) @ np.swapaxes(eigvec, -1, -2)
-        clipped = 0.5 * (clipped + np.swapaxes(clipped, -1, -2))
-        # leave the blocks that needed no clipping bit-for-bit unchanged
-        keep = eigval[..., 0] >= floor
-        return np.where(keep[..., None, None], cov, clipped) if cov.ndim == 3 else clipped
+            raise np.linalg.LinAlgError(
+                f"The covariance {what} is singular or indefinite (eigenvalues "
+                f"{np.linalg.eigvalsh(cov)}); use reg_covar > 0 to floor its eigenvalues"
+            ) from None
 
     def T(self, s: np.ndarray) -> GaussianMixtureParams:
-        """M-step (FedEM eq. (60)-(62)) with the positive-definite guard of ``reg_covar``."""
+        """M-step (FedEM eq. (60)-(62)) with the positive-definite guard of ``reg_covar``.
+
+        ``π = s⁽¹⁾ / Σ s⁽¹⁾``, ``μ_ℓ = s⁽²⁾_ℓ / s⁽¹⁾_ℓ`` and ``Σ = sym(M₂ − Σ_ℓ s⁽²⁾_ℓ μ_ℓᵀ)``
+        (tied; ``known_covariance`` if given) or ``Σ_ℓ = sym(s⁽³⁾_ℓ / s⁽¹⁾_ℓ − μ_ℓ μ_ℓᵀ)`` (full),
+        eigenvalues floored at ``reg_covar``; one compiled call.
+        """
         s = np.asarray(self.layout.check(s, "s"), dtype=np.float64)
         if not np.isfinite(s).all():
             raise ValueError("Expected 's' to be finite")
-        G, p = self.n_components, self.n_features
-        w, m = s[:G], s[G : G + G * p].reshape(G, p)
+        G = self.n_components
+        w = s[:G]
         if np.any(w <= 0.0):
             raise ValueError(f"Expected the weights block of 's' to be positive (project it first), got {w}")
-        means = m / w[:, None]
-        if self.covariance == "full":
-            second = s[G + G * p :].reshape(G, p, p)
-            cov = second / w[:, None, None] - means[:, :, None] * means[:, None, :]
-            cov = self._guard_covariance(0.5 * (cov + np.swapaxes(cov, 1, 2)))
-        elif self.known_covariance is not None:
-            cov = self.known_covariance
-        else:
-            if self.second_moment is None:
-                raise RuntimeError("GaussianMixture.T needs the global second moment: call fit_global_moments(datas) first")
-            cov = self.second_moment - m.T @ means
-            cov = self._guard_covariance(0.5 * (cov + cov.T))
-        return self._make_params(w / w.sum(), means, cov)
+        if self.covariance == "tied" and self.known_covariance is None and self.second_moment is None:
+            raise RuntimeError("GaussianMixture.T needs the global second moment: call fit_global_moments(datas) first")
+        try:
+            buf = self._kernel().T(s)
+        except np.linalg.LinAlgError:
+            raise np.linalg.LinAlgError(
+                "The covariance Σ(s) is singular or indefinite (no Cholesky factor); use reg_covar > 0 to floor "
+                "its eigenvalues"
+            ) from None
+        return self._params_from_buffer(buf)
 
     def project(self, s: np.ndarray) -> np.ndarray:
         """Weights block onto ``{w_ℓ ≥ min_weight, Σ w_ℓ = 1}`` (sort-based simplex projection);
-        "full": second-moment blocks onto the symmetric matrices."""
-        out = np.array(self.layout.check(s, "s"), dtype=np.float64, copy=True)
-        G, p = self.n_components, self.n_features
-        out[:G] = _project_capped_simplex(out[:G], self.min_weight)
-        if self.covariance == "full":
-            second = out[G + G * p :].reshape(G, p, p)
-            second[...] = 0.5 * (second + np.swapaxes(second, 1, 2))
-        return out
+        "full": second-moment blocks onto the symmetric matrices.  A new array."""
+        return self._kernel().project(self.layout.check(s, "s"))
+
+    # -- compiled backend -----------------------------------------------------
+    def _compiled_key(self) -> Any:
+        tied_moment = self.covariance == "tied" and self.known_covariance is None
+        return (self.n_components, self.n_features, self.covariance, self.reg_covar, self.min_weight,
+                array_key(self.second_moment) if tied_moment else None, array_key(self.known_covariance))
+
+    def _build_compiled(self) -> Any:
+        p = self.layout.shape("means")[1]  # raises the documented error while p is unknown
+        tied_moment = self.covariance == "tied" and self.known_covariance is None
+        return kernels.gaussian_mixture_model(
+            self.n_components, p, self.covariance, reg_covar=self.reg_covar, min_weight=self.min_weight,
+            second_moment=self.second_moment if tied_moment else None, known_covariance=self.known_covariance)
+
+    def compiled_model(self) -> Any:
+        """:func:`fedmm.kernels.gaussian_mixture_model` with this model's constants (the callbacks its
+        :meth:`statistic`, :meth:`project` and :meth:`T` run); None while ``p`` or, for a tied covariance
+        to estimate, the global second moment is unknown, and for subclasses that override those methods."""
+        if self.n_features is None or self._overrides_round_methods(GaussianMixture):
+            return None
+        if self.covariance == "tied" and self.known_covariance is None and self.second_moment is None:
+            return None
+        return self._kernel()
+
+    def compiled_theta(self, theta: Any, compiled: Any) -> np.ndarray:
+        """A writeable copy of the compiled parameter that ``theta`` carries."""
+        return np.array(self._compiled_buffer(theta, compiled), dtype=np.float64, copy=True)
+
+    def theta_from_compiled(self, buffer: np.ndarray, like: Any = None) -> GaussianMixtureParams:
+        """The parameter viewing a copy of the compiled parameter ``buffer``."""
+        return self._params_from_buffer(np.array(buffer, dtype=np.float64, copy=True))
 
     # -- start-up and monitoring ------------------------------------------
     def init_statistic(self, datas: Sequence[Any], rng: Any) -> np.ndarray:
@@ -458,13 +506,5 @@ class GaussianMixture(SurrogateModel):
 
 
 def _project_capped_simplex(w: np.ndarray, floor: float) -> np.ndarray:
-    """Euclidean projection onto ``{x : x ≥ floor, Σ x = 1}`` (Held et al.; sort-based)."""
-    G = w.shape[0]
-    radius = 1.0 - G * floor
-    v = w - floor
-    u = np.sort(v)[::-1]
-    css = np.cumsum(u) - radius
-    k = np.arange(1, G + 1)
-    rho = np.nonzero(u - css / k > 0)[0][-1]
-    tau = css[rho] / (rho + 1)
-    return np.maximum(v - tau, 0.0) + floor
+    """Euclidean projection onto ``{x : x ≥ floor, Σ x = 1}`` (Held et al.; sort-based), compiled."""
+    return kernels.project_capped_simplex(w, floor)

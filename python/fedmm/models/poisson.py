@@ -20,6 +20,10 @@ Two parameterizations (both in the paper):
 ``"explicit_mean"``
     ``E_π[Z]`` is known (aggregated once at start-up), ``S(Z, h) = −e^h``,
     ``ψ(θ) = −θ E_π[Z]``, ``𝒮 = ℝ_{<0}`` and ``T(s) = ln(E_π[Z] / (λ − s))``.
+
+The statistic, the projection and ``T`` run in C (``models_em.c``,
+:func:`fedmm.kernels.poisson_latent_model`), the very callbacks of the
+compiled round engine: both FedMM backends give the same numbers bit for bit.
 """
 from __future__ import annotations
 
@@ -28,13 +32,15 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.special import gammaln
 
+from fedmm import kernels
 from fedmm._validation import as_array, check_in, check_real
+from fedmm.models._compiled import CompiledCallbacks, array_key
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["PoissonLatent"]
 
 
-class PoissonLatent(SurrogateModel):
+class PoissonLatent(CompiledCallbacks, SurrogateModel):
     """Scalar Poisson model with a latent log-intensity shift on a finite support.
 
     Parameters
@@ -135,21 +141,23 @@ class PoissonLatent(SurrogateModel):
         return logits
 
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
-        Z = np.asarray(data, dtype=np.float64)
+        """``mean_j (Z_j, −E[e^h | Z_j, θ])`` (joint) or ``−mean_j E[e^h | Z_j, θ]`` over the samples ``idx``
+        (all if None), one compiled call."""
+        compiled = self._kernel()
+        Z = np.ascontiguousarray(data, dtype=np.float64)
+        if Z.ndim != 1:
+            raise ValueError(f"Expected 'data' of shape (N,), got {Z.shape}")
         if idx is not None:
-            Z = Z[idx]
-        if Z.shape[0] == 0:
-            raise ValueError("Expected a non-empty minibatch 'idx'")
-        post_exp = self.posterior(Z, float(theta)) @ self._exp_support  # E[e^h | Z, θ]
-        neg = -float(post_exp.mean())
-        if self.parameterization == "joint":
-            return np.array([float(Z.mean()), neg])
-        return np.array([neg])
+            idx = np.asarray(idx)
+            if idx.dtype == np.bool_:
+                idx = np.flatnonzero(idx)
+        out, _ = compiled.statistic(compiled.derive(self.theta_vector(theta)), Z.reshape(-1, 1), idx)
+        return out
 
     # -- M-step ---------------------------------------------------------------
     def T(self, s: np.ndarray) -> float:
         """``ln(s₁ / (λ − s₂))`` (joint) or ``ln(E_π[Z] / (λ − s))`` (explicit mean)."""
-        s = self.layout.check(s, "s")
+        s = np.asarray(self.layout.check(s, "s"), dtype=np.float64)
         if not np.isfinite(s).all():
             raise ValueError("Expected 's' to be finite")
         if self.parameterization == "joint":
@@ -160,14 +168,32 @@ class PoissonLatent(SurrogateModel):
             s1, s2 = self.mean_count, float(s[0])
         if s1 <= 0.0 or self.lam - s2 <= 0.0:
             raise ValueError(f"Expected s₁ > 0 and s₂ < λ = {self.lam} (project s first), got s₁ = {s1}, s₂ = {s2}")
-        return float(np.log(s1 / (self.lam - s2)))
+        return float(self._kernel().T(s)[0])
 
     def project(self, s: np.ndarray) -> np.ndarray:
-        out = np.array(self.layout.check(s, "s"), dtype=np.float64, copy=True)
-        out[-1] = np.clip(out[-1], -self._exp_support.max(), -self._exp_support.min())
-        if self.parameterization == "joint":
-            out[0] = max(out[0], self.min_mean)
-        return out
+        """The count block onto ``[min_mean, ∞)`` (joint) and the shift block onto ``[−e^{max h}, −e^{min h}]``."""
+        return self._kernel().project(self.layout.check(s, "s"))
+
+    # -- compiled backend -----------------------------------------------------
+    def _compiled_key(self) -> Any:
+        mean = self.mean_count if self.parameterization == "explicit_mean" else None
+        return (array_key(self.support), array_key(self._log_prior), self.lam, self.parameterization,
+                self.min_mean, mean)
+
+    def _build_compiled(self) -> Any:
+        return kernels.poisson_latent_model(
+            self.support, self._log_prior, lam=self.lam, parameterization=self.parameterization,
+            min_mean=self.min_mean, mean_count=self.mean_count if self.parameterization == "explicit_mean" else None)
+
+    def compiled_model(self) -> Any:
+        """:func:`fedmm.kernels.poisson_latent_model` with this model's constants (the callbacks its
+        :meth:`statistic`, :meth:`project` and :meth:`T` run); None while ``E_π[Z]`` of the explicit-mean
+        parameterization is unknown, and for subclasses that override those methods."""
+        if self._overrides_round_methods(PoissonLatent):
+            return None
+        if self.parameterization == "explicit_mean" and self.mean_count is None:
+            return None
+        return self._kernel()
 
     def theta_vector(self, theta: Any) -> np.ndarray:
         return np.array([float(theta)])

@@ -6,13 +6,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fedmm import kernels
 from fedmm._validation import check_real
+from fedmm.models._compiled import CompiledCallbacks
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["InverseToy"]
 
+_NO_THETA = np.zeros(1)  # the statistic does not depend on θ
+_NO_THETA.flags.writeable = False
 
-class InverseToy(SurrogateModel):
+
+class InverseToy(CompiledCallbacks, SurrogateModel):
     """Loss ``ℓ(Z, θ) = Zθ + 1/θ`` on ``θ > 0`` (FedMM paper, Remark 1).
 
     With ``φ(θ) = −θ``, ``ψ(θ) = 1/θ`` and ``S̄(Z, θ) = Z`` the surrogate is
@@ -33,6 +38,9 @@ class InverseToy(SurrogateModel):
     A client's data is a 1-D array of shape ``(N_i,)`` of positive samples
     (Remark 1 assumes ``Z > 0`` almost surely); ``(N_i, 1)`` is accepted.
     The statistic is a vector of shape ``(1,)`` and θ an ndarray of shape ``(1,)``.
+    The statistic, ``T`` and the projections run in C
+    (:func:`fedmm.kernels.inverse_toy_model`), the callbacks of the compiled
+    round engine: both FedMM backends give the same numbers bit for bit.
 
     Examples
     --------
@@ -57,22 +65,44 @@ class InverseToy(SurrogateModel):
         return arr
 
     def statistic(self, data: np.ndarray, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
-        """Mean of ``S̄(Z_j, θ) = Z_j`` over ``idx`` (independent of θ)."""
-        z = data if idx is None else data[idx]
-        return np.array([z.mean()], dtype=np.float64)
+        """Mean of ``S̄(Z_j, θ) = Z_j`` over ``idx`` (independent of θ; a sum in sample order, divided by ``b``)."""
+        z = np.ascontiguousarray(data, dtype=np.float64)
+        if z.ndim != 1:
+            z = z.reshape(z.shape[0], -1)
+            if z.shape[1] != 1:
+                raise ValueError(f"Expected 'data' of shape (N,) or (N, 1), got {np.shape(data)}")
+        if idx is not None:
+            idx = np.asarray(idx)
+            if idx.dtype == np.bool_:
+                idx = np.flatnonzero(idx)
+        return self._kernel().statistic(_NO_THETA, z.reshape(-1, 1), idx)[0]
 
     def T(self, s: np.ndarray) -> np.ndarray:
         """``T(s) = s^{-1/2}``, shape (1,)."""
-        s = self.layout.check(s)
-        return 1.0 / np.sqrt(s)
+        s = np.asarray(self.layout.check(s), dtype=np.float64)
+        if not (s[0] > 0.0 and np.isfinite(s[0])):
+            raise ValueError(f"Expected a finite statistic s > 0 (project it first), got {s}")
+        return self._kernel().T(s)
 
     def project(self, s: np.ndarray) -> np.ndarray:
         """Projection onto ``[floor, ∞)``."""
-        return np.maximum(s, self.floor)
+        return self._kernel().project(self.layout.check(s))
 
     def project_theta(self, theta: Any) -> np.ndarray:
         """Projection of θ onto ``[floor, ∞)``."""
-        return np.maximum(np.asarray(theta, dtype=np.float64), self.floor)
+        return self._kernel().project_theta(np.asarray(theta, dtype=np.float64).reshape(1))
+
+    # -- compiled backend -----------------------------------------------------
+    def _compiled_key(self) -> Any:
+        return self.floor
+
+    def _build_compiled(self) -> Any:
+        return kernels.inverse_toy_model(self.floor)
+
+    def compiled_model(self) -> Any:
+        """:func:`fedmm.kernels.inverse_toy_model` (the callbacks of :meth:`statistic`, :meth:`T` and the
+        projections); None for subclasses that override those methods."""
+        return None if self._overrides_round_methods(InverseToy) else self._kernel()
 
     def init_statistic(self, datas: Sequence[Any], rng: np.random.Generator) -> np.ndarray:
         """``Ŝ_0`` uniform on ``[0.5, 2]`` (any positive value is valid)."""
