@@ -82,12 +82,17 @@ COMPRESSORS = {"identity": Identity, "dither8": lambda: StochasticRounding(bits=
 MODES = [("select", 3), ("select", 0.5), ("compress", 3), ("compress", 0.5), ("compress-local", 0.5)]
 
 
-@pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging], ids=["fedmm", "baseline"])
+# The Θ-space baseline is left out for mixtures with estimated covariances (see the docstring below).
+_CASES = [(name, algorithm) for name in MODELS for algorithm in (FedMM, ParameterAveraging)
+          if not (algorithm is ParameterAveraging and name in ("gmm-tied", "gmm-full"))]
+
+
+@pytest.mark.parametrize("name,algorithm", _CASES,
+                         ids=[f"{n}-{'fedmm' if a is FedMM else 'baseline'}" for n, a in _CASES])
 @pytest.mark.parametrize("mode,participation", MODES,
                          ids=["count", "bernoulli", "alg4-count", "alg4-bernoulli", "alg4-local"])
 @pytest.mark.parametrize("compressor", list(COMPRESSORS))
 @pytest.mark.parametrize("alpha", [0.0, 0.05], ids=["no-cv", "cv"])
-@pytest.mark.parametrize("name", list(MODELS))
 def test_python_and_compiled_backends_agree(name, alpha, compressor, mode, participation, algorithm):
     """Same Histories, server and client states on both backends, 1 and 2 threads, bit for bit.
 
@@ -99,8 +104,6 @@ def test_python_and_compiled_backends_agree(name, alpha, compressor, mode, parti
     configurations where it provably stays in Θ.  With a known covariance the Σ block of every
     message is exactly zero and the baseline is well defined.
     """
-    if algorithm is ParameterAveraging and name in ("gmm-tied", "gmm-full"):
-        pytest.skip("Θ-space averaging of estimated covariances leaves the positive-definite cone (no Θ projection)")
     make_model, make_datas = MODELS[name]
     model, datas = make_model(), make_datas()
     S0 = model.init_statistic(datas, np.random.default_rng(3))
