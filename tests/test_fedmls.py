@@ -49,7 +49,7 @@ def test_fedmls_suboptimality_follows_one_over_k_and_reaches_optimum(kind, probl
     slope = np.polyfit(np.log(k[tail]), np.log(gap[tail]), 1)[0]
     assert slope <= -0.9, f"suboptimality decays like k^{slope:.2f}, expected at least 1/k"
     assert gap[-1] <= 5e-3 * opt.value
-    assert hist["local_steps"][-1] == K * (K + 1) / 2
+    assert hist["total_local_steps"][-1] == K * (K + 1) / 2
 
 
 def test_stochastic_fedmls_reaches_optimum_on_average():
@@ -179,7 +179,7 @@ def test_baselines_with_one_local_step_are_the_centralized_subgradient_method():
     hist = Scaffnew(problem, step=eta0, communication_prob=1.0, oracle="full").run(datas, K)
     ref = centralized_subgradient_descent(sub, 3, 3, K, lambda t: eta0 / np.sqrt(t))
     np.testing.assert_allclose(hist.state["x"], ref[-1], rtol=1e-10, atol=1e-13)
-    assert list(hist["local_steps"]) == list(range(1, K + 1))
+    assert list(hist["total_local_steps"]) == list(range(1, K + 1))
 
 
 def _kmeans_svm_clients(n_clients=5, n_samples=200, seed=0):

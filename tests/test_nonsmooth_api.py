@@ -18,7 +18,8 @@ from fedmm.runtime import LocalRuntime
 # cases on the new API must give the same numbers with tolerance 0: the same per-client streams are drawn
 # in the same order and every float operation is the same, only distributed over Server and Client.
 _REFERENCE = np.load(__file__.rsplit("/", 1)[0] + "/data/nonsmooth_reference.npz")
-_RENAMED = {"eta": "step", "lam": "prox_weight", "probability": "communication_prob"}
+_RENAMED = {"eta": "step", "lam": "prox_weight", "probability": "communication_prob", "T": "local_steps",
+            "local_steps": "total_local_steps"}
 
 
 def _reference_datas(kind):
@@ -117,11 +118,11 @@ def test_scaffnew_rounds_are_communications_and_scaffold_counts_local_steps_over
     datas = _reference_datas("hinge")
     h = Scaffnew(HingeSVM(), step=0.05, communication_prob=lambda s: 1.0 if s % 3 == 0 else 1e-12).run(
         datas, 4, seed=1)
-    assert h["T"].tolist() == [3, 3, 3, 3] and h["local_steps"].tolist() == [3, 6, 9, 12]
+    assert h["local_steps"].tolist() == [3, 3, 3, 3] and h["total_local_steps"].tolist() == [3, 6, 9, 12]
     assert h["communication_prob"].tolist() == [1.0] * 4
     assert h["step"].tolist() == [0.05 * s ** -0.5 for s in (3, 6, 9, 12)]
     h = Scaffold(HingeSVM(), step=0.05).run(datas, 3, seed=1)
-    assert h["T"].tolist() == [1, 2, 3] and h["local_steps"].tolist() == [1, 3, 6]
+    assert h["local_steps"].tolist() == [1, 2, 3] and h["total_local_steps"].tolist() == [1, 3, 6]
     assert h["gamma"].tolist() == [math.sqrt(5)] * 3  # η_g = √n
 
 

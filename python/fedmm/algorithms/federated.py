@@ -19,6 +19,7 @@ from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
 from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported
 from fedmm.engine.metrics import squared_distance, step_record
+from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import (
     CLIENT_PARTY,
@@ -839,10 +840,9 @@ class _Monitor:
         self.model = model
         self.server = server
         self.datas = datas
-        self.objective_every = objective_every
+        self.objective_cadence = Cadence(objective_every, n_rounds)
         self.objective_data = objective_data
-        self.n_rounds = n_rounds
-        self.sp_every = sp_every
+        self.sp_cadence = Cadence(sp_every, n_rounds, name="monitor_every")
         self._mean_field_cache: tuple[np.ndarray, np.ndarray] | None = None
 
     def objective(self) -> float:
@@ -863,17 +863,14 @@ class _Monitor:
 
     def due(self, t: int) -> bool:
         """Whether the record of round ``t`` gets a field from :meth:`__call__` (else it returns ``{}``)."""
-        last = t == self.n_rounds - 1
-        return bool((self.sp_every and ((t + 1) % self.sp_every == 0 or last))
-                    or (self.objective_every and ((t + 1) % self.objective_every == 0 or last)))
+        return self.sp_cadence.due(t) or self.objective_cadence.due(t)
 
     def __call__(self, t: int, gamma: float) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        last = t == self.n_rounds - 1
-        if self.sp_every and ((t + 1) % self.sp_every == 0 or last):
+        if self.sp_cadence.due(t):
             before = self._mean_field(self.server.theta_vector_prev)
             after = self._mean_field(self.server.theta_vector)
             out["E_sp"] = squared_distance(after, before) / gamma**2
-        if self.objective_every and ((t + 1) % self.objective_every == 0 or last):
+        if self.objective_cadence.due(t):
             out["objective"] = self.objective()
         return out

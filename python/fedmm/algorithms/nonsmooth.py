@@ -642,7 +642,7 @@ class FedAvgServer(SubgradientServer):
         T, step = self._round
         self.x = self.decode_all(payloads, self.x.shape[0]).mean(axis=0)
         self.total_local_steps += T
-        return {"gamma": 1.0, "step": step, "T": T, "local_steps": self.total_local_steps}
+        return {"gamma": 1.0, "step": step, "local_steps": T, "total_local_steps": self.total_local_steps}
 
 
 class FedAvgClient(SubgradientClient):
@@ -685,7 +685,7 @@ class FedAvg(FederatedSubgradientMethod):
     >>> rng = np.random.default_rng(0)
     >>> datas = [(rng.normal(size=(20, 2)), rng.choice([-1.0, 1.0], 20)) for _ in range(3)]
     >>> h = FedAvg(HingeSVM(), step=0.01).run(datas, 5, seed=0, objective_every=1)
-    >>> h["T"].tolist(), h["t"].tolist()
+    >>> h["local_steps"].tolist(), h["t"].tolist()
     ([1.0, 2.0, 3.0, 4.0, 5.0], [0.0, 1.0, 2.0, 3.0, 4.0])
     """
 
@@ -746,7 +746,7 @@ class ScaffoldServer(SubgradientServer):
         self.x = self.x + self.global_step * np.ascontiguousarray(deltas[:, :p]).mean(axis=0)
         self.c = self.c + np.ascontiguousarray(deltas[:, p:]).mean(axis=0)
         self.total_local_steps += self._T
-        return {"gamma": self.global_step, "T": self._T, "local_steps": self.total_local_steps}
+        return {"gamma": self.global_step, "local_steps": self._T, "total_local_steps": self.total_local_steps}
 
 
 class ScaffoldClient(SubgradientClient):
@@ -817,7 +817,7 @@ class Scaffold(FederatedSubgradientMethod):
     >>> rng = np.random.default_rng(0)
     >>> datas = [(rng.normal(size=(20, 2)), rng.choice([-1.0, 1.0], 20)) for _ in range(4)]
     >>> h = Scaffold(HingeSVM(), step=0.01, local_steps=3).run(datas, 4, seed=0)
-    >>> h["local_steps"].tolist(), float(h["gamma"][0]), sorted(h.state)
+    >>> h["total_local_steps"].tolist(), float(h["gamma"][0]), sorted(h.state)
     ([3.0, 6.0, 9.0, 12.0], 2.0, ['c', 'x'])
     """
 
@@ -889,8 +889,8 @@ class ScaffnewServer(SubgradientServer):
         T, step, prob = self._round
         self.x = self.decode_all(payloads, self.x.shape[0]).mean(axis=0)
         self.total_local_steps += T
-        return {"gamma": 1.0, "step": step, "communication_prob": prob, "T": T,
-                "local_steps": self.total_local_steps}
+        return {"gamma": 1.0, "step": step, "communication_prob": prob, "local_steps": T,
+                "total_local_steps": self.total_local_steps}
 
 
 class ScaffnewClient(SubgradientClient):
@@ -977,7 +977,7 @@ class Scaffnew(FederatedSubgradientMethod):
     >>> rng = np.random.default_rng(0)
     >>> datas = [(rng.normal(size=(20, 2)), rng.choice([-1.0, 1.0], 20)) for _ in range(4)]
     >>> h = Scaffnew(HingeSVM(), step=0.01, communication_prob=0.5).run(datas, 6, seed=0)
-    >>> len(h), bool((h["T"] >= 1).all()), bool(h["local_steps"][-1] == h["T"].sum())
+    >>> len(h), bool((h["local_steps"] >= 1).all()), bool(h["total_local_steps"][-1] == h["local_steps"].sum())
     (6, True, True)
     """
 

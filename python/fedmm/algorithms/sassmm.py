@@ -9,6 +9,7 @@ import numpy as np
 
 from fedmm._validation import check_in, check_int
 from fedmm.engine.metrics import squared_distance, step_record
+from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import CLIENT_PARTY, RoundStream, check_seed, init_generator, party_seed, seed_repr
 from fedmm.algorithms._schedule import StepSchedule
@@ -84,7 +85,7 @@ class SASSMM:
         model = self.model
         n_iter = check_int(n_iter, "n_iter", low=0)
         seed = check_seed(seed)
-        objective_every = check_int(objective_every, "objective_every", low=0)
+        cadence = Cadence(objective_every, n_iter)
         data = model.check_data(data, "data")
         layout = model.layout
         if init is None:
@@ -102,7 +103,7 @@ class SASSMM:
         })
         theta = model.T(S)
         theta_vec = model.theta_vector(theta)
-        if objective_every:
+        if cadence:
             history.config["initial_objective"] = model.objective(data, theta)
         elapsed = 0.0
         for t in range(n_iter):
@@ -117,7 +118,7 @@ class SASSMM:
             S, theta_vec = S_new, new_vec
             elapsed += time.perf_counter() - start
             record["wall_time"] = elapsed
-            if objective_every and ((t + 1) % objective_every == 0 or t == n_iter - 1):
+            if cadence.due(t):
                 record["objective"] = model.objective(data, theta)
             history.append(**record)
             if callback is not None:

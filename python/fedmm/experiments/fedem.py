@@ -205,7 +205,7 @@ def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, m
          oracle: str, batch_size: int, k_in: int | None, participation: float, step: float, alpha: float,
          block_size: int | None, projection: str | None, extra_monitor: Any = None) -> dict[str, Any]:
     """One FedEM / VR-FedEM run with the mean-field monitor; returns arrays as lists."""
-    from fedmm.algorithms import FedMM
+    from fedmm.algorithms import Cadence, FedMM
     from fedmm.compression import BlockQuantizer, Identity
 
     compressor = Identity() if block_size is None else BlockQuantizer(block_size=block_size, norm=2)
@@ -215,8 +215,10 @@ def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, m
     mu = np.asarray(sizes, dtype=np.float64) / sum(sizes)
     monitored: dict[str, list] = {"round": [], "h2": [], "extra": []}
 
+    cadence = Cadence(monitor_every, n_rounds, name="monitor_every")
+
     def callback(t: int, S: np.ndarray, theta: Any) -> None:
-        if (t + 1) % monitor_every == 0 or t == n_rounds - 1:
+        if cadence.due(t):
             monitored["round"].append(t + 1)
             monitored["h2"].append(float(np.sum(_mean_field(model, datas, mu, S) ** 2)))
             if extra_monitor is not None:

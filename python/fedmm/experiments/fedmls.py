@@ -107,7 +107,7 @@ def _curves_vs_steps(histories, f_star: float, grid: np.ndarray) -> np.ndarray:
     """Relative suboptimality at the last communication with ``local_steps ≤ s``, per seed."""
     out = np.full((len(histories), grid.size), np.nan)
     for r, h in enumerate(histories):
-        steps, rel = h["local_steps"], _relative(h["objective"], f_star)
+        steps, rel = h["total_local_steps"], _relative(h["objective"], f_star)
         pos = np.searchsorted(steps, grid, side="right") - 1
         ok = pos >= 0
         out[r, ok] = rel[pos[ok]]
@@ -229,7 +229,7 @@ def run_fedmls_experiment(
     if bar is not None:
         bar.close()
 
-    max_steps = max(float(h["local_steps"][-1]) for hs in final.values() for h in hs)
+    max_steps = max(float(h["total_local_steps"][-1]) for hs in final.values() for h in hs)
     local_step_grid = np.unique(np.geomspace(1, max_steps, 200).round())
     curves = {}
     for name, hs in final.items():
@@ -238,7 +238,7 @@ def run_fedmls_experiment(
             "rounds": _summarize(by_round),
             "local_steps": _summarize(_curves_vs_steps(hs, f_star, local_step_grid)),
             "final_relative_suboptimality": by_round[:, -1].tolist(),
-            "total_local_steps": [float(h["local_steps"][-1]) for h in hs],
+            "total_local_steps": [float(h["total_local_steps"][-1]) for h in hs],
             "parameter": "prox_weight0" if name == "FedMLS" else "step0",
         }
     summary = {
