@@ -61,10 +61,9 @@ __all__ = [
     "SupportsQuantizerSpec",
 ]
 
-#: What a client sends up: ``bytes`` on a real wire, or any object whose ``len()`` is the size in
-#: bytes of the payload it stands for (the in-process simulation's decoded values,
-#: ``fedmm.algorithms.SimulatedMessage``).  An empty payload (``len() == 0``) is "no message":
-#: the server counts the client as inactive in that round (Algorithm 4 with ``U = 0``).
+#: What a client sends up: ``bytes`` (or any object whose ``len()`` is the size in bytes of the
+#: payload it stands for).  An empty payload (``len() == 0``) is "no message": the server counts
+#: the client as inactive in that round (Algorithm 4 with ``U = 0``).
 Payload = Union[bytes, Sized]
 
 
@@ -355,10 +354,10 @@ class ClientParty(Protocol):
     round ``t`` must depend only on (run seed, ``index``, ``t``), so that the
     numbers do not depend on the runtime, the threads or the order of calls.
 
-    Optional hooks: a static ``step_many(clients, message)`` (several
+    Optional hook: a static ``step_many(clients, message)`` (several
     clients of one type and one round in one call, equal to their
-    :meth:`step` results) and ``step_many_fused(clients, message,
-    n_threads)`` (one compiled call, or None) used by batched runtimes.
+    :meth:`step` results), used by ``LocalRuntime(batched=True)``.  Whole
+    compiled rounds are the server's business (``Server.simulate_rounds``).
 
     Attributes
     ----------

@@ -5,7 +5,7 @@
  *
  * A client round (lines 5-11) and the server step (lines 13-17) are written
  * once here, against the model interface; the Python reference backend
- * (fedmm.engine.Client.step / Server.aggregate) performs the same
+ * (fedmm.algorithms.Client.step / Server.aggregate) performs the same
  * operations in the same order on the same operands, with the model's own
  * compiled callbacks, so both backends give the same numbers bit for bit.
  * Elementwise updates follow NumPy's evaluation of the Python expressions

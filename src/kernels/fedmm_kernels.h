@@ -549,7 +549,7 @@ typedef struct fedmm_client {
 int64_t fedmm_message_size(const fedmm_model_t *model, const fedmm_round_config_t *cfg);
 
 /* One client's part of round t (Alg. 2 lines 5-11, Alg. 4 lines 4-8), what
- * fedmm.engine.Client.step computes:
+ * fedmm.algorithms.Client.step computes:
  *   1. the stream Philox(key, (0, t, 0, 0)); COMPRESS_LOCAL: U = (next_double < p);
  *      COMPRESS: U = coin (the server's); SELECT: U = 1;
  *   2. idx = fedmm_sample_without_replacement(stream, n_samples, min(batch, n_samples))
