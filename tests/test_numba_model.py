@@ -247,7 +247,12 @@ def test_user_failures_become_errors(statistic, backend):
     good = np.full((4, 1), 2.0)
     np.testing.assert_array_equal(model.statistic(good, np.ones(1)), [2.0])
     with pytest.raises(ValueError, match="invalid argument"):
-        FedMM(model, step=1.0, backend=backend).run([good, np.full((3, 1), -1.0)], 2, init=np.ones(1))
+        FedMM(model, step=1.0, backend=backend).run([good, np.full((3, 1), -1.0)], 2, init=np.ones(1),
+                                                    on_client_error="raise")
+    # the default fault policy drops the failing client every round and goes on with the other
+    h = FedMM(model, step=1.0, backend=backend).run([good, np.full((3, 1), -1.0)], 2, init=np.ones(1))
+    assert [r["dropped"] for r in h.records] == [[1], [1]] and [r["active"] for r in h.records] == [[0], [0]]
+    assert all("invalid argument" in r["drop_reasons"][0] for r in h.records)
 
 
 def _float_T(c, s, theta):

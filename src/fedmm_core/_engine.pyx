@@ -500,7 +500,7 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
     client order with ``weights[i] = μ_i / p``.  The server state ``S``
     (S-space; None in Θ-space), ``V`` and ``theta`` (compiled parameter) is
     updated in place, and the clients' ``Vs`` and ``memories``; ``theta_prev``
-    receives ``theta`` before the last round.  ``quantizers[i] = (scheme,
+    receives ``theta`` before the last completed round.  ``quantizers[i] = (scheme,
     bits, norm, block)`` of client ``i``'s compressor.  Stops after the
     first round that ends more than ``max_seconds`` after the call started
     (at least one round runs).
@@ -517,6 +517,12 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
         Wall time of each round.
     n_unconverged : int
         Inner-solver columns that hit their iteration cap.
+    failure : tuple or None
+        ``(t, client, reason)`` when round ``t`` failed in a client's round
+        (``client`` its index) or in the server step (``client = -1``); the
+        rounds before it are complete, and round ``t`` left no trace: the
+        contacted clients' ``V`` and the server state are as before it
+        (per-sample memory, e.g. warm-start codes, may hold its new values).
     """
     cdef fedmm_round_config_t cfg
     cfg.space = SPACES[space]
@@ -555,6 +561,9 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
     cdef double[::1] seconds_v = seconds
     cdef double[:, ::1] values = np.empty((n, max(msg, 1)), dtype=np.float64)
     cdef double[::1] w_sent = np.empty(n, dtype=np.float64)
+    # the contacted clients' V and the parameter before a round: a failed round is undone (atomic rounds)
+    cdef double[:, ::1] V_saved = np.empty((n, max(msg, 1)), dtype=np.float64)
+    cdef double[::1] theta_saved = np.empty(max(<Py_ssize_t>mdl.theta_size, 1), dtype=np.float64)
     cdef int64_t[::1] ids = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] sel_work = np.empty(n, dtype=np.int64)
     cdef uint8_t[::1] coins = np.zeros(n, dtype=np.uint8)
@@ -589,6 +598,7 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
                 n_bad[k] = 0
                 status[k] = FEDMM_OK
                 sent[k] = 0
+                memcpy(&V_saved[k, 0], clients.items[ids[k]].V, msg * sizeof(double))
             # lines 5-11 on every contacted client
             for k in prange(m, num_threads=n_threads, schedule="dynamic"):
                 tid = threadid()
@@ -608,14 +618,16 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
                     w_sent[m_sent] = weights[ids[k]]
                     senders_v[r, m_sent] = ids[k]
                     m_sent = m_sent + 1
-            if failed != FEDMM_OK:
+            if failed == FEDMM_OK:
+                # lines 13-17, then T for the next round's line 4 (S, V, theta change only on success)
+                memcpy(&theta_saved[0], &theta[0], mdl.theta_size * sizeof(double))
+                server_status = fedmm_server_step(mdl, &cfg, m_sent, &w_sent[0], &values[0, 0], gammas[r],
+                                                  S_ptr, &V[0], &theta[0], &dist_v[r, 0], &server_work[0])
+            if failed != FEDMM_OK or server_status != FEDMM_OK:
+                for k in range(m):  # undo the round's client updates: V = sum_i mu_i V_i still holds
+                    memcpy(clients.items[ids[k]].V, &V_saved[k, 0], msg * sizeof(double))
                 break
-            # lines 13-17, then T for the next round's line 4
-            memcpy(&theta_prev[0], &theta[0], mdl.theta_size * sizeof(double))
-            server_status = fedmm_server_step(mdl, &cfg, m_sent, &w_sent[0], &values[0, 0], gammas[r], S_ptr,
-                                              &V[0], &theta[0], &dist_v[r, 0], &server_work[0])
-            if server_status != FEDMM_OK:
-                break
+            memcpy(&theta_prev[0], &theta_saved[0], mdl.theta_size * sizeof(double))
             n_senders_v[r] = m_sent
             n_contacted_v[r] = m
             seconds_v[r] = _seconds() - clock
@@ -625,9 +637,10 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
                 break
     if select_status != FEDMM_OK:
         _raise_status(select_status, f"server selection at round {t}")
+    failure = None
     if failed != FEDMM_OK:
-        _raise_status(failed, f"client #{failed_client} at round {t}")
-    if server_status != FEDMM_OK:
-        _raise_status(server_status, f"server step at round {t}")
+        failure = (int(t), int(failed_client), fedmm_strerror(failed).decode())
+    elif server_status != FEDMM_OK:
+        failure = (int(t), -1, fedmm_strerror(server_status).decode())
     return (senders[:n_run], n_senders[:n_run], n_contacted[:n_run], dist[:n_run], seconds[:n_run],
-            int(total_bad))
+            int(total_bad), failure)

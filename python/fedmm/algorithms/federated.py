@@ -428,18 +428,30 @@ class Server:
             raise ValueError(f"Client {i} sent non-finite values")
         return values
 
-    def aggregate(self, t: int, payloads: dict[int, bytes]) -> dict[str, Any]:
+    def aggregate(self, t: int, payloads: dict[int, bytes],
+                  on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
         """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``.
 
         Empty payloads count as zero messages (Algorithm 4 with ``U = 0``).
-        Returns the round's monitoring record (``gamma``, ``E_s``/``E_ps`` or ``E_p``).
+        Every payload is decoded and validated (length, finite values) before
+        the server's state changes: an invalid one raises ``ValueError``
+        naming the client, or, with ``on_invalid``, is left out of the
+        aggregation (the client counts as dropped, Algorithm 2 lines 10-11)
+        after ``on_invalid(i, reason)`` is called.  Returns the round's
+        monitoring record (``gamma``, ``E_s``/``E_ps`` or ``E_p``).
         """
         gamma = self.schedule(t + 1)
         rows, weights = [], []
         for i in sorted(payloads):
             payload = payloads[i]
             if payload:
-                rows.append(self._decode(i, payload))
+                try:
+                    rows.append(self._decode(i, payload))
+                except (ValueError, TypeError) as exc:
+                    if on_invalid is None:
+                        raise
+                    on_invalid(i, str(exc))
+                    continue
                 weights.append(self.weights[i])
         # acc = Σ_i (μ_i / p) Quant_i, accumulated in client order (one compiled pass).
         acc = _rounds.weighted_row_sum(rows, np.array(weights) / self.p, self._size)
@@ -714,7 +726,8 @@ class FedMM:
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None,
             init: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
             monitor_every: int = 1, progress: bool = False,
-            callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None) -> History:
+            callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None,
+            on_client_error: str = "drop") -> History:
         """Run ``n_rounds`` rounds on the clients' data ``datas``.
 
         Parameters
@@ -746,6 +759,11 @@ class FedMM:
             callback=..., progress=...)``; default the in-process
             :class:`fedmm.engine.LocalRuntime` with this object's ``n_threads`` and
             the backend chosen by ``backend``.
+        on_client_error : {'drop', 'raise'}
+            The default runtime's fault policy: a client whose round raises or
+            whose payload fails validation is dropped for that round (recorded
+            in ``dropped`` / ``drop_reasons``) and the run goes on, or the
+            error propagates.
 
         Returns
         -------
@@ -780,7 +798,7 @@ class FedMM:
             history.config["backend"] = "compiled" if use_compiled else "python"
             if reason is not None and self.backend == "auto":
                 history.config["backend_reason"] = reason
-            runtime = LocalRuntime(n_threads=self.n_threads, compiled=use_compiled)
+            runtime = LocalRuntime(n_threads=self.n_threads, compiled=use_compiled, on_client_error=on_client_error)
         else:
             history.config["backend"] = "python"  # a runtime of its own moves Client.step messages
         user_callback = None

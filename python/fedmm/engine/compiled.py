@@ -70,6 +70,12 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
     ``n_contacted``; ``bytes_up``; ``bytes_down``; ``seconds``), or None,
     with nothing changed, when :func:`compiled_unsupported` gives a reason.
     Fewer rounds (at least one) run when they take more than ``max_seconds``.
+    Rounds are atomic: when a client's round or the server step fails in
+    round ``t``, the rounds before it are committed and the list ends with
+    ``{"failed": reason, "t": t, "client": i}`` (``i = -1``: the server
+    step), round ``t`` having left the server and the clients' control
+    variates as they were; the caller reruns it on the Python backend,
+    which applies its fault policy.
     """
     if n_rounds < 1 or compiled_unsupported(server, clients) is not None or any(c.V is None for c in clients):
         return None
@@ -95,7 +101,7 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
     theta_prev = np.empty_like(theta)
     S = None if server.space == "parameter" else np.array(server.S, dtype=np.float64)
     V = np.array(server.V, dtype=np.float64)
-    senders, n_senders, n_contacted, dist, seconds, n_bad = kernels.run_rounds(
+    senders, n_senders, n_contacted, dist, seconds, n_bad, failure = kernels.run_rounds(
         compiled, server.space, server.mode, first.kind, server.projection == "euclidean", batch, server.p,
         server.alpha, -1 if server.count is None else server.count, server.weights / server.p,
         np.ascontiguousarray(server.stream.key, dtype=np.uint64), datas, memories, Vs, keys, quantizers, S, V,
@@ -103,8 +109,9 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
     if n_bad:
         warnings.warn(f"{n_bad} inner-solver columns hit their iteration cap in the compiled rounds "
                       f"{t0}..{t0 + len(n_senders) - 1}", kernels.ConvergenceWarning, stacklevel=3)
+    failed = [] if failure is None else [{"failed": failure[2], "t": failure[0], "client": failure[1]}]
     if len(n_senders) == 0:
-        return []
+        return failed
     d = compiled.d
     theta_like = server.theta
     # S-space: θ = T(Ŝ) as the model's T builds it; Θ-space: θ rebuilt from its vector, as Server.aggregate does
@@ -120,4 +127,4 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
         out.append({"record": step_record(gamma, d_theta, d_s if server.space == "statistic" else None),
                     "active": ids, "n_contacted": contacted, "bytes_up": sum([nbytes[i] for i in ids]),
                     "bytes_down": contacted * message_nbytes, "seconds": wall})
-    return out
+    return out + failed

@@ -7,14 +7,18 @@ It lives in the engine layer because the algorithms use it by default;
 """
 from __future__ import annotations
 
+import inspect
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from fedmm._validation import check_int
+from fedmm._validation import check_in, check_int
 from fedmm.history import History
 
 __all__ = ["LocalRuntime", "finish_round", "round_record", "split_contiguous"]
+
+#: What happens to a client whose round fails: dropped for the round (Algorithm 2 lines 10-11), or raise.
+CLIENT_ERROR_POLICIES = ("drop", "raise")
 
 # Longest stretch of rounds per compiled call, in rounds (bounds its per-round outputs, n int64 per
 # round) and in seconds (Python gets control back that often: Ctrl-C, progress bar).
@@ -31,39 +35,67 @@ def split_contiguous(items: Sequence[Any], k: int) -> list[list[Any]]:
 
 
 def round_record(t: int, server_record: dict, ids: Sequence[int], payloads: Sequence[Any],
-                 message: Any, elapsed: float) -> dict:
+                 message: Any, elapsed: float, reasons: dict[int, str] | None = None) -> dict:
     """The History record of round ``t`` (shared by every runtime).
 
     ``payloads[k]`` is client ``ids[k]``'s message, or None when the client
     failed or timed out: it was *dropped* (left out of the aggregation, as an
     inactive client of Algorithm 2).  ``active`` lists the clients whose
     non-empty message was aggregated; bytes count what actually travelled.
+    With ``reasons`` (client → why it was dropped) the record also gets
+    ``drop_reasons``, aligned with ``dropped``.
     """
     sizes = [None if b is None else len(b) for b in payloads]
-    return _record(t, server_record, [i for i, n in zip(ids, sizes) if n], [i for i, n in zip(ids, sizes) if n is None],
-                   sum(n for n in sizes if n is not None), len(ids) * message.nbytes, elapsed)
+    dropped = [i for i, n in zip(ids, sizes) if n is None]
+    return _record(t, server_record, [i for i, n in zip(ids, sizes) if n], dropped,
+                   sum(n for n in sizes if n is not None), len(ids) * message.nbytes, elapsed,
+                   None if reasons is None else [reasons.get(i, "no answer") for i in dropped])
 
 
 def _record(t: int, server_record: dict, active: list[int], dropped: list[int], bytes_up: int, bytes_down: int,
-            elapsed: float) -> dict:
+            elapsed: float, drop_reasons: list[str] | None = None) -> dict:
     """The fields of a round's record, in their order (shared by the per-round and compiled paths)."""
-    return {"t": t, **server_record, "active": active, "dropped": dropped, "bytes_up": bytes_up,
-            "bytes_down": bytes_down, "wall_time": elapsed}
+    record = {"t": t, **server_record, "active": active, "dropped": dropped}
+    if drop_reasons:
+        record["drop_reasons"] = drop_reasons
+    record.update(bytes_up=bytes_up, bytes_down=bytes_down, wall_time=elapsed)
+    return record
 
 
 def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payloads: Sequence[Any],
                  message: Any, start: float, elapsed: float, monitor: Callable[[int, float], dict] | None,
-                 callback: Callable[[int], None] | None) -> float:
+                 callback: Callable[[int], None] | None, *, reasons: dict[int, str] | None = None,
+                 on_invalid: Callable[[int, str], None] | None = None) -> float:
     """The end of round ``t`` shared by every runtime; returns the new cumulative round time.
 
     Aggregates the received payloads (``None`` = dropped client), adds the
     round's time since ``start`` (``time.perf_counter()``) to ``elapsed``,
     appends :func:`round_record` (plus the monitor's fields, which are not
-    timed) to ``history`` and calls ``callback(t)``.
+    timed) to ``history`` and calls ``callback(t)``.  With ``on_invalid``
+    (servers whose ``aggregate`` accepts it), a payload that fails the
+    server's validation drops its client instead of raising:
+    ``on_invalid(i, reason)`` is called before the server's state changes,
+    and ``reasons`` (updated in place) records why each client was dropped.
     """
-    record = server.aggregate(t, {i: b for i, b in zip(ids, payloads) if b is not None})
+    payloads = list(payloads)
+    if on_invalid is None:
+        record = server.aggregate(t, {i: b for i, b in zip(ids, payloads) if b is not None})
+    else:
+        invalid: dict[int, str] = {}
+
+        def note_invalid(i: int, reason: str) -> None:
+            invalid[i] = reason
+            on_invalid(i, reason)
+
+        record = server.aggregate(t, {i: b for i, b in zip(ids, payloads) if b is not None},
+                                  on_invalid=note_invalid)
+        for k, i in enumerate(ids):
+            if i in invalid:
+                payloads[k] = None
+                if reasons is not None:
+                    reasons[i] = f"invalid payload: {invalid[i]}"
     elapsed += time.perf_counter() - start
-    record = round_record(t, record, ids, payloads, message, elapsed)
+    record = round_record(t, record, ids, payloads, message, elapsed, reasons)
     if monitor is not None:
         record.update(monitor(t, record["gamma"]))
     history.append(**record)
@@ -100,6 +132,21 @@ class LocalRuntime:
         ``step_many(clients, message)`` (several clients in one call, equal to
         their ``step`` results; FedMLS and its baselines have one) on each
         thread's share of clients, instead of one ``step`` per client.
+    on_client_error : {'drop', 'raise'}
+        A client whose round raises, or whose payload fails the server's
+        validation, is *dropped* for that round (left out of the aggregation,
+        as an inactive client of Algorithm 2 lines 10-11; its state restored
+        to the start of the round; the record's ``dropped`` and
+        ``drop_reasons`` say who and why) and the run goes on; ``'raise'``
+        propagates the error (debugging).
+
+    Rounds are atomic: a round either completes for the server and every
+    contacted client or leaves them as they were, so ``V = Σ_i μ_i V_i``
+    always holds.  A compiled stretch whose round ``t`` fails commits the
+    rounds before it and reruns round ``t`` on the Python backend, which
+    applies ``on_client_error``.  A ``KeyboardInterrupt`` during a round
+    restores the round's clients and propagates with the History of the
+    completed rounds attached as its ``history`` attribute.
 
     Notes
     -----
@@ -114,32 +161,62 @@ class LocalRuntime:
     backend is the fast one.
     """
 
-    def __init__(self, n_threads: int = 1, compiled: bool = True, batched: bool = True) -> None:
+    def __init__(self, n_threads: int = 1, compiled: bool = True, batched: bool = True,
+                 on_client_error: str = "drop") -> None:
         self.n_threads = check_int(n_threads, "n_threads", low=1)
         for name, value in (("compiled", compiled), ("batched", batched)):
             if not isinstance(value, bool):
                 raise TypeError(f"Expected '{name}' to be a bool, got {value!r}")
         self.compiled = compiled
         self.batched = batched
+        self.on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
 
-    def _work(self, share: list[Any], message: Any) -> list[bytes]:
+    def _one(self, client: Any, message: Any, reasons: dict[int, str]) -> Any:
+        """``client.step(message)``, or None (dropped, reason noted) when it raises under 'drop'."""
+        try:
+            return client.step(message)
+        except Exception as exc:
+            if self.on_client_error == "raise":
+                raise
+            reasons[client.index] = f"{type(exc).__name__}: {exc}"
+            return None
+
+    def _work(self, share: list[Any], message: Any, reasons: dict[int, str],
+              snapshots: dict[int, Any]) -> list[Any]:
         # A client type may offer a batched step of several clients (one kernel call, e.g. FedMLS)
         step_many = getattr(type(share[0]), "step_many", None) if self.batched else None
         if step_many is not None:
-            return step_many(share, message)
-        return [c.step(message) for c in share]
+            try:
+                return step_many(share, message)
+            except Exception:
+                if self.on_client_error == "raise":
+                    raise
+                _restore(share, snapshots)  # find the failing client(s) one by one (same numbers)
+        return [self._one(c, message, reasons) for c in share]
 
-    def exchange(self, clients: Sequence[Any], message: Any, pool: ThreadPoolExecutor | None) -> list[bytes]:
-        """Deliver ``message`` to ``clients`` and collect their payloads, in order (None: dropped)."""
+    def exchange(self, clients: Sequence[Any], message: Any, pool: ThreadPoolExecutor | None,
+                 reasons: dict[int, str] | None = None, snapshots: dict[int, Any] | None = None) -> list[Any]:
+        """Deliver ``message`` to ``clients`` and collect their payloads, in order (None: dropped).
+
+        ``snapshots`` (client index → its start-of-round state) lets a
+        failed batched share be rerun client by client; ``reasons`` receives
+        why each dropped client failed.
+        """
         if not clients:
             return []
+        reasons = {} if reasons is None else reasons
+        snapshots = {} if snapshots is None else snapshots
         shares = split_contiguous(clients, self.n_threads)
         if pool is None or len(shares) == 1:
-            return [b for share in shares for b in self._work(share, message)]
+            return [b for share in shares for b in self._work(share, message, reasons, snapshots)]
         # The calling thread works on the first share instead of idling on the futures.
-        futures = [pool.submit(self._work, share, message) for share in shares[1:]]
-        payloads = self._work(shares[0], message)
-        return [*payloads, *(b for f in futures for b in f.result())]
+        futures = [pool.submit(self._work, share, message, reasons, snapshots) for share in shares[1:]]
+        try:
+            payloads = self._work(shares[0], message, reasons, snapshots)
+            return [*payloads, *(b for f in futures for b in f.result())]
+        finally:
+            for f in futures:  # never leave a pool thread running a client (Ctrl-C, errors)
+                f.exception()
 
     @staticmethod
     def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any) -> int:
@@ -174,6 +251,8 @@ class LocalRuntime:
             bar = tqdm(total=n_rounds, desc=history.algorithm or "rounds", unit="round")
         pool = None
         elapsed = 0.0
+        # servers whose aggregate can drop invalid payloads (FedMM's) get them validated per client
+        aggregate_hook = "on_invalid" in inspect.signature(server.aggregate).parameters
         try:
             # Optional set-up exchange (servers with setup_message, e.g. FedMM's initial control
             # variates): every client answers once, the server aggregates.
@@ -194,6 +273,9 @@ class LocalRuntime:
                     if done is None:
                         compiled = False
                         continue
+                    failed = done and "failed" in done[-1]
+                    if failed:
+                        done = done[:-1]  # committed rounds; the failed one reruns on the Python backend
                     for u, rnd in enumerate(done, start=t):
                         elapsed += rnd["seconds"]
                         record = _record(u, rnd["record"], rnd["active"], [], rnd["bytes_up"], rnd["bytes_down"],
@@ -205,22 +287,70 @@ class LocalRuntime:
                             callback(u)
                     if bar is not None:
                         bar.update(len(done))
-                    t += len(done)  # fewer than asked when the stretch ran out of time
+                    t += len(done)  # fewer than asked when the stretch ran out of time or a round failed
+                    if failed:
+                        if pool is None and self.n_threads > 1:
+                            pool = ThreadPoolExecutor(max_workers=self.n_threads - 1)
+                        elapsed = self._python_round(server, clients, t, pool, history, elapsed, monitor,
+                                                     callback, aggregate_hook)
+                        if bar is not None:
+                            bar.update(1)
+                        t += 1
                     continue
                 if pool is None and self.n_threads > 1:
                     pool = ThreadPoolExecutor(max_workers=self.n_threads - 1)
-                start = time.perf_counter()
-                ids = server.select(t)
-                message = server.broadcast(t)
-                payloads = self.exchange([clients[i] for i in ids], message, pool)
-                elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor,
-                                       callback)
+                elapsed = self._python_round(server, clients, t, pool, history, elapsed, monitor, callback,
+                                             aggregate_hook)
                 if bar is not None:
                     bar.update(1)
                 t += 1
+        except KeyboardInterrupt as exc:
+            exc.history = history  # the completed rounds; the interrupted one left no trace
+            raise
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)
             if bar is not None:
                 bar.close()
         return history
+
+    def _python_round(self, server: Any, clients: Sequence[Any], t: int, pool: ThreadPoolExecutor | None,
+                      history: History, elapsed: float, monitor: Any, callback: Any, aggregate_hook: bool) -> float:
+        """Round ``t`` on the Python backend, atomic: on any exception (Ctrl-C included) the server, the
+        contacted clients and the History get their start-of-round states back."""
+        start = time.perf_counter()
+        ids = server.select(t)
+        message = server.broadcast(t)
+        contacted = [clients[i] for i in ids]
+        snapshots = {c.index: c.get_state() for c in contacted if hasattr(c, "get_state")}
+        server_state = server.get_state() if hasattr(server, "get_state") else None
+        n_records = len(history.records)
+        reasons: dict[int, str] = {}
+        committed = False
+        try:
+            payloads = self.exchange(contacted, message, pool, reasons, snapshots)
+            for c, b in zip(contacted, payloads):
+                if b is None and c.index in snapshots:
+                    c.set_state(snapshots[c.index])  # a failed client's round left no trace
+            on_invalid = None
+            if aggregate_hook and self.on_client_error == "drop":
+                def on_invalid(i: int, reason: str) -> None:
+                    if i in snapshots:
+                        clients[i].set_state(snapshots[i])
+            elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor, callback,
+                                   reasons=reasons if (reasons or on_invalid) else None, on_invalid=on_invalid)
+            committed = True
+        finally:
+            if not committed:  # undo the whole round: server, clients and its record
+                _restore(contacted, snapshots)
+                if server_state is not None:
+                    server.set_state(server_state)
+                del history.records[n_records:]
+        return elapsed
+
+
+def _restore(clients: Sequence[Any], snapshots: dict[int, Any]) -> None:
+    """Give ``clients`` their start-of-round states back (those that have one)."""
+    for c in clients:
+        if c.index in snapshots:
+            c.set_state(snapshots[c.index])
