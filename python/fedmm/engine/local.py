@@ -237,11 +237,11 @@ class LocalRuntime:
         """Run the set-up exchange (if the server has one) and ``n_rounds`` rounds, one record per round.
 
         Record fields added here (:func:`round_record`): ``t``, ``active``
-        (clients whose message was non-empty), ``dropped`` (clients that
-        failed; always empty in process, where an exception propagates),
-        ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative seconds of the
-        rounds, monitoring excluded); the server's record and the monitor's
-        fields are merged in.
+        (clients whose message was aggregated), ``dropped`` (clients dropped
+        under ``on_client_error='drop'``) with ``drop_reasons`` when there
+        were any, ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative
+        seconds of the rounds, monitoring excluded); the server's record and
+        the monitor's fields are merged in.
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         bar = None
