@@ -256,11 +256,18 @@ int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
     const int vb = h.value_nbytes;
     const uint8_t *body = payload + FEDMM_WIRE_HEADER_NBYTES;
     if (h.scheme == FEDMM_SCHEME_IDENTITY) {
-        for (size_t j = 0; j < q; ++j) {
-            double v = vb == 8 ? fedmm__load_f64_le(body + 8 * j)
-                               : (double)fedmm__load_f32_le(body + 4 * j);
-            if (!isfinite(v)) FAIL("identity payload holds a non-finite value");
-            out[j] = v;
+        /* validate every value before writing any output */
+        int finite = 1;
+        if (vb == 8) {
+            for (size_t j = 0; j < q; ++j) finite &= isfinite(fedmm__load_f64_le(body + 8 * j)) != 0;
+        } else {
+            for (size_t j = 0; j < q; ++j) finite &= isfinite(fedmm__load_f32_le(body + 4 * j)) != 0;
+        }
+        if (!finite) FAIL("identity payload holds a non-finite value (NaN or inf)");
+        if (vb == 8) {
+            for (size_t j = 0; j < q; ++j) out[j] = fedmm__load_f64_le(body + 8 * j);
+        } else {
+            for (size_t j = 0; j < q; ++j) out[j] = (double)fedmm__load_f32_le(body + 4 * j);
         }
         return FEDMM_OK;
     }
@@ -268,18 +275,33 @@ int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
     const int bits = h.bits;
     const size_t nblocks = q / block + (q % block != 0);
     const uint8_t *packed = body + nblocks * (size_t)vb;
+    const double s = (double)((1 << (bits - 1)) - 1);
     /* validate everything before writing any output */
-    for (size_t b = 0; b < nblocks; ++b) {
-        double nrm = vb == 8 ? fedmm__load_f64_le(body + 8 * b)
-                             : (double)fedmm__load_f32_le(body + 4 * b);
-        if (!isfinite(nrm) || signbit(nrm)) FAIL("a block norm is negative or not finite");
-    }
     uint64_t total_bits = (uint64_t)q * (uint64_t)bits;
     if (total_bits % 8 != 0) {
         uint8_t last = packed[total_bits / 8];
         if (last >> (total_bits % 8)) FAIL("padding bits of the last byte are not zero");
     }
-    const double s = (double)((1 << (bits - 1)) - 1);
+    for (size_t b = 0; b < nblocks; ++b) {
+        double nrm = vb == 8 ? fedmm__load_f64_le(body + 8 * b)
+                             : (double)fedmm__load_f32_le(body + 4 * b);
+        if (!isfinite(nrm)) FAIL("a block norm is not finite (NaN or inf)");
+        if (signbit(nrm)) FAIL("a block norm is negative");
+        const double scale = nrm / s;
+        if (isfinite(s * scale)) continue; /* no level can overflow: the usual case */
+        /* a norm within a rounding of DBL_MAX: the largest level whose value
+         * level * scale is finite, then every code of the block against it */
+        uint32_t safe = (uint32_t)s;
+        while (safe > 0 && !isfinite((double)safe * scale)) --safe;
+        const uint32_t mask = (1u << (bits - 1)) - 1u;
+        size_t start = b * block;
+        size_t len = q - start < block ? q - start : block;
+        for (size_t j = 0; j < len; ++j) {
+            uint32_t code = fedmm__wire_get_bits(packed, (uint64_t)(start + j) * (uint64_t)bits, bits);
+            if ((code & mask) > safe)
+                FAIL("a decoded value overflows to inf (block norm too large for its level)");
+        }
+    }
     for (size_t b = 0; b < nblocks; ++b) {
         double nrm = vb == 8 ? fedmm__load_f64_le(body + 8 * b)
                              : (double)fedmm__load_f32_le(body + 4 * b);
