@@ -164,3 +164,35 @@ def test_a_run_whose_true_update_size_overflows_warns_instead_of_silently_inf(ba
         h = _toy_run(1e160, backend, n_rounds=3)
     assert any(r["E_s"] == np.inf for r in h.records)
     assert all(np.isfinite(r["E_ps"]) for r in h.records)
+
+
+def _documented_order(a, b):
+    d = np.asarray(a) - np.asarray(b)
+    s = [0.0] * 4
+    n = len(d)
+    for j in range(n - n % 4):
+        s[j % 4] += d[j] * d[j]
+    for j in range(n - n % 4, n):
+        s[0] += d[j] * d[j]
+    return (s[0] + s[1]) + (s[2] + s[3])
+
+
+def test_the_scaled_path_equals_the_plain_sum_where_nothing_underflows():
+    """Sums below 2^-900 take the scaled path; scaling by a power of two is exact, so where no
+    square is subnormal the result is the documented plain sum to the bit."""
+    rng = np.random.default_rng(7)
+    for n in (1, 5, 8, 131):
+        a, b = rng.standard_normal(n) * 1e-140, rng.standard_normal(n) * 1e-140
+        assert _documented_order(a, b) < 2.0**-900
+        assert squared_distance(a, b) == _documented_order(a, b)
+
+
+def test_a_run_with_tiny_parameter_steps_and_overflowing_statistic_steps_agrees_across_backends():
+    """Data ~1e290: ‖ΔŜ‖² ~ 1e580 overflows (warned, both backends); ‖Δθ‖² ~ 1e-291 takes the scaled path."""
+    runs = []
+    for backend in ("compiled", "python"):
+        with pytest.warns(RuntimeWarning, match="update size E_s "):
+            runs.append(_toy_run(1e290, backend, n_rounds=4))
+    assert runs[0].equals(runs[1])
+    e_ps = np.array([r["E_ps"] for r in runs[0].records])
+    assert np.all(np.isfinite(e_ps)) and e_ps.min() > 0.0
