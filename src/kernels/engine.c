@@ -35,24 +35,69 @@ void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double
     }
 }
 
-double fedmm_squared_distance(size_t n, const double *a, const double *b)
+/* sum of squares of (a - b) * 2^-e in the fixed order (s0 + s1) + (s2 + s3)
+ * (e = 0: the plain sum; the scaling by a power of two is exact) */
+static double sum_squares(size_t n, const double *a, const double *b, int e)
 {
     /* four partial sums, combined as (s0 + s1) + (s2 + s3): a fixed order */
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     size_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const double d0 = a[j] - b[j], d1 = a[j + 1] - b[j + 1];
-        const double d2 = a[j + 2] - b[j + 2], d3 = a[j + 3] - b[j + 3];
-        s0 += d0 * d0;
-        s1 += d1 * d1;
-        s2 += d2 * d2;
-        s3 += d3 * d3;
-    }
-    for (; j < n; ++j) {
-        const double d0 = a[j] - b[j];
-        s0 += d0 * d0;
+    if (e == 0) {
+        for (; j + 4 <= n; j += 4) {
+            const double d0 = a[j] - b[j], d1 = a[j + 1] - b[j + 1];
+            const double d2 = a[j + 2] - b[j + 2], d3 = a[j + 3] - b[j + 3];
+            s0 += d0 * d0;
+            s1 += d1 * d1;
+            s2 += d2 * d2;
+            s3 += d3 * d3;
+        }
+        for (; j < n; ++j) {
+            const double d0 = a[j] - b[j];
+            s0 += d0 * d0;
+        }
+    } else {
+        for (; j + 4 <= n; j += 4) {
+            const double d0 = ldexp(a[j] - b[j], -e), d1 = ldexp(a[j + 1] - b[j + 1], -e);
+            const double d2 = ldexp(a[j + 2] - b[j + 2], -e), d3 = ldexp(a[j + 3] - b[j + 3], -e);
+            s0 += d0 * d0;
+            s1 += d1 * d1;
+            s2 += d2 * d2;
+            s3 += d3 * d3;
+        }
+        for (; j < n; ++j) {
+            const double d0 = ldexp(a[j] - b[j], -e);
+            s0 += d0 * d0;
+        }
     }
     return (s0 + s1) + (s2 + s3);
+}
+
+/* Below this plain sum, some squares may have underflowed (|d| < 2^-511
+ * gives d * d < 2^-1022); at or above it, the lost terms are far below half
+ * an ulp of the sum. */
+#define SQDIST_SAFE_MIN 0x1p-900
+
+double fedmm_squared_distance(size_t n, const double *a, const double *b)
+{
+    const double plain = sum_squares(n, a, b, 0);
+    if (isnan(plain) || (isfinite(plain) && plain >= SQDIST_SAFE_MIN)) return plain;
+    /* the plain sum overflowed or may have underflowed: scale by the power of
+     * two of max |a_j - b_j| (as dnrm2 does), so that every scaled square is
+     * in [0, 4) and the sum in [0, 4n), then scale back once */
+    double amax = 0.0;
+    for (size_t j = 0; j < n; ++j) {
+        const double d = fabs(a[j] - b[j]);
+        if (d > amax) amax = d;
+    }
+    if (amax == 0.0) return plain;           /* +0.0: every difference is zero */
+    if (isinf(amax)) return amax;            /* a difference overflowed: inf */
+    if (isfinite(plain) && amax >= 0x1p-450) /* no square can have underflowed */
+        return plain;
+    int e;
+    (void)frexp(amax, &e); /* amax in [2^(e-1), 2^e) */
+    const double ssq = sum_squares(n, a, b, e);
+    /* ssq * 2^(2e), rounded once: inf when the true value exceeds DBL_MAX */
+    return ldexp(ssq, 2 * e);
 }
 
 int fedmm_model_check(const fedmm_model_t *model)

@@ -244,9 +244,12 @@ int fedmm_wire_read_header(const uint8_t *payload, size_t nbytes,
                            fedmm_wire_header_t *hdr, const char **reason);
 
 /* Decode any payload into out[0 .. out_len), out_len == q (float64).
- * Validates the header, the size, every norm (finite, >= 0) and the padding
- * bits before writing; never reads outside payload[0 .. nbytes).  Decoded
- * value: (-1)^sign * (level * (N / s)), evaluated in double. */
+ * Validates the header, the size, every norm (finite, >= 0), the padding
+ * bits, that every decoded value is finite (identity: no NaN/inf value;
+ * quantizers: no level * (N / s) overflows, possible only for a norm within
+ * a rounding of DBL_MAX) before writing anything: out is left untouched on
+ * any error.  Never reads outside payload[0 .. nbytes).  Decoded value:
+ * (-1)^sign * (level * (N / s)), evaluated in double. */
 int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
                       size_t out_len, const char **reason);
 
@@ -368,7 +371,13 @@ void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double
 
 /* ||a - b||^2 over n doubles, as four partial sums over j mod 4 (the tail
  * goes to the first) combined as (s0 + s1) + (s2 + s3): one fixed order of
- * operations, shared by every recorded update size (E^s, E^{p,s}, E^p). */
+ * operations, shared by every recorded update size (E^s, E^{p,s}, E^p).
+ * That plain sum is returned whenever it is finite and >= 2^-900 (no square
+ * can have over- or underflowed to matter).  Otherwise the differences are
+ * scaled by the power of two 2^e of max |a_j - b_j| (exact), summed in the
+ * same order and scaled back once by 2^(2e) (as LAPACK's dnrm2 scales):
+ * finite whenever the true value is representable, +inf when it exceeds
+ * DBL_MAX (or a difference a_j - b_j overflows), NaN if an input is NaN. */
 double fedmm_squared_distance(size_t n, const double *a, const double *b);
 
 /* ---- dictionary update and PSD projection (linalg.c) ---------------------- */

@@ -139,6 +139,15 @@ void fedmm__wire_pack_codes(uint8_t *dst, uint64_t pos, const uint16_t *codes, s
 /* ------------------------------------------------------------------------ */
 /* reading and decoding                                                      */
 
+/* 1 when the host stores doubles little-endian, as the wire does: identity
+ * payloads are then validated and copied with whole-word loads */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && \
+    (!defined(__FLOAT_WORD_ORDER__) || __FLOAT_WORD_ORDER__ == __ORDER_LITTLE_ENDIAN__)
+#define FEDMM__WIRE_HOST_LE 1
+#else
+#define FEDMM__WIRE_HOST_LE 0
+#endif
+
 #define FAIL(msg)                     \
     do {                              \
         if (reason) *reason = (msg);  \
@@ -256,11 +265,37 @@ int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
     const int vb = h.value_nbytes;
     const uint8_t *body = payload + FEDMM_WIRE_HEADER_NBYTES;
     if (h.scheme == FEDMM_SCHEME_IDENTITY) {
-        for (size_t j = 0; j < q; ++j) {
-            double v = vb == 8 ? fedmm__load_f64_le(body + 8 * j)
-                               : (double)fedmm__load_f32_le(body + 4 * j);
-            if (!isfinite(v)) FAIL("identity payload holds a non-finite value");
-            out[j] = v;
+        /* validate every value before writing any output: a value is NaN or
+         * inf iff its exponent bits are all ones (one vectorizable pass) */
+        int bad = 0;
+        if (vb == 8) {
+            const uint64_t exp = UINT64_C(0x7ff0000000000000);
+#if FEDMM__WIRE_HOST_LE
+            for (size_t j = 0; j < q; ++j) {
+                uint64_t v;
+                memcpy(&v, body + 8 * j, 8); /* one load; host order == wire order */
+                bad |= (~v & exp) == 0;
+            }
+#else
+            for (size_t j = 0; j < q; ++j) bad |= (~fedmm__load_u64_le(body + 8 * j) & exp) == 0;
+#endif
+        } else {
+            for (size_t j = 0; j < q; ++j) {
+                const uint8_t *v = body + 4 * j;
+                const uint32_t w = (uint32_t)v[0] | (uint32_t)v[1] << 8 | (uint32_t)v[2] << 16 |
+                                   (uint32_t)v[3] << 24;
+                bad |= (~w & UINT32_C(0x7f800000)) == 0;
+            }
+        }
+        if (bad) FAIL("identity payload holds a non-finite value (NaN or inf)");
+        if (vb == 8) {
+#if FEDMM__WIRE_HOST_LE
+            memcpy(out, body, q * 8);
+#else
+            for (size_t j = 0; j < q; ++j) out[j] = fedmm__load_f64_le(body + 8 * j);
+#endif
+        } else {
+            for (size_t j = 0; j < q; ++j) out[j] = (double)fedmm__load_f32_le(body + 4 * j);
         }
         return FEDMM_OK;
     }
@@ -268,18 +303,36 @@ int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
     const int bits = h.bits;
     const size_t nblocks = q / block + (q % block != 0);
     const uint8_t *packed = body + nblocks * (size_t)vb;
+    const double s = (double)((1 << (bits - 1)) - 1);
     /* validate everything before writing any output */
-    for (size_t b = 0; b < nblocks; ++b) {
-        double nrm = vb == 8 ? fedmm__load_f64_le(body + 8 * b)
-                             : (double)fedmm__load_f32_le(body + 4 * b);
-        if (!isfinite(nrm) || signbit(nrm)) FAIL("a block norm is negative or not finite");
-    }
     uint64_t total_bits = (uint64_t)q * (uint64_t)bits;
     if (total_bits % 8 != 0) {
         uint8_t last = packed[total_bits / 8];
         if (last >> (total_bits % 8)) FAIL("padding bits of the last byte are not zero");
     }
-    const double s = (double)((1 << (bits - 1)) - 1);
+    for (size_t b = 0; b < nblocks; ++b) {
+        double nrm = vb == 8 ? fedmm__load_f64_le(body + 8 * b)
+                             : (double)fedmm__load_f32_le(body + 4 * b);
+        /* N <= 2^1023: level * (N / s) <= N (1 + 2^-52) < DBL_MAX, no level
+         * can overflow (the usual case, one comparison) */
+        if (nrm <= 0x1p1023 && !signbit(nrm)) continue;
+        if (!isfinite(nrm)) FAIL("a block norm is not finite (NaN or inf)");
+        if (signbit(nrm)) FAIL("a block norm is negative");
+        const double scale = nrm / s;
+        if (isfinite(s * scale)) continue;
+        /* a norm within a rounding of DBL_MAX: the largest level whose value
+         * level * scale is finite, then every code of the block against it */
+        uint32_t safe = (uint32_t)s;
+        while (safe > 0 && !isfinite((double)safe * scale)) --safe;
+        const uint32_t mask = (1u << (bits - 1)) - 1u;
+        size_t start = b * block;
+        size_t len = q - start < block ? q - start : block;
+        for (size_t j = 0; j < len; ++j) {
+            uint32_t code = fedmm__wire_get_bits(packed, (uint64_t)(start + j) * (uint64_t)bits, bits);
+            if ((code & mask) > safe)
+                FAIL("a decoded value overflows to inf (block norm too large for its level)");
+        }
+    }
     for (size_t b = 0; b < nblocks; ++b) {
         double nrm = vb == 8 ? fedmm__load_f64_le(body + 8 * b)
                              : (double)fedmm__load_f32_le(body + 4 * b);

@@ -18,7 +18,7 @@ A round is defined twice, once per backend, and both give the same numbers:
 """
 from fedmm.engine.compiled import compiled_rounds, compiled_unsupported
 from fedmm.engine.local import LocalRuntime, finish_round, round_record
-from fedmm.engine.metrics import squared_distance, step_record
+from fedmm.engine.metrics import squared_distance, step_record, update_size
 
 __all__ = ["LocalRuntime", "compiled_rounds", "compiled_unsupported", "finish_round", "round_record",
-           "squared_distance", "step_record"]
+           "squared_distance", "step_record", "update_size"]
