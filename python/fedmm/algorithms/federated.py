@@ -18,7 +18,7 @@ import numpy as np
 from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
 from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported
-from fedmm.engine.metrics import squared_distance, step_record
+from fedmm.engine.metrics import squared_distance, step_record, update_size
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import (
@@ -888,7 +888,7 @@ class _Monitor:
         if self.sp_cadence.due(t):
             before = self._mean_field(self.server.theta_vector_prev)
             after = self._mean_field(self.server.theta_vector)
-            out["E_sp"] = squared_distance(after, before) / gamma**2
+            out["E_sp"] = update_size("E_sp", squared_distance(after, before), gamma)
         if self.objective_cadence.due(t):
             out["objective"] = self.objective()
         return out
