@@ -19,6 +19,8 @@ __all__ = [
     "check_real",
     "check_probability",
     "check_in",
+    "check_index",
+    "check_statistic",
 ]
 
 
@@ -226,3 +228,75 @@ def check_in(value: Any, name: str, choices: tuple) -> Any:
     if value not in choices:
         raise ValueError(f"Expected '{name}' to be one of {choices!r}, got {value!r}")
     return value
+
+
+def check_index(idx: Any, n: int, name: str = "idx") -> np.ndarray | None:
+    """Sample indices of a model's public ``statistic``: None (all samples) or distinct rows ``[0, n)``.
+
+    Cheap (a dtype test, a shape test, one ``min`` and one ``max``): it runs on
+    every public ``statistic`` call, the hot path of the Python backend.
+
+    Parameters
+    ----------
+    idx : None or array_like of int, shape (b,)
+        Integer indices only: floats (which would be truncated) and booleans
+        are refused; negative indices are refused, not wrapped.
+    n : int
+        Number of samples of the data indexed.
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    None or ndarray of shape (b,), integer dtype
+        ``idx`` itself, or a writeable copy of a read-only array.
+
+    Raises
+    ------
+    TypeError
+        For a non-integer dtype.
+    ValueError
+        For a shape other than ``(b,)`` with ``b >= 1`` or an index outside ``[0, n)``.
+
+    Examples
+    --------
+    >>> check_index([2, 0], 3)
+    array([2, 0])
+    >>> check_index([-1], 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: Expected 'idx' to hold sample indices in [0, 3), got values in [-1, -1]
+    """
+    if idx is None:
+        return None
+    arr = idx if type(idx) is np.ndarray else np.asarray(idx)
+    if arr.dtype.kind not in "iu":
+        hint = " (pass np.flatnonzero(mask) for a boolean mask)" if arr.dtype.kind == "b" else ""
+        raise TypeError(f"Expected '{name}' to be integer sample indices, got dtype {arr.dtype}{hint}")
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError(f"Expected '{name}' to be a non-empty 1-D array of sample indices, got shape {arr.shape}")
+    lo, hi = arr.min(), arr.max()
+    if lo < 0 or hi >= n:
+        raise ValueError(f"Expected '{name}' to hold sample indices in [0, {n}), got values in [{lo}, {hi}]")
+    if not arr.flags.writeable:  # the compiled statistic takes a (non-const) int64 memoryview
+        arr = arr.copy()
+    return arr
+
+
+def check_statistic(s: Any, size: int, name: str = "s") -> np.ndarray:
+    """A flat statistic: real, shape ``(size,)``, finite; returned as float64 (no copy when it already is).
+
+    Examples
+    --------
+    >>> check_statistic([1.0, 2.0], 2)
+    array([1., 2.])
+    """
+    if type(s) is np.ndarray and s.dtype == np.float64:
+        arr = s
+    else:
+        arr = as_array(s, name, finite=False)
+    if arr.shape != (size,):
+        raise ValueError(f"Expected '{name}' to be a flat statistic of shape ({size},), got {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
+    return arr

@@ -29,6 +29,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fedmm._validation import as_array, check_statistic
+
 __all__ = ["StatisticLayout", "SurrogateModel"]
 
 
@@ -154,12 +156,31 @@ class SurrogateModel(ABC):
 
     def check_data(self, data: Any, name: str = "data") -> Any:
         """Validate one client's data (shape, dtype, finiteness, non-empty) and return it."""
-        arr = np.asarray(data, dtype=np.float64)
+        arr = as_array(data, name)
         if arr.ndim < 1 or arr.shape[0] == 0:
             raise ValueError(f"Expected '{name}' to hold at least one sample, got shape {arr.shape}")
         if not np.isfinite(arr).all():
             raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
         return arr
+
+    #: Number(s) of dimensions of a float64 ndarray that :meth:`statistic` accepts without
+    #: running :meth:`check_data` (see :meth:`_statistic_data`).
+    _data_ndim: tuple[int, ...] = (1, 2)
+
+    def _statistic_data(self, data: Any, name: str = "data") -> Any:
+        """``data`` as :meth:`statistic` reads it: the cheap check of the hot path.
+
+        A C-contiguous float64 ndarray of an accepted number of dimensions with
+        at least one sample passes unchanged (it is what :meth:`check_data`
+        returns, which the algorithms run once per client at start-up; values
+        are not scanned again per call); anything else goes through
+        :meth:`check_data`, so None, strings, lists and empty data get its
+        messages.
+        """
+        if (type(data) is np.ndarray and data.dtype == np.float64 and data.ndim in self._data_ndim
+                and data.shape[0] > 0 and data.flags.c_contiguous):
+            return data
+        return self.check_data(data, name)
 
     # -- server side --------------------------------------------------------
     @abstractmethod
@@ -167,8 +188,12 @@ class SurrogateModel(ABC):
         """``argmin_θ g(θ) + ψ(θ) − ⟨s, φ(θ)⟩`` for a statistic ``s`` in ``𝒮``."""
 
     def project(self, s: np.ndarray) -> np.ndarray:
-        """Euclidean projection of ``s`` onto ``𝒮`` (identity by default: ``𝒮`` is the whole space)."""
-        return s
+        """Euclidean projection of ``s`` onto ``𝒮`` (identity by default: ``𝒮`` is the whole space).
+
+        The default checks ``s`` (shape ``(layout.size,)``, finite) and returns
+        it, the same object when it is a float64 ndarray.
+        """
+        return check_statistic(s, self.layout.size)
 
     def sa_step(self, S: np.ndarray, H: np.ndarray, gamma: float, project: bool = True) -> tuple[np.ndarray, Any]:
         """The server's update (FedMM Alg. 2 lines 15-16, then ``T`` for line 4).
