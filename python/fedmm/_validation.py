@@ -20,6 +20,7 @@ __all__ = [
     "check_probability",
     "check_in",
     "check_index",
+    "index_range_error",
     "check_statistic",
 ]
 
@@ -230,11 +231,15 @@ def check_in(value: Any, name: str, choices: tuple) -> Any:
     return value
 
 
-def check_index(idx: Any, n: int, name: str = "idx") -> np.ndarray | None:
+def check_index(idx: Any, n: int, name: str = "idx", *, bounds: bool = True) -> np.ndarray | None:
     """Sample indices of a model's public ``statistic``: None (all samples) or distinct rows ``[0, n)``.
 
     Cheap (a dtype test, a shape test, one ``min`` and one ``max``): it runs on
-    every public ``statistic`` call, the hot path of the Python backend.
+    every public ``statistic`` call, the hot path of the Python backend.  With
+    ``bounds=False`` the range test is left to the caller: the compiled
+    statistic (:meth:`fedmm.kernels.CompiledModel.statistic`) tests every index
+    in its C loop anyway, and the models turn its ``IndexError`` into
+    :func:`index_range_error`'s ``ValueError`` at no cost on the hot path.
 
     Parameters
     ----------
@@ -245,6 +250,8 @@ def check_index(idx: Any, n: int, name: str = "idx") -> np.ndarray | None:
         Number of samples of the data indexed.
     name : str
         Argument name used in error messages.
+    bounds : bool
+        Test the range ``[0, n)`` here (see above).
 
     Returns
     -------
@@ -275,12 +282,19 @@ def check_index(idx: Any, n: int, name: str = "idx") -> np.ndarray | None:
         raise TypeError(f"Expected '{name}' to be integer sample indices, got dtype {arr.dtype}{hint}")
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise ValueError(f"Expected '{name}' to be a non-empty 1-D array of sample indices, got shape {arr.shape}")
-    lo, hi = arr.min(), arr.max()
-    if lo < 0 or hi >= n:
-        raise ValueError(f"Expected '{name}' to hold sample indices in [0, {n}), got values in [{lo}, {hi}]")
+    if bounds:
+        lo, hi = arr.min(), arr.max()
+        if lo < 0 or hi >= n:
+            raise index_range_error(arr, n, name)
     if not arr.flags.writeable:  # the compiled statistic takes a (non-const) int64 memoryview
         arr = arr.copy()
     return arr
+
+
+def index_range_error(idx: np.ndarray, n: int, name: str = "idx") -> ValueError:
+    """The ``ValueError`` for integer indices outside ``[0, n)`` (built once the range test failed)."""
+    return ValueError(f"Expected '{name}' to hold sample indices in [0, {n}), got values in "
+                      f"[{idx.min()}, {idx.max()}]")
 
 
 def check_statistic(s: Any, size: int, name: str = "s") -> np.ndarray:

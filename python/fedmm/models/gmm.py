@@ -38,7 +38,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import kernels
-from fedmm._validation import as_array, as_rng, check_in, check_index, check_int, check_real, check_statistic
+from fedmm._validation import (as_array, as_rng, check_in, check_index, check_int, check_real, check_statistic,
+                               index_range_error)
 from fedmm.models._compiled import CompiledCallbacks, array_key
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
@@ -372,10 +373,13 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         Y = self._statistic_data(data)
         if Y.shape[1] != self.n_features:
             raise ValueError(f"Expected 'data' of shape (N, {self.n_features}), got {Y.shape}")
-        idx = check_index(idx, Y.shape[0])
+        idx = check_index(idx, Y.shape[0], bounds=False)
         compiled = self._kernel()
         buf = self._compiled_buffer(theta, compiled)
-        out, _ = compiled.statistic(buf, Y, idx)
+        try:
+            out, _ = compiled.statistic(buf, Y, idx)
+        except IndexError:  # the compiled loop tests every index (see check_index)
+            raise index_range_error(idx, Y.shape[0]) from None
         return out
 
     # -- M-step ---------------------------------------------------------------

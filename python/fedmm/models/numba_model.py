@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fedmm import kernels
-from fedmm._validation import as_array, check_index, check_int, check_statistic
+from fedmm._validation import as_array, check_index, check_int, check_statistic, index_range_error
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["NumbaModel"]
@@ -330,8 +330,11 @@ class NumbaModel(SurrogateModel):
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
         """``b⁻¹ Σ_{j∈idx} S̄(z_j, θ)`` in row order (all rows if ``idx`` is None), by the compiled engine."""
         arr = self._statistic_data(data)
-        idx = check_index(idx, arr.shape[0])
-        out, _ = self.compiled_model().statistic(self._theta(theta), arr, idx)
+        idx = check_index(idx, arr.shape[0], bounds=False)
+        try:
+            out, _ = self.compiled_model().statistic(self._theta(theta), arr, idx)
+        except IndexError:  # the compiled loop tests every index (see check_index)
+            raise index_range_error(idx, arr.shape[0]) from None
         return out
 
     def T(self, s: np.ndarray) -> np.ndarray:

@@ -33,7 +33,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from fedmm import kernels
-from fedmm._validation import as_array, check_in, check_index, check_real, check_statistic
+from fedmm._validation import as_array, check_in, check_index, check_real, check_statistic, index_range_error
 from fedmm.models._compiled import CompiledCallbacks, array_key
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
@@ -146,9 +146,12 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
         """``mean_j (Z_j, −E[e^h | Z_j, θ])`` (joint) or ``−mean_j E[e^h | Z_j, θ]`` over the samples ``idx``
         (all if None), one compiled call."""
         Z = self._statistic_data(data)
-        idx = check_index(idx, Z.shape[0])
+        idx = check_index(idx, Z.shape[0], bounds=False)
         compiled = self._kernel()
-        out, _ = compiled.statistic(compiled.derive(self.theta_vector(theta)), Z.reshape(-1, 1), idx)
+        try:
+            out, _ = compiled.statistic(compiled.derive(self.theta_vector(theta)), Z.reshape(-1, 1), idx)
+        except IndexError:  # the compiled loop tests every index (see check_index)
+            raise index_range_error(idx, Z.shape[0]) from None
         return out
 
     # -- M-step ---------------------------------------------------------------
