@@ -203,3 +203,17 @@ def test_sassmm_reads_the_layout_after_the_data_fixed_it():
     init = DictionaryLearning(2, 0.1, n_features=4).init_statistic([Y], np.random.default_rng(0))
     h = SASSMM(DictionaryLearning(2, 0.1), batch_size=10).run(Y, 2, init=init, seed=0)
     assert len(h) == 2
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_theta_vector_round_trip_and_bad_vectors(name):
+    model, data, theta = _make(name)
+    vec = model.theta_vector(theta)
+    back = model.theta_from_vector(vec, theta)
+    np.testing.assert_allclose(model.theta_vector(back), vec, rtol=1e-12, atol=1e-12)
+    _raises_naming(ValueError, "vector", model.theta_from_vector, np.zeros(vec.size + 1), theta)
+    _raises_naming(TypeError, "vector", model.theta_from_vector, "abc", theta)
+    if name not in ("gmm", "gmm_full"):  # GaussianMixture refuses non-parameter objects (TypeError naming theta)
+        _raises_naming(TypeError, "theta", model.theta_vector, "abc")
+    else:
+        _raises_naming(TypeError, "theta", model.theta_vector, np.zeros(3))

@@ -217,10 +217,10 @@ class SurrogateModel(ABC):
     def theta_vector(self, theta: Any) -> np.ndarray:
         """Flatten a parameter for distances such as ``‖T(Ŝ_{t+1}) − T(Ŝ_t)‖²``."""
         if isinstance(theta, dict):
-            return np.concatenate([np.ravel(np.asarray(theta[k], dtype=np.float64)) for k in sorted(theta)])
+            return np.concatenate([np.ravel(as_array(theta[k], f"theta[{k!r}]", finite=False)) for k in sorted(theta)])
         if isinstance(theta, (tuple, list)):
-            return np.concatenate([np.ravel(np.asarray(t, dtype=np.float64)) for t in theta])
-        return np.ravel(np.asarray(theta, dtype=np.float64))
+            return np.concatenate([np.ravel(as_array(t, f"theta[{i}]", finite=False)) for i, t in enumerate(theta)])
+        return np.ravel(as_array(theta, "theta", finite=False))
 
     def theta_from_vector(self, vector: np.ndarray, like: Any) -> Any:
         """Inverse of :meth:`theta_vector`: rebuild a parameter shaped like ``like``.
@@ -236,7 +236,7 @@ class SurrogateModel(ABC):
         like : parameter
             A parameter of the model (e.g. ``T(Ŝ_0)``) giving the structure.
         """
-        vector = np.asarray(vector, dtype=np.float64)
+        vector = as_array(vector, "vector", finite=False)
         if isinstance(like, dict):
             keys = sorted(like)
             parts = [np.shape(like[k]) for k in keys]
@@ -246,7 +246,7 @@ class SurrogateModel(ABC):
             parts = [np.shape(like)]
         sizes = [int(np.prod(sh, dtype=np.int64)) for sh in parts]
         if vector.shape != (sum(sizes),):
-            raise ValueError(f"Expected a flat parameter of shape ({sum(sizes)},), got {vector.shape}")
+            raise ValueError(f"Expected 'vector' to be a flat parameter of shape ({sum(sizes)},), got {vector.shape}")
         pieces, start = [], 0
         for sh, size in zip(parts, sizes):
             pieces.append(vector[start:start + size].reshape(sh))

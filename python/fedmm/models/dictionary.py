@@ -254,7 +254,7 @@ class DictionaryLearning(SurrogateModel):
         return self.layout.join(A=np.eye(K), B=(1.0 + 2.0 * self.eta) * theta0)
 
     def theta_vector(self, theta: Any) -> np.ndarray:
-        return np.asarray(theta, dtype=np.float64).ravel()
+        return as_array(theta, "theta", finite=False).ravel()
 
     # -- compiled backend -------------------------------------------------------
     def compiled_model(self) -> Any:

@@ -324,7 +324,7 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         size = G + G * p + int(np.prod(cov_shape))
         v = as_array(vector, "vector", ndim=1)
         if v.shape != (size,):
-            raise ValueError(f"Expected a flat parameter of shape ({size},), got {v.shape}")
+            raise ValueError(f"Expected 'vector' to be a flat parameter of shape ({size},), got {v.shape}")
         return self.parameters(v[:G], v[G : G + G * p].reshape(G, p), v[G + G * p :].reshape(cov_shape))
 
     # -- E-step ---------------------------------------------------------------

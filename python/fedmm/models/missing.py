@@ -191,7 +191,7 @@ class MissingValues(SurrogateModel):
         solutions of ``T`` are balanced, so the penalty is preserved)."""
         v = as_array(vector, "vector", ndim=1)
         if v.shape != (self.layout.size,):
-            raise ValueError(f"Expected a flat parameter of shape ({self.layout.size},), got {v.shape}")
+            raise ValueError(f"Expected 'vector' to be a flat parameter of shape ({self.layout.size},), got {v.shape}")
         return self._svd_factors(v.reshape(self.shape))
 
     # -- E-step ---------------------------------------------------------------

@@ -215,7 +215,7 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
     def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> float:
         v = as_array(vector, "vector", ndim=1)
         if v.shape != (1,):
-            raise ValueError(f"Expected a flat parameter of shape (1,), got {v.shape}")
+            raise ValueError(f"Expected 'vector' to be a flat parameter of shape (1,), got {v.shape}")
         return float(v[0])
 
     # -- start-up and monitoring ------------------------------------------
