@@ -110,16 +110,19 @@ def test_list_data_equals_array_data(name):
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("idx, exc", [
     (np.array([0.0, 1.5]), TypeError),       # floats would be truncated
-    (np.array([True, False]), TypeError),    # booleans are not indices
+    (np.array([True, False]), ValueError),   # a boolean array is only a mask over all N samples
+    (np.zeros(30, dtype=bool), ValueError),  # a mask selecting nothing
     (["a"], TypeError),
     (np.array([-1, 2]), ValueError),         # negative indices would wrap
     (np.array([0, 30]), ValueError),         # N = 30
     (np.array([], dtype=np.int64), ValueError),
     (np.array([[0, 1]]), ValueError),
-], ids=["float", "bool", "str", "negative", "too_large", "empty", "2d"])
+], ids=["float", "short_mask", "empty_mask", "str", "negative", "too_large", "empty", "2d"])
 def test_bad_idx_is_refused_naming_idx(name, idx, exc):
     model, data, theta = _make(name)
-    _raises_naming(exc, "idx", model.statistic, data, theta, idx)
+    info = _raises_naming(exc, "idx", model.statistic, data, theta, idx)
+    if np.asarray(idx).dtype.kind == "i" and np.asarray(idx).size and np.asarray(idx).ndim == 1:
+        assert isinstance(info.value, IndexError)  # out of range: both ValueError and IndexError
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -129,6 +132,9 @@ def test_valid_idx_forms_agree(name):
     ref = model.statistic(data, theta, idx)
     for other in ([3, 1, 7], idx.astype(np.int32), idx.astype(np.uint64)):
         np.testing.assert_array_equal(model.statistic(data, theta, other), ref)
+    mask = np.zeros(30, dtype=bool)
+    mask[idx] = True
+    np.testing.assert_array_equal(model.statistic(data, theta, mask), model.statistic(data, theta, np.sort(idx)))
 
 
 # ------------------------------------------------------------------------------------- s and theta

@@ -21,6 +21,7 @@ __all__ = [
     "check_in",
     "check_index",
     "index_range_error",
+    "SampleIndexError",
     "check_statistic",
 ]
 
@@ -243,9 +244,10 @@ def check_index(idx: Any, n: int, name: str = "idx", *, bounds: bool = True) -> 
 
     Parameters
     ----------
-    idx : None or array_like of int, shape (b,)
-        Integer indices only: floats (which would be truncated) and booleans
-        are refused; negative indices are refused, not wrapped.
+    idx : None, array_like of int of shape (b,), or boolean mask of shape (n,)
+        Integer indices (floats, which would be truncated, are refused;
+        negative indices are refused, not wrapped) or a boolean mask over all
+        ``n`` samples (as ``data[mask]``; any other boolean shape is refused).
     n : int
         Number of samples of the data indexed.
     name : str
@@ -261,9 +263,13 @@ def check_index(idx: Any, n: int, name: str = "idx", *, bounds: bool = True) -> 
     Raises
     ------
     TypeError
-        For a non-integer dtype.
+        For a dtype other than integer or boolean.
     ValueError
-        For a shape other than ``(b,)`` with ``b >= 1`` or an index outside ``[0, n)``.
+        For a shape other than ``(b,)`` with ``b >= 1`` (``(n,)`` for a mask) or
+        an empty selection.
+    SampleIndexError
+        For an index outside ``[0, n)``: a ``ValueError`` that is also an
+        ``IndexError`` (as NumPy's ``AxisError``).
 
     Examples
     --------
@@ -272,14 +278,22 @@ def check_index(idx: Any, n: int, name: str = "idx", *, bounds: bool = True) -> 
     >>> check_index([-1], 3)
     Traceback (most recent call last):
     ...
-    ValueError: Expected 'idx' to hold sample indices in [0, 3), got values in [-1, -1]
+    fedmm._validation.SampleIndexError: Expected 'idx' to hold sample indices in [0, 3), got values in [-1, -1]
     """
     if idx is None:
         return None
     arr = idx if type(idx) is np.ndarray else np.asarray(idx)
+    if arr.dtype.kind == "b":
+        if arr.shape != (n,):
+            raise ValueError(f"Expected '{name}' to be integer sample indices or a boolean mask of shape ({n},), "
+                             f"got a boolean array of shape {arr.shape}")
+        arr = np.flatnonzero(arr)
+        if arr.shape[0] == 0:
+            raise ValueError(f"Expected the boolean mask '{name}' to select at least one sample, got none")
+        return arr
     if arr.dtype.kind not in "iu":
-        hint = " (pass np.flatnonzero(mask) for a boolean mask)" if arr.dtype.kind == "b" else ""
-        raise TypeError(f"Expected '{name}' to be integer sample indices, got dtype {arr.dtype}{hint}")
+        raise TypeError(f"Expected '{name}' to be integer sample indices (or a boolean mask of shape ({n},)), "
+                        f"got dtype {arr.dtype}")
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise ValueError(f"Expected '{name}' to be a non-empty 1-D array of sample indices, got shape {arr.shape}")
     if bounds:
@@ -291,9 +305,13 @@ def check_index(idx: Any, n: int, name: str = "idx", *, bounds: bool = True) -> 
     return arr
 
 
-def index_range_error(idx: np.ndarray, n: int, name: str = "idx") -> ValueError:
-    """The ``ValueError`` for integer indices outside ``[0, n)`` (built once the range test failed)."""
-    return ValueError(f"Expected '{name}' to hold sample indices in [0, {n}), got values in "
+class SampleIndexError(ValueError, IndexError):
+    """Sample indices outside ``[0, N)``: a ``ValueError`` (a bad argument) that is also an ``IndexError``."""
+
+
+def index_range_error(idx: np.ndarray, n: int, name: str = "idx") -> SampleIndexError:
+    """The error for integer indices outside ``[0, n)`` (built once the range test failed)."""
+    return SampleIndexError(f"Expected '{name}' to hold sample indices in [0, {n}), got values in "
                       f"[{idx.min()}, {idx.max()}]")
 
 

@@ -18,7 +18,19 @@ Conventions
 - ``statistic(data, theta, idx)`` is the deterministic primitive: the mean of
   ``S̄(Z_j, θ)`` over the samples ``idx`` (all samples when ``idx`` is None).
   Minibatch oracles and SPIDER/VR oracles are built on it by the algorithms,
-  so a model only implements the mathematics.  A model may also provide a
+  so a model only implements the mathematics.  Argument checks: every
+  public method checks its arguments and names the one it refuses
+  (``data``, ``idx``, ``theta``, ``s``, ``vector``).  ``idx`` must be a
+  non-empty 1-D integer array in ``[0, N)`` (floats, booleans and negative
+  indices are refused, not truncated, converted or wrapped;
+  :func:`fedmm._validation.check_index`); ``s`` must have shape
+  ``(layout.size,)`` and be finite.  On the per-round path the checks are
+  O(1) or O(b): ``statistic`` reads data that :meth:`SurrogateModel.check_data`
+  returned (a float64 ndarray, or the model's checked container) without
+  scanning the values again (:meth:`SurrogateModel._statistic_data`), and
+  the compiled models leave the index range test to the C loop that tests
+  every index anyway.  Read-only arrays are accepted everywhere.
+  A model may also provide a
   compiled form (:meth:`SurrogateModel.compiled_model`) that the compiled
   round engine (:mod:`fedmm.engine`) runs without Python.
 """
