@@ -27,6 +27,7 @@ compiled round engine: both FedMM backends give the same numbers bit for bit.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -201,14 +202,16 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
     @staticmethod
     def _theta(theta: Any) -> float:
         """``θ`` as a finite float (a real scalar or an array of one value)."""
-        if isinstance(theta, (float, int, np.floating, np.integer)) and not isinstance(theta, (bool, np.bool_)):
+        if type(theta) is float:  # what T returns: the per-round path
+            th = theta
+        elif isinstance(theta, (int, np.floating, np.integer)) and not isinstance(theta, (bool, np.bool_)):
             th = float(theta)
         else:
             arr = as_array(theta, "theta", finite=False)
             if arr.size != 1:
                 raise ValueError(f"Expected 'theta' to be a real scalar, got shape {arr.shape}")
             th = float(arr.reshape(-1)[0])
-        if not np.isfinite(th):
+        if not math.isfinite(th):
             raise ValueError(f"Expected a finite 'theta', got {th}")
         return th
 
