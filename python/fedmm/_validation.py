@@ -19,6 +19,10 @@ __all__ = [
     "check_real",
     "check_probability",
     "check_in",
+    "check_index",
+    "index_range_error",
+    "SampleIndexError",
+    "check_statistic",
 ]
 
 
@@ -226,3 +230,105 @@ def check_in(value: Any, name: str, choices: tuple) -> Any:
     if value not in choices:
         raise ValueError(f"Expected '{name}' to be one of {choices!r}, got {value!r}")
     return value
+
+
+def check_index(idx: Any, n: int, name: str = "idx", *, bounds: bool = True) -> np.ndarray | None:
+    """Sample indices of a model's public ``statistic``: None (all samples) or distinct rows ``[0, n)``.
+
+    Cheap (a dtype test, a shape test, one ``min`` and one ``max``): it runs on
+    every public ``statistic`` call, the hot path of the Python backend.  With
+    ``bounds=False`` the range test is left to the caller: the compiled
+    statistic (:meth:`fedmm.kernels.CompiledModel.statistic`) tests every index
+    in its C loop anyway, and the models turn its ``IndexError`` into
+    :func:`index_range_error`'s ``ValueError`` at no cost on the hot path.
+
+    Parameters
+    ----------
+    idx : None, array_like of int of shape (b,), or boolean mask of shape (n,)
+        Integer indices (floats, which would be truncated, are refused;
+        negative indices are refused, not wrapped) or a boolean mask over all
+        ``n`` samples (as ``data[mask]``; any other boolean shape is refused).
+    n : int
+        Number of samples of the data indexed.
+    name : str
+        Argument name used in error messages.
+    bounds : bool
+        Test the range ``[0, n)`` here (see above).
+
+    Returns
+    -------
+    None or ndarray of shape (b,), integer dtype
+        ``idx`` itself, or a writeable copy of a read-only array.
+
+    Raises
+    ------
+    TypeError
+        For a dtype other than integer or boolean.
+    ValueError
+        For a shape other than ``(b,)`` with ``b >= 1`` (``(n,)`` for a mask) or
+        an empty selection.
+    SampleIndexError
+        For an index outside ``[0, n)``: a ``ValueError`` that is also an
+        ``IndexError`` (as NumPy's ``AxisError``).
+
+    Examples
+    --------
+    >>> check_index([2, 0], 3)
+    array([2, 0])
+    >>> check_index([-1], 3)
+    Traceback (most recent call last):
+    ...
+    fedmm._validation.SampleIndexError: Expected 'idx' to hold sample indices in [0, 3), got values in [-1, -1]
+    """
+    if idx is None:
+        return None
+    arr = idx if type(idx) is np.ndarray else np.asarray(idx)
+    if arr.dtype.kind == "b":
+        if arr.shape != (n,):
+            raise ValueError(f"Expected '{name}' to be integer sample indices or a boolean mask of shape ({n},), "
+                             f"got a boolean array of shape {arr.shape}")
+        arr = np.flatnonzero(arr)
+        if arr.shape[0] == 0:
+            raise ValueError(f"Expected the boolean mask '{name}' to select at least one sample, got none")
+        return arr
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"Expected '{name}' to be integer sample indices (or a boolean mask of shape ({n},)), "
+                        f"got dtype {arr.dtype}")
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError(f"Expected '{name}' to be a non-empty 1-D array of sample indices, got shape {arr.shape}")
+    if bounds:
+        lo, hi = arr.min(), arr.max()
+        if lo < 0 or hi >= n:
+            raise index_range_error(arr, n, name)
+    if not arr.flags.writeable:  # the compiled statistic takes a (non-const) int64 memoryview
+        arr = arr.copy()
+    return arr
+
+
+class SampleIndexError(ValueError, IndexError):
+    """Sample indices outside ``[0, N)``: a ``ValueError`` (a bad argument) that is also an ``IndexError``."""
+
+
+def index_range_error(idx: np.ndarray, n: int, name: str = "idx") -> SampleIndexError:
+    """The error for integer indices outside ``[0, n)`` (built once the range test failed)."""
+    return SampleIndexError(f"Expected '{name}' to hold sample indices in [0, {n}), got values in "
+                      f"[{idx.min()}, {idx.max()}]")
+
+
+def check_statistic(s: Any, size: int, name: str = "s") -> np.ndarray:
+    """A flat statistic: real, shape ``(size,)``, finite; returned as float64 (no copy when it already is).
+
+    Examples
+    --------
+    >>> check_statistic([1.0, 2.0], 2)
+    array([1., 2.])
+    """
+    if type(s) is np.ndarray and s.dtype == np.float64:
+        arr = s
+    else:
+        arr = as_array(s, name, finite=False)
+    if arr.shape != (size,):
+        raise ValueError(f"Expected '{name}' to be a flat statistic of shape ({size},), got {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
+    return arr

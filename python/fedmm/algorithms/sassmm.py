@@ -87,11 +87,12 @@ class SASSMM:
         seed = check_seed(seed)
         cadence = Cadence(objective_every, n_iter)
         data = model.check_data(data, "data")
-        layout = model.layout
         if init is None:
+            # init_statistic first: it may set up what depends on the data (GaussianMixture's p, its moments)
             S = model.init_statistic([data], init_generator(seed))
         else:
-            S = np.array(layout.check(init, "init"), dtype=np.float64, copy=True)
+            # the layout is read only after check_data has seen the data (it may fix p)
+            S = np.array(model.layout.check(init, "init"), dtype=np.float64, copy=True)
         if not model.in_domain(S):
             raise ValueError("Expected 'init' in the surrogate domain 𝒮 (model.project(init) != init)")
         oracle = LocalOracle(model, data, self.oracle, self.batch_size, self.k_in)

@@ -18,7 +18,19 @@ Conventions
 - ``statistic(data, theta, idx)`` is the deterministic primitive: the mean of
   ``S̄(Z_j, θ)`` over the samples ``idx`` (all samples when ``idx`` is None).
   Minibatch oracles and SPIDER/VR oracles are built on it by the algorithms,
-  so a model only implements the mathematics.  A model may also provide a
+  so a model only implements the mathematics.  Argument checks: every
+  public method checks its arguments and names the one it refuses
+  (``data``, ``idx``, ``theta``, ``s``, ``vector``).  ``idx`` must be a
+  non-empty 1-D integer array in ``[0, N)`` (floats, booleans and negative
+  indices are refused, not truncated, converted or wrapped;
+  :func:`fedmm._validation.check_index`); ``s`` must have shape
+  ``(layout.size,)`` and be finite.  On the per-round path the checks are
+  O(1) or O(b): ``statistic`` reads data that :meth:`SurrogateModel.check_data`
+  returned (a float64 ndarray, or the model's checked container) without
+  scanning the values again (:meth:`SurrogateModel._statistic_data`), and
+  the compiled models leave the index range test to the C loop that tests
+  every index anyway.  Read-only arrays are accepted everywhere.
+  A model may also provide a
   compiled form (:meth:`SurrogateModel.compiled_model`) that the compiled
   round engine (:mod:`fedmm.engine`) runs without Python.
 """
@@ -28,6 +40,8 @@ from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
 import numpy as np
+
+from fedmm._validation import as_array, check_statistic
 
 __all__ = ["StatisticLayout", "SurrogateModel"]
 
@@ -154,12 +168,31 @@ class SurrogateModel(ABC):
 
     def check_data(self, data: Any, name: str = "data") -> Any:
         """Validate one client's data (shape, dtype, finiteness, non-empty) and return it."""
-        arr = np.asarray(data, dtype=np.float64)
+        arr = as_array(data, name)
         if arr.ndim < 1 or arr.shape[0] == 0:
             raise ValueError(f"Expected '{name}' to hold at least one sample, got shape {arr.shape}")
         if not np.isfinite(arr).all():
             raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
         return arr
+
+    #: Number(s) of dimensions of a float64 ndarray that :meth:`statistic` accepts without
+    #: running :meth:`check_data` (see :meth:`_statistic_data`).
+    _data_ndim: tuple[int, ...] = (1, 2)
+
+    def _statistic_data(self, data: Any, name: str = "data") -> Any:
+        """``data`` as :meth:`statistic` reads it: the cheap check of the hot path.
+
+        A C-contiguous float64 ndarray of an accepted number of dimensions with
+        at least one sample passes unchanged (it is what :meth:`check_data`
+        returns, which the algorithms run once per client at start-up; values
+        are not scanned again per call); anything else goes through
+        :meth:`check_data`, so None, strings, lists and empty data get its
+        messages.
+        """
+        if (type(data) is np.ndarray and data.dtype == np.float64 and data.ndim in self._data_ndim
+                and data.shape[0] > 0 and data.flags.c_contiguous):
+            return data
+        return self.check_data(data, name)
 
     # -- server side --------------------------------------------------------
     @abstractmethod
@@ -167,8 +200,12 @@ class SurrogateModel(ABC):
         """``argmin_θ g(θ) + ψ(θ) − ⟨s, φ(θ)⟩`` for a statistic ``s`` in ``𝒮``."""
 
     def project(self, s: np.ndarray) -> np.ndarray:
-        """Euclidean projection of ``s`` onto ``𝒮`` (identity by default: ``𝒮`` is the whole space)."""
-        return s
+        """Euclidean projection of ``s`` onto ``𝒮`` (identity by default: ``𝒮`` is the whole space).
+
+        The default checks ``s`` (shape ``(layout.size,)``, finite) and returns
+        it, the same object when it is a float64 ndarray.
+        """
+        return check_statistic(s, self.layout.size)
 
     def sa_step(self, S: np.ndarray, H: np.ndarray, gamma: float, project: bool = True) -> tuple[np.ndarray, Any]:
         """The server's update (FedMM Alg. 2 lines 15-16, then ``T`` for line 4).
@@ -192,10 +229,10 @@ class SurrogateModel(ABC):
     def theta_vector(self, theta: Any) -> np.ndarray:
         """Flatten a parameter for distances such as ``‖T(Ŝ_{t+1}) − T(Ŝ_t)‖²``."""
         if isinstance(theta, dict):
-            return np.concatenate([np.ravel(np.asarray(theta[k], dtype=np.float64)) for k in sorted(theta)])
+            return np.concatenate([np.ravel(as_array(theta[k], f"theta[{k!r}]", finite=False)) for k in sorted(theta)])
         if isinstance(theta, (tuple, list)):
-            return np.concatenate([np.ravel(np.asarray(t, dtype=np.float64)) for t in theta])
-        return np.ravel(np.asarray(theta, dtype=np.float64))
+            return np.concatenate([np.ravel(as_array(t, f"theta[{i}]", finite=False)) for i, t in enumerate(theta)])
+        return np.ravel(as_array(theta, "theta", finite=False))
 
     def theta_from_vector(self, vector: np.ndarray, like: Any) -> Any:
         """Inverse of :meth:`theta_vector`: rebuild a parameter shaped like ``like``.
@@ -211,7 +248,7 @@ class SurrogateModel(ABC):
         like : parameter
             A parameter of the model (e.g. ``T(Ŝ_0)``) giving the structure.
         """
-        vector = np.asarray(vector, dtype=np.float64)
+        vector = as_array(vector, "vector", finite=False)
         if isinstance(like, dict):
             keys = sorted(like)
             parts = [np.shape(like[k]) for k in keys]
@@ -221,7 +258,7 @@ class SurrogateModel(ABC):
             parts = [np.shape(like)]
         sizes = [int(np.prod(sh, dtype=np.int64)) for sh in parts]
         if vector.shape != (sum(sizes),):
-            raise ValueError(f"Expected a flat parameter of shape ({sum(sizes)},), got {vector.shape}")
+            raise ValueError(f"Expected 'vector' to be a flat parameter of shape ({sum(sizes)},), got {vector.shape}")
         pieces, start = [], 0
         for sh, size in zip(parts, sizes):
             pieces.append(vector[start:start + size].reshape(sh))

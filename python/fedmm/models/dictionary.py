@@ -8,16 +8,10 @@ import numpy as np
 
 from fedmm import _linalg, _sparse, kernels
 from fedmm._kernels_sparse import warn_unconverged
-from fedmm._validation import as_array, check_in, check_int, check_real
+from fedmm._validation import as_array, check_in, check_index, check_int, check_real, check_statistic
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["DictionaryLearning"]
-
-
-def _as_index(idx: Any) -> np.ndarray:
-    """Integer sample indices from a list or a boolean mask (what ``data[idx]`` accepts)."""
-    arr = np.asarray(idx)
-    return np.flatnonzero(arr) if arr.dtype == np.bool_ else arr.astype(np.intp, copy=False)
 
 
 class DictionaryLearning(SurrogateModel):
@@ -69,6 +63,8 @@ class DictionaryLearning(SurrogateModel):
     statistic is the flat vector ``[vec(s⁽¹⁾), vec(s⁽²⁾)]`` (blocks ``"A"``
     of shape (K, K) and ``"B"`` of shape (p, K), C order).
     """
+
+    _data_ndim = (2,)  # statistic() reads float64 arrays of this ndim without check_data
 
     def __init__(self, n_components: int, lam: float, eta: float = 0.0, constraint: str | None = None, *,
                  n_features: int | None = None, tol: float = 1e-9, max_iter: int = 1000,
@@ -150,6 +146,9 @@ class DictionaryLearning(SurrogateModel):
         p, K = self.n_features, self.n_components
         if not (type(theta) is np.ndarray and theta.dtype == np.float64 and theta.shape == (p, K)
                 and theta.flags.f_contiguous and self.lam > 0 and np.isfinite(theta).all()):
+            theta = as_array(theta, "theta", ndim=2)
+            if theta.shape != (p, K):
+                raise ValueError(f"Expected 'theta' of shape (p, K) = ({p}, {K}), got {theta.shape}")
             return kernels.dictionary_statistics(theta, Z, self.lam, segments=offsets, H0=H0, tol=self.tol,
                                                  max_iter=self.max_iter, return_codes=True)
         A, B, H, _, _, n_bad = _sparse.dictionary_statistics(theta, Z, self.lam, False, self.tol, self.max_iter,
@@ -172,9 +171,17 @@ class DictionaryLearning(SurrogateModel):
                         idxs: Sequence[np.ndarray | None], *,
                         memories: Sequence[dict | None] | None = None) -> np.ndarray:
         """All clients' statistics at one ``θ`` with one segmented kernel call (rows equal :meth:`statistic`)."""
-        m, p, K = len(datas), self.n_features, self.n_components
-        idxs = [idx if idx is None or (type(idx) is np.ndarray and idx.dtype.kind == "i") else _as_index(idx)
-                for idx in idxs]
+        m = len(datas)
+        if len(idxs) != m:
+            raise ValueError(f"Expected one entry of 'idxs' per data set ({m}), got {len(idxs)}")
+        one = m == 1
+        datas = [self._statistic_data(d, "data" if one else f"datas[{j}]") for j, d in enumerate(datas)]
+        p, K = self.n_features, self.n_components
+        for j, d in enumerate(datas):
+            if d.shape[1] != p:
+                raise ValueError(f"Expected '{'data' if one else f'datas[{j}]'}' of shape (N, {p}), got {d.shape}")
+        idxs = [check_index(idx, d.shape[0], "idx" if one else f"idxs[{j}]")
+                for j, (d, idx) in enumerate(zip(datas, idxs))]
         bounds = [0]
         for d, idx in zip(datas, idxs):
             bounds.append(bounds[-1] + (d.shape[0] if idx is None else len(idx)))
@@ -202,8 +209,8 @@ class DictionaryLearning(SurrogateModel):
     # -- server side --------------------------------------------------------
     def T(self, s: np.ndarray) -> np.ndarray:
         """The dictionary update ``T(s)`` (ridge closed form or unit-norm BCD), shape (p, K)."""
-        s = self.layout.check(s)
-        if self.constraint is None and s.dtype == np.float64 and np.isfinite(s).all():
+        s = check_statistic(s, self.layout.size)
+        if self.constraint is None:
             # Per-round server call: the compiled ridge update on the operands the public
             # wrapper would build, sym(A) and B (eta was checked by __init__, s is finite float64).
             return _linalg.dictionary_update_ridge_flat(np.ascontiguousarray(s), self.n_components,
@@ -224,7 +231,7 @@ class DictionaryLearning(SurrogateModel):
     def project(self, s: np.ndarray) -> np.ndarray:
         """``(proj_PSD(sym(s⁽¹⁾)), s⁽²⁾)``: the Euclidean projection onto ``𝒮 = 𝕄_K⁺ × ℝ^{p×K}``."""
         K = self.n_components
-        out = np.array(self.layout.check(s), dtype=np.float64, copy=True)
+        out = np.array(check_statistic(s, self.layout.size), dtype=np.float64, copy=True)
         A = out[: K * K].reshape(K, K)
         kernels.project_psd(A, out=A)
         return out
@@ -247,7 +254,7 @@ class DictionaryLearning(SurrogateModel):
         return self.layout.join(A=np.eye(K), B=(1.0 + 2.0 * self.eta) * theta0)
 
     def theta_vector(self, theta: Any) -> np.ndarray:
-        return np.asarray(theta, dtype=np.float64).ravel()
+        return as_array(theta, "theta", finite=False).ravel()
 
     # -- compiled backend -------------------------------------------------------
     def compiled_model(self) -> Any:
@@ -272,6 +279,11 @@ class DictionaryLearning(SurrogateModel):
     # -- monitoring ---------------------------------------------------------
     def objective(self, data: np.ndarray, theta: Any) -> float:
         """``mean_j [½‖z_j − θh_j‖² + λ‖h_j‖₁] + η‖θ‖²_F`` with the optimal codes ``h_j``."""
+        data = self.check_data(data)
+        theta = as_array(theta, "theta", ndim=2)
+        if theta.shape != (self.n_features, self.n_components):
+            raise ValueError(f"Expected 'theta' of shape (p, K) = ({self.n_features}, {self.n_components}), "
+                             f"got {theta.shape}")
         *_, per_column = kernels.dictionary_statistics(theta, data.T, self.lam, tol=self.tol,
                                                         max_iter=self.max_iter, return_objective=True)
         theta = np.asarray(theta)

@@ -38,7 +38,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import kernels
-from fedmm._validation import as_array, as_rng, check_in, check_int, check_real
+from fedmm._validation import (as_array, as_rng, check_in, check_index, check_int, check_real, check_statistic,
+                               index_range_error)
 from fedmm.models._compiled import CompiledCallbacks, array_key
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
@@ -142,6 +143,8 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
     >>> np.round(np.sort(gmm.T(s).means[:, 0]), 0)
     array([-3.,  3.])
     """
+
+    _data_ndim = (2,)  # statistic() reads float64 arrays of this ndim without check_data
 
     def __init__(
         self,
@@ -321,7 +324,7 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         size = G + G * p + int(np.prod(cov_shape))
         v = as_array(vector, "vector", ndim=1)
         if v.shape != (size,):
-            raise ValueError(f"Expected a flat parameter of shape ({size},), got {v.shape}")
+            raise ValueError(f"Expected 'vector' to be a flat parameter of shape ({size},), got {v.shape}")
         return self.parameters(v[:G], v[G : G + G * p].reshape(G, p), v[G + G * p :].reshape(cov_shape))
 
     # -- E-step ---------------------------------------------------------------
@@ -367,18 +370,16 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         natural means (tied) or the stacked whitening matrices (full), a
         row-wise log-sum-exp, and the weighted sums (GEMMs).
         """
+        Y = self._statistic_data(data)
+        if Y.shape[1] != self.n_features:
+            raise ValueError(f"Expected 'data' of shape (N, {self.n_features}), got {Y.shape}")
+        idx = check_index(idx, Y.shape[0], bounds=False)
         compiled = self._kernel()
         buf = self._compiled_buffer(theta, compiled)
-        Y = np.asarray(data, dtype=np.float64)
-        if Y.ndim != 2 or Y.shape[1] != self.n_features:
-            raise ValueError(f"Expected 'data' of shape (N, {self.n_features}), got {Y.shape}")
-        if not Y.flags.c_contiguous:
-            Y = np.ascontiguousarray(Y)
-        if idx is not None:
-            idx = np.asarray(idx)
-            if idx.dtype == np.bool_:
-                idx = np.flatnonzero(idx)
-        out, _ = compiled.statistic(buf, Y, idx)
+        try:
+            out, _ = compiled.statistic(buf, Y, idx)
+        except IndexError:  # the compiled loop tests every index (see check_index)
+            raise index_range_error(idx, Y.shape[0]) from None
         return out
 
     # -- M-step ---------------------------------------------------------------
@@ -400,9 +401,7 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         (tied; ``known_covariance`` if given) or ``Σ_ℓ = sym(s⁽³⁾_ℓ / s⁽¹⁾_ℓ − μ_ℓ μ_ℓᵀ)`` (full),
         eigenvalues floored at ``reg_covar``; one compiled call.
         """
-        s = np.asarray(self.layout.check(s, "s"), dtype=np.float64)
-        if not np.isfinite(s).all():
-            raise ValueError("Expected 's' to be finite")
+        s = check_statistic(s, self.layout.size)
         G = self.n_components
         w = s[:G]
         if np.any(w <= 0.0):
@@ -421,7 +420,7 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
     def project(self, s: np.ndarray) -> np.ndarray:
         """Weights block onto ``{w_ℓ ≥ min_weight, Σ w_ℓ = 1}`` (sort-based simplex projection);
         "full": second-moment blocks onto the symmetric matrices.  A new array."""
-        return self._kernel().project(self.layout.check(s, "s"))
+        return self._kernel().project(check_statistic(s, self.layout.size))
 
     # -- compiled backend -----------------------------------------------------
     def _compiled_key(self) -> Any:

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, gammaln, logit
 
-from fedmm._validation import as_array, check_in, check_int, check_real
+from fedmm._validation import as_array, check_in, check_index, check_int, check_real, check_statistic
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["MissingValues", "MissingData", "LowRankParams"]
@@ -191,17 +191,18 @@ class MissingValues(SurrogateModel):
         solutions of ``T`` are balanced, so the penalty is preserved)."""
         v = as_array(vector, "vector", ndim=1)
         if v.shape != (self.layout.size,):
-            raise ValueError(f"Expected a flat parameter of shape ({self.layout.size},), got {v.shape}")
+            raise ValueError(f"Expected 'vector' to be a flat parameter of shape ({self.layout.size},), got {v.shape}")
         return self._svd_factors(v.reshape(self.shape))
 
     # -- E-step ---------------------------------------------------------------
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
-        values, mask = data[0], data[1]
+        if type(data) is not MissingData:  # what check_data returns passes unchecked (the hot path)
+            data = self.check_data(data)
+        values, mask = data
+        idx = check_index(idx, values.shape[0])
         if idx is not None:
             values, mask = values[idx], mask[idx]
         b = values.shape[0]
-        if b == 0:
-            raise ValueError("Expected a non-empty minibatch 'idx'")
         observed_sum = np.where(mask, values, 0.0).sum(axis=0)
         missing_frac = 1.0 - mask.sum(axis=0) / b
         filled = observed_sum / b + missing_frac * self.mean(self._as_matrix(theta))
@@ -209,9 +210,7 @@ class MissingValues(SurrogateModel):
 
     # -- M-step ---------------------------------------------------------------
     def T(self, s: np.ndarray) -> LowRankParams:
-        S = np.asarray(self.layout.check(s, "s"), dtype=np.float64).reshape(self.shape)
-        if not np.isfinite(S).all():
-            raise ValueError("Expected 's' to be finite")
+        S = check_statistic(s, self.layout.size).reshape(self.shape)
         if self.family == "gaussian":
             return self._svd_factors(S, shrink=self.lam)
         lo, hi = (0.0, np.inf) if self.family == "poisson" else (0.0, 1.0)
@@ -312,7 +311,7 @@ class MissingValues(SurrogateModel):
         return LowRankParams(U.copy(), V.copy())
 
     def project(self, s: np.ndarray) -> np.ndarray:
-        out = np.array(self.layout.check(s, "s"), dtype=np.float64, copy=True)
+        out = np.array(check_statistic(s, self.layout.size), dtype=np.float64, copy=True)
         if self.family == "poisson":
             np.maximum(out, 0.0, out=out)
         elif self.family == "bernoulli":
@@ -345,7 +344,7 @@ class MissingValues(SurrogateModel):
 
     def objective(self, data: Any, theta: Any) -> float:
         """Mean over observers of the observed entries' negative log-likelihood (nats) plus the penalty."""
-        values, mask = data[0], data[1]
+        values, mask = data if type(data) is MissingData else self.check_data(data)
         th = self._as_matrix(theta)
         y = np.where(mask, values, 0.0)
         if self.family == "gaussian":

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fedmm import kernels
-from fedmm._validation import as_array, check_int
+from fedmm._validation import as_array, check_index, check_int, check_statistic, index_range_error
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["NumbaModel"]
@@ -234,6 +234,8 @@ class NumbaModel(SurrogateModel):
     ('compiled', 0.5)
     """
 
+    _data_ndim = (2,)  # statistic() reads float64 arrays of this ndim without check_data
+
     def __init__(self, statistic: Callable[..., Any], T: Callable[..., Any], *, q: int, d: int, sample_size: int,
                  constants: Any = None, project: Callable[..., Any] | None = None, n_constants: int | None = None,
                  layout: StatisticLayout | None = None, objective: Callable[[Any, Any], float] | None = None,
@@ -321,26 +323,29 @@ class NumbaModel(SurrogateModel):
     def _theta(self, theta: Any) -> np.ndarray:
         th = np.ascontiguousarray(self.theta_vector(theta), dtype=np.float64)
         if th.shape != (self.d,):
-            raise ValueError(f"Expected a parameter of {self.d} values, got shape {th.shape}")
+            raise ValueError(f"Expected 'theta' with {self.d} values, got shape {th.shape}")
         return th
 
     # -- the protocol, through the compiled functions ---------------------------
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
         """``b⁻¹ Σ_{j∈idx} S̄(z_j, θ)`` in row order (all rows if ``idx`` is None), by the compiled engine."""
-        arr = data if (type(data) is np.ndarray and data.dtype == np.float64 and data.ndim == 2
-                       and data.flags.c_contiguous) else self.compiled_data(data)
-        out, _ = self.compiled_model().statistic(self._theta(theta), arr, idx)
+        arr = self._statistic_data(data)
+        idx = check_index(idx, arr.shape[0], bounds=False)
+        try:
+            out, _ = self.compiled_model().statistic(self._theta(theta), arr, idx)
+        except IndexError:  # the compiled loop tests every index (see check_index)
+            raise index_range_error(idx, arr.shape[0]) from None
         return out
 
     def T(self, s: np.ndarray) -> np.ndarray:
         """``T(s)``, shape ``(d,)``, by the compiled ``T``."""
-        return self.compiled_model().T(self.layout.check(s))
+        return self.compiled_model().T(check_statistic(s, self.layout.size))
 
     def project(self, s: np.ndarray) -> np.ndarray:
         """``Π(s)`` (a new array) by the compiled projection; ``s`` itself when ``𝒮`` is the whole space."""
         if self.project_function is None:
-            return s
-        return self.compiled_model().project(self.layout.check(s))
+            return check_statistic(s, self.layout.size)
+        return self.compiled_model().project(check_statistic(s, self.layout.size))
 
     def init_statistic(self, datas: Sequence[Any], rng: np.random.Generator) -> np.ndarray:
         """``init(datas, rng)`` if given, else ``Π(0)``."""
@@ -350,7 +355,7 @@ class NumbaModel(SurrogateModel):
         return self.project(np.zeros(self.q))
 
     def theta_vector(self, theta: Any) -> np.ndarray:
-        return np.asarray(theta, dtype=np.float64).reshape(-1)
+        return as_array(theta, "theta", finite=False).reshape(-1)
 
     def objective(self, data: Any, theta: Any) -> float:
         """``objective(data, theta)`` as given to the constructor."""

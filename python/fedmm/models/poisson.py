@@ -27,13 +27,14 @@ compiled round engine: both FedMM backends give the same numbers bit for bit.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
 from scipy.special import gammaln
 
 from fedmm import kernels
-from fedmm._validation import as_array, check_in, check_real
+from fedmm._validation import as_array, check_in, check_index, check_real, check_statistic, index_range_error
 from fedmm.models._compiled import CompiledCallbacks, array_key
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
@@ -74,6 +75,8 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
     >>> model.T(model.layout.join(count=[2.0], neg_exp_shift=[-1.0]))
     0.0
     """
+
+    _data_ndim = (1,)  # statistic() reads float64 arrays of this ndim without check_data
 
     def __init__(
         self,
@@ -143,21 +146,19 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
         """``mean_j (Z_j, −E[e^h | Z_j, θ])`` (joint) or ``−mean_j E[e^h | Z_j, θ]`` over the samples ``idx``
         (all if None), one compiled call."""
+        Z = self._statistic_data(data)
+        idx = check_index(idx, Z.shape[0], bounds=False)
         compiled = self._kernel()
-        Z = np.ascontiguousarray(data, dtype=np.float64)
-        if Z.ndim != 1:
-            raise ValueError(f"Expected 'data' of shape (N,), got {Z.shape}")
-        if idx is not None:
-            idx = np.asarray(idx)
-            if idx.dtype == np.bool_:
-                idx = np.flatnonzero(idx)
-        out, _ = compiled.statistic(compiled.derive(self.theta_vector(theta)), Z.reshape(-1, 1), idx)
+        try:
+            out, _ = compiled.statistic(compiled.derive(self.theta_vector(theta)), Z.reshape(-1, 1), idx)
+        except IndexError:  # the compiled loop tests every index (see check_index)
+            raise index_range_error(idx, Z.shape[0]) from None
         return out
 
     # -- M-step ---------------------------------------------------------------
     def T(self, s: np.ndarray) -> float:
         """``ln(s₁ / (λ − s₂))`` (joint) or ``ln(E_π[Z] / (λ − s))`` (explicit mean)."""
-        s = np.asarray(self.layout.check(s, "s"), dtype=np.float64)
+        s = check_statistic(s, self.layout.size)
         if not np.isfinite(s).all():
             raise ValueError("Expected 's' to be finite")
         if self.parameterization == "joint":
@@ -172,7 +173,7 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
 
     def project(self, s: np.ndarray) -> np.ndarray:
         """The count block onto ``[min_mean, ∞)`` (joint) and the shift block onto ``[−e^{max h}, −e^{min h}]``."""
-        return self._kernel().project(self.layout.check(s, "s"))
+        return self._kernel().project(check_statistic(s, self.layout.size))
 
     # -- compiled backend -----------------------------------------------------
     def _compiled_key(self) -> Any:
@@ -196,12 +197,28 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
         return self._kernel()
 
     def theta_vector(self, theta: Any) -> np.ndarray:
-        return np.array([float(theta)])
+        return np.array([self._theta(theta)])
+
+    @staticmethod
+    def _theta(theta: Any) -> float:
+        """``θ`` as a finite float (a real scalar or an array of one value)."""
+        if type(theta) is float:  # what T returns: the per-round path
+            th = theta
+        elif isinstance(theta, (int, np.floating, np.integer)) and not isinstance(theta, (bool, np.bool_)):
+            th = float(theta)
+        else:
+            arr = as_array(theta, "theta", finite=False)
+            if arr.size != 1:
+                raise ValueError(f"Expected 'theta' to be a real scalar, got shape {arr.shape}")
+            th = float(arr.reshape(-1)[0])
+        if not math.isfinite(th):
+            raise ValueError(f"Expected a finite 'theta', got {th}")
+        return th
 
     def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> float:
         v = as_array(vector, "vector", ndim=1)
         if v.shape != (1,):
-            raise ValueError(f"Expected a flat parameter of shape (1,), got {v.shape}")
+            raise ValueError(f"Expected 'vector' to be a flat parameter of shape (1,), got {v.shape}")
         return float(v[0])
 
     # -- start-up and monitoring ------------------------------------------
@@ -219,7 +236,7 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
     def objective(self, data: Any, theta: Any) -> float:
         """``F(θ)`` of eq. (43) on ``data``: mean negative log-likelihood (nats) plus ``λ eᶿ``."""
         Z = self.check_data(data)
-        th = float(theta)
+        th = self._theta(theta)
         log_rate = th + self.support  # (K,)
         terms = np.multiply.outer(Z, log_rate) - np.exp(log_rate) + self._log_prior  # (N, K)
         top = terms.max(axis=1)

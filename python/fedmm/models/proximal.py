@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedmm._validation import as_array, check_in, check_int, check_real
+from fedmm._validation import as_array, check_in, check_index, check_int, check_real, check_statistic
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["ProximalGradient"]
@@ -109,6 +109,22 @@ class ProximalGradient(SurrogateModel):
             raise ValueError(f"Expected X of '{name}' with {self.n_features} columns, got {X.shape}")
         return X, y
 
+    def _client_data(self, data: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(X, y)`` as checked by :meth:`check_data`; a pair of float64 arrays of matching shapes passes
+        without scanning the values again (the hot path)."""
+        if (type(data) is tuple and len(data) == 2 and type(data[0]) is np.ndarray and type(data[1]) is np.ndarray
+                and data[0].dtype == np.float64 and data[1].dtype == np.float64 and data[0].ndim == 2
+                and data[1].shape == (data[0].shape[0],) and data[0].shape[0] > 0
+                and data[0].shape[1] == self.n_features):
+            return data
+        return self.check_data(data)
+
+    def _theta(self, theta: Any) -> np.ndarray:
+        th = theta if type(theta) is np.ndarray and theta.dtype == np.float64 else as_array(theta, "theta")
+        if th.shape != (self.layout.size,):
+            raise ValueError(f"Expected 'theta' of shape ({self.layout.size},), got {th.shape}")
+        return th
+
     # -- client side --------------------------------------------------------
     def _gradient(self, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
         margin = X @ theta
@@ -120,16 +136,17 @@ class ProximalGradient(SurrogateModel):
 
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
         """``τ − ρ ∇f_B(τ)`` with ``f_B`` the mean loss over the samples ``idx``."""
-        X, y = data
+        X, y = self._client_data(data)
+        idx = check_index(idx, X.shape[0])
         if idx is not None:
             X, y = X[idx], y[idx]
-        theta = np.asarray(theta, dtype=np.float64)
+        theta = self._theta(theta)
         return theta - self.rho * self._gradient(X, y, theta)
 
     # -- server side --------------------------------------------------------
     def T(self, s: np.ndarray) -> np.ndarray:
         """``prox_{ρg}(s)``: soft-thresholding, shrinkage, clipping or the identity."""
-        s = self.layout.check(s)
+        s = check_statistic(s, self.layout.size)
         if self.penalty == "l1":
             t = self.rho * self.lam
             return np.sign(s) * np.maximum(np.abs(s) - t, 0.0)
@@ -161,8 +178,8 @@ class ProximalGradient(SurrogateModel):
 
     def objective(self, data: Any, theta: Any) -> float:
         """Mean loss over ``data`` plus ``g(θ)``."""
-        X, y = data
-        theta = np.asarray(theta, dtype=np.float64)
+        X, y = self.check_data(data)
+        theta = self._theta(theta)
         margin = X @ theta
         if self.loss == "least_squares":
             loss = 0.5 * float(np.mean((y - margin) ** 2))

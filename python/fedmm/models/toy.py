@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import kernels
-from fedmm._validation import check_real
+from fedmm._validation import as_array, check_index, check_real, check_statistic, index_range_error
 from fedmm.models._compiled import CompiledCallbacks
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
@@ -50,6 +50,8 @@ class InverseToy(CompiledCallbacks, SurrogateModel):
     array([0.5])
     """
 
+    _data_ndim = (1,)  # statistic() reads float64 arrays of this ndim without check_data
+
     def __init__(self, floor: float = 1e-12) -> None:
         self.floor = check_real(floor, "floor", low=0.0, low_open=True)
         self.layout = StatisticLayout([("Z", (1,))])
@@ -66,27 +68,23 @@ class InverseToy(CompiledCallbacks, SurrogateModel):
 
     def statistic(self, data: np.ndarray, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
         """Mean of ``S̄(Z_j, θ) = Z_j`` over ``idx`` (independent of θ; a sum in sample order, divided by ``b``)."""
-        z = np.ascontiguousarray(data, dtype=np.float64)
-        if z.ndim != 1:
-            z = z.reshape(z.shape[0], -1)
-            if z.shape[1] != 1:
-                raise ValueError(f"Expected 'data' of shape (N,) or (N, 1), got {np.shape(data)}")
-        if idx is not None:
-            idx = np.asarray(idx)
-            if idx.dtype == np.bool_:
-                idx = np.flatnonzero(idx)
-        return self._kernel().statistic(_NO_THETA, z.reshape(-1, 1), idx)[0]
+        z = self._statistic_data(data)
+        idx = check_index(idx, z.shape[0], bounds=False)
+        try:
+            return self._kernel().statistic(_NO_THETA, z.reshape(-1, 1), idx)[0]
+        except IndexError:  # the compiled loop tests every index (see check_index)
+            raise index_range_error(idx, z.shape[0]) from None
 
     def T(self, s: np.ndarray) -> np.ndarray:
         """``T(s) = s^{-1/2}``, shape (1,)."""
-        s = np.asarray(self.layout.check(s), dtype=np.float64)
-        if not (s[0] > 0.0 and np.isfinite(s[0])):
+        s = check_statistic(s, 1)
+        if not s[0] > 0.0:
             raise ValueError(f"Expected a finite statistic s > 0 (project it first), got {s}")
         return self._kernel().T(s)
 
     def project(self, s: np.ndarray) -> np.ndarray:
         """Projection onto ``[floor, ∞)``."""
-        return self._kernel().project(self.layout.check(s))
+        return self._kernel().project(check_statistic(s, 1))
 
     def project_theta(self, theta: Any) -> np.ndarray:
         """Projection of θ onto ``[floor, ∞)``."""
@@ -110,8 +108,12 @@ class InverseToy(CompiledCallbacks, SurrogateModel):
 
     def objective(self, data: np.ndarray, theta: Any) -> float:
         """``E[Z] θ + 1/θ`` on ``data``."""
-        th = float(np.asarray(theta).reshape(-1)[0])
-        return float(np.mean(data) * th + 1.0 / th)
+        z = self.check_data(data)
+        th = as_array(theta, "theta")
+        if th.size != 1:
+            raise ValueError(f"Expected 'theta' of shape (1,), got {th.shape}")
+        th = float(th.reshape(-1)[0])
+        return float(np.mean(z) * th + 1.0 / th)
 
     def minimizer(self, datas: Sequence[Any], weights: Sequence[float]) -> float:
         """``θ* = (Σ_i μ_i mean(Z_i))^{-1/2}`` for finite client samples."""
