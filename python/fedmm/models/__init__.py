@@ -5,6 +5,7 @@ from fedmm.models.dictionary import DictionaryLearning
 from fedmm.models.proximal import ProximalGradient
 from fedmm.models.toy import InverseToy
 from fedmm.models.numba_model import NumbaModel  # numba itself is imported on first use
+from fedmm._validation import SampleIndexError  # what the models raise for indices out of range
 
 # -- EM family (issue 6) --
 from fedmm.models.gmm import GaussianMixture, GaussianMixtureParams
@@ -18,6 +19,7 @@ __all__ = [
     "InverseToy",
     "ProximalGradient",
     "NumbaModel",
+    "SampleIndexError",
     # -- EM family (issue 6) --
     "GaussianMixture",
     "GaussianMixtureParams",
