@@ -144,7 +144,11 @@ class Schedule:
             if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)) \
                     and math.isfinite(value) and float(value).is_integer():
                 value = int(value)
-            return check_int(value, label, low=1, high=MAX_COUNT)
+            value = check_int(value, label, low=1)
+            if value > MAX_COUNT:
+                raise ValueError(f"Expected '{label}' at most 2**53 = {MAX_COUNT} (a step count that stays exact "
+                                 f"in float64 and cannot overflow the step counters), got {value}")
+            return value
         if self.domain == "unit":
             return check_real(value, label, low=0.0, high=1.0, low_open=True)
         return check_real(value, label, low=0.0, low_open=True)
