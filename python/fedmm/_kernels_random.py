@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from fedmm import _rounds
+from fedmm._memory import check_allocation
 from fedmm._validation import as_rng, check_int
 
 __all__ = ["sample_without_replacement"]
@@ -37,8 +38,12 @@ def sample_without_replacement(n: int, b: int, rng: Any = None) -> np.ndarray:
 
     Notes
     -----
-    Costs ``O(n)`` time and memory (the shuffled index table) plus ``b`` draws.
+    Costs ``O(n)`` time and memory (the shuffled index table) plus ``b`` draws;
+    an ``n`` whose table exceeds the machine's memory raises ``MemoryError``
+    naming the size before anything is allocated.
     """
     n = check_int(n, "n", low=0)
     b = check_int(b, "b", low=0, high=n)
+    if b > 0:  # the O(n) index table, refused up front when it cannot fit
+        check_allocation(8 * (n + b), f"sample_without_replacement with n={n} (an index table of n int64)")
     return _rounds.sample_without_replacement(as_rng(rng), n, b)

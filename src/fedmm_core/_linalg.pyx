@@ -9,6 +9,7 @@ import numpy as np
 from numpy.linalg import LinAlgError
 
 cimport numpy as cnp
+from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
@@ -100,14 +101,23 @@ def dictionary_update_unit_norm(const double[::1, :] A, const double[::1, :] B, 
         raise ValueError(f"Expected 'D0' of shape ({p}, {K}), got {D_arr.shape}")
     cdef double[::1, :] D = D_arr
     cdef double[::1] work = np.empty(p, dtype=np.float64)
-    cdef int n_iter = 0
-    cdef int status
-    with nogil:
-        status = fedmm_dictionary_update_unit_norm(p, K, &A[0, 0], K, &B[0, 0], p, eta, tol,
-                                                   max_iter, &D[0, 0], p, &n_iter, &work[0])
+    cdef int n_iter = 0, done = 0, chunk
+    cdef int status = FEDMM_ENOCONV
+    # Sweeps in slices of ~2**22 multiply-adds with a check for Ctrl-C between them: a sweep
+    # depends on D only, so the slices give the same D and sweep count bit for bit as one call.
+    chunk = <int> max(1, min(max_iter, (1 << 22) // (2 * <Py_ssize_t> K * K * p + 1)))
+    while done < max_iter:
+        chunk = min(chunk, max_iter - done)
+        with nogil:
+            status = fedmm_dictionary_update_unit_norm(p, K, &A[0, 0], K, &B[0, 0], p, eta, tol,
+                                                       chunk, &D[0, 0], p, &n_iter, &work[0])
+        done += n_iter
+        if status != FEDMM_ENOCONV:
+            break
+        PyErr_CheckSignals()
     if status != FEDMM_OK and status != FEDMM_ENOCONV:
         raise ValueError(f"dictionary_update: {fedmm_strerror(status).decode()}")
-    return D_arr, n_iter, status == FEDMM_OK
+    return D_arr, done, status == FEDMM_OK
 
 
 def project_psd(cnp.ndarray A, out=None, bint want_path=False):

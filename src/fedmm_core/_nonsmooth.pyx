@@ -3,22 +3,35 @@
 
 Private module: the checked public face is :func:`fedmm.kernels.fedmls_local_round`.
 Arrays must already have the documented dtypes and be C-contiguous; ``U`` and
-``U_avg`` are written in place.  The kernel runs without the GIL.
+``U_avg`` are written in place.  The loop runs without the GIL in slices of
+bounded work (:data:`SLICE_WORK` multiply-adds), with a check for interrupts
+(Ctrl-C) between slices; the slices give the same numbers bit for bit as one call.
 """
 import numpy as np
 
+from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
 
 from fedmm_kernels cimport (
     FEDMM_LOSS_HINGE,
     FEDMM_LOSS_L1,
     FEDMM_OK,
-    fedmm_fedmls_local_round,
+    fedmm_fedmls_local_steps,
     fedmm_strerror,
 )
 
 LOSS_HINGE = FEDMM_LOSS_HINGE
 LOSS_L1 = FEDMM_LOSS_L1
+
+#: Work of one slice without the GIL, in multiply-adds (a few milliseconds): the
+#: longest a Ctrl-C waits before the loop stops.
+SLICE_WORK = 1 << 22
+
+
+def steps_per_slice(Py_ssize_t n, Py_ssize_t p, Py_ssize_t rows_per_step):
+    """Local steps per slice: about :data:`SLICE_WORK` multiply-adds, at least one step."""
+    cdef Py_ssize_t per_step = 2 * p * rows_per_step + 4 * n * p + 1
+    return max(1, SLICE_WORK // per_step)
 
 
 def fedmls_local_round(
@@ -26,6 +39,7 @@ def fedmls_local_round(
     const double[:, ::1] design,
     const double[::1] target,
     const int64_t[::1] offsets,
+    Py_ssize_t first_step,
     Py_ssize_t n_steps,
     object rows,
     object row_offsets,
@@ -36,7 +50,8 @@ def fedmls_local_round(
     double[:, ::1] U,
     double[:, ::1] U_avg,
 ):
-    """Run ``n_steps`` local steps of every client; ``rows=None`` for full subgradients."""
+    """Run local steps ``first_step+1 .. first_step+n_steps`` of every client; ``rows=None`` for
+    full subgradients (else ``rows[r]`` is step ``first_step+1+r``)."""
     cdef Py_ssize_t n = U.shape[0], p = U.shape[1]
     cdef double[::1] work = np.empty(p, dtype=np.float64)
     cdef const int64_t[:, ::1] rows_v
@@ -46,21 +61,32 @@ def fedmls_local_round(
     cdef const int64_t *row_off_ptr = NULL
     cdef const double *scale_ptr = NULL
     cdef size_t row_stride = 0
-    cdef int status
+    cdef Py_ssize_t done = 0, chunk, todo
+    cdef int status = FEDMM_OK
+    if first_step < 0 or n_steps < 0:
+        raise ValueError(f"Expected 'first_step' and 'n_steps' >= 0, got {first_step} and {n_steps}")
     if rows is not None:
         rows_v = rows
         row_off_v = row_offsets
         scale_v = scale
         if rows_v.shape[0] < n_steps:
             raise ValueError(f"Expected 'rows' with at least {n_steps} steps, got {rows_v.shape[0]}")
-        rows_ptr = &rows_v[0, 0]
         row_off_ptr = &row_off_v[0]
         scale_ptr = &scale_v[0]
         row_stride = rows_v.shape[1]
-    with nogil:
-        status = fedmm_fedmls_local_round(
-            loss, n, p, &design[0, 0], &target[0], &offsets[0], n_steps,
-            rows_ptr, row_stride, row_off_ptr, scale_ptr, weight, radius,
-            &V[0, 0], &U[0, 0], &U_avg[0, 0], &work[0])
-    if status != FEDMM_OK:
-        raise ValueError(f"fedmls_local_round failed: {fedmm_strerror(status).decode()}")
+    chunk = steps_per_slice(n, p, row_stride if rows is not None else design.shape[0])
+    while True:
+        todo = min(chunk, n_steps - done)
+        # no rows for an empty slice (n_steps == 0): the kernel then only validates and copies U
+        rows_ptr = &rows_v[done, 0] if rows is not None and todo > 0 else NULL
+        with nogil:
+            status = fedmm_fedmls_local_steps(
+                loss, n, p, &design[0, 0], &target[0], &offsets[0], first_step + done, todo,
+                rows_ptr, row_stride, row_off_ptr, scale_ptr, weight, radius,
+                &V[0, 0], &U[0, 0], &U_avg[0, 0], &work[0])
+        if status != FEDMM_OK:
+            raise ValueError(f"fedmls_local_round failed: {fedmm_strerror(status).decode()}")
+        done += todo
+        if done >= n_steps:
+            break
+        PyErr_CheckSignals()

@@ -340,3 +340,9 @@ cdef extern from "fedmm_kernels.h" nogil:
                                  const int64_t *row_offsets, const double *scale,
                                  double weight, double radius, const double *V, double *U,
                                  double *U_avg, double *work)
+    int fedmm_fedmls_local_steps(int loss, size_t n, size_t p, const double *design,
+                                 const double *target, const int64_t *offsets, size_t first_step,
+                                 size_t n_steps, const int64_t *rows, size_t row_stride,
+                                 const int64_t *row_offsets, const double *scale,
+                                 double weight, double radius, const double *V, double *U,
+                                 double *U_avg, double *work)

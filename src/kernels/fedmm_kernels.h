@@ -801,6 +801,22 @@ int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
                              double weight, double radius, const double *V, double *U,
                              double *U_avg, double *work);
 
+/* The same loop resumed after first_step steps: steps t = first_step+1 ..
+ * first_step+n_steps, with U[i] = u_{first_step} and U_avg[i] = ua_{first_step}
+ * on entry (U_avg is only written from U when first_step == 0).  rows, when
+ * given, holds the n_steps rows of these steps only (row r is step
+ * first_step+1+r).  Running 0..T in one call or as consecutive calls
+ * (first_step = 0, T1, T1+T2, ...) gives identical results bit for bit, so a
+ * caller can run a long loop in slices of bounded work and check for
+ * interrupts between them.  FEDMM_EINVAL as above, or if first_step + n_steps
+ * overflows the step counter; the index checks cover this call's rows only. */
+int fedmm_fedmls_local_steps(int loss, size_t n, size_t p, const double *design,
+                             const double *target, const int64_t *offsets, size_t first_step,
+                             size_t n_steps, const int64_t *rows, size_t row_stride,
+                             const int64_t *row_offsets, const double *scale,
+                             double weight, double radius, const double *V, double *U,
+                             double *U_avg, double *work);
+
 #ifdef __cplusplus
 }
 #endif

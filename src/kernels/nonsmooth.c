@@ -2,6 +2,7 @@
 /* FedMLS local round (FedMLS paper, Algorithm 1 lines 7-12 / eq. (9)) for
  * piecewise-linear losses of a linear prediction; see fedmm_kernels.h. */
 #include <math.h>
+#include <stdint.h>
 
 #include "fedmm_kernels.h"
 
@@ -14,13 +15,15 @@ static double loss_slope(int loss, double z, double y)
     return (r > 0.0) - (r < 0.0);
 }
 
-int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
-                             const double *target, const int64_t *offsets, size_t n_steps,
-                             const int64_t *rows, size_t row_stride,
+int fedmm_fedmls_local_steps(int loss, size_t n, size_t p, const double *design,
+                             const double *target, const int64_t *offsets, size_t first_step,
+                             size_t n_steps, const int64_t *rows, size_t row_stride,
                              const int64_t *row_offsets, const double *scale,
                              double weight, double radius, const double *V, double *U,
                              double *U_avg, double *work)
 {
+    if (n_steps > SIZE_MAX - 3 - first_step)
+        return FEDMM_EINVAL; /* the step counter t + 3 must not wrap */
     if (loss != FEDMM_LOSS_HINGE && loss != FEDMM_LOSS_L1)
         return FEDMM_EINVAL;
     if (!design || !target || !offsets || !V || !U || !U_avg || !work || p == 0)
@@ -51,16 +54,17 @@ int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
         double *u = U + i * p;
         double *u_avg = U_avg + i * p;
         const double *v = V + i * p;
-        for (size_t c = 0; c < p; ++c)
-            u_avg[c] = u[c];
-        for (size_t t = 1; t <= n_steps; ++t) {
+        if (first_step == 0)
+            for (size_t c = 0; c < p; ++c)
+                u_avg[c] = u[c];
+        for (size_t t = first_step + 1; t <= first_step + n_steps; ++t) {
             /* g = (minibatch) subgradient of f_i at u */
             for (size_t c = 0; c < p; ++c)
                 g[c] = 0.0;
             int64_t lo, hi;
             const int64_t *idx = NULL;
             if (rows) {
-                idx = rows + (t - 1) * row_stride;
+                idx = rows + (t - first_step - 1) * row_stride;
                 lo = row_offsets[i];
                 hi = row_offsets[i + 1];
             } else {
@@ -96,4 +100,16 @@ int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
         }
     }
     return FEDMM_OK;
+}
+
+int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
+                             const double *target, const int64_t *offsets, size_t n_steps,
+                             const int64_t *rows, size_t row_stride,
+                             const int64_t *row_offsets, const double *scale,
+                             double weight, double radius, const double *V, double *U,
+                             double *U_avg, double *work)
+{
+    return fedmm_fedmls_local_steps(loss, n, p, design, target, offsets, 0, n_steps, rows,
+                                    row_stride, row_offsets, scale, weight, radius, V, U, U_avg,
+                                    work);
 }

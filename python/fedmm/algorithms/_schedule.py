@@ -16,6 +16,12 @@ from fedmm._validation import check_in, check_int, check_real
 
 __all__ = ["Schedule", "StepSchedule"]
 
+#: Largest value of a ``"count"`` schedule (``2**53``): counts are step indices that the
+#: local loops turn into float64 step sizes, exact only up to ``2**53``, and that add up in
+#: int64 counters; a larger count is refused with the argument named instead of running
+#: for centuries or wrapping a counter.
+MAX_COUNT = 2**53
+
 _DOMAINS = ("positive", "unit", "count")
 _NAMED = ("sqrt", "linear", "inverse", "inverse_sqrt")
 
@@ -43,8 +49,8 @@ class Schedule:
     domain : {"positive", "unit", "count"}
         Where the values must lie: ``"positive"`` :math:`(0, ∞)`, ``"unit"``
         :math:`(0, 1]` (step sizes of a convex combination, probabilities),
-        ``"count"`` the integers :math:`\geq 1` (an integral float from a
-        callable is converted to ``int``).
+        ``"count"`` the integers in ``[1, MAX_COUNT]`` with ``MAX_COUNT = 2**53`` (an
+        integral float from a callable is converted to ``int``).
     name : str
         Argument name used in error messages and descriptions.
 
@@ -130,7 +136,7 @@ class Schedule:
     def _check(self, value: Any, label: str) -> Any:
         # fast paths (per local step on hot loops); anything else goes through the checks with messages
         if self.domain == "count":
-            if type(value) is int and value >= 1:
+            if type(value) is int and 1 <= value <= MAX_COUNT:
                 return value
         elif isinstance(value, float) and 0.0 < value and (value <= 1.0 if self.domain == "unit" else value < math.inf):
             return float(value)
@@ -138,7 +144,11 @@ class Schedule:
             if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)) \
                     and math.isfinite(value) and float(value).is_integer():
                 value = int(value)
-            return check_int(value, label, low=1)
+            value = check_int(value, label, low=1)
+            if value > MAX_COUNT:
+                raise ValueError(f"Expected '{label}' at most 2**53 = {MAX_COUNT} (a step count that stays exact "
+                                 f"in float64 and cannot overflow the step counters), got {value}")
+            return value
         if self.domain == "unit":
             return check_real(value, label, low=0.0, high=1.0, low_open=True)
         return check_real(value, label, low=0.0, low_open=True)

@@ -242,9 +242,11 @@ class FedMLSClient(SubgradientClient):
         oracle = ShareOracle(clients, T)
         if first.backend == "c":
             share = oracle.share
-            kernels.fedmls_local_round(first.problem.kernel_loss, share.design, share.target, share.offsets,
-                                       V, U, U_avg, n_steps=T, weight=weight, radius=first.radius,
-                                       rows=oracle.rows, row_offsets=oracle.row_bounds, scale=oracle.scale)
+            for first_step, count, rows in oracle.chunks():  # bounded minibatch memory per call
+                kernels.fedmls_local_round(first.problem.kernel_loss, share.design, share.target, share.offsets,
+                                           V, U, U_avg, n_steps=count, first_step=first_step, weight=weight,
+                                           radius=first.radius, rows=rows, row_offsets=oracle.row_bounds,
+                                           scale=oracle.scale)
         else:
             for t in range(1, T + 1):
                 G = oracle(U, t - 1)

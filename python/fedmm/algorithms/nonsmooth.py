@@ -46,7 +46,7 @@ import numpy as np
 from fedmm._validation import check_in, check_int, check_real, check_seed
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._random import derive_seed, seed_repr
-from fedmm.algorithms._schedule import Schedule
+from fedmm.algorithms._schedule import MAX_COUNT, Schedule
 from fedmm.engine import LocalRuntime
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
@@ -171,9 +171,12 @@ class SubgradientOracle:
 class ShareOracle:
     """The next ``n_steps`` local steps' subgradients for a share of clients, one vectorized call per step.
 
-    Each client draws its ``n_steps`` minibatches from its own stream
+    Each client draws its minibatches from its own stream
     (:meth:`SubgradientOracle.draw`), so the numbers do not depend on how
-    clients are grouped into shares.
+    clients are grouped into shares.  The minibatches are drawn in chunks of
+    at most :attr:`ROWS_AHEAD` indices as the steps progress (the same numbers
+    as drawing all ``n_steps`` at once), so a round's memory does not grow with
+    its number of local steps.
 
     Parameters
     ----------
@@ -186,30 +189,59 @@ class ShareOracle:
     ----------
     share : StackedClients
         The share's samples (cached on the share's first client between rounds).
-    rows : ndarray of shape (n_steps, B) or None
-        Row indices into ``share`` of every step's minibatches (None: full subgradients).
+    rows : ndarray of shape (chunk, B) or None
+        Row indices into ``share`` of the minibatches of the current chunk of
+        steps (None: full subgradients).
     row_bounds : ndarray of shape (len(clients) + 1,) or None
         Client ``j``'s minibatch occupies columns ``row_bounds[j]:row_bounds[j+1]`` of ``rows``.
     scale : ndarray of shape (len(clients),) or None
         ``m_j / b_j`` (unbiased minibatch estimates).
     """
 
+    #: Minibatch indices drawn ahead at most (int64 entries, 8 MiB).
+    ROWS_AHEAD = 1 << 20
+
     def __init__(self, clients: Sequence["SubgradientClient"], n_steps: int) -> None:
         first = clients[0]
         self.problem = first.problem
         self.share = SubgradientClient.stack_share(clients)
+        self.n_steps = n_steps
+        self._clients = list(clients)
         self.rows = self.row_bounds = self.scale = None
+        self._first = 0  # step index (0-based) of rows[0]
         if first.oracle.batch_fraction is not None:
-            offsets = self.share.offsets
-            self.rows = np.hstack([c.oracle.draw(n_steps) + offsets[j] for j, c in enumerate(clients)])
             self.row_bounds = np.concatenate([[0], np.cumsum([c.oracle.batch[0] for c in clients])]).astype(np.int64)
             self.scale = np.array([c.oracle.scale[0] for c in clients])
+            self.rows = np.empty((0, int(self.row_bounds[-1])), dtype=np.int64)
+            self._chunk = max(1, self.ROWS_AHEAD // max(1, int(self.row_bounds[-1])))
+
+    def _draw(self, count: int) -> None:
+        """Draw the minibatches of the next ``count`` steps into ``rows``."""
+        offsets = self.share.offsets
+        self._first += self.rows.shape[0]
+        self.rows = np.hstack([c.oracle.draw(count) + offsets[j] for j, c in enumerate(self._clients)])
+
+    def chunks(self):
+        """Yield ``(first_step, count, rows)`` covering the ``n_steps`` steps in order (``rows`` None for
+        full subgradients, then one chunk), drawing each chunk's minibatches when it is reached."""
+        if self.rows is None:
+            yield 0, self.n_steps, None
+            return
+        while self._first + self.rows.shape[0] < self.n_steps:
+            self._draw(min(self._chunk, self.n_steps - self._first - self.rows.shape[0]))
+            yield self._first, self.rows.shape[0], self.rows
 
     def __call__(self, U: np.ndarray, step: int) -> np.ndarray:
-        """Row ``j``: a (minibatch) subgradient of client ``j``'s ``f`` at ``U[j]`` at local step ``step`` (0-based)."""
+        """Row ``j``: a (minibatch) subgradient of client ``j``'s ``f`` at ``U[j]`` at local step ``step``
+        (0-based; steps are visited in order)."""
         if self.rows is None:
             return self.problem.subgradients(self.share, U)
-        return self.problem.subgradients(self.share, U, self.rows[step], self.row_bounds[:-1], self.scale)
+        if step >= self._first + self.rows.shape[0]:
+            if step != self._first + self.rows.shape[0] or step >= self.n_steps:
+                raise ValueError(f"Expected local steps in order below n_steps={self.n_steps}, got step {step}")
+            self._draw(min(self._chunk, self.n_steps - step))
+        return self.problem.subgradients(self.share, U, self.rows[step - self._first], self.row_bounds[:-1],
+                                         self.scale)
 
 
 # -- messages and payloads ---------------------------------------------------------------------------
@@ -991,7 +1023,7 @@ class Scaffnew(FederatedSubgradientMethod):
         if communication_prob is None:
             communication_prob = ("inverse_sqrt", 1.0)
         self.communication_prob = Schedule(communication_prob, domain="unit", name="communication_prob")
-        self.max_local_steps = check_int(max_local_steps, "max_local_steps", low=1)
+        self.max_local_steps = check_int(max_local_steps, "max_local_steps", low=1, high=MAX_COUNT)
 
     def config(self) -> dict:
         return {**super().config(), "step": self.step.description,

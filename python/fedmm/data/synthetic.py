@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedmm._memory import check_allocation
 from fedmm._validation import as_array, as_rng, check_int, check_real
 
 __all__ = ["synthetic_dictionary", "split_homogeneous"]
@@ -90,9 +91,18 @@ def split_homogeneous(Z, n_clients: int) -> list[np.ndarray]:
     datas : list of n ndarrays of shape (N, p), float64, C-ordered
         Independent copies (a client may modify its array without affecting
         the others).
+
+    Raises
+    ------
+    MemoryError
+        Before allocating, if the ``n_clients`` copies would need more bytes than
+        the machine's memory (the message names the size).
     """
     Z = as_array(Z, "Z", ndim=2)
     n_clients = check_int(n_clients, "n_clients", low=1)
     if Z.shape[0] == 0:
         raise ValueError(f"Expected 'Z' with at least one row, got shape {Z.shape}")
+    # n copies of Z plus one array object and list slot each, refused up front when it cannot fit
+    check_allocation(n_clients * (Z.shape[0] * Z.shape[1] * 8 + 128),
+                     f"split_homogeneous with n_clients={n_clients} copies of 'Z' of shape {Z.shape}")
     return [np.array(Z, dtype=np.float64, order="C", copy=True) for _ in range(n_clients)]

@@ -1,0 +1,210 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Bounded and interruptible work (issue 15, item 3).
+
+Every compiled loop with a user-set count stops on Ctrl-C (checked in a child
+process that receives SIGINT) or is refused up front, and sizes that cannot fit
+in memory are refused before anything is allocated, with the size named.
+Results for normal sizes do not depend on the slicing (bit for bit).
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+from reference import nonsmooth_toy_data
+
+import fedmm.kernels as kernels
+from fedmm.algorithms.fedmls import FedMLS
+from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold, ShareOracle
+from fedmm.data import split_by_constrained_kmeans, split_homogeneous
+from fedmm.models.nonsmooth import HingeSVM
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name == "nt",
+                                reason="POSIX signals needed")
+
+
+def _interrupted(code: str, *, wait: float = 1.0, limit: float = 10.0) -> str:
+    """Run ``code`` in a child Python, send SIGINT ``wait`` s after it prints 'start', and return its
+    stderr; asserts it ended with KeyboardInterrupt within ``limit`` s (the child is killed by PID)."""
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "start", (line, proc.stderr.read() if proc.poll() is not None else "")
+        time.sleep(wait)
+        assert proc.poll() is None, "the call finished before the interrupt: the test proves nothing"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=limit)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert "KeyboardInterrupt" in err, err[-2000:]
+    return err
+
+
+# -- fedmls_local_round ---------------------------------------------------------------------------
+def _local_round_problem(minibatch: bool, n_steps: int):
+    rng = np.random.default_rng(0)
+    design = rng.normal(size=(9, 3))
+    target = np.sign(rng.normal(size=9))
+    offsets = np.array([0, 4, 9])
+    V = rng.normal(size=(2, 3))
+    U = rng.normal(size=(2, 3))
+    kw = dict(weight=0.3, radius=2.0)
+    if minibatch:
+        rows = np.hstack([rng.integers(0, 4, size=(n_steps, 2)), rng.integers(4, 9, size=(n_steps, 3))])
+        kw.update(rows=rows, row_offsets=np.array([0, 2, 5]), scale=np.array([2.0, 5 / 3]))
+    return design, target, offsets, V, U, kw
+
+
+@pytest.mark.parametrize("minibatch", [False, True])
+@pytest.mark.parametrize("loss", ["hinge", "l1"])
+def test_local_round_in_pieces_equals_one_call_bit_for_bit(loss, minibatch):
+    # 300000 steps cross the wrapper's internal slices (~1e5 steps each here) at other places than
+    # the pieces below, so both the slicing and the resumption (first_step=) are checked
+    T = 300_000
+    design, target, offsets, V, U0, kw = _local_round_problem(minibatch, T)
+    U, U_avg = U0.copy(), np.empty_like(U0)
+    kernels.fedmls_local_round(loss, design, target, offsets, V, U, U_avg, n_steps=T, **kw)
+    U2, U2_avg = U0.copy(), np.empty_like(U0)
+    rows = kw.pop("rows", None)
+    for first, count in ((0, 7), (7, 123_456), (123_463, T - 123_463)):
+        part = {} if rows is None else {"rows": rows[first:first + count]}
+        kernels.fedmls_local_round(loss, design, target, offsets, V, U2, U2_avg, n_steps=count,
+                                   first_step=first, **kw, **part)
+    assert np.array_equal(U, U2) and np.array_equal(U_avg, U2_avg)
+
+
+def test_local_round_rejects_step_counter_overflow_naming_the_argument():
+    design, target, offsets, V, U, kw = _local_round_problem(False, 1)
+    with pytest.raises(ValueError, match="'first_step' in \\[0, 1\\]"):
+        kernels.fedmls_local_round("hinge", design, target, offsets, V, U, np.empty_like(U),
+                                   n_steps=2**63 - 2, first_step=2, **kw)
+    with pytest.raises(ValueError, match="'n_steps'"):
+        kernels.fedmls_local_round("hinge", design, target, offsets, V, U, np.empty_like(U), n_steps=2**63, **kw)
+
+
+def test_local_round_with_2_to_40_steps_stops_on_ctrl_c():
+    _interrupted("""
+        import numpy as np
+        from fedmm.kernels import fedmls_local_round
+        rng = np.random.default_rng(0)
+        design, target = rng.normal(size=(40, 5)), np.sign(rng.normal(size=40))
+        U, U_avg = np.zeros((2, 5)), np.zeros((2, 5))
+        print("start", flush=True)
+        fedmls_local_round("hinge", design, target, [0, 20, 40], np.zeros((2, 5)), U, U_avg,
+                           n_steps=2**40, weight=0.1)
+    """)
+
+
+# -- local_steps of the non-smooth algorithms -----------------------------------------------------
+@pytest.mark.parametrize("cls", [FedAvg, Scaffold, FedMLS])
+def test_absurd_local_steps_are_refused_naming_the_argument(cls):
+    kw = dict(prox_weight=1.0) if cls is FedMLS else dict(step=0.01)
+    with pytest.raises(ValueError, match="'local_steps' at most 2\\*\\*53"):
+        cls(HingeSVM(), local_steps=2**62, **kw)
+    alg = cls(HingeSVM(), local_steps=lambda k: 2**62 * k, **kw)  # a schedule: checked when it is used
+    datas = nonsmooth_toy_data("hinge", n_clients=2, m=6, d=3, seed=0)
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="'local_steps\\(1\\)' at most 2\\*\\*53"):
+        alg.run(datas, 2, seed=0)
+    assert time.monotonic() - t0 < 10.0
+    with pytest.raises(ValueError, match="'max_local_steps'"):
+        Scaffnew(HingeSVM(), step=0.01, max_local_steps=2**62)
+
+
+@pytest.mark.parametrize("algorithm", [
+    "FedAvg(HingeSVM(), local_steps=2**40, step=0.01)",
+    "Scaffold(HingeSVM(), local_steps=2**40, step=0.01)",
+    "FedMLS(HingeSVM(), local_steps=2**40, prox_weight=1.0)",
+    "FedMLS(HingeSVM(), local_steps=2**40, prox_weight=1.0, oracle='full')",
+])
+def test_a_round_with_2_to_40_local_steps_stops_on_ctrl_c(algorithm):
+    # minibatch oracles draw their rows in bounded chunks: no (2**40, B) array is ever allocated
+    _interrupted(f"""
+        import numpy as np
+        from fedmm.algorithms.fedmls import FedMLS
+        from fedmm.algorithms.nonsmooth import FedAvg, Scaffold
+        from fedmm.models.nonsmooth import HingeSVM
+        rng = np.random.default_rng(0)
+        datas = []
+        for _ in range(2):
+            X = rng.normal(size=(30, 4))
+            datas.append((X, np.sign(X[:, 0] + 0.1)))
+        alg = {algorithm}
+        print("start", flush=True)
+        alg.run(datas, 1, seed=0)
+    """)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: FedMLS(HingeSVM(), local_steps=("linear", 7), prox_weight=1.0),
+    lambda: FedMLS(HingeSVM(), local_steps=("linear", 7), prox_weight=1.0, backend="numpy"),
+    lambda: FedAvg(HingeSVM(), local_steps=("linear", 7), step=0.01),
+    lambda: Scaffold(HingeSVM(), local_steps=("linear", 7), step=0.01),
+])
+def test_chunked_minibatch_draws_give_the_same_runs(make, monkeypatch):
+    datas = nonsmooth_toy_data("hinge", n_clients=3, m=20, d=4, seed=1)
+    whole = make().run(datas, 4, seed=3)
+    monkeypatch.setattr(ShareOracle, "ROWS_AHEAD", 5)  # a few steps per chunk
+    chunked = make().run(datas, 4, seed=3)
+    for key in whole.state:
+        assert np.array_equal(whole.state[key], chunked.state[key]), key
+
+
+# -- data ---------------------------------------------------------------------------------------------
+def test_split_homogeneous_refuses_a_size_that_cannot_fit_before_allocating():
+    t0 = time.monotonic()
+    with pytest.raises(MemoryError, match=r"n_clients=4611686018427387904 .* would need "
+                                          r"7968993439842526298112 bytes"):
+        split_homogeneous(np.zeros((40, 5)), 2**62)
+    assert time.monotonic() - t0 < 5.0
+    datas = split_homogeneous(np.arange(6.0).reshape(3, 2), 2)
+    assert len(datas) == 2 and all(np.array_equal(d, np.arange(6.0).reshape(3, 2)) for d in datas)
+
+
+def test_constrained_kmeans_with_2_to_62_starts_stops_on_ctrl_c():
+    # a Python loop over starts, each of bounded work (Lloyd iterations ≤ max_iter on the data)
+    _interrupted("""
+        import numpy as np
+        from fedmm.data import split_by_constrained_kmeans
+        X = np.random.default_rng(0).normal(size=(60, 3))
+        print("start", flush=True)
+        split_by_constrained_kmeans(X, 3, n_init=2**62, seed=0)
+    """)
+
+
+# -- other kernels with user-set counts ---------------------------------------------------------------
+def test_sample_without_replacement_refuses_a_table_that_cannot_fit():
+    with pytest.raises(MemoryError, match="sample_without_replacement with n=4611686018427387904"):
+        kernels.sample_without_replacement(2**62, 1, rng=0)
+    assert kernels.sample_without_replacement(2**62, 0, rng=0).shape == (0,)
+
+
+def test_unit_norm_dictionary_update_in_slices_is_bit_for_bit_and_stops_on_ctrl_c():
+    rng = np.random.default_rng(0)
+    p, K = 40, 50  # ~20 sweeps per slice
+    H = rng.normal(size=(K, 200))
+    A, B = H @ H.T / 200, rng.normal(size=(p, K))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        D = kernels.dictionary_update(A, B, constraint="unit_norm", tol=0.0, max_iter=97)
+        D1 = kernels.dictionary_update(A, B, constraint="unit_norm", tol=0.0, max_iter=13)
+        D2 = kernels.dictionary_update(A, B, D1, constraint="unit_norm", tol=0.0, max_iter=84)
+    assert np.array_equal(D, D2)
+    _interrupted("""
+        import numpy as np
+        from fedmm.kernels import dictionary_update
+        rng = np.random.default_rng(0)
+        A = rng.normal(size=(50, 50))
+        A, B = A @ A.T / 50, rng.normal(size=(40, 50))  # no exact fixed point within 20000 sweeps
+        print("start", flush=True)
+        dictionary_update(A, B, constraint="unit_norm", tol=0.0, max_iter=2**31 - 1)
+    """)
