@@ -252,11 +252,13 @@ def dictionary_model(fedmm_blas_int p, fedmm_blas_int K, double lam, double eta,
     cdef fedmm_dictionary_model_t *ctx = <fedmm_dictionary_model_t *>m.alloc_ctx(sizeof(fedmm_dictionary_model_t))
     ctx.p = p
     ctx.K = K
-    ctx.lam = lam
     ctx.eta = eta
-    ctx.tol = tol
-    ctx.max_iter = max_iter
-    ctx.method = method
+    ctx.lasso.lam = lam
+    ctx.lasso.positive = 0
+    ctx.lasso.tol = tol
+    ctx.lasso.max_iter = max_iter
+    ctx.lasso.warm_start = 0
+    ctx.lasso.method = method
     ctx.blas = &_BLAS
     if fedmm_dictionary_model(ctx, &m.model) != FEDMM_OK:
         raise ValueError(f"Invalid dictionary model: p={p}, K={K}, lam={lam}, eta={eta}, tol={tol}, "

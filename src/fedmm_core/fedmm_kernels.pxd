@@ -271,11 +271,8 @@ cdef extern from "fedmm_kernels.h" nogil:
     ctypedef struct fedmm_dictionary_model_t:
         fedmm_blas_int p
         fedmm_blas_int K
-        double lam
         double eta
-        double tol
-        int max_iter
-        int method
+        fedmm_lasso_options_t lasso
         const fedmm_blas_t *blas
     int fedmm_dictionary_model(const fedmm_dictionary_model_t *ctx, fedmm_model_t *model)
 

@@ -359,7 +359,8 @@ static int dictionary_statistic(const void *ctx, const double *theta, const doub
     }
     const int64_t offsets[2] = {0, b};
     /* theta: the row-major dictionary, then the column-major copy the solver reads */
-    const fedmm_lasso_options_t opts = {c->lam, 0, c->tol, c->max_iter, memory != NULL, c->method};
+    fedmm_lasso_options_t opts = c->lasso;
+    opts.warm_start = memory != NULL;
     int status = fedmm_dictionary_statistics(p, K, (fedmm_blas_int)b, theta + pK, p, Z, p, &opts, 1,
                                              offsets, H, A, Bt, NULL, NULL, n_unconverged,
                                              stats_work, c->blas);
@@ -409,8 +410,9 @@ static int dictionary_derive(const void *ctx, double *theta, double *work)
 
 int fedmm_dictionary_model(const fedmm_dictionary_model_t *ctx, fedmm_model_t *model)
 {
-    if (ctx == NULL || model == NULL || ctx->p < 1 || ctx->K < 1 || !(ctx->lam > 0.0) ||
-        !(ctx->eta >= 0.0) || !(ctx->tol >= 0.0) || ctx->max_iter < 1 || ctx->blas == NULL)
+    if (ctx == NULL || model == NULL || ctx->p < 1 || ctx->K < 1 || !(ctx->lasso.lam > 0.0) ||
+        ctx->lasso.positive != 0 || !(ctx->eta >= 0.0) || !(ctx->lasso.tol >= 0.0) ||
+        ctx->lasso.max_iter < 1 || ctx->blas == NULL)
         return FEDMM_EINVAL;
     const size_t psd = fedmm_project_psd_work(ctx->K) + DOUBLES_FOR_INTS(fedmm_project_psd_iwork(ctx->K));
     const size_t ridge = fedmm_dictionary_update_ridge_flat_work(ctx->p, ctx->K);

@@ -612,16 +612,15 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
  * dictionary row-major), theta_size = 2 p K (then column-major), memory_size
  * = K (warm-start codes).  The statistic gathers the minibatch and its codes
  * and calls fedmm_dictionary_statistics; project is fedmm_project_psd on the
- * A block; T is fedmm_dictionary_update_ridge_flat.  The context must outlive
- * the model. */
+ * A block; T is fedmm_dictionary_update_ridge_flat.  lasso holds the solver's
+ * options (positive must be 0; warm_start is ignored: the codes warm-start
+ * from the client's memory when it has one).  The context must outlive the
+ * model. */
 typedef struct fedmm_dictionary_model {
     fedmm_blas_int p;
     fedmm_blas_int K;
-    double lam;
     double eta;
-    double tol;
-    int max_iter;
-    int method;
+    fedmm_lasso_options_t lasso;
     const fedmm_blas_t *blas;
 } fedmm_dictionary_model_t;
 int fedmm_dictionary_model(const fedmm_dictionary_model_t *ctx, fedmm_model_t *model);

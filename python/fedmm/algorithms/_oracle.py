@@ -21,9 +21,6 @@ from fedmm.models.base import SurrogateModel
 __all__ = ["LocalOracle", "check_oracle_args"]
 
 ORACLES = ("minibatch", "full", "spider")
-#: Up to this many local samples a minibatch is drawn by the compiled partial Fisher-Yates
-#: shuffle (O(N_i) workspace), which the compiled client rounds replay bit for bit.
-_PERMUTATION_MAX = MINIBATCH_SHUFFLE_MAX
 
 
 def check_oracle_args(oracle: str, batch_size: int | None, k_in: int | None) -> tuple[str, int | None, int | None]:
@@ -129,7 +126,7 @@ class LocalOracle:
 
     def _sample(self, rng: np.random.Generator) -> np.ndarray:
         """``b`` distinct indices, uniformly (a partial Fisher-Yates shuffle for small ``N_i``)."""
-        if self.n_samples <= _PERMUTATION_MAX:
+        if self.n_samples <= MINIBATCH_SHUFFLE_MAX:  # the draw the compiled rounds replay bit for bit
             return _rounds.sample_without_replacement(rng, self.n_samples, self.batch_size)
         return rng.choice(self.n_samples, self.batch_size, replace=False, shuffle=False)
 
