@@ -337,6 +337,9 @@ cdef extern from "fedmm_kernels.h" nogil:
         const double *known_covariance
         const fedmm_blas_t *blas
     int fedmm_gmm_model(const fedmm_gmm_model_t *ctx, fedmm_model_t *model)
+    size_t fedmm_gmm_responsibilities_work(const fedmm_gmm_model_t *ctx)
+    int fedmm_gmm_responsibilities(const fedmm_gmm_model_t *ctx, const double *theta, const double *data,
+                                   int64_t n_samples, double *rho, double *log_norm, double *work) nogil
     int FEDMM_POISSON_JOINT
     int FEDMM_POISSON_EXPLICIT_MEAN
     ctypedef struct fedmm_poisson_model_t:

@@ -766,6 +766,19 @@ typedef struct fedmm_gmm_model {
     const fedmm_blas_t *blas;       /* dgemm, dpotrf, dpotrs, dtrtri, dsyevd or dsyevr */
 } fedmm_gmm_model_t;
 int fedmm_gmm_model(const fedmm_gmm_model_t *ctx, fedmm_model_t *model);
+/* Posterior probabilities of the components for n_samples rows (row-major
+ * n_samples x p) under the derived parameter theta (theta_size doubles, as
+ * the model's statistic reads it): rho (row-major n_samples x G) =
+ * softmax_l(logit_l(y)), with logits omitting the terms common to all
+ * components (tied: -1/2 y^T Sigma^{-1} y - 1/2 ln det Sigma; both: -(p/2)
+ * ln 2 pi); log_norm[j] = log sum_l exp(logit_l(y_j)) when not NULL.  Rows
+ * go in chunks of FEDMM_GMM_CHUNK: one GEMM per chunk (all components'
+ * whitened rows for "full"), no temporary of size N x G p.  work:
+ * fedmm_gmm_responsibilities_work(ctx) doubles.  FEDMM_EINVAL on NULL or
+ * negative arguments. */
+size_t fedmm_gmm_responsibilities_work(const fedmm_gmm_model_t *ctx);
+int fedmm_gmm_responsibilities(const fedmm_gmm_model_t *ctx, const double *theta, const double *data,
+                               int64_t n_samples, double *rho, double *log_norm, double *work);
 
 /* Poisson counts with a latent log-intensity shift h on a finite support
  * (FedMM paper App. C.1): data rows are one count Z each (sample_size 1).
