@@ -10,6 +10,7 @@ those messages; nothing here depends on which runtime is used.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -34,6 +35,8 @@ from fedmm.algorithms._schedule import StepSchedule
 from fedmm.compression import Identity
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "BACKENDS"]
 
@@ -801,6 +804,7 @@ class FedMM:
             history.config["backend"] = "compiled" if use_compiled else "python"
             if reason is not None and self.backend == "auto":
                 history.config["backend_reason"] = reason
+                logger.info("%s runs on the Python backend: %s", self.name, reason)
             runtime = LocalRuntime(n_threads=self.n_threads, compiled=use_compiled, on_client_error=on_client_error)
         else:
             history.config["backend"] = "python"  # a runtime of its own moves Client.step messages

@@ -75,8 +75,9 @@ def run_monitor(monitor: Callable[[int, float], dict] | None, t: int, gamma: flo
                 due: bool = True) -> dict:
     """The monitor's fields for round ``t`` plus ``monitor_time`` (cumulative seconds of monitoring).
 
-    With ``due=False`` (a round the monitor has nothing for) only ``monitor_time`` is carried over, so
-    the column has a value in every round.  Returns ``{}`` without a monitor.
+    With ``due=False`` (a round the monitor has nothing for: its ``due(t)`` is False) the monitor is
+    not called and only ``monitor_time`` is carried over, so the column has a value in every round.
+    Returns ``{}`` without a monitor.
     """
     if monitor is None:
         return {}
@@ -140,7 +141,8 @@ def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payl
                     reasons[i] = f"invalid payload: {invalid[i]}"
     elapsed += time.perf_counter() - start
     record = round_record(t, record, ids, payloads, message, elapsed, reasons)
-    record.update(run_monitor(monitor, t, record["gamma"], history))
+    due = monitor is not None and (not hasattr(monitor, "due") or monitor.due(t))
+    record.update(run_monitor(monitor, t, record["gamma"], history, due=due))
     history.append(**record)
     if callback is not None:
         callback(t)
