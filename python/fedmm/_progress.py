@@ -45,7 +45,8 @@ def progress_enabled(progress: bool | None, stream: Any = None) -> bool:
     return progress
 
 
-def progress_bar(progress: bool | None, *, total: int | None, desc: str = "", unit: str = "round") -> Any:
+def progress_bar(progress: bool | None, *, total: int | None, desc: str = "", unit: str = "round",
+                 initial: int = 0) -> Any:
     """A tqdm bar on ``sys.stderr``, disabled unless :func:`progress_enabled` says otherwise.
 
     The returned object always supports ``update(n)`` and ``close()`` (a
@@ -61,9 +62,11 @@ def progress_bar(progress: bool | None, *, total: int | None, desc: str = "", un
         Label.
     unit : str
         What one step counts.
+    initial : int
+        Steps already done (a resumed run).
     """
     from tqdm import tqdm
 
     enabled = progress_enabled(progress, sys.stderr)
-    return tqdm(total=total, desc=desc or None, unit=unit, file=sys.stderr, disable=not enabled,
-                dynamic_ncols=True, leave=True)
+    return tqdm(total=total, initial=initial, desc=desc or None, unit=unit, file=sys.stderr,
+                disable=not enabled, dynamic_ncols=True, leave=True)

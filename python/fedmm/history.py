@@ -378,6 +378,17 @@ class History:
     def __repr__(self) -> str:
         return f"History(algorithm={self.algorithm!r}, rounds={len(self)}, fields={self.keys()})"
 
+    def copy(self) -> "History":
+        """A copy whose record list, config, initial values, state and params can change without
+        affecting this one (the records themselves are shared: they are not modified once appended)."""
+        other = type(self)(self.algorithm, dict(self.config))
+        other.records = list(self.records)
+        other.initial = dict(self.initial)
+        other.state = dict(self.state)
+        other.params = dict(self.params)
+        other.theta = self.theta
+        return other
+
     # -- comparison ---------------------------------------------------------
     def equals(self, other: "History", *, ignore: Iterable[str] = TIMING_FIELDS) -> bool:
         """Exact equality of records, initial values, final state and parameters, ignoring the named fields.
