@@ -346,7 +346,7 @@ class FedMMStrategy(Strategy):
             self._accepted_round[i] = t
         self._elapsed += time.perf_counter() - self._round["start"]
         record = round_record(t, server_record, ids, ordered, message, self._elapsed)
-        record.update(run_monitor(self._monitor, t, record["gamma"], self.history))
+        record.update(run_monitor(self._monitor, t, record["gamma"], self.history, due=self.objective is not None))
         self.history.append(**record)
         metrics = MetricRecord({"E_s": record["E_s"], "n_dropped": len(record["dropped"])})
         return self._state_record(), metrics
