@@ -11,6 +11,7 @@ those messages; nothing here depends on which runtime is used.
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
-from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported
+from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported, record_initial
 from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
 from fedmm.engine.metrics import squared_distance, step_record, update_size
 from fedmm.algorithms._monitor import Cadence
@@ -37,6 +38,8 @@ from fedmm.algorithms._schedule import StepSchedule
 from fedmm.compression import Identity
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "BACKENDS"]
 
@@ -738,7 +741,7 @@ class FedMM:
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None,
             init: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
-            monitor_every: int = 1, progress: bool = False,
+            monitor_every: int = 1, progress: bool | None = None,
             callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None,
             on_client_error: str = "drop", resume: Any = None, checkpoint_every: int = 0,
             checkpoint_path: Any = None) -> History:
@@ -759,13 +762,15 @@ class FedMM:
             Record ``objective`` (``Σ_i μ_i f_i(θ) + g(θ)`` on the clients' data,
             or ``f + g`` on ``objective_data``) every this many rounds and at
             the last round; 0 never.  The value at ``θ_0`` goes to
-            ``history.config['initial_objective']``.
+            ``history.initial['objective']`` (the row ``round = 0`` of
+            :meth:`History.to_pandas`).
         objective_data : data, optional
             A single data set on which to evaluate the objective instead.
         monitor_every : int
             Cadence of the baseline's ``E_sp`` (needs a full pass over all data).
-        progress : bool
-            Show a tqdm progress bar.
+        progress : bool or None
+            A tqdm progress bar on standard error: True on, False off, None
+            (default) on only when standard error is a terminal.
         callback : callable(t, S, theta), optional
             Called after each round with ``Ŝ_{t+1}`` (None for the baseline) and ``θ_{t+1}``.
         runtime : object, optional
@@ -805,11 +810,13 @@ class FedMM:
         History
             Per round ``t``, ``gamma``, ``E_s``, ``E_ps`` (FedMM) or ``E_p``,
             ``E_sp`` (baseline), ``objective`` (at the cadence), ``active``,
-            ``bytes_up``, ``bytes_down`` and ``wall_time`` (cumulative seconds,
-            monitoring excluded); ``state`` holds the final ``S`` and ``theta`` (flat
-            float64 vectors, saved with the History), and ``history.theta`` the final
-            parameter in the model's own structure (e.g. the ``(p, K)`` dictionary, or
-            ``GaussianMixtureParams``; in memory only).
+            ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative seconds,
+            monitoring excluded) and ``monitor_time`` (cumulative seconds of
+            monitoring); ``initial`` the values at ``θ_0``; ``state`` holds the final
+            ``S`` and ``theta`` (flat float64 vectors), ``params`` the final parameter
+            as named arrays (``model.theta_to_dict``; both saved with the History), and
+            ``history.theta`` the final parameter as the model's own object (e.g. the
+            ``(p, K)`` dictionary, or ``GaussianMixtureParams``; in memory only).
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         objective_every = check_int(objective_every, "objective_every", low=0)
@@ -847,8 +854,8 @@ class FedMM:
                                            "n_clients": len(clients), "n_rounds": n_rounds})
         monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
                            monitor_every if self.space == "parameter" else 0)
-        if objective_every and resumed is None:
-            history.config["initial_objective"] = monitor.objective()
+        if resumed is None:
+            record_initial(history, monitor.objective if objective_every else None)
         if runtime is None:
             reason = compiled_unsupported(server, clients)
             if self.backend == "compiled" and reason is not None:
@@ -857,6 +864,7 @@ class FedMM:
             history.config["backend"] = "compiled" if use_compiled else "python"
             if reason is not None and self.backend == "auto":
                 history.config["backend_reason"] = reason
+                logger.info("%s runs on the Python backend: %s", self.name, reason)
             runtime = LocalRuntime(n_threads=self.n_threads, compiled=use_compiled, on_client_error=on_client_error)
         else:
             history.config["backend"] = "python"  # a runtime of its own moves Client.step messages
@@ -893,6 +901,7 @@ class FedMM:
         if server.S is not None:
             history.state["S"] = server.S
         history.state["theta"] = server.theta_vector
+        history.params = self.model.theta_to_dict(server.theta)
         history.theta = server.theta
         return history
 

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fedmm._validation import check_in, check_int
+from fedmm.engine import record_initial
 from fedmm.engine.metrics import squared_distance, step_record
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -71,7 +72,8 @@ class SASSMM:
         init : ndarray of shape (layout.size,), optional
             The initial statistic ``Ŝ_0`` (default ``model.init_statistic``).
         objective_every : int
-            Record ``objective`` every this many iterations (0: never).
+            Record ``objective`` every this many iterations and at the last one
+            (0: never); its value at ``θ_0`` goes to ``history.initial``.
         callback : callable(t, S, theta), optional
             Called after each iteration with ``Ŝ_{t+1}`` and ``T(Ŝ_{t+1})``.
 
@@ -79,8 +81,12 @@ class SASSMM:
         -------
         History
             Per iteration ``t``, ``gamma``, ``E_s``, ``E_ps``, ``wall_time``
-            (cumulative, monitoring excluded) and ``objective`` when computed;
-            ``state`` holds the final ``S`` and ``theta``.
+            (cumulative, monitoring excluded), ``monitor_time`` (cumulative
+            seconds of objective evaluations) and ``objective`` when computed;
+            ``initial`` the values at ``θ_0 = T(Ŝ_0)`` (``objective`` with a
+            cadence); ``state`` holds the final ``S`` and ``theta`` (flat),
+            ``params`` the final parameter as named arrays
+            (``model.theta_to_dict``) and ``theta`` the model's own object.
         """
         model = self.model
         n_iter = check_int(n_iter, "n_iter", low=0)
@@ -104,9 +110,9 @@ class SASSMM:
         })
         theta = model.T(S)
         theta_vec = model.theta_vector(theta)
-        if cadence:
-            history.config["initial_objective"] = model.objective(data, theta)
+        record_initial(history, (lambda: model.objective(data, theta)) if cadence else None)
         elapsed = 0.0
+        monitor_time = history.initial["monitor_time"]
         for t in range(n_iter):
             start = time.perf_counter()
             gamma = self.schedule(t + 1)
@@ -120,12 +126,16 @@ class SASSMM:
             elapsed += time.perf_counter() - start
             record["wall_time"] = elapsed
             if cadence.due(t):
+                start = time.perf_counter()
                 record["objective"] = model.objective(data, theta)
+                monitor_time += time.perf_counter() - start
+            record["monitor_time"] = monitor_time
             history.append(**record)
             if callback is not None:
                 callback(t, S, theta)
         history.state["S"] = S
         history.state["theta"] = theta_vec
+        history.params = model.theta_to_dict(theta)
         history.theta = theta
         return history
 

@@ -15,10 +15,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
+from fedmm._progress import progress_bar
 from fedmm._validation import check_in, check_int
 from fedmm.history import History
 
-__all__ = ["LocalRuntime", "finish_round", "round_record", "split_contiguous"]
+__all__ = ["LocalRuntime", "finish_round", "record_initial", "round_record", "run_monitor", "split_contiguous"]
 
 #: What happens to a client whose round fails: dropped for the round (Algorithm 2 lines 10-11), or raise.
 CLIENT_ERROR_POLICIES = ("drop", "raise")
@@ -65,6 +66,49 @@ def _record(t: int, server_record: dict, active: list[int], dropped: list[int], 
     return record
 
 
+def monitor_time_so_far(history: History) -> float:
+    """Cumulative monitoring seconds recorded so far: the last record's ``monitor_time``, else ``initial``'s, else 0."""
+    for fields in (history.records[-1] if history.records else {}, history.initial):
+        if fields.get("monitor_time") is not None:
+            return float(fields["monitor_time"])
+    return 0.0
+
+
+def run_monitor(monitor: Callable[[int, float], dict] | None, t: int, gamma: float, history: History,
+                due: bool = True) -> dict:
+    """The monitor's fields for round ``t`` plus ``monitor_time`` (cumulative seconds of monitoring).
+
+    With ``due=False`` (a round the monitor has nothing for: its ``due(t)`` is False) the monitor is
+    not called and only ``monitor_time`` is carried over, so the column has a value in every round.
+    Returns ``{}`` without a monitor.
+    """
+    if monitor is None:
+        return {}
+    so_far = monitor_time_so_far(history)
+    if not due:
+        return {"monitor_time": so_far}
+    start = time.perf_counter()
+    fields = dict(monitor(t, gamma))
+    fields["monitor_time"] = so_far + (time.perf_counter() - start)
+    return fields
+
+
+def record_initial(history: History, objective: Callable[[], float] | None = None) -> None:
+    """Record the values at the starting point ``θ_0`` in ``history.initial`` (before the first round).
+
+    ``wall_time`` is 0; with ``objective`` (a callable evaluating it at ``θ_0``) ``objective`` is its
+    value (also kept in ``history.config["initial_objective"]`` for readers of older files);
+    ``monitor_time`` is the seconds that evaluation took (0 without one).
+    """
+    start = time.perf_counter()
+    fields: dict = {"wall_time": 0.0}
+    if objective is not None:
+        fields["objective"] = float(objective())
+        history.config["initial_objective"] = fields["objective"]
+    fields["monitor_time"] = time.perf_counter() - start
+    history.initial.update(fields)
+
+
 def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payloads: Sequence[Any],
                  message: Any, start: float, elapsed: float, monitor: Callable[[int, float], dict] | None,
                  callback: Callable[[int], None] | None, *, reasons: dict[int, str] | None = None,
@@ -73,8 +117,9 @@ def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payl
 
     Aggregates the received payloads (``None`` = dropped client), adds the
     round's time since ``start`` (``time.perf_counter()``) to ``elapsed``,
-    appends :func:`round_record` (plus the monitor's fields, which are not
-    timed) to ``history`` and calls ``callback(t)``.  With ``on_invalid``
+    appends :func:`round_record` (plus the monitor's fields and
+    ``monitor_time``, :func:`run_monitor`; the monitor is not counted in
+    ``wall_time``) to ``history`` and calls ``callback(t)``.  With ``on_invalid``
     (servers whose ``aggregate`` accepts it), a payload that fails the
     server's validation drops its client instead of raising:
     ``on_invalid(i, reason)`` is called before the server's state changes,
@@ -99,8 +144,8 @@ def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payl
                     reasons[i] = f"invalid payload: {invalid[i]}"
     elapsed += time.perf_counter() - start
     record = round_record(t, record, ids, payloads, message, elapsed, reasons)
-    if monitor is not None:
-        record.update(monitor(t, record["gamma"]))
+    due = monitor is not None and (not hasattr(monitor, "due") or monitor.due(t))
+    record.update(run_monitor(monitor, t, record["gamma"], history, due=due))
     history.append(**record)
     if callback is not None:
         callback(t)
@@ -236,7 +281,7 @@ class LocalRuntime:
 
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
-            callback: Callable[[int], None] | None = None, progress: bool = False,
+            callback: Callable[[int], None] | None = None, progress: bool | None = None,
             start: int = 0, checkpoint: Any = None) -> History:
         """Run the set-up exchange (if the server has one) and rounds ``start, ..., n_rounds − 1``,
         one record per round.
@@ -246,12 +291,15 @@ class LocalRuntime:
         under ``on_client_error='drop'``) with ``drop_reasons`` when there
         were any, ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative
         seconds of the rounds, monitoring excluded); the server's record and
-        the monitor's fields are merged in.
+        the monitor's fields are merged in, with ``monitor_time`` (cumulative
+        seconds of monitoring) when there is a monitor.  ``progress``: a bar
+        on standard error; ``None`` (default) shows it only when standard
+        error is a terminal.
 
         ``start > 0`` continues a run whose server and clients already hold
         the state after round ``start − 1`` and whose ``history`` holds its
         ``start`` records: the set-up exchange is skipped and ``wall_time``
-        goes on from the last record.  ``checkpoint`` (e.g. a
+        (and ``monitor_time``) go on from the last record.  ``checkpoint`` (e.g. a
         :class:`fedmm.engine.CheckpointWriter`: ``due(t)`` and a call after
         round ``t``) is called after every round's record and callback;
         compiled stretches end on its due rounds.
@@ -261,11 +309,7 @@ class LocalRuntime:
         if start and len(history.records) != start:
             raise ValueError(f"Expected a History of {start} records to continue from round {start}, "
                              f"got {len(history.records)}")
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=n_rounds, initial=start, desc=history.algorithm or "rounds", unit="round")
+        bar = progress_bar(progress, total=n_rounds, initial=start, desc=history.algorithm or "rounds")
         pool = None
         elapsed = float(history.records[-1].get("wall_time", 0.0)) if start else 0.0
         user_callback = callback  # only a user's callback forces one-round compiled stretches
@@ -307,9 +351,8 @@ class LocalRuntime:
                             elapsed += rnd["seconds"]
                             record = _record(u, rnd["record"], rnd["active"], [], rnd["bytes_up"],
                                              rnd["bytes_down"], elapsed)
-                            try:
-                                if monitor is not None and u == end - 1:  # earlier rounds were not due
-                                    record.update(monitor(u, record["gamma"]))
+                            try:  # earlier rounds of the stretch were not due
+                                record.update(run_monitor(monitor, u, record["gamma"], history, due=u == end - 1))
                             finally:
                                 history.append(**record)  # the round happened, monitored or not
                             if callback is not None:

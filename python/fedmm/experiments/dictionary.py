@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import time
@@ -40,6 +41,8 @@ from fedmm.data import (
     synthetic_dictionary,
 )
 from fedmm.experiments._common import ExperimentError, format_table, plot_band, read_toml, run_tasks
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "FIGURES",
@@ -332,7 +335,7 @@ def _run_task(task: _Task, tick: Callable[[int], None]) -> dict:
         history = algorithm.run(
             list(task.datas), task.rounds, seed=task.seed,
             objective_every=task.objective_every, objective_data=task.objective_data,
-            monitor_every=task.objective_every, callback=count_round,
+            monitor_every=task.objective_every, callback=count_round, progress=False,  # run_tasks' bar
         )
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
         # A diverging run (e.g. non-finite iterates caught by a kernel's input check) is a result,
@@ -371,7 +374,7 @@ def _column(history: dict, name: str, length: int | None = None) -> np.ndarray:
 
 # --------------------------------------------------------------------------- the command
 def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, *,
-                          progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
+                          progress: bool | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Tune ``β``, run every curve over the seeds, write JSON, PNG and the summary table.
 
     Writes, in ``out_dir``: ``<figure>_<setting>.json`` (config, data
@@ -383,7 +386,13 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
     -------
     dict
         ``{"summary": str, "files": [paths], "results": {setting: {...}}}``.
+
+    ``progress``: bars on standard error, None (default) only when it is a
+    terminal.  ``log`` receives the progress messages (default: this
+    module's :mod:`logging` logger at INFO level; the command line passes ``print``).
     """
+    if log is None:
+        log = logger.info
     config = config.validated()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -646,7 +655,7 @@ def _command(args: Any) -> int:
     except ExperimentError as exc:
         print(f"fedmm experiment {args.figure}: error: {exc}", file=sys.stderr)
         return 2
-    result = run_dictionary_figure(config, out_dir, progress=not args.no_progress)
+    result = run_dictionary_figure(config, out_dir, progress=False if args.no_progress else None, log=print)
     print(result["summary"])
     print("wrote " + ", ".join(result["files"]))
     return 0

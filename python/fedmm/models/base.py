@@ -269,6 +269,59 @@ class SurrogateModel(ABC):
             return type(like)(pieces)
         return pieces[0]
 
+    def theta_to_dict(self, theta: Any) -> dict[str, np.ndarray]:
+        """The parameter as named float64 arrays (what :class:`fedmm.History` saves as ``params``).
+
+        The default names an array parameter ``"theta"``, keeps the keys of a
+        dict of arrays, and names the items of a tuple or list ``"0"``,
+        ``"1"``, ...; models whose parameter is an object of their own
+        override it (e.g. ``weights``, ``means``, ``covariance`` of a Gaussian
+        mixture).  :meth:`theta_from_dict` is its inverse.
+
+        Parameters
+        ----------
+        theta : parameter
+            A parameter of the model (e.g. ``T(s)``).
+
+        Returns
+        -------
+        dict of str to ndarray
+            Copies (float64, original shapes).
+        """
+        if isinstance(theta, dict):
+            return {str(k): np.array(as_array(v, f"theta[{k!r}]", finite=False), dtype=np.float64, copy=True)
+                    for k, v in theta.items()}
+        if isinstance(theta, (tuple, list)):
+            return {str(i): np.array(as_array(v, f"theta[{i}]", finite=False), dtype=np.float64, copy=True)
+                    for i, v in enumerate(theta)}
+        return {"theta": np.array(as_array(theta, "theta", finite=False), dtype=np.float64, copy=True)}
+
+    def theta_from_dict(self, arrays: dict[str, Any]) -> Any:
+        """Inverse of :meth:`theta_to_dict`: the model's parameter from its named arrays.
+
+        The default returns the array of a single ``"theta"`` entry, a tuple
+        for keys ``"0"``, ``"1"``, ... and a dict of float64 arrays otherwise.
+
+        Parameters
+        ----------
+        arrays : dict of str to array_like
+            E.g. ``History.load(path).params``.
+
+        Raises
+        ------
+        TypeError
+            ``arrays`` is not a non-empty dict.
+        """
+        if not isinstance(arrays, dict) or not arrays:
+            raise TypeError(f"Expected 'arrays' to be a non-empty dict of named arrays, got {arrays!r}")
+        out = {str(k): np.array(as_array(v, f"arrays[{k!r}]", finite=False), dtype=np.float64, copy=True)
+               for k, v in arrays.items()}
+        if list(out) == ["theta"]:
+            return out["theta"]
+        if list(out) == [str(i) for i in range(len(out))]:
+            return tuple(out.values())
+        return out
+
     def project_theta(self, theta: Any) -> Any:
         """Projection of a parameter onto the constraint set ``Θ`` (``dom g``).
 

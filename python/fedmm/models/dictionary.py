@@ -256,6 +256,16 @@ class DictionaryLearning(SurrogateModel):
     def theta_vector(self, theta: Any) -> np.ndarray:
         return as_array(theta, "theta", finite=False).ravel()
 
+    def theta_to_dict(self, theta: Any) -> dict[str, np.ndarray]:
+        """``{"D": the (p, K) dictionary}`` (a float64 copy)."""
+        return {"D": np.array(as_array(theta, "theta", ndim=2, finite=False), dtype=np.float64, copy=True)}
+
+    def theta_from_dict(self, arrays: dict[str, Any]) -> np.ndarray:
+        """Inverse of :meth:`theta_to_dict`: the ``(p, K)`` dictionary (Fortran order, as :meth:`T` returns it)."""
+        if not isinstance(arrays, dict) or set(arrays) != {"D"}:
+            raise ValueError(f"Expected 'arrays' with the single key 'D', got {arrays!r}")
+        return np.asfortranarray(as_array(arrays["D"], "arrays['D']", ndim=2), dtype=np.float64)
+
     # -- compiled backend -------------------------------------------------------
     def compiled_model(self) -> Any:
         """:func:`fedmm.kernels.dictionary_model` for the ridge ``T`` (None for ``'unit_norm'``, whose

@@ -317,6 +317,20 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         th = self._as_params(theta)
         return np.concatenate([th.weights, th.means.ravel(), th.covariance.ravel()])
 
+    def theta_to_dict(self, theta: Any) -> dict[str, np.ndarray]:
+        """``{"weights": π (G,), "means": μ (G, p), "covariance": Σ (p, p) or (G, p, p)}`` (float64 copies)."""
+        th = self._as_params(theta)
+        return {"weights": np.array(th.weights, dtype=np.float64, copy=True),
+                "means": np.array(th.means, dtype=np.float64, copy=True),
+                "covariance": np.array(th.covariance, dtype=np.float64, copy=True)}
+
+    def theta_from_dict(self, arrays: dict[str, Any]) -> GaussianMixtureParams:
+        """Inverse of :meth:`theta_to_dict` (validated by :meth:`parameters`)."""
+        missing = [k for k in ("weights", "means", "covariance") if not isinstance(arrays, dict) or k not in arrays]
+        if missing:
+            raise ValueError(f"Expected 'arrays' with keys 'weights', 'means' and 'covariance', missing {missing}")
+        return self.parameters(arrays["weights"], arrays["means"], arrays["covariance"])
+
     def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> GaussianMixtureParams:
         """Inverse of :meth:`theta_vector` (``like`` is not needed)."""
         G, p = self.n_components, self.layout.shape("means")[1]

@@ -215,6 +215,16 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
             raise ValueError(f"Expected a finite 'theta', got {th}")
         return th
 
+    def theta_to_dict(self, theta: Any) -> dict[str, np.ndarray]:
+        """``{"theta": θ}`` as a 0-d float64 array."""
+        return {"theta": np.array(self._theta(theta), dtype=np.float64)}
+
+    def theta_from_dict(self, arrays: dict[str, Any]) -> float:
+        """Inverse of :meth:`theta_to_dict`: ``θ`` as a float."""
+        if not isinstance(arrays, dict) or set(arrays) != {"theta"}:
+            raise ValueError(f"Expected 'arrays' with the single key 'theta', got {arrays!r}")
+        return self._theta(arrays["theta"])
+
     def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> float:
         v = as_array(vector, "vector", ndim=1)
         if v.shape != (1,):
