@@ -866,8 +866,10 @@ class FedMM:
                 history.config["backend_reason"] = reason
                 logger.info("%s runs on the Python backend: %s", self.name, reason)
             runtime = LocalRuntime(n_threads=self.n_threads, compiled=use_compiled, on_client_error=on_client_error)
+        elif isinstance(runtime, LocalRuntime) and runtime.compiled and compiled_unsupported(server, clients) is None:
+            history.config["backend"] = "compiled"  # the caller's in-process runtime runs compiled stretches
         else:
-            history.config["backend"] = "python"  # a runtime of its own moves Client.step messages
+            history.config["backend"] = "python"  # other runtimes move Client.step messages
         user_callback = None
         if callback is not None:
             def user_callback(t: int, srv: Server = server) -> None:
