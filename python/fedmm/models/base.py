@@ -220,7 +220,8 @@ class SurrogateModel(ABC):
 
     def in_domain(self, s: np.ndarray, tol: float = 1e-10) -> bool:
         """Whether ``s`` lies in ``𝒮`` up to ``tol`` (used by tests and monitors)."""
-        return bool(np.allclose(self.project(np.array(s, copy=True)), s, rtol=0.0, atol=tol * max(1.0, float(np.abs(s).max(initial=0.0)))))
+        atol = tol * max(1.0, float(np.abs(s).max(initial=0.0)))
+        return bool(np.allclose(self.project(np.array(s, copy=True)), s, rtol=0.0, atol=atol))
 
     @abstractmethod
     def init_statistic(self, datas: Sequence[Any], rng: np.random.Generator) -> np.ndarray:
