@@ -75,6 +75,20 @@ class History:
         The final parameter in the model's own structure (e.g. a ``(p, K)`` dictionary or
         ``GaussianMixtureParams``), set by the algorithm that ran; kept in memory only (after
         :meth:`load` it is None: rebuild it with ``model.theta_from_vector(state["theta"], like)``).
+
+    Examples
+    --------
+    Algorithms return a History; one can also be filled by hand:
+
+    >>> h = History("example", config={"seed": 0})
+    >>> h.append(t=1, objective=2.5, E_s=0.25)
+    >>> h.append(t=2, E_s=0.125)
+    >>> len(h), h.keys()
+    (2, ['t', 'objective', 'E_s'])
+    >>> h.column("objective")
+    array([2.5, nan])
+    >>> History.from_dict(h.to_dict()).equals(h)
+    True
     """
 
     def __init__(self, algorithm: str = "", config: dict | None = None) -> None:
