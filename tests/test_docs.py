@@ -128,3 +128,25 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     for page in gallery:
         assert "sphx_glr_" in page.read_text(encoding="utf-8") and list(
             (html / "_images").glob(f"sphx_glr_{page.stem}_*.png")), f"{page.name} has no executed figure"
+
+
+#: References to documents users do not have: the project's design notes, its issue tracker, shared notes.
+INTERNAL_REFERENCE = re.compile(r"DESIGN(\.md|\s*§)|shared/|\b[Ii]ssue\s*#?\d+")
+
+
+def test_no_internal_references_in_the_package():
+    """Docstrings, comments and messages of the imported package cite papers and docs pages, not internal notes."""
+    found = []
+    for directory in fedmm.__path__:
+        for path in sorted(Path(directory).rglob("*")):
+            if path.suffix in {".py", ".pyx", ".pxd", ".h"} and path.is_file():
+                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                    if INTERNAL_REFERENCE.search(line):
+                        found.append(f"{path.name}:{number}: {line.strip()}")
+    for page in sorted(DOCS.rglob("*.md")) + sorted((DOCS / "guide").glob("*.rst")):
+        if "_build" in page.parts:
+            continue
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if INTERNAL_REFERENCE.search(line):
+                found.append(f"{page.name}:{number}: {line.strip()}")
+    assert not found, "internal references (cite the paper section or the docs page instead):\n" + "\n".join(found)

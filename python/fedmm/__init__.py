@@ -4,7 +4,8 @@
 Clients send the parameters of a *surrogate function* (a statistic ``S``);
 the server aggregates them in S-space, projects onto the valid set and
 minimizes the aggregated surrogate, ``theta = T(S)``.  See the FedMM paper
-(Dieuleveut, Fort, Hegazy, Wai, 2025) and ``shared/DESIGN.md``.
+(Dieuleveut, Fort, Hegazy, Wai, 2025) and the user guide of the documentation
+("Aggregate surrogates, not parameters").
 """
 from __future__ import annotations
 
