@@ -35,6 +35,9 @@ MUST_HAVE_EXAMPLES = [
     "fedmm.models.DictionaryLearning",
     "fedmm.models.PoissonLatent",
     "fedmm.models.InverseToy",
+    "fedmm.models.ProximalGradient",
+    "fedmm.engine.LocalRuntime",
+    "fedmm.compression.decode",
     "fedmm.compression.BlockQuantizer",
     "fedmm.compression.StochasticRounding",
     "fedmm.compression.Identity",
@@ -42,6 +45,8 @@ MUST_HAVE_EXAMPLES = [
     "fedmm.kernels.project_psd",
     "fedmm.data.synthetic_dictionary",
     "fedmm.data.split_by_constrained_kmeans",
+    "fedmm.data.split_homogeneous",
+    "fedmm.data.image_patches",
 ]
 
 
