@@ -48,6 +48,13 @@ def get_include() -> str:
         Cython code that uses the kernels.  Installed package:
         ``<site-packages>/fedmm/include``; editable install: the source
         directory ``src/kernels``.
+
+    Examples
+    --------
+    >>> import os
+    >>> import fedmm
+    >>> os.path.isfile(os.path.join(fedmm.get_include(), "fedmm_kernels.h"))
+    True
     """
     installed = _os.path.join(_PKG_DIR, "include")
     if _os.path.isfile(_os.path.join(installed, "fedmm_kernels.h")):
