@@ -21,7 +21,7 @@ from reference import nonsmooth_toy_data
 import fedmm.kernels as kernels
 from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold, ShareOracle
-from fedmm.data import split_by_constrained_kmeans, split_homogeneous
+from fedmm.data import split_homogeneous
 from fedmm.models.nonsmooth import HingeSVM
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name == "nt",

@@ -11,7 +11,7 @@ from fedmm.engine import LocalRuntime
 from fedmm.history import History
 from fedmm.models import DictionaryLearning
 
-from reference import FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops
+from reference import FailingInverseToy, fedmm_rounds_with_drops
 
 
 def _toy_datas(failing=4):

@@ -15,7 +15,7 @@ from fedmm._validation import as_array, check_in, check_int, check_real
 
 __all__: list[str] = []
 
-# ---- sparse coding and surrogate-space linear algebra (issue 3) -------------
+# ---- sparse coding and surrogate-space linear algebra ------------------------
 from fedmm import _linalg, _sparse  # noqa: E402
 
 __all__ += [

@@ -170,6 +170,8 @@ class History:
     [4.0, 2.0, nan]
     >>> h.rounds().tolist()
     [0, 1, 2]
+    >>> History.from_dict(h.to_dict()).equals(h)
+    True
     """
 
     def __init__(self, algorithm: str = "", config: dict | None = None) -> None:

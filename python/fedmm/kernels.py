@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Public Python face of the compiled kernels (DESIGN §6, ``fedmm_kernels.h``).
+"""Public Python face of the compiled kernels (the C API is ``fedmm_kernels.h``, see :func:`fedmm.get_include`).
 
 Each family validates its arguments (names, shapes, dtypes, ranges) in a
 private module and calls a private Cython extension (``fedmm._<family>``)

@@ -114,7 +114,7 @@ class Model(Protocol):
     where a model has one), ``in_domain``, ``project_theta`` and
     ``uses_memory`` (per-client warm starts).
 
-    Optional compiled hook (the compiled backend of issue 13):
+    Optional compiled hook (the compiled backend of the round, :mod:`fedmm.engine`):
     ``compiled_model()`` returns a handle the compiled backend can run (the
     C struct of function pointers), or None to stay on the Python backend;
     see :class:`SupportsCompiledModel`.
@@ -178,7 +178,7 @@ class SupportsCompiledModel(Protocol):
     """Optional model hook: run the model inside the compiled backend.
 
     Called once per run by the engine when it chooses a backend.  Returns a
-    compiled-model handle (the C struct of function pointers of issue 13,
+    compiled-model handle (the C struct ``fedmm_model_t`` of function pointers,
     e.g. built from numba ``cfunc``\\ s) or None when this instance cannot run
     compiled (then the Python backend runs it, with the same numbers).
     """

@@ -937,6 +937,22 @@ class ParameterAveraging(FedMM):
     ``𝒯(θ) = Σ_i μ_i E_{π_i}[S̄(Z, θ)]`` (a full pass over every client's
     data; the paper writes ``1/n``, equal to ``μ_i`` for its equal-size
     clients) every ``monitor_every`` rounds.  ``history.state`` has ``theta`` only.
+
+    Examples
+    --------
+    On the loss of Remark 1, averaging parameters converges to
+    ``Σ_i μ_i E_i[Z]^{-1/2}`` instead of the minimizer ``(Σ_i μ_i E_i[Z])^{-1/2}``:
+
+    >>> import numpy as np
+    >>> from fedmm.models import InverseToy
+    >>> rng = np.random.default_rng(0)
+    >>> datas = [rng.uniform(1, 2, 100), rng.uniform(5, 9, 100)]
+    >>> h = ParameterAveraging(InverseToy(), step=1.0, batch_size=None).run(datas, 3, seed=0)
+    >>> naive = 0.5 * (datas[0].mean() ** -0.5 + datas[1].mean() ** -0.5)
+    >>> bool(abs(h.state["theta"][0] - naive) < 1e-12)
+    True
+    >>> bool(h.state["theta"][0] > InverseToy().minimizer(datas, [0.5, 0.5]) + 0.1)
+    True
     """
 
     space = "parameter"

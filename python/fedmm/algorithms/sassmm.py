@@ -45,6 +45,18 @@ class SASSMM:
     projection : {'euclidean', None}
         Apply ``model.project`` after each update.  Algorithm 1 needs none
         (``𝒮`` is convex and ``γ_t ∈ (0, 1]``), but SPIDER oracles may leave ``𝒮``.
+
+    Examples
+    --------
+    With full-batch oracles and ``γ_t = 1/t`` the statistic of :class:`~fedmm.models.InverseToy`
+    is the sample mean after the first iteration, so ``θ = mean(Z)^{-1/2}``:
+
+    >>> import numpy as np
+    >>> from fedmm.models import InverseToy
+    >>> Z = np.random.default_rng(0).uniform(1, 3, 1000)
+    >>> h = SASSMM(InverseToy(), step="1/t", batch_size=None).run(Z, 5, seed=0)
+    >>> len(h), bool(abs(h.state["theta"][0] - Z.mean() ** -0.5) < 1e-12)
+    (5, True)
     """
 
     def __init__(self, model: SurrogateModel, *, step: Any = "1/t", batch_size: int | None = None,

@@ -587,29 +587,42 @@ def add_dictionary_parser(subparsers: Any) -> None:
                             metavar="SETTING",
                             help=f"data settings, rows of the figure, among {', '.join(SETTINGS)} "
                             "(default: homogeneous heterogeneous patches)")
-        parser.add_argument("--seeds", metavar="N", type=int, default=None, help="independent runs per curve (default 10)")
-        parser.add_argument("--rounds", metavar="R", type=int, default=None, help="communication rounds (default 300)")
-        parser.add_argument("--out", metavar="DIR", default=None, help="output directory for JSON, PNG and summary (required)")
-        parser.add_argument("--jobs", metavar="J", type=int, default=None, help="worker processes for seeds in parallel")
-        parser.add_argument("--config", metavar="FILE.toml", default=None, help="TOML file with any of the options (see examples/)")
+        parser.add_argument("--seeds", metavar="N", type=int, default=None,
+                            help="independent runs per curve (default 10)")
+        parser.add_argument("--rounds", metavar="R", type=int, default=None,
+                            help="communication rounds (default 300)")
+        parser.add_argument("--out", metavar="DIR", default=None,
+                            help="output directory for JSON, PNG and summary (required)")
+        parser.add_argument("--jobs", metavar="J", type=int, default=None,
+                            help="worker processes for seeds in parallel")
+        parser.add_argument("--config", metavar="FILE.toml", default=None,
+                            help="TOML file with any of the options (see examples/)")
         parser.add_argument("--beta", metavar="BETA", type=float, default=None,
                             help="fixed step parameter beta of gamma_t = beta/sqrt(beta+t) (default: tuned)")
         parser.add_argument("--beta-grid", metavar="B1,B2,...", type=_float_list, default=None,
                             help="comma-separated tuning grid (default 0.001,0.002,0.005,0.01,0.02,0.05)")
-        parser.add_argument("--tune-rounds", metavar="R", type=int, default=None, help="rounds of each tuning run (default 50)")
-        parser.add_argument("--tune-seeds", metavar="N", type=int, default=None, help="seeds per tuning candidate (default 1)")
+        parser.add_argument("--tune-rounds", metavar="R", type=int, default=None,
+                            help="rounds of each tuning run (default 50)")
+        parser.add_argument("--tune-seeds", metavar="N", type=int, default=None,
+                            help="seeds per tuning candidate (default 1)")
         parser.add_argument("--objective-every", metavar="K", type=int, default=None,
                             help="evaluate the objective every k rounds (default 1)")
-        parser.add_argument("--data-seed", metavar="SEED", type=int, default=None, help="seed of the data set (default 0)")
+        parser.add_argument("--data-seed", metavar="SEED", type=int, default=None,
+                            help="seed of the data set (default 0)")
         parser.add_argument("--p", metavar="P", type=int, default=None, help="synthetic dimension (default 20)")
-        parser.add_argument("--K", metavar="K", type=int, default=None, help="number of atoms (default 15; 50 for MovieLens ratings)")
-        parser.add_argument("--n-samples", metavar="N", type=int, default=None, help="total number of samples")
+        parser.add_argument("--K", metavar="K", type=int, default=None,
+                            help="number of atoms (default 15; 50 for MovieLens ratings)")
+        parser.add_argument("--n-samples", metavar="N", type=int, default=None,
+                            help="total number of samples")
         parser.add_argument("--ratings", metavar="FILE", dest="ratings_path", default=None,
                             help="MovieLens ratings.dat for the 'ratings' setting")
         parser.add_argument("--n-clients", metavar="N", type=int, default=None, help="number of clients (default 20)")
-        parser.add_argument("--active-clients", metavar="M", type=int, default=None, help="active clients per round (default 10)")
-        parser.add_argument("--batch-size", metavar="B", type=int, default=None, help="local minibatch of Figure 1 (default 50)")
-        parser.add_argument("--alpha", metavar="ALPHA", type=float, default=None, help="control-variate step (default 0.01)")
+        parser.add_argument("--active-clients", metavar="M", type=int, default=None,
+                            help="active clients per round (default 10)")
+        parser.add_argument("--batch-size", metavar="B", type=int, default=None,
+                            help="local minibatch of Figure 1 (default 50)")
+        parser.add_argument("--alpha", metavar="ALPHA", type=float, default=None,
+                            help="control-variate step (default 0.01)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bars")
         parser.set_defaults(func=_command, figure=figure)
 

@@ -320,7 +320,8 @@ def add_fedmls_parser(subparsers: Any) -> Any:
         help="FedMLS paper Fig. 1: FedMLS, FedAvg, Scaffold, Scaffnew on the breast-cancer SVM",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--out", "--output-dir", "-o", dest="output_dir", metavar="DIR", default="fedmm-fedmls", help="output directory for JSON and PNG")
+    parser.add_argument("--out", "--output-dir", "-o", dest="output_dir", metavar="DIR", default="fedmm-fedmls",
+                        help="output directory for JSON and PNG")
     parser.add_argument("--rounds", type=int, default=100, help="communication rounds K")
     parser.add_argument("--seeds", type=int, default=20, help="seeds of the reported runs")
     parser.add_argument("--tune-seeds", type=int, default=3, help="seeds per grid value when tuning")

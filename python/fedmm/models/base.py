@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The surrogate-model protocol of FedMM (DESIGN §2, FedMM paper MM-1/MM-2).
+"""The surrogate-model protocol of FedMM (FedMM paper §2, assumptions MM-1/MM-2).
 
 A model describes one majorize-minimization problem whose surrogates are
 linearly parameterized by a statistic ``s`` in a convex set ``𝒮``::
@@ -122,7 +122,7 @@ class StatisticLayout:
 
 
 class SurrogateModel(ABC):
-    """Base class of FedMM surrogate models (DESIGN §2).
+    """Base class of FedMM surrogate models (FedMM paper §2, MM-1/MM-2).
 
     Subclasses set ``self.layout`` and implement :meth:`statistic`, :meth:`T`,
     :meth:`objective` and :meth:`init_statistic`; they override
@@ -220,7 +220,8 @@ class SurrogateModel(ABC):
 
     def in_domain(self, s: np.ndarray, tol: float = 1e-10) -> bool:
         """Whether ``s`` lies in ``𝒮`` up to ``tol`` (used by tests and monitors)."""
-        return bool(np.allclose(self.project(np.array(s, copy=True)), s, rtol=0.0, atol=tol * max(1.0, float(np.abs(s).max(initial=0.0)))))
+        atol = tol * max(1.0, float(np.abs(s).max(initial=0.0)))
+        return bool(np.allclose(self.project(np.array(s, copy=True)), s, rtol=0.0, atol=atol))
 
     @abstractmethod
     def init_statistic(self, datas: Sequence[Any], rng: np.random.Generator) -> np.ndarray:

@@ -309,7 +309,8 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         if isinstance(theta, dict):
             return self.parameters(theta["weights"], theta["means"], theta["covariance"])
         raise TypeError(
-            f"Expected 'theta' to be GaussianMixtureParams or a dict with weights/means/covariance, got {type(theta).__name__}"
+            "Expected 'theta' to be GaussianMixtureParams or a dict with weights/means/covariance, "
+            f"got {type(theta).__name__}"
         )
 
     def theta_vector(self, theta: Any) -> np.ndarray:

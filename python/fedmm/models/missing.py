@@ -129,7 +129,8 @@ class MissingValues(SurrogateModel):
         if self.rank > min(J, L):
             raise ValueError(f"Expected 'rank' ≤ min(J, L) = {min(J, L)}, got {self.rank}")
         if self.shape is not None and self.shape != (J, L):
-            raise ValueError(f"Expected '{source}' of shape (m, {self.shape[0]}, {self.shape[1]}), got matrices of shape {(J, L)}")
+            raise ValueError(f"Expected '{source}' of shape (m, {self.shape[0]}, {self.shape[1]}), "
+                             f"got matrices of shape {(J, L)}")
         self.shape = (J, L)
 
     @property
@@ -153,7 +154,8 @@ class MissingValues(SurrogateModel):
         if values.shape[0] == 0:
             raise ValueError(f"Expected '{name}' to hold at least one observer, got shape {values.shape}")
         if self.shape is not None and values.shape[1:] != self.shape:
-            raise ValueError(f"Expected '{name}.values' of shape (m, {self.shape[0]}, {self.shape[1]}), got {values.shape}")
+            raise ValueError(f"Expected '{name}.values' of shape (m, {self.shape[0]}, {self.shape[1]}), "
+                             f"got {values.shape}")
         observed = values[mask]
         if not np.isfinite(observed).all():
             raise ValueError(f"Expected the observed entries of '{name}.values' to be finite")

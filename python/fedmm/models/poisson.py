@@ -165,7 +165,8 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
             s1, s2 = float(s[0]), float(s[1])
         else:
             if self.mean_count is None:
-                raise RuntimeError("PoissonLatent(parameterization='explicit_mean') needs E_π[Z]: call fit_global_moments(datas)")
+                raise RuntimeError("PoissonLatent(parameterization='explicit_mean') needs E_π[Z]: "
+                                   "call fit_global_moments(datas)")
             s1, s2 = self.mean_count, float(s[0])
         if s1 <= 0.0 or self.lam - s2 <= 0.0:
             raise ValueError(f"Expected s₁ > 0 and s₂ < λ = {self.lam} (project s first), got s₁ = {s1}, s₂ = {s2}")
