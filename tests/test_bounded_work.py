@@ -7,6 +7,7 @@ in memory are refused before anything is allocated, with the size named.
 Results for normal sizes do not depend on the slicing or polling (bit for bit).
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 from reference import nonsmooth_toy_data
 
+import fedmm
 import fedmm._kernels_engine as kernels_engine
 import fedmm.kernels as kernels
 from fedmm.algorithms import FedMM
@@ -304,3 +306,74 @@ def test_compiled_dictionary_model_refuses_a_max_iter_that_would_make_a_round_un
     assert h.config["backend"] == "python" and "compiled_model() is None" in h.config["backend_reason"]
     with pytest.raises(ValueError, match="backend='compiled' cannot run"):
         FedMM(model, participation_prob=1.0, batch_size=5, backend="compiled").run(datas, 2, seed=1)
+
+
+_C_INTERRUPT = r"""
+#include <stdio.h>
+#include <string.h>
+#include "fedmm_kernels.h"
+
+typedef struct { int calls; int stop_at; } counter_t;
+
+static int poll(void *arg)
+{
+    counter_t *c = (counter_t *)arg;
+    return ++c->calls == c->stop_at;
+}
+
+#define K 40
+#define B 3
+int main(void)
+{
+    /* G = D^T D of an overcomplete D (p = 20 < K), C = D^T Z; a fixed LCG fills D and Z */
+    static double D[20 * K], Z[20 * B], G[K * K], C[K * B], H0[K * B], H1[K * B], work[1 << 14];
+    int it0[B], it1[B];
+    unsigned long long s = 12345;
+    for (int i = 0; i < 20 * K; ++i) { s = s * 6364136223846793005ULL + 1442695040888963407ULL; D[i] = (double)(s >> 11) / 9007199254740992.0 - 0.5; }
+    for (int i = 0; i < 20 * B; ++i) { s = s * 6364136223846793005ULL + 1442695040888963407ULL; Z[i] = (double)(s >> 11) / 9007199254740992.0 - 0.5; }
+    for (int a = 0; a < K; ++a)
+        for (int b = 0; b < K; ++b) { double acc = 0; for (int i = 0; i < 20; ++i) acc += D[a * 20 + i] * D[b * 20 + i]; G[b * K + a] = acc; }
+    for (int a = 0; a < K; ++a)
+        for (int j = 0; j < B; ++j) { double acc = 0; for (int i = 0; i < 20; ++i) acc += D[a * 20 + i] * Z[j * 20 + i]; C[j * K + a] = acc; }
+    if (fedmm_lasso_gram_work(K) > sizeof work / sizeof work[0]) return 1;
+    for (int method = 0; method <= 2; ++method) {
+        const fedmm_lasso_options_t opts = {1e-6, 0, 0.0, 20000, 0, method};
+        int64_t bad0 = 0, bad1 = 0;
+        if (fedmm_lasso_gram(K, B, G, K, C, K, NULL, &opts, H0, K, it0, &bad0, work) != FEDMM_OK) return 2;
+        counter_t never = {0, -1};
+        const fedmm_interrupt_t watch = {poll, &never};
+        if (fedmm_lasso_gram_interruptible(K, B, G, K, C, K, NULL, &opts, H1, K, it1, &bad1, work, &watch) != FEDMM_OK) return 3;
+        /* polled without stopping: the same codes and counts, bit for bit */
+        if (memcmp(H0, H1, sizeof H0) != 0 || memcmp(it0, it1, sizeof it0) != 0 || bad0 != bad1) return 4;
+        if (method != FEDMM_LASSO_ACTIVE_SET) { /* the active set ends in ~60 steps; the others run 20000 sweeps */
+            if (never.calls < 10) return 5; /* 3 x 20000 sweeps of ~K^2 work: dozens of polls */
+            counter_t third = {0, 3};
+            const fedmm_interrupt_t stop = {poll, &third};
+            if (fedmm_lasso_gram_interruptible(K, B, G, K, C, K, NULL, &opts, H1, K, it1, &bad1, work, &stop) != FEDMM_EINTR) return 6;
+            if (third.calls != 3) return 7; /* nothing polled after the stop */
+        }
+        const fedmm_interrupt_t none = {NULL, NULL}; /* no poll function: never stopped */
+        if (fedmm_lasso_gram_interruptible(K, B, G, K, C, K, NULL, &opts, H1, K, it1, &bad1, work, &none) != FEDMM_OK ||
+            memcmp(H0, H1, sizeof H0) != 0) return 8;
+    }
+    if (strcmp(fedmm_strerror(FEDMM_EINTR), "interrupted") != 0) return 9;
+    printf("OK\n");
+    return 0;
+}
+"""
+
+
+def test_c_callers_interrupt_the_lasso_through_their_own_poll(tmp_path):
+    """``fedmm_lasso_gram_interruptible`` from C: a poll that never stops changes nothing (bit for bit), one
+    that stops at its third call gets FEDMM_EINTR after exactly three calls."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc/clang) on PATH")
+    source, exe = tmp_path / "lasso_interrupt.c", tmp_path / "lasso_interrupt"
+    source.write_text(_C_INTERRUPT)
+    build = subprocess.run([cc, "-std=c99", "-O1", "-Wall", "-Werror", "-I", fedmm.get_include(), str(source),
+                            "-L", fedmm.get_library_dir(), "-lfedmm_kernels", "-lm", "-o", str(exe)],
+                           capture_output=True, text=True, timeout=60)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stdout.strip()) == (0, "OK"), run.stdout + run.stderr

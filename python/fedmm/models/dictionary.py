@@ -44,11 +44,10 @@ class DictionaryLearning(SurrogateModel):
         LASSO solver tolerance (relative duality gap) and iteration cap
         (``1 <= max_iter <= 2**31 − 1``; the solves check for Ctrl-C while
         they run).  The compiled backend runs a round without checking for
-        Ctrl-C, so it takes only ``max_iter <=``
-        :func:`fedmm.kernels.dictionary_model` 's bound
-        ``2**32 // (K² + 4K)`` (one column below 2**32 multiply-adds);
-        above it :meth:`compiled_model` is None and rounds run on the Python
-        backend.
+        Ctrl-C, so it takes only ``max_iter <= 2**32 // (K² + 4K)`` (one
+        column below 2**32 multiply-adds, the bound of
+        :func:`fedmm.kernels.dictionary_model`); above it
+        :meth:`compiled_model` is None and rounds run on the Python backend.
     update_tol, update_max_iter : float, int
         Tolerance (largest column step) and sweep cap of the block-coordinate
         descent that computes ``T`` under ``constraint='unit_norm'`` (see
