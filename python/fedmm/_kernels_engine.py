@@ -11,12 +11,28 @@ from fedmm._validation import check_int, check_real
 
 __all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model",
            "gaussian_mixture_responsibilities", "poisson_latent_model",
-           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "LASSO_METHODS"]
+           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "LASSO_METHODS",
+           "DICTIONARY_MODEL_MAX_WORK", "dictionary_model_max_iter"]
 
 #: The compiled model handle (``fedmm_model_t`` with its context), see :class:`fedmm._engine.CompiledModel`.
 CompiledModel = _engine.CompiledModel
 #: LASSO methods of the C solver, by name (``FEDMM_LASSO_*``).
 LASSO_METHODS = {"auto": 0, "cd": 1, "active_set": 2}
+#: Largest worst-case work, in multiply-adds, of one LASSO column inside a compiled round:
+#: ``max_iter · (K² + 4K)`` (a sweep or an active-set step costs at most about ``K² + 4K``).
+#: Compiled rounds run without checking for Ctrl-C, so :func:`dictionary_model` refuses a
+#: ``max_iter`` above it (2**32 multiply-adds: seconds per column, not hours).
+DICTIONARY_MODEL_MAX_WORK = 2**32
+
+
+def dictionary_model_max_iter(n_components: int) -> int:
+    """Largest ``max_iter`` :func:`dictionary_model` accepts for ``K = n_components`` atoms.
+
+    ``DICTIONARY_MODEL_MAX_WORK // (K² + 4K)``: one column's solve then stays
+    below :data:`DICTIONARY_MODEL_MAX_WORK` multiply-adds.
+    """
+    k = check_int(n_components, "n_components", low=1)
+    return max(1, DICTIONARY_MODEL_MAX_WORK // (k * k + 4 * k))
 
 
 def dictionary_model(n_features: int, n_components: int, lam: float, eta: float = 0.0, *, tol: float = 1e-9,
@@ -28,6 +44,15 @@ def dictionary_model(n_features: int, n_components: int, lam: float, eta: float 
     ``n_components`` values), projection onto ``𝕄_K⁺ × ℝ^{p×K}``, and
     ``T(s) = s⁽²⁾ (sym(s⁽¹⁾) + 2ηI)⁻¹``.  The compiled parameter is the
     dictionary row-major, then column-major (``theta_size = 2 p K``).
+
+    A compiled round runs without the GIL and without checking for Ctrl-C,
+    so the LASSO's work is bounded up front: ``max_iter`` (iterations per
+    column, each at most about ``K² + 4K`` multiply-adds) may be at most
+    :func:`dictionary_model_max_iter` ``(K)`` ``= DICTIONARY_MODEL_MAX_WORK //
+    (K² + 4K)`` (2**32 multiply-adds per column), and a larger value raises
+    ``ValueError`` naming ``max_iter``.  (The Python faces,
+    :func:`fedmm.kernels.lasso` and :func:`fedmm.kernels.dictionary_statistics`,
+    check for Ctrl-C while they run and accept up to 2**31 − 1.)
     """
     p = check_int(n_features, "n_features", low=1)
     k = check_int(n_components, "n_components", low=1)
@@ -35,6 +60,11 @@ def dictionary_model(n_features: int, n_components: int, lam: float, eta: float 
     eta = check_real(eta, "eta", low=0.0)
     tol = check_real(tol, "tol", low=0.0)
     max_iter = check_int(max_iter, "max_iter", low=1)
+    if max_iter > dictionary_model_max_iter(k):
+        raise ValueError(
+            f"Expected 'max_iter' <= {dictionary_model_max_iter(k)} for n_components={k}: a compiled round "
+            f"cannot be interrupted, so one LASSO column is bounded to max_iter * (K^2 + 4K) <= 2**32 "
+            f"multiply-adds; got max_iter={max_iter} (the Python backend accepts it)")
     if method not in LASSO_METHODS:
         raise ValueError(f"Expected 'method' in {sorted(LASSO_METHODS)}, got {method!r}")
     return _engine.dictionary_model(p, k, lam, eta, tol, max_iter, LASSO_METHODS[method])

@@ -19,8 +19,14 @@ cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_EFORMAT
     int FEDMM_ELAPACK
     int FEDMM_ENOCONV
+    int FEDMM_EINTR
 
     const char *fedmm_strerror(int status)
+    int64_t FEDMM_INTERRUPT_WORK
+    ctypedef int (*fedmm_poll_fn)(void *arg) noexcept nogil
+    ctypedef struct fedmm_interrupt_t:
+        fedmm_poll_fn poll
+        void *arg
 
     ctypedef struct fedmm_bitgen_t:
         void *state
@@ -173,6 +179,12 @@ cdef extern from "fedmm_kernels.h" nogil:
                          fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                          const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                          fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
+    int fedmm_lasso_gram_interruptible(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+                                       fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
+                                       const double *znorm2, const fedmm_lasso_options_t *opts,
+                                       double *H, fedmm_blas_int ldh, int *n_iter,
+                                       int64_t *n_unconverged, double *work,
+                                       const fedmm_interrupt_t *interrupt)
     size_t fedmm_dictionary_statistics_work(fedmm_blas_int p, fedmm_blas_int K,
                                             fedmm_blas_int max_segment, int want_objective)
     int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b,
@@ -181,6 +193,12 @@ cdef extern from "fedmm_kernels.h" nogil:
                                     int64_t n_segments, const int64_t *offsets, double *H,
                                     double *A, double *B, double *objective, int *n_iter,
                                     int64_t *n_unconverged, double *work, const fedmm_blas_t *blas)
+    int fedmm_dictionary_statistics_interruptible(
+        fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
+        const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
+        const int64_t *offsets, double *H, double *A, double *B, double *objective, int *n_iter,
+        int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
+        const fedmm_interrupt_t *interrupt)
 
     # ---- counter-based random streams and sampling (random.c) ----
     ctypedef struct fedmm_philox_t:

@@ -39,9 +39,25 @@ extern "C" {
 #define FEDMM_EFORMAT (-4)    /* malformed serialized payload              */
 #define FEDMM_ELAPACK (-5)    /* a LAPACK routine returned info != 0       */
 #define FEDMM_ENOCONV (-6)    /* an iterative solver hit its iteration cap */
+#define FEDMM_EINTR (-7)      /* stopped by the caller's fedmm_interrupt_t  */
 
 /* Human-readable text of a status code (static storage, never NULL). */
 const char *fedmm_strerror(int status);
+
+/* An optional interrupt check for kernels whose loops can run long (the
+ * *_interruptible entry points).  The kernel calls poll(arg) after about
+ * every FEDMM_INTERRUPT_WORK multiply-adds of its loop; a nonzero return
+ * stops it with FEDMM_EINTR (outputs undefined, as on every error).  poll
+ * only observes: a run it never stops gives the same results, bit for bit,
+ * as a run without it.  The Python package polls for Ctrl-C (taking the GIL
+ * back for that moment); a C program may poll a flag set by its own signal
+ * handler or a deadline. */
+#define FEDMM_INTERRUPT_WORK ((int64_t)1 << 22)
+typedef int (*fedmm_poll_fn)(void *arg);
+typedef struct fedmm_interrupt {
+    fedmm_poll_fn poll;
+    void *arg;
+} fedmm_interrupt_t;
 
 /* ---- random numbers ---------------------------------------------------- */
 /* Layout-identical to NumPy's bitgen_t. */
@@ -333,6 +349,17 @@ int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                      fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                      const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                      fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work);
+/* fedmm_lasso_gram with an interrupt check (interrupt may be NULL: never
+ * stopped): FEDMM_EINTR when interrupt->poll asked to stop.  One column can
+ * run up to opts->max_iter iterations of about K^2 multiply-adds each (hours
+ * with tol = 0 and a large max_iter), so the check runs inside the column
+ * loops, every FEDMM_INTERRUPT_WORK multiply-adds. */
+int fedmm_lasso_gram_interruptible(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+                                   fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
+                                   const double *znorm2, const fedmm_lasso_options_t *opts,
+                                   double *H, fedmm_blas_int ldh, int *n_iter,
+                                   int64_t *n_unconverged, double *work,
+                                   const fedmm_interrupt_t *interrupt);
 
 /* Dictionary-learning statistics fused with the solve (FedMM eq. (18)):
  * H = LASSO codes of Z (p x b, leading dim ldz) on D (p x K, ldd) with the
@@ -358,6 +385,14 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
                                 int64_t n_segments, const int64_t *offsets, double *H,
                                 double *A, double *B, double *objective, int *n_iter,
                                 int64_t *n_unconverged, double *work, const fedmm_blas_t *blas);
+/* fedmm_dictionary_statistics with an interrupt check (as
+ * fedmm_lasso_gram_interruptible; interrupt may be NULL). */
+int fedmm_dictionary_statistics_interruptible(
+    fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
+    const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
+    const int64_t *offsets, double *H, double *A, double *B, double *objective, int *n_iter,
+    int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
+    const fedmm_interrupt_t *interrupt);
 
 /* ---- counter-based random streams and sampling (random.c) ---------------- */
 /* Philox4x64-10 with NumPy's state layout semantics: numpy.random.Philox with

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -50,6 +51,10 @@ PARTICIPATION_MODES = ("select", "compress", "compress-local")
 #: Which backend runs the rounds: the compiled one when the model and compressors support it.
 BACKENDS = ("auto", "python", "compiled")
 
+
+#: Retries of a failed server step, each without one more of the largest messages
+#: (:meth:`Server.step_without_failing_messages`), before the round goes on with no message.
+MAX_STEP_RETRIES = 3
 
 #: The set-up exchange sends V_{0,i} uncompressed, in the Identity wire format, whatever the compressors.
 _SETUP_CODEC = Identity()
@@ -436,18 +441,36 @@ class Server:
 
     def aggregate(self, t: int, payloads: dict[int, bytes],
                   on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
-        """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``.
+        """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``, atomically.
 
         Empty payloads count as zero messages (Algorithm 4 with ``U = 0``).
         Every payload is decoded and validated (length, finite values) before
         the server's state changes: an invalid one raises ``ValueError``
         naming the client, or, with ``on_invalid``, is left out of the
         aggregation (the client counts as dropped, Algorithm 2 lines 10-11)
-        after ``on_invalid(i, reason)`` is called.  Returns the round's
-        monitoring record (``gamma``, ``E_s``/``E_ps`` or ``E_p``).
+        after ``on_invalid(i, reason)`` is called.
+
+        The step itself is computed into temporaries and committed only when
+        it succeeds: ``H = V_t + Σ_i (μ_i/p) Δ_i``, ``Ŝ_{t+1} = Π(Ŝ_t + γ H)``,
+        ``θ_{t+1} = T(Ŝ_{t+1})`` and ``V_{t+1}`` must all be finite and
+        ``Π``/``T`` must not raise (``ValueError``, including
+        ``numpy.linalg.LinAlgError``, or ``ArithmeticError``), which an
+        absurd but finite message (statistics of 1e300) can cause.  When it
+        fails, the server's state is left exactly as it was and, without
+        ``on_invalid``, a ``ValueError`` says why (the model's exception
+        chained).  With ``on_invalid`` the round goes on without the messages
+        that make it fail (:meth:`step_without_failing_messages`), each of
+        their clients reported by ``on_invalid(i, reason)``; only a step that
+        fails with no message at all (the server's own state or model is at
+        fault) still raises.  The usual path costs nothing more: the
+        retries run only after a failure.
+
+        Returns the round's monitoring record (``gamma``, ``E_s``/``E_ps`` or
+        ``E_p``; a value that overflows float64 is recorded as ``inf`` with a
+        ``RuntimeWarning``, see :func:`fedmm.engine.metrics.update_size`).
         """
         gamma = self.schedule(t + 1)
-        rows, weights = [], []
+        ids, rows, weights = [], [], []
         for i in sorted(payloads):
             payload = payloads[i]
             if payload:
@@ -458,28 +481,122 @@ class Server:
                         raise
                     on_invalid(i, str(exc))
                     continue
+                ids.append(i)
                 weights.append(self.weights[i])
-        # acc = Σ_i (μ_i / p) Quant_i, accumulated in client order (one compiled pass).
-        acc = _rounds.weighted_row_sum(rows, np.array(weights) / self.p, self._size)
-        H = self.V + acc
-        self.theta_vector_prev = self.theta_vector
+        try:
+            step = self.candidate_step(gamma, rows, weights)
+        except (ValueError, ArithmeticError) as exc:
+            if on_invalid is None:
+                raise ValueError(f"Round {t}: the server step failed ({type(exc).__name__}: {exc}); the "
+                                 "server's state is unchanged (pass on_invalid to drop the clients whose "
+                                 "messages make it fail)") from exc
+            step, dropped = self.step_without_failing_messages(t, gamma, ids, rows, weights, exc)
+            for i, reason in dropped:
+                on_invalid(i, reason)
+        S_new, theta, theta_vector, V_new = step
         if self.space == "statistic":
-            S_new, theta = self.model.sa_step(self.S, H, gamma, self.projection == "euclidean")
-            theta_vector = self.model.theta_vector(theta)
             record = step_record(gamma, squared_distance(theta_vector, self.theta_vector),
                                  squared_distance(S_new, self.S))
             self.S = S_new
         else:
-            theta_half = self.theta_vector + gamma * H
-            theta = self.model.theta_from_vector(theta_half, self._theta_like)
-            if self.projection == "euclidean":
-                theta = self.model.project_theta(theta)
-            theta_vector = self.model.theta_vector(theta)
             record = step_record(gamma, squared_distance(theta_vector, self.theta_vector))
-        self.theta, self.theta_vector = theta, theta_vector
-        if self.alpha:
-            self.V = self.V + self.alpha * acc
+        self.theta_vector_prev = self.theta_vector
+        self.theta, self.theta_vector, self.V = theta, theta_vector, V_new
         return record
+
+    def candidate_step(self, gamma: float, rows: Sequence[np.ndarray],
+                       weights: Sequence[float]) -> tuple[np.ndarray | None, Any, np.ndarray, np.ndarray]:
+        """The server step from decoded messages, into new arrays; nothing of the server changes.
+
+        With ``acc = Σ_k (weights[k]/p) rows[k]`` (accumulated in the order
+        given, one compiled pass) and ``H = V_t + acc``: S-space
+        ``Ŝ_{t+1} = Π(Ŝ_t + γ H)``, ``θ_{t+1} = T(Ŝ_{t+1})``; Θ-space
+        ``θ_{t+1} = proj_Θ(θ_t + γ H)``; and ``V_{t+1} = V_t + α acc``.
+        Returns ``(Ŝ_{t+1} or None, θ_{t+1}, its vector, V_{t+1})``.
+
+        Raises
+        ------
+        ValueError
+            ``H``, ``Ŝ_{t+1}``, ``θ_{t+1}`` or ``V_{t+1}`` not finite (an
+            overflow of float64), or the model's ``Π``/``T`` raised it
+            (``numpy.linalg.LinAlgError`` included); ``ArithmeticError`` from
+            the model passes through.
+        """
+        # overflows are detected below by the finiteness checks, not reported as NumPy warnings
+        with np.errstate(over="ignore", invalid="ignore"):
+            acc = _rounds.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / self.p, self._size)
+            H = self.V + acc
+            if not np.isfinite(H).all():
+                raise ValueError("the aggregate H = V_t + sum_i (mu_i/p) Delta_i is not finite (float64 overflow)")
+            if self.space == "statistic":
+                S_new, theta = self.model.sa_step(self.S, H, gamma, self.projection == "euclidean")
+                if not np.isfinite(S_new).all():
+                    raise ValueError("the new statistic S_{t+1} = Pi(S_t + gamma H) is not finite")
+            else:
+                S_new = None
+                theta_half = self.theta_vector + gamma * H
+                if not np.isfinite(theta_half).all():
+                    raise ValueError("the new parameter theta_t + gamma H is not finite")
+                theta = self.model.theta_from_vector(theta_half, self._theta_like)
+                if self.projection == "euclidean":
+                    theta = self.model.project_theta(theta)
+            theta_vector = self.model.theta_vector(theta)
+            if not np.isfinite(theta_vector).all():
+                raise ValueError("the new parameter theta_{t+1} is not finite")
+            V_new = self.V + self.alpha * acc if self.alpha else self.V
+            if not np.isfinite(V_new).all():
+                raise ValueError("the new control variate V_{t+1} = V_t + alpha acc is not finite")
+        return S_new, theta, theta_vector, V_new
+
+    def step_without_failing_messages(self, t: int, gamma: float, ids: Sequence[int], rows: Sequence[np.ndarray],
+                                      weights: Sequence[float], error: BaseException
+                                      ) -> tuple[tuple, list[tuple[int, str]]]:
+        """After :meth:`candidate_step` failed with ``error``: the step without the messages at fault.
+
+        1. The step with no message at all (``acc = 0``) must succeed, else
+           the failure is the server's own (its state or its model) and a
+           ``ValueError`` is raised, the state unchanged.
+        2. The suspects are ranked by the size of their contribution to
+           ``acc``, ``‖(μ_i/p) Δ_i‖`` (computed in a scaled form, so that an
+           absurd message ranks first even where the norm overflows); the
+           step is retried without the ``k`` largest for ``k = 1, …,``
+           :data:`MAX_STEP_RETRIES` (at most that many extra steps), the
+           others accumulated in client order as usual.
+        3. If every retry fails, the round goes on with no message (step 1's
+           step) and every sender is reported.
+
+        Returns ``(step, dropped)``: the :meth:`candidate_step` result to
+        commit and ``[(i, reason), ...]`` for the clients left out.
+        """
+        try:
+            empty = self.candidate_step(gamma, [], [])
+        except (ValueError, ArithmeticError) as exc:
+            raise ValueError(f"Round {t}: the server step fails even without the clients' messages "
+                             f"({type(exc).__name__}: {exc}); the server's state is unchanged") from error
+        why = f"{type(error).__name__}: {error}"
+        m = len(rows)
+        sizes = [self._log_contribution(row, w) for row, w in zip(rows, weights)]
+        order = sorted(range(m), key=lambda k: -sizes[k])  # stable: ties keep client order
+        for k in range(1, min(MAX_STEP_RETRIES, m - 1) + 1):
+            keep = sorted(order[k:])
+            try:
+                step = self.candidate_step(gamma, [rows[j] for j in keep], [weights[j] for j in keep])
+            except (ValueError, ArithmeticError):
+                continue
+            return step, [(ids[j], f"its message made the server step fail ({why}); the step succeeds without "
+                                   f"the {k} largest of the {m} messages, ranked by ||(mu_i/p) Delta_i|| "
+                                   f"(this one: about 1e{sizes[j] / math.log(10):.0f})")
+                          for j in sorted(order[:k])]
+        return empty, [(ids[j], f"the server step failed with the round's messages ({why}) and without the "
+                                f"{min(MAX_STEP_RETRIES, max(m - 1, 0))} largest; the round went on with no message")
+                       for j in range(m)]
+
+    def _log_contribution(self, row: np.ndarray, weight: float) -> float:
+        """``log ‖(weight/p) row‖`` without overflow (``-inf`` for a zero contribution)."""
+        scale = float(np.max(np.abs(row))) if row.size else 0.0
+        if scale == 0.0 or weight <= 0.0:
+            return -math.inf
+        return math.log(weight / self.p) + math.log(scale) + math.log(float(np.linalg.norm(row / scale)))
 
 
 # --------------------------------------------------------------------------- front-ends
