@@ -22,14 +22,19 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import os
+import pickle
 import sys
+import threading
 import time
 import traceback
 import warnings
+from collections import deque
 from typing import Any, Callable, Iterator, Sequence
 
-from fedmm._validation import check_int, check_real
+from fedmm._validation import check_in, check_int, check_real
+from fedmm.engine.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
 from fedmm.runtime.local import finish_round, split_contiguous
 
@@ -95,81 +100,206 @@ def local_ray(num_cpus: int | None = None, **kwargs: Any) -> Iterator[Any]:
                 gc.collect()
 
 
+# --------------------------------------------------------------------------- actor side
+#: What an actor returns for one client: ``(i, payload or None, state after the step or None, failure or None)``;
+#: a failure is ``(reason, traceback text, the exception if it pickles, else None)``.
+_Result = tuple
+
+
+def _failure(exc: BaseException) -> tuple[str, str, BaseException | None]:
+    """``(reason, traceback, exc or None)`` of a client's exception (None when it would not pickle)."""
+    reason = f"{type(exc).__name__}: {exc}"
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=4))
+    try:
+        pickle.dumps(exc)
+    except Exception:
+        exc = None
+    return reason, text, exc
+
+
+def _late(reason: str) -> tuple[str, str, None]:
+    return reason, "", None
+
+
 class _Shard:
-    """Ray actor body: a share of the clients, run round by round."""
+    """Ray actor body: a share of the clients, run round by round.
+
+    The driver is the authority on every client's state: each successful
+    step returns the client's new :meth:`Client.get_state` with its payload,
+    and a client whose last round was not aggregated (dropped, late, invalid
+    payload) gets its committed state back with its next task (``restore``).
+    With a deadline, the round's clients run on worker threads (one, plus
+    one more whenever every worker has been stuck on one client for
+    ``stall`` seconds) and the task returns at the deadline with the
+    results that are ready; a client still running then is *busy*: its late
+    result is discarded, and it is reported busy until its step ends.
+    """
 
     def __init__(self, clients: Sequence[Any]) -> None:
         self.clients = {c.index: c for c in clients}
-        self._snapshots: dict[int, dict] = {}
+        self.busy: dict[int, int] = {}  # client -> round of a step that is still running past its deadline
+        self.cond = threading.Condition()
 
-    def setup(self, message: Any) -> list[tuple[int, bytes]]:
-        """The set-up exchange: every held client initialises ``V_{0,i}`` (errors propagate, as in process)."""
-        return [(i, c.setup(message)) for i, c in self.clients.items()]
+    def pid(self) -> int:
+        """This actor's process id (a readiness probe)."""
+        return os.getpid()
 
-    def rollback(self, ids: Sequence[int], like_theta: Any) -> None:
-        """Restore the start-of-round state of ``ids`` (their payloads were not aggregated).
+    def setup(self, message: Any) -> list[tuple[int, bytes, dict]]:
+        """The set-up exchange: every held client initialises ``V_{0,i}``; ``(i, payload, state)``
+        (errors propagate, as in process)."""
+        return [(i, c.setup(message), c.get_state()) for i, c in self.clients.items()]
 
-        ``like_theta`` is any parameter of the model (e.g. the round's ``θ_t``): it gives
-        ``Client.set_state`` the parameter's structure.
-        """
-        for i in ids:
-            if i in self._snapshots:
-                self.clients[i].set_state(self._snapshots[i], like_theta)
-
-    def _one(self, i: int, message: Any) -> tuple[Any, str | None]:
+    def _one(self, i: int, message: Any, state: dict | None) -> _Result:
+        client = self.clients[i]
         try:
-            return self.clients[i].step(message), None
-        except Exception:  # the client failed: drop it, keep its start-of-round state
-            self.rollback([i], message.theta)
-            return None, traceback.format_exc(limit=3)
+            if state is not None:  # its last round was not aggregated: back to the committed state
+                client.set_state(state, message.theta)
+            payload = client.step(message)
+            return i, payload, client.get_state(), None
+        except Exception as exc:  # the client failed: dropped; the driver restores it next time
+            return i, None, None, _failure(exc)
 
-    def step(self, message: Any, ids: Sequence[int], rollback: Sequence[int]) -> list[tuple[int, Any, str | None]]:
-        """Run the clients ``ids`` on ``message``; each result is ``(i, payload or None, error or None)``."""
-        self.rollback(rollback, message.theta)
-        self._snapshots = {i: self.clients[i].get_state() for i in ids}
-        return [(i, *self._one(i, message)) for i in ids]
+    def step(self, message: Any, ids: Sequence[int], restore: dict[int, dict], budget: float | None,
+             deadline: float | None) -> list[_Result]:
+        """Run the clients ``ids`` on ``message`` (after restoring the states in ``restore``).
 
-    def states(self) -> dict[int, dict]:
-        """Every held client's :meth:`Client.get_state` (to copy the final state back)."""
-        return {i: c.get_state() for i, c in self.clients.items()}
+        ``budget`` (seconds from now) and ``deadline`` (``time.time()`` value)
+        bound the task, whichever ends first; None runs every client to the end.
+        """
+        if budget is None:
+            return [self._one(i, message, restore.get(i)) for i in ids]
+        end = time.monotonic() + max(0.0, min(budget, deadline - time.time()))
+        stall = max(0.01, budget / 8)
+        results: dict[int, _Result] = {}
+        queue: deque[int] = deque()
+        running: dict[int, tuple[int, float]] = {}  # worker number -> (client, start)
+        state = {"open": True, "workers": 0, "spawned": 0}
+        t = int(message.t)
+
+        def work(me: int) -> None:
+            while True:
+                with self.cond:
+                    if not queue or not state["open"]:
+                        state["workers"] -= 1
+                        return
+                    i = queue.popleft()
+                    running[me] = (i, time.monotonic())
+                result = self._one(i, message, restore.get(i))
+                with self.cond:
+                    del running[me]
+                    if state["open"]:
+                        results[i] = result
+                    else:  # too late: the driver has dropped this client for round t
+                        self.busy.pop(i, None)
+                    self.cond.notify_all()
+
+        def spawn() -> None:
+            state["workers"] += 1
+            state["spawned"] += 1
+            threading.Thread(target=work, args=(state["spawned"],), daemon=True,
+                             name=f"fedmm-client-{t}").start()
+
+        with self.cond:
+            for i in ids:
+                if i in self.busy:
+                    results[i] = (i, None, None, _late(f"timeout: still running round {self.busy[i]}"))
+                else:
+                    queue.append(i)
+            if queue:
+                spawn()
+            while len(results) < len(ids):
+                now = time.monotonic()
+                if now >= end:
+                    break
+                self.cond.wait(min(end - now, stall))
+                now = time.monotonic()
+                if queue and state["workers"] < _MAX_WORKERS and all(now - s >= stall for _, s in running.values()):
+                    spawn()  # every worker is stuck on a slow client: the others must not wait for it
+            state["open"] = False
+            for i in queue:
+                results[i] = (i, None, None, _late("timeout: not started before the deadline"))
+            queue.clear()
+            for i, _ in running.values():
+                self.busy[i] = t
+                results[i] = (i, None, None, _late("timeout: no answer within the deadline"))
+        return [results[i] for i in ids]
 
 
+#: Most worker threads an actor's round starts (each one only after all the others are stuck).
+_MAX_WORKERS = 32
+#: Share of ``timeout`` an actor spends on its clients; the rest carries the answers to the driver.
+_ACTOR_SHARE = 0.8
+
+
+# --------------------------------------------------------------------------- driver side
 class RayRuntime:
     """Run Server/Client rounds with the clients sharded over a few Ray actors.
 
     Parameters
     ----------
     n_actors : int >= 1
-        Actors; client ``i`` lives on actor ``⌊i·n_actors/n⌋`` (contiguous shares).
-    timeout : float, optional
-        Seconds to wait for the actors each round; clients of an actor that
-        has not answered are dropped for the round.  None waits forever.
+        Actors; client ``i`` lives on actor ``⌊i·n_actors/n⌋`` (contiguous
+        shares; fewer actors when there are fewer clients).  Each reserves
+        ``num_cpus_per_actor`` CPUs: a cluster with fewer is refused at set-up
+        with a ``ValueError`` naming both numbers.
+    timeout : float > 0, optional
+        Seconds a round waits for the clients' answers (from the round's
+        start).  The actors stop waiting for their clients at 80 % of it, so a
+        slow client is dropped alone: the healthy clients of its actor are
+        aggregated.  None waits for every answer.
+    setup_timeout : float > 0
+        Seconds to wait for the actors to start and answer the set-up
+        exchange, and for a restarted actor to start; also how long a
+        cluster whose CPUs are busy is given to free them.
+    on_client_error : {'drop', 'raise'}
+        The fault policy of :class:`fedmm.runtime.LocalRuntime`: a client
+        whose step raises, misses the deadline, whose actor dies, or whose
+        payload fails the server's validation is *dropped* for that round
+        (left out of the aggregation, as an inactive client of Algorithm 2
+        lines 10-11, keeping its start-of-round state; the record's
+        ``dropped`` and ``drop_reasons`` say who and why) and the run goes
+        on; ``'raise'`` propagates the error.
     address : str, optional
         An existing Ray cluster (``"auto"``, ``"ray://head:10001"``); default
         a local Ray on 127.0.0.1 (:func:`init_local_ray`), started on first use.
-    num_cpus_per_actor : float
+    num_cpus_per_actor : float >= 0
         Ray CPU reservation of each actor.
     shutdown : bool
         Shut Ray down after :meth:`run` if this runtime started it.
     errors : list, optional
-        If given, ``(t, client, traceback)`` of every dropped client is appended here.
+        If given, ``(t, client, reason and traceback)`` of every dropped client is appended here.
+
+    Attributes
+    ----------
+    restarts : int
+        Actors restarted during the last :meth:`run` (after their process died or hung).
 
     Notes
     -----
-    The driver's :class:`~fedmm.algorithms.Client` objects are shipped to the
-    actors once; after :meth:`run` their states are copied back, so they end
-    where the in-process runtime would leave them.
+    The driver keeps the committed state of every client: each answer carries
+    the client's new :meth:`Client.get_state`, which is copied into the
+    driver's :class:`~fedmm.algorithms.Client` objects when its payload is
+    aggregated.  So ``V = Σ_i μ_i V_i`` holds over the driver's clients after
+    every round (a callback can check it), a dropped client's actor is sent
+    its committed state with its next task, an actor whose process died (or
+    that did not answer a round and is still busy at the next one) is
+    replaced by a fresh one built from the driver's clients, and after
+    :meth:`run` the driver's clients are where the in-process runtime would
+    leave them, without a final collection.
     """
 
-    def __init__(self, n_actors: int = 2, *, timeout: float | None = None,
-                 address: str | None = None, num_cpus_per_actor: float = 1.0, shutdown: bool = False,
-                 errors: list | None = None) -> None:
+    def __init__(self, n_actors: int = 2, *, timeout: float | None = None, setup_timeout: float = 120.0,
+                 on_client_error: str = "drop", address: str | None = None, num_cpus_per_actor: float = 1.0,
+                 shutdown: bool = False, errors: list | None = None) -> None:
         self.n_actors = check_int(n_actors, "n_actors", low=1)
         self.timeout = None if timeout is None else check_real(timeout, "timeout", low=0.0, low_open=True)
+        self.setup_timeout = check_real(setup_timeout, "setup_timeout", low=0.0, low_open=True)
+        self.on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
         self.address = address
         self.num_cpus_per_actor = check_real(num_cpus_per_actor, "num_cpus_per_actor", low=0.0)
         self.shutdown = bool(shutdown)
         self.errors = errors
+        self.restarts = 0
 
     def _start(self) -> tuple[Any, bool]:
         ray = _import_ray()
@@ -181,69 +311,229 @@ class RayRuntime:
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
         return ray, True
 
+    def _check_cpus(self, ray: Any, n_actors: int) -> None:
+        """Refuse a cluster with fewer CPUs than the actors reserve; wait (bounded) for busy CPUs."""
+        need = n_actors * self.num_cpus_per_actor
+        if need == 0:
+            return
+        total = float(ray.cluster_resources().get("CPU", 0.0))
+        if total < need:
+            raise ValueError(f"RayRuntime(n_actors={n_actors}, num_cpus_per_actor={self.num_cpus_per_actor}) "
+                             f"needs {need:g} CPUs but the Ray cluster has {total:g}: lower n_actors or "
+                             "num_cpus_per_actor, or start Ray with more CPUs")
+        deadline = time.monotonic() + self.setup_timeout
+        while True:  # e.g. the actors of a previous run, killed but not yet released
+            available = float(ray.available_resources().get("CPU", 0.0))
+            if available >= need:
+                return
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"RayRuntime(n_actors={n_actors}) needs {need:g} free CPUs; only "
+                                   f"{available:g} of the cluster's {total:g} were free within "
+                                   f"setup_timeout={self.setup_timeout} s")
+            time.sleep(0.05)
+
+    def _fail(self, t: int, i: int, reason: str, detail: str, reasons: dict[int, str]) -> None:
+        reasons[i] = reason
+        if self.errors is not None:
+            self.errors.append((t, i, detail or reason))
+
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
             callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
-        """The set-up exchange and ``n_rounds`` rounds (records as :class:`fedmm.runtime.LocalRuntime`'s)."""
+        """The set-up exchange and ``n_rounds`` rounds (records as :class:`fedmm.runtime.LocalRuntime`'s).
+
+        Raises
+        ------
+        ValueError
+            The cluster has fewer CPUs than ``n_actors · num_cpus_per_actor``.
+        TimeoutError
+            The actors did not start and answer the set-up exchange within
+            ``setup_timeout``; with ``on_client_error='raise'``, a client missed a round's deadline.
+        KeyboardInterrupt
+            With the History of the completed rounds as its ``history``
+            attribute (the interrupted round left no trace).
+        """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         ray, started = self._start()
-        shares = split_contiguous(list(clients), self.n_actors)
+        from ray.exceptions import RayActorError
+
+        clients = list(clients)
+        shares = [[c.index for c in share] for share in split_contiguous(clients, self.n_actors)]
+        owner = {i: a for a, share in enumerate(shares) for i in share}
         actor_cls = ray.remote(num_cpus=self.num_cpus_per_actor)(_Shard)
-        actors = [actor_cls.remote(share) for share in shares]
-        owner = {c.index: a for a, share in enumerate(shares) for c in share}
-        rollback: list[list[int]] = [[] for _ in actors]
-        rounds: Any = range(n_rounds)
+        self._check_cpus(ray, len(shares))
+        actors: list[Any] = []
+        self.restarts = 0
+        dirty: set[int] = set()  # clients whose actor copy may differ from the committed state
+        late_calls: dict[int, Any] = {}  # actor -> its last task, which missed the round's deadline
+        aggregate_hook = "on_invalid" in inspect.signature(server.aggregate).parameters
+        raising = self.on_client_error == "raise"
+        bar = None
         if progress:
             from tqdm import tqdm
 
-            rounds = tqdm(rounds, desc=history.algorithm or "rounds", unit="round")
+            bar = tqdm(total=n_rounds, desc=history.algorithm or "rounds", unit="round")
         elapsed = 0.0
+        t = 0
         try:
+            actors = [actor_cls.remote([clients[i] for i in share]) for share in shares]
             # Set-up exchange (as LocalRuntime): the clients' V_0,i, aggregated by the server.
             setup = server.setup_message()
             setup_ref = ray.put(setup)
-            setup_payloads = dict(p for part in ray.get([a.setup.remote(setup_ref) for a in actors]) for p in part)
-            server.setup_aggregate(setup_payloads)
-            history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads.values())
+            refs = [a.setup.remote(setup_ref) for a in actors]
+            ready, late = ray.wait(refs, num_returns=len(refs), timeout=self.setup_timeout)
+            if late:
+                raise TimeoutError(f"{len(late)} of {len(actors)} Ray actors did not start and answer the set-up "
+                                   f"exchange within setup_timeout={self.setup_timeout} s")
+            results = [r for part in ray.get(refs) for r in part]
+            server.setup_aggregate({i: payload for i, payload, _ in results})
+            for i, _, state in results:
+                clients[i].set_state(state, setup.theta)
+            history.config["setup_bytes_up"] = sum(len(payload) for _, payload, _ in results)
             history.config["setup_bytes_down"] = len(clients) * setup.nbytes
-            for t in rounds:
-                start = time.perf_counter()
-                ids = server.select(t)
-                message = server.broadcast(t)
-                message_ref = ray.put(message)
-                per_actor: list[list[int]] = [[] for _ in actors]
-                for i in ids:
-                    per_actor[owner[i]].append(i)
-                calls = {}
-                for a, actor in enumerate(actors):
-                    if per_actor[a] or rollback[a]:
-                        calls[actor.step.remote(message_ref, per_actor[a], rollback[a])] = a
-                        rollback[a] = []
-                ready, late = ray.wait(list(calls), num_returns=len(calls), timeout=self.timeout)
-                got: dict[int, Any] = {}
-                for ref in ready:
-                    for i, payload, error in ray.get(ref):
-                        got[i] = payload
-                        if error is not None and self.errors is not None:
-                            self.errors.append((t, i, error))
-                for ref in late:  # not aggregated: the actor rolls these clients back next time
-                    a = calls[ref]
-                    rollback[a] = list(per_actor[a])
-                    if self.errors is not None:
-                        self.errors.extend((t, i, f"timeout after {self.timeout} s") for i in per_actor[a])
-                payloads = [got.get(i) for i in ids]
-                elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor,
-                                       callback)
-            for a, actor in enumerate(actors):
-                if rollback[a]:
-                    ray.get(actor.rollback.remote(rollback[a], server.theta))
-                for i, state in ray.get(actor.states.remote()).items():
-                    clients[i].set_state(state, server.theta)
+            for t in range(n_rounds):
+                down = self._replace_hung(ray, actors, late_calls, shares, clients, actor_cls, dirty)
+                elapsed = self._round(ray, server, clients, t, actors, shares, owner, dirty, late_calls, down,
+                                      history, elapsed, monitor, callback, aggregate_hook, raising, RayActorError)
+                if bar is not None:
+                    bar.update(1)
+        except KeyboardInterrupt as exc:
+            exc.history = history  # the completed rounds; the interrupted one left no trace
+            raise
         finally:
-            if progress:
-                rounds.close()
+            if bar is not None:
+                bar.close()
             for actor in actors:
                 ray.kill(actor)
             if started and self.shutdown:
                 ray.shutdown()
         return history
+
+    def _restart(self, ray: Any, a: int, actors: list[Any], shares: list[list[int]], clients: list[Any],
+                 actor_cls: Any, dirty: set[int]) -> bool:
+        """Replace actor ``a`` by a fresh one holding the driver's (committed) clients; True once it answers."""
+        with contextlib.suppress(Exception):
+            ray.kill(actors[a])
+        actors[a] = actor_cls.remote([clients[i] for i in shares[a]])
+        self.restarts += 1
+        dirty.difference_update(shares[a])
+        ready, _ = ray.wait([actors[a].pid.remote()], timeout=self.setup_timeout)
+        return bool(ready)
+
+    def _replace_hung(self, ray: Any, actors: list[Any], late_calls: dict[int, Any], shares: list[list[int]],
+                      clients: list[Any], actor_cls: Any, dirty: set[int]) -> dict[int, str]:
+        """Restart the actors that died, or whose late task of the last round has still not returned;
+        returns the actors that could not be brought back (actor → reason)."""
+        down: dict[int, str] = {}
+        for a, ref in list(late_calls.items()):
+            if ref is not None:
+                done, _ = ray.wait([ref], timeout=0)
+                if done:
+                    del late_calls[a]
+                    continue
+            if not self._restart(ray, a, actors, shares, clients, actor_cls, dirty):
+                down[a] = f"actor restarting: no answer within setup_timeout={self.setup_timeout} s"
+                late_calls[a] = None  # try again next round
+                continue
+            del late_calls[a]
+        return down
+
+    def _round(self, ray: Any, server: Any, clients: list[Any], t: int, actors: list[Any], shares: list[list[int]],
+               owner: dict[int, int], dirty: set[int], late_calls: dict[int, Any], down: dict[int, str],
+               history: History, elapsed: float, monitor: Any, callback: Any, aggregate_hook: bool, raising: bool,
+               actor_error: type) -> float:
+        """Round ``t``, atomic: on an exception the server, the driver's clients and the History are left
+        as they were."""
+        start = time.perf_counter()
+        ids = server.select(t)
+        message = server.broadcast(t)
+        message_ref = ray.put(message)
+        reasons: dict[int, str] = {}
+        per_actor: dict[int, list[int]] = {}
+        for i in ids:
+            per_actor.setdefault(owner[i], []).append(i)
+        budget = deadline = None
+        if self.timeout is not None:
+            budget = _ACTOR_SHARE * self.timeout
+            deadline = time.time() + budget
+        calls = {}
+        for a, members in per_actor.items():
+            if a in down:
+                for i in members:
+                    self._fail(t, i, down[a], "", reasons)
+                continue
+            restore = {i: clients[i].get_state() for i in members if i in dirty}
+            calls[actors[a].step.remote(message_ref, members, restore, budget, deadline)] = a
+        remaining = None if self.timeout is None else max(0.0, self.timeout - (time.perf_counter() - start))
+        ready, late = ray.wait(list(calls), num_returns=len(calls), timeout=remaining)
+        got: dict[int, tuple[bytes, dict]] = {}
+        for ref in ready:
+            a = calls[ref]
+            try:
+                answers = ray.get(ref)
+            except actor_error as exc:  # its process died (exit, segfault, OOM kill): restarted next round
+                late_calls[a] = None
+                if raising:
+                    raise
+                for i in per_actor[a]:
+                    self._fail(t, i, f"actor died: {type(exc).__name__}", str(exc), reasons)
+                continue
+            for i, payload, state, failure in answers:
+                if failure is None:
+                    got[i] = (payload, state)
+                    continue
+                reason, detail, exc = failure
+                if raising:
+                    if exc is not None and not reason.startswith("timeout"):
+                        exc.add_note(f"client {i}, round {t}, in its Ray actor:\n{detail}")
+                        raise exc
+                    raise (TimeoutError if reason.startswith("timeout") else RuntimeError)(
+                        f"client {i} failed in round {t}: {reason}")
+                self._fail(t, i, reason, detail, reasons)
+        for ref in late:  # not aggregated; the actor is replaced if it is still busy next round
+            a = calls[ref]
+            late_calls[a] = ref
+            if raising:
+                raise TimeoutError(f"Ray actor {a} (clients {per_actor[a]}) did not answer round {t} "
+                                   f"within timeout={self.timeout} s")
+            for i in per_actor[a]:
+                self._fail(t, i, f"timeout: actor did not answer within {self.timeout} s", "", reasons)
+        dirty.update(i for i in ids if i not in got)
+        payloads = [got[i][0] if i in got else None for i in ids]
+        invalid: set[int] = set()
+        on_invalid = None
+        if aggregate_hook and not raising:
+            def on_invalid(i: int, reason: str) -> None:
+                invalid.add(i)
+                if self.errors is not None:
+                    self.errors.append((t, i, f"invalid payload: {reason}"))
+
+        server_state = server.get_state() if hasattr(server, "get_state") else None
+        n_records = len(history.records)
+        before: dict[int, dict] = {}
+
+        def commit(u: int) -> None:
+            """The aggregated clients' new states become the committed ones (before the user's callback)."""
+            for i, (_, state) in got.items():
+                if i in invalid:
+                    dirty.add(i)
+                    continue
+                before[i] = clients[i].get_state()
+                clients[i].set_state(state, message.theta)
+            if callback is not None:
+                callback(u)
+
+        committed = False
+        try:
+            elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor, commit,
+                                   reasons=reasons, on_invalid=on_invalid)
+            committed = True
+        finally:
+            if not committed:  # undo the round: server, driver's clients, record
+                for i, state in before.items():
+                    clients[i].set_state(state, message.theta)
+                dirty.update(got)
+                if server_state is not None:
+                    server.set_state(server_state)
+                del history.records[n_records:]
+        return elapsed
