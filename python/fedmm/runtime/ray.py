@@ -9,11 +9,17 @@ indices to every actor that holds one of them, collects the payloads and
 hands them to the server.  Client randomness is a pure function of (seed,
 client, round), so the History equals the in-process one bit for bit.
 
-A client that raises, or whose actor does not answer within ``timeout``
-seconds, is *dropped* for that round: it is left out of the aggregation as an
-inactive client of Algorithm 2 (lines 10-11: ``V_{t+1,i} = V_{t,i}``), its
-state is rolled back to the start of the round, and it is listed in the
-round's ``dropped`` field.
+The fault policy is :class:`fedmm.runtime.LocalRuntime`'s (``on_client_error``):
+a client that raises, misses the round's ``timeout``, whose actor process
+dies, or whose payload fails the server's validation is *dropped* for that
+round — left out of the aggregation as an inactive client of Algorithm 2
+(lines 10-11: ``V_{t+1,i} = V_{t,i}``), keeping its committed state — and
+listed in the round's ``dropped`` / ``drop_reasons``; the run goes on.  The
+driver keeps every client's committed state (each answer carries the
+client's new state), so a dropped client is restored on its actor, a dead
+actor is replaced by a fresh one, and ``V = Σ_i μ_i V_i`` holds after every
+round.  Actors answer at 80 % of ``timeout`` with the results that are ready:
+a slow client does not take the healthy clients of its actor with it.
 
 Ray binds to ``127.0.0.1`` unless you connect to an existing cluster
 (``address=``); see ``docs/runtime-ray.md``.
