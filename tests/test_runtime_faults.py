@@ -139,3 +139,35 @@ def test_a_setup_that_does_not_answer_in_time_is_a_timeout_error(ray_session):
     server, inner = ALGO.build(_datas(), seed=0)
     with pytest.raises(TimeoutError, match="setup_timeout=2.0"):
         RayRuntime(2, setup_timeout=2.0).run(server, [SlowSetup(c, {}) for c in inner], 1, history=History("FedMM"))
+
+
+def test_an_actor_answers_at_its_deadline_with_the_healthy_clients_results():
+    # The actor body alone (no Ray): two clients sleep past the deadline; the other four still answer,
+    # in order, with the payloads and states a plain step gives; the sleepers are then busy until they wake.
+    import time
+
+    from fedmm.runtime import ray as ray_runtime
+
+    plan = {(0, 1): "sleep", (0, 4): "sleep"}
+    server, inner = ALGO.build(_datas(6), seed=2)
+    setup = server.setup_message()
+    shard = ray_runtime._Shard([FaultyClient(c, plan, sleep=1.5) for c in inner])
+    shard.setup(setup)
+    ref_server, ref = ALGO.build(_datas(6), seed=2)
+    for c in ref:
+        c.setup(setup)
+    message = server.broadcast(0)
+    answers = shard.step(message, list(range(6)), {}, budget=0.5, deadline=time.time() + 0.5)
+    assert [a[0] for a in answers] == list(range(6))
+    for i, payload, state, failure in answers:
+        if i in (1, 4):
+            assert payload is None and failure[0] == "timeout: no answer within the deadline"
+        else:
+            assert failure is None and payload == ref[i].step(message)
+            np.testing.assert_array_equal(state["V"], ref[i].V)
+    again = shard.step(server.broadcast(1), [1, 2], {}, budget=0.5, deadline=time.time() + 0.5)
+    assert again[0][3][0] == "timeout: still running round 0" and again[1][3] is None
+    deadline = time.monotonic() + 30.0
+    while shard.busy and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert shard.busy == {}  # the late steps ended and were discarded

@@ -361,7 +361,7 @@ class RayRuntime:
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         ray, started = self._start()
-        from ray.exceptions import RayActorError
+        from ray.exceptions import RayError, RayTaskError
 
         clients = list(clients)
         shares = [[c.index for c in share] for share in split_contiguous(clients, self.n_actors)]
@@ -400,7 +400,8 @@ class RayRuntime:
             for t in range(n_rounds):
                 down = self._replace_hung(ray, actors, late_calls, shares, clients, actor_cls, dirty)
                 elapsed = self._round(ray, server, clients, t, actors, shares, owner, dirty, late_calls, down,
-                                      history, elapsed, monitor, callback, aggregate_hook, raising, RayActorError)
+                                      history, elapsed, monitor, callback, aggregate_hook, raising,
+                                      (RayTaskError, RayError))
                 if bar is not None:
                     bar.update(1)
         except KeyboardInterrupt as exc:
@@ -447,7 +448,7 @@ class RayRuntime:
     def _round(self, ray: Any, server: Any, clients: list[Any], t: int, actors: list[Any], shares: list[list[int]],
                owner: dict[int, int], dirty: set[int], late_calls: dict[int, Any], down: dict[int, str],
                history: History, elapsed: float, monitor: Any, callback: Any, aggregate_hook: bool, raising: bool,
-               actor_error: type) -> float:
+               ray_errors: tuple[type, type]) -> float:
         """Round ``t``, atomic: on an exception the server, the driver's clients and the History are left
         as they were."""
         start = time.perf_counter()
@@ -477,7 +478,9 @@ class RayRuntime:
             a = calls[ref]
             try:
                 answers = ray.get(ref)
-            except actor_error as exc:  # its process died (exit, segfault, OOM kill): restarted next round
+            except ray_errors[0]:  # an error of the task itself (not of a client): a bug, never hidden
+                raise
+            except ray_errors[1] as exc:  # its process died (exit, segfault, OOM kill): restarted next round
                 late_calls[a] = None
                 if raising:
                     raise
