@@ -361,47 +361,37 @@ class RayRuntime:
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         ray, started = self._start()
-        from ray.exceptions import RayError, RayTaskError
-
         clients = list(clients)
         shares = [[c.index for c in share] for share in split_contiguous(clients, self.n_actors)]
-        owner = {i: a for a, share in enumerate(shares) for i in share}
-        actor_cls = ray.remote(num_cpus=self.num_cpus_per_actor)(_Shard)
         self._check_cpus(ray, len(shares))
-        actors: list[Any] = []
+        fleet = _Fleet(ray, ray.remote(num_cpus=self.num_cpus_per_actor)(_Shard), clients, shares)
         self.restarts = 0
-        dirty: set[int] = set()  # clients whose actor copy may differ from the committed state
-        late_calls: dict[int, Any] = {}  # actor -> its last task, which missed the round's deadline
         aggregate_hook = "on_invalid" in inspect.signature(server.aggregate).parameters
-        raising = self.on_client_error == "raise"
         bar = None
         if progress:
             from tqdm import tqdm
 
             bar = tqdm(total=n_rounds, desc=history.algorithm or "rounds", unit="round")
         elapsed = 0.0
-        t = 0
         try:
-            actors = [actor_cls.remote([clients[i] for i in share]) for share in shares]
+            fleet.start()
             # Set-up exchange (as LocalRuntime): the clients' V_0,i, aggregated by the server.
             setup = server.setup_message()
             setup_ref = ray.put(setup)
-            refs = [a.setup.remote(setup_ref) for a in actors]
+            refs = [a.setup.remote(setup_ref) for a in fleet.actors]
             ready, late = ray.wait(refs, num_returns=len(refs), timeout=self.setup_timeout)
             if late:
-                raise TimeoutError(f"{len(late)} of {len(actors)} Ray actors did not start and answer the set-up "
+                raise TimeoutError(f"{len(late)} of {len(refs)} Ray actors did not start and answer the set-up "
                                    f"exchange within setup_timeout={self.setup_timeout} s")
             results = [r for part in ray.get(refs) for r in part]
             server.setup_aggregate({i: payload for i, payload, _ in results})
             for i, _, state in results:
-                clients[i].set_state(state, setup.theta)
+                fleet.clients[i].set_state(state, setup.theta)
             history.config["setup_bytes_up"] = sum(len(payload) for _, payload, _ in results)
             history.config["setup_bytes_down"] = len(clients) * setup.nbytes
             for t in range(n_rounds):
-                down = self._replace_hung(ray, actors, late_calls, shares, clients, actor_cls, dirty)
-                elapsed = self._round(ray, server, clients, t, actors, shares, owner, dirty, late_calls, down,
-                                      history, elapsed, monitor, callback, aggregate_hook, raising,
-                                      (RayTaskError, RayError))
+                down = self._replace_hung(fleet)
+                elapsed = self._round(fleet, server, t, down, history, elapsed, monitor, callback, aggregate_hook)
                 if bar is not None:
                     bar.update(1)
         except KeyboardInterrupt as exc:
@@ -410,47 +400,36 @@ class RayRuntime:
         finally:
             if bar is not None:
                 bar.close()
-            for actor in actors:
-                ray.kill(actor)
+            fleet.stop()
             if started and self.shutdown:
                 ray.shutdown()
         return history
 
-    def _restart(self, ray: Any, a: int, actors: list[Any], shares: list[list[int]], clients: list[Any],
-                 actor_cls: Any, dirty: set[int]) -> bool:
-        """Replace actor ``a`` by a fresh one holding the driver's (committed) clients; True once it answers."""
-        with contextlib.suppress(Exception):
-            ray.kill(actors[a])
-        actors[a] = actor_cls.remote([clients[i] for i in shares[a]])
-        self.restarts += 1
-        dirty.difference_update(shares[a])
-        ready, _ = ray.wait([actors[a].pid.remote()], timeout=self.setup_timeout)
-        return bool(ready)
-
-    def _replace_hung(self, ray: Any, actors: list[Any], late_calls: dict[int, Any], shares: list[list[int]],
-                      clients: list[Any], actor_cls: Any, dirty: set[int]) -> dict[int, str]:
+    def _replace_hung(self, fleet: "_Fleet") -> dict[int, str]:
         """Restart the actors that died, or whose late task of the last round has still not returned;
         returns the actors that could not be brought back (actor → reason)."""
         down: dict[int, str] = {}
-        for a, ref in list(late_calls.items()):
+        for a, ref in list(fleet.late_calls.items()):
             if ref is not None:
-                done, _ = ray.wait([ref], timeout=0)
+                done, _ = fleet.ray.wait([ref], timeout=0)
                 if done:
-                    del late_calls[a]
+                    del fleet.late_calls[a]
                     continue
-            if not self._restart(ray, a, actors, shares, clients, actor_cls, dirty):
+            self.restarts += 1
+            if fleet.restart(a, self.setup_timeout):
+                del fleet.late_calls[a]
+            else:
                 down[a] = f"actor restarting: no answer within setup_timeout={self.setup_timeout} s"
-                late_calls[a] = None  # try again next round
-                continue
-            del late_calls[a]
+                fleet.late_calls[a] = None  # try again next round
         return down
 
-    def _round(self, ray: Any, server: Any, clients: list[Any], t: int, actors: list[Any], shares: list[list[int]],
-               owner: dict[int, int], dirty: set[int], late_calls: dict[int, Any], down: dict[int, str],
-               history: History, elapsed: float, monitor: Any, callback: Any, aggregate_hook: bool, raising: bool,
-               ray_errors: tuple[type, type]) -> float:
+    def _round(self, fleet: "_Fleet", server: Any, t: int, down: dict[int, str], history: History,
+               elapsed: float, monitor: Any, callback: Any, aggregate_hook: bool) -> float:
         """Round ``t``, atomic: on an exception the server, the driver's clients and the History are left
         as they were."""
+        from ray.exceptions import RayError, RayTaskError
+
+        ray, raising = fleet.ray, self.on_client_error == "raise"
         start = time.perf_counter()
         ids = server.select(t)
         message = server.broadcast(t)
@@ -458,7 +437,7 @@ class RayRuntime:
         reasons: dict[int, str] = {}
         per_actor: dict[int, list[int]] = {}
         for i in ids:
-            per_actor.setdefault(owner[i], []).append(i)
+            per_actor.setdefault(fleet.owner[i], []).append(i)
         budget = deadline = None
         if self.timeout is not None:
             budget = _ACTOR_SHARE * self.timeout
@@ -469,8 +448,8 @@ class RayRuntime:
                 for i in members:
                     self._fail(t, i, down[a], "", reasons)
                 continue
-            restore = {i: clients[i].get_state() for i in members if i in dirty}
-            calls[actors[a].step.remote(message_ref, members, restore, budget, deadline)] = a
+            restore = {i: fleet.clients[i].get_state() for i in members if i in fleet.dirty}
+            calls[fleet.actors[a].step.remote(message_ref, members, restore, budget, deadline)] = a
         remaining = None if self.timeout is None else max(0.0, self.timeout - (time.perf_counter() - start))
         ready, late = ray.wait(list(calls), num_returns=len(calls), timeout=remaining)
         got: dict[int, tuple[bytes, dict]] = {}
@@ -478,10 +457,10 @@ class RayRuntime:
             a = calls[ref]
             try:
                 answers = ray.get(ref)
-            except ray_errors[0]:  # an error of the task itself (not of a client): a bug, never hidden
+            except RayTaskError:  # an error of the task itself (not of a client): a bug, never hidden
                 raise
-            except ray_errors[1] as exc:  # its process died (exit, segfault, OOM kill): restarted next round
-                late_calls[a] = None
+            except RayError as exc:  # its process died (exit, segfault, OOM kill): restarted next round
+                fleet.late_calls[a] = None
                 if raising:
                     raise
                 for i in per_actor[a]:
@@ -501,13 +480,13 @@ class RayRuntime:
                 self._fail(t, i, reason, detail, reasons)
         for ref in late:  # not aggregated; the actor is replaced if it is still busy next round
             a = calls[ref]
-            late_calls[a] = ref
+            fleet.late_calls[a] = ref
             if raising:
                 raise TimeoutError(f"Ray actor {a} (clients {per_actor[a]}) did not answer round {t} "
                                    f"within timeout={self.timeout} s")
             for i in per_actor[a]:
                 self._fail(t, i, f"timeout: actor did not answer within {self.timeout} s", "", reasons)
-        dirty.update(i for i in ids if i not in got)
+        fleet.dirty.update(i for i in ids if i not in got)
         payloads = [got[i][0] if i in got else None for i in ids]
         invalid: set[int] = set()
         on_invalid = None
@@ -525,24 +504,61 @@ class RayRuntime:
             """The aggregated clients' new states become the committed ones (before the user's callback)."""
             for i, (_, state) in got.items():
                 if i in invalid:
-                    dirty.add(i)
-                    continue
-                before[i] = clients[i].get_state()
-                clients[i].set_state(state, message.theta)
+                    fleet.dirty.add(i)
+                else:
+                    before[i] = fleet.clients[i].get_state()
+                    fleet.clients[i].set_state(state, message.theta)
             if callback is not None:
                 callback(u)
 
-        committed = False
+        done = False
         try:
             elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor, commit,
                                    reasons=reasons, on_invalid=on_invalid)
-            committed = True
+            done = True
         finally:
-            if not committed:  # undo the round: server, driver's clients, record
+            if not done:  # undo the round: server, driver's clients, record
                 for i, state in before.items():
-                    clients[i].set_state(state, message.theta)
-                dirty.update(got)
+                    fleet.clients[i].set_state(state, message.theta)
+                fleet.dirty.update(got)
                 if server_state is not None:
                     server.set_state(server_state)
                 del history.records[n_records:]
         return elapsed
+
+
+class _Fleet:
+    """The actors of one :meth:`RayRuntime.run` and the driver's record of its clients.
+
+    The driver's clients hold the committed states; ``dirty`` lists the
+    clients whose actor copy may differ (dropped, late, invalid: their
+    committed state goes with their next task); ``late_calls`` the actors
+    whose last task missed its round (None: the actor died), checked and
+    replaced before the next round.
+    """
+
+    def __init__(self, ray: Any, actor_cls: Any, clients: list[Any], shares: list[list[int]]) -> None:
+        self.ray = ray
+        self.actor_cls = actor_cls
+        self.clients = clients
+        self.shares = shares
+        self.owner = {i: a for a, share in enumerate(shares) for i in share}
+        self.actors: list[Any] = []
+        self.dirty: set[int] = set()
+        self.late_calls: dict[int, Any] = {}
+
+    def start(self) -> None:
+        self.actors = [self.actor_cls.remote([self.clients[i] for i in share]) for share in self.shares]
+
+    def restart(self, a: int, setup_timeout: float) -> bool:
+        """Replace actor ``a`` by a fresh one holding the driver's (committed) clients; True once it answers."""
+        with contextlib.suppress(Exception):
+            self.ray.kill(self.actors[a])
+        self.actors[a] = self.actor_cls.remote([self.clients[i] for i in self.shares[a]])
+        self.dirty.difference_update(self.shares[a])
+        ready, _ = self.ray.wait([self.actors[a].pid.remote()], timeout=setup_timeout)
+        return bool(ready)
+
+    def stop(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor)
