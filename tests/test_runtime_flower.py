@@ -31,6 +31,7 @@ from fedmm.compression import BlockQuantizer, StochasticRounding  # noqa: E402
 from fedmm.data import synthetic_dictionary  # noqa: E402
 from fedmm.history import History  # noqa: E402
 from fedmm.models import GaussianMixture  # noqa: E402
+from fault_injection import CAUSES, nan_payload  # noqa: E402
 from reference import FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,6 +79,8 @@ def test_strategy_rejects_bad_arguments():
         ff.FedMMStrategy("FedMM", 3)
     with pytest.raises(TypeError, match="RayRuntime"):
         ff.FedMMStrategy(ParameterAveraging(FailingInverseToy()), 3)
+    with pytest.raises(ValueError, match="on_client_error"):
+        ff.FedMMStrategy(algo, 3, on_client_error="ignore")
 
 
 def test_the_flower_module_lives_under_runtime():
@@ -168,6 +171,70 @@ def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_clien
     np.testing.assert_array_equal(strategy.history.state["theta"], theta)
     assert [(t, i) for t, i, _ in strategy.errors] == [(0, 1), (1, 1), (2, 1)]
     assert all("simulated client failure" in reason for *_, reason in strategy.errors)
+
+
+class _NaNPayloads(StochasticRounding):
+    """8-bit rounding whose payloads decode to NaN (a corrupted client); the set-up probe (zeros) passes."""
+
+    def encode(self, x, rng=None):
+        payload = super().encode(x, rng)
+        return nan_payload(len(x)) if np.any(x) else payload
+
+    def quantizer_spec(self, q):
+        return None  # a user compressor: Python backend
+
+    def __repr__(self):
+        return "_NaNPayloads()"
+
+
+def _faulty_dictionary_run():
+    """Three dictionary-learning clients: client 1 raises every round, client 2 sends NaN payloads (α = 0: only
+    the server decodes them)."""
+    Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
+    datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
+    comps = [StochasticRounding(bits=8), StochasticRounding(bits=8), _NaNPayloads(bits=8)]
+    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.0, step=0.5,
+                 batch_size=10, compressor=comps)
+    return algo, datas
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_drops_failed_and_invalid_clients_with_their_reasons():
+    algo, datas = _faulty_dictionary_run()
+    strategy = _simulate(algo, datas, 3, 7)
+    rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={1, 2})
+    for rec, (ids, E_s, _) in zip(strategy.history.records, rounds, strict=True):
+        assert rec["dropped"] == [1, 2] and rec["active"] == [0]
+        assert "simulated client failure" in rec["drop_reasons"][0]
+        assert rec["drop_reasons"][1].startswith(CAUSES["nan"])
+        assert rec["E_s"] == E_s
+    np.testing.assert_array_equal(strategy.history.state["S"], S)
+    np.testing.assert_array_equal(strategy.history.state["theta"], theta)
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_on_client_error_raise_stops_the_run_at_the_first_failure():
+    algo, datas = _faulty_dictionary_run()
+    out = {}
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid, context):
+        strategy = ff.FedMMStrategy(algo, len(datas), seed=7, on_client_error="raise")
+        with pytest.raises(RuntimeError, match="(?s)client 1 failed in round 0: client error: .*simulated client failure"):
+            strategy.run(grid, 2, timeout=120.0)
+        out["records"] = len(strategy.history.records)
+
+    backend = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
+               "client_resources": {"num_cpus": 1}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        run_simulation(server_app, ff.client_app(algo, lambda pid, context: datas[pid]), len(datas),
+                       backend_config=backend)
+        gc.collect()
+    assert out == {"records": 0}
 
 
 # --------------------------------------------------------------------------- real deployment

@@ -33,7 +33,9 @@ server's next message to it says that the round-``t`` payload was aggregated
 timeout or a client error therefore leave ``V_{t,i}`` and the server's
 ``V_t = Σ μ_i V_{t,i}`` consistent: the client is *dropped* for that round,
 exactly as an inactive client of Algorithm 2 (lines 10-11), and listed in the
-History's ``dropped`` field.
+History's ``dropped`` field with the reason in ``drop_reasons`` (the fault
+policy of :class:`fedmm.runtime.LocalRuntime`; ``on_client_error='raise'``
+propagates instead).
 
 Node IDs are kept as Python ints (never NumPy: 64-bit IDs would become floats).
 """
@@ -55,7 +57,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from fedmm.algorithms import Broadcast, FedMM
+from fedmm._validation import check_in
 from fedmm.algorithms._random import check_seed, init_generator
+from fedmm.engine.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
 from fedmm.runtime.local import record_initial, round_record, run_monitor
 
@@ -136,6 +140,15 @@ def _broadcast_record(message: Broadcast) -> ArrayRecord:
     return record
 
 
+def _last_line(text: str, limit: int = 300) -> str:
+    """The last non-empty line of ``text`` (at most ``limit`` characters), prefixed as ``text`` was."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return str(text)[:limit]
+    prefix = lines[0].split(":", 1)[0] + ": " if ":" in lines[0] else ""
+    return (prefix + lines[-1])[:limit]
+
+
 # --------------------------------------------------------------------------- server
 class FedMMStrategy(Strategy):
     """A Flower Message-API strategy that runs the FedMM server (Algorithm 2 / 4).
@@ -164,20 +177,30 @@ class FedMMStrategy(Strategy):
         recorded as ``objective``.
     wait_nodes : float
         Seconds to wait for ``n_clients`` nodes to connect.
+    on_client_error : {'drop', 'raise'}
+        A client whose reply is an error (its ClientApp raised), missing or
+        late (``timeout`` of :meth:`run`), malformed, or whose payload fails
+        the server's validation (wrong length, non-finite values, a corrupted
+        payload) is *dropped* for that round: left out of the aggregation,
+        its ``V_{t,i}`` unchanged (the pending update is not confirmed), the
+        record's ``dropped`` and ``drop_reasons`` say who and why, and the
+        run goes on.  ``'raise'`` raises instead (``RuntimeError`` for an
+        error reply, ``TimeoutError`` for a missing one, the server's
+        ``ValueError`` for an invalid payload), out of :meth:`run`.
 
     Attributes
     ----------
     history : History
         Filled by :meth:`run`, one record per round with the fields of the
         in-process runtime (``dropped`` lists clients whose reply was
-        missing, late or an error).
+        missing, late, an error or invalid; ``drop_reasons`` why).
     server : fedmm.algorithms.Server
     errors : list of (round, partition id or node id, str)
     """
 
     def __init__(self, algorithm: FedMM, n_clients: int, *, seed: int = 0, init: Any = None,
                  init_datas: Sequence[Any] | None = None, objective: Callable[[Any], float] | None = None,
-                 wait_nodes: float = 120.0) -> None:
+                 wait_nodes: float = 120.0, on_client_error: str = "drop") -> None:
         if not isinstance(algorithm, FedMM) or algorithm.space != "statistic":
             raise TypeError("Expected 'algorithm' to be a fedmm FedMM instance (surrogate-space aggregation; "
                             f"use fedmm.runtime.RayRuntime for the Θ-space baseline), got {type(algorithm).__name__}")
@@ -194,6 +217,8 @@ class FedMMStrategy(Strategy):
         self.init_datas = init_datas
         self.objective = objective
         self.wait_nodes = float(wait_nodes)
+        self.on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
+        self._timeout = 0.0
         self.history = History(algorithm.name, {**algorithm.config(), "seed": seed,
                                                  "n_clients": self.n_clients, "runtime": "flower"})
         self.server: Any = None
@@ -302,8 +327,10 @@ class FedMMStrategy(Strategy):
         grid : flwr.serverapp.Grid
         n_rounds : int
         timeout : float
-            Seconds to wait for replies each round; later replies are dropped.
+            Seconds to wait for replies each round (and for each start-up
+            exchange); clients whose reply comes later are dropped.
         """
+        self._timeout = float(timeout)
         hello = self._hello(grid, timeout)
         self._start_server(hello)
         if self.algorithm.control_variates == "oracle":
@@ -337,15 +364,34 @@ class FedMMStrategy(Strategy):
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Decode the payloads, drop missing/failed clients, and take the server's step."""
+        """Decode the payloads, drop failed, missing, late and invalid clients, and take the server's step."""
         t, ids, message = self._round["t"], self._round["ids"], self._round["message"]
-        payloads, _ = self._collect(replies, t)
+        payloads, errors = self._collect(replies, t)
+        # drop_reasons get the last line of a (possibly multi-line, traceback-carrying) reason; errors the whole
+        reasons = {i: _last_line(reason) for _, i, reason in errors if i in ids}
+        for i in ids:
+            if i not in payloads and i not in reasons:
+                reasons[i] = f"timeout: no reply within {self._timeout:g} s"
+        if self.on_client_error == "raise":
+            for i in ids:
+                if i in reasons:
+                    kind = TimeoutError if reasons[i].startswith("timeout") else RuntimeError
+                    raise kind(f"client {i} failed in round {t}: {reasons[i]}")
+            server_record = self.server.aggregate(t, payloads)
+        else:
+            def on_invalid(i: int, reason: str) -> None:
+                reasons[i] = f"invalid payload: {reason}"
+                self.errors.append((t, i, reasons[i]))
+
+            server_record = self.server.aggregate(t, payloads, on_invalid=on_invalid)
+        for i in list(payloads):
+            if i in reasons:  # invalid: not aggregated, its pending update is not confirmed
+                del payloads[i]
+            else:
+                self._accepted_round[i] = t
         ordered = [payloads.get(i) for i in ids]
-        server_record = self.server.aggregate(t, payloads)
-        for i in payloads:
-            self._accepted_round[i] = t
         self._elapsed += time.perf_counter() - self._round["start"]
-        record = round_record(t, server_record, ids, ordered, message, self._elapsed)
+        record = round_record(t, server_record, ids, ordered, message, self._elapsed, reasons)
         record.update(run_monitor(self._monitor, t, record["gamma"], self.history, due=self.objective is not None))
         self.history.append(**record)
         metrics = MetricRecord({"E_s": record["E_s"], "n_dropped": len(record["dropped"])})
