@@ -57,6 +57,9 @@ class ProximalGradient(SurrogateModel):
     first data checked unless ``n_features`` is given.
     """
 
+    #: ``γ = 1``: with full-batch oracles SA-SSMM/FedMM are proximal gradient descent with step ``ρ``.
+    default_step = 1.0
+
     def __init__(
         self,
         loss: str = "least_squares",
