@@ -378,9 +378,10 @@ class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimat
     transform_alpha : float > 0, optional
         ``λ`` of :meth:`transform` (default ``alpha``).
     tol : float >= 0, default 1e-6
-        Relative duality gap of the LASSO solves (training and :meth:`transform`).
+        Relative duality gap of the LASSO solves (training and :meth:`transform`)
+        and largest atom step of the unit-norm dictionary update ``T``.
     max_iter : int >= 1, default 1000
-        Iteration cap of each LASSO solve.
+        Iteration cap of each LASSO solve and sweep cap of the dictionary update.
     n_rounds : int >= 1, default 100
         FedMM rounds (no early stopping).
     step : float, str, tuple, callable or None, default None
@@ -433,7 +434,8 @@ class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimat
     def _model(self, n_features: int, lam: float | None = None) -> DictionaryLearning:
         K = n_features if self.n_components is None else self.n_components
         return DictionaryLearning(K, self.alpha if lam is None else lam, self.ridge, self.constraint,
-                                  n_features=n_features, tol=self.tol, max_iter=self.max_iter)
+                                  n_features=n_features, tol=self.tol, max_iter=self.max_iter,
+                                  update_tol=self.tol, update_max_iter=self.max_iter)
 
     def fit(self, X: Any, y: Any = None, *, clients: Any = None) -> "FederatedDictionaryLearning":
         """Run FedMM on the clients' rows of ``X``.
