@@ -107,6 +107,7 @@ def test_gmm_default_step_reaches_sklearn_em_within_one_percent(iris_clients, co
     assert slow["objective"][-1] > 1.1 * optimum
 
 
+@pytest.mark.slow
 def test_tied_gmm_default_reaches_sklearns_best_iris_fit(iris_clients):
     # From this start EM finds the best tied fit scikit-learn finds over 10 k-means starts (NLL 1.709).
     X, datas = iris_clients
@@ -180,6 +181,7 @@ def test_sassmm_default_schedule_reaches_sklearn_one_pass_synthetic(synthetic):
     assert _scorer(20, 15).objective(X, averaging.theta) > 1.1 * target
 
 
+@pytest.mark.slow
 def test_sassmm_default_schedule_reaches_sklearn_one_pass_patches():
     # 5120 normalized 8×8 patches, K = 100: t^{-1/2} reached it at step 30 (checked every 5; 1/t was at
     # 1.105 against 1.097 after 200 steps).
