@@ -65,8 +65,19 @@ def test_split_rows_errors_name_the_argument():
         split_rows(X, [0, 1, 0])
     with pytest.raises(ValueError, match="'n_clients' <= n_samples = 4"):
         split_rows(X, n_clients=5)
+    Y = np.random.default_rng(0).normal(size=(10, 2))
     with pytest.raises(ValueError, match="n_clients"):
-        FederatedGaussianMixture(n_clients=0).fit(np.random.default_rng(0).normal(size=(10, 2)))
+        FederatedGaussianMixture(n_clients=0).fit(Y)
+    with pytest.raises(ValueError, match="'alpha'"):
+        FederatedDictionaryLearning(alpha=0.0).fit(Y)
+    with pytest.raises(ValueError, match="'ridge'"):
+        FederatedDictionaryLearning(ridge=-1.0).fit(Y)
+    with pytest.raises(ValueError, match="covariance_type"):
+        FederatedGaussianMixture(covariance_type="diag").fit(Y)
+    with pytest.raises(ValueError, match="init_params"):
+        FederatedGaussianMixture(init_params="kmeans").fit(Y)
+    with pytest.raises(ValueError, match="n_samples >= n_components = 11"):
+        FederatedGaussianMixture(11).fit(Y)
 
 
 # --------------------------------------------------------------------------- the wrapped FedMM run

@@ -456,8 +456,10 @@ class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimat
             check_int(self.n_components, "n_components", low=1)
         if self.transform_alpha is not None:
             check_real(self.transform_alpha, "transform_alpha", low=0.0, low_open=True)
+        check_real(self.alpha, "alpha", low=0.0, low_open=True)
+        check_real(self.ridge, "ridge", low=0.0)
         self._check_federation()
-        model = self._model(X.shape[1])  # checks alpha, ridge, constraint, tol, max_iter
+        model = self._model(X.shape[1])  # checks constraint, tol, max_iter
         datas = self._clients(X, clients)
         history = self._algorithm(model).run(datas, self.n_rounds, seed=_seed_of(self.random_state))
         self.history_ = history
