@@ -36,6 +36,7 @@ ESTEP_CASES = {
     "tied-digits-p20-G10": ("tied", 20_000, 20, 10),
     "tied-p50-G30": ("tied", 20_000, 50, 30),
     "full-digits-p20-G10": ("full", 20_000, 20, 10),
+    "full-p50-G10": ("full", 20_000, 50, 10),
 }
 
 

@@ -9,7 +9,8 @@ import numpy as np
 from fedmm import _engine
 from fedmm._validation import check_int, check_real
 
-__all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model", "poisson_latent_model",
+__all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model",
+           "gaussian_mixture_responsibilities", "poisson_latent_model",
            "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "LASSO_METHODS"]
 
 #: The compiled model handle (``fedmm_model_t`` with its context), see :class:`fedmm._engine.CompiledModel`.
@@ -106,6 +107,42 @@ def gaussian_mixture_model(n_components: int, n_features: int, covariance: str =
     if covariance == "full" and (second_moment is not None or known_covariance is not None):
         raise ValueError("Expected neither 'second_moment' nor 'known_covariance' with covariance='full'")
     return _engine.gaussian_mixture_model(G, p, covariance, reg_covar, min_weight, second_moment, known_covariance)
+
+
+def gaussian_mixture_responsibilities(model: CompiledModel, theta: Any, data: Any, *,
+                                      return_log_norm: bool = False) -> Any:
+    """Posterior probabilities of the components of a :func:`gaussian_mixture_model` (its E-step).
+
+    ``ρ_ℓ(y) = softmax_ℓ(logit_ℓ(y))`` with ``logit_ℓ(y) = ln π_ℓ − ½ ln det Σ_ℓ
+    − ½ ‖L_ℓ⁻¹(y − μ_ℓ)‖²`` (``Σ_ℓ = L_ℓ L_ℓᵀ``; the tied case drops the
+    terms common to all components, ``−½ yᵀΣ⁻¹y − ½ ln det Σ``).  Rows go in
+    chunks of 256: one GEMM per chunk (every component's whitened rows at
+    once for full covariances), no ``N × G p`` temporary; the GIL is released.
+
+    Parameters
+    ----------
+    model : CompiledModel
+        Made by :func:`gaussian_mixture_model`.
+    theta : ndarray of shape (model.theta_size,)
+        The compiled parameter with its derived quantities (``model.derive``).
+    data : array_like of shape (N, p)
+        Rows (converted to C-contiguous float64).
+    return_log_norm : bool
+        Also return ``log Σ_ℓ exp(logit_ℓ(y))`` per row (shape ``(N,)``).
+
+    Returns
+    -------
+    ndarray of shape (N, G), or (it, ndarray of shape (N,))
+    """
+    if not isinstance(model, CompiledModel):
+        raise TypeError(f"Expected 'model' to be a CompiledModel, got {type(model).__name__}")
+    theta = np.ascontiguousarray(theta, dtype=np.float64)
+    Y = np.ascontiguousarray(data, dtype=np.float64)
+    if Y.ndim != 2:
+        raise ValueError(f"Expected 'data' of shape (N, p), got shape {Y.shape}")
+    if not np.isfinite(Y).all():
+        raise ValueError("Expected 'data' to contain only finite values")
+    return _engine.gaussian_mixture_responsibilities(model, theta, Y, bool(return_log_norm))
 
 
 def poisson_latent_model(support: Any, log_prior: Any, *, lam: float = 1.0, parameterization: str = "joint",

@@ -118,6 +118,15 @@ class History:
     def __repr__(self) -> str:
         return f"History(algorithm={self.algorithm!r}, rounds={len(self)}, fields={self.keys()})"
 
+    def copy(self) -> "History":
+        """A copy whose record list, config and state can change without affecting this one
+        (the records themselves are shared: they are not modified once appended)."""
+        other = type(self)(self.algorithm, dict(self.config))
+        other.records = list(self.records)
+        other.state = dict(self.state)
+        other.theta = self.theta
+        return other
+
     # -- comparison ---------------------------------------------------------
     def equals(self, other: "History", *, ignore: Iterable[str] = ("wall_time",)) -> bool:
         """Exact equality of records and final state, ignoring the named fields."""

@@ -70,6 +70,26 @@ cdef extern from "fedmm_kernels.h" nogil:
                                     const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
     ctypedef void (*fedmm_dtrtri_t)(const char *, const char *, const fedmm_blas_int *, double *,
                                     const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dsytrd_t)(const char *, const fedmm_blas_int *, double *,
+                                    const fedmm_blas_int *, double *, double *, double *, double *,
+                                    const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dstebz_t)(const char *, const char *, const fedmm_blas_int *, const double *,
+                                    const double *, const fedmm_blas_int *, const fedmm_blas_int *,
+                                    const double *, const double *, const double *, fedmm_blas_int *,
+                                    fedmm_blas_int *, double *, fedmm_blas_int *, fedmm_blas_int *,
+                                    double *, fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dstein_t)(const fedmm_blas_int *, const double *, const double *,
+                                    const fedmm_blas_int *, const double *, const fedmm_blas_int *,
+                                    const fedmm_blas_int *, double *, const fedmm_blas_int *, double *,
+                                    fedmm_blas_int *, fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dorm2r_t)(const char *, const char *, const fedmm_blas_int *,
+                                    const fedmm_blas_int *, const fedmm_blas_int *, const double *,
+                                    const fedmm_blas_int *, const double *, double *,
+                                    const fedmm_blas_int *, double *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dormtr_t)(const char *, const char *, const char *, const fedmm_blas_int *,
+                                    const fedmm_blas_int *, const double *, const fedmm_blas_int *,
+                                    const double *, double *, const fedmm_blas_int *, double *,
+                                    const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
 
     ctypedef struct fedmm_blas_t:
         fedmm_dgemm_t dgemm
@@ -81,6 +101,11 @@ cdef extern from "fedmm_kernels.h" nogil:
         fedmm_dsytrf_t dsytrf
         fedmm_dsyevd_t dsyevd
         fedmm_dtrtri_t dtrtri
+        fedmm_dsytrd_t dsytrd
+        fedmm_dstebz_t dstebz
+        fedmm_dstein_t dstein
+        fedmm_dorm2r_t dorm2r
+        fedmm_dormtr_t dormtr
 
     # ---- kernel families: one section per C source file ----
 
@@ -312,6 +337,9 @@ cdef extern from "fedmm_kernels.h" nogil:
         const double *known_covariance
         const fedmm_blas_t *blas
     int fedmm_gmm_model(const fedmm_gmm_model_t *ctx, fedmm_model_t *model)
+    size_t fedmm_gmm_responsibilities_work(const fedmm_gmm_model_t *ctx)
+    int fedmm_gmm_responsibilities(const fedmm_gmm_model_t *ctx, const double *theta, const double *data,
+                                   int64_t n_samples, double *rho, double *log_norm, double *work) nogil
     int FEDMM_POISSON_JOINT
     int FEDMM_POISSON_EXPLICIT_MEAN
     ctypedef struct fedmm_poisson_model_t:

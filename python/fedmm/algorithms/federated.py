@@ -10,6 +10,7 @@ those messages; nothing here depends on which runtime is used.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -18,6 +19,7 @@ import numpy as np
 from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
 from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported
+from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
 from fedmm.engine.metrics import squared_distance, step_record, update_size
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -28,6 +30,7 @@ from fedmm.algorithms._random import (
     check_seed,
     init_generator,
     party_seed,
+    seed_from_repr,
     seed_repr,
 )
 from fedmm.algorithms._schedule import StepSchedule
@@ -751,11 +754,22 @@ class FedMM:
         clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
         return server, clients
 
+    def _fingerprint(self, server: Server, datas: Sequence[Any], seed: Any, objective_every: int,
+                     objective_data: Any, monitor_every: int) -> dict[str, Any]:
+        """What ties a checkpoint to this run (everything that changes its numbers or records)."""
+        config = {k: v for k, v in self.config().items() if k not in ("n_threads", "backend", "model")}
+        config["model"] = _model_fingerprint(self.model)
+        return {"algorithm": self.name, "config": config, "seed": seed_repr(seed), "n_clients": len(datas),
+                "weights": data_digest([np.asarray(server.weights, dtype=np.float64)]),
+                "data": data_digest(datas), "objective_every": objective_every, "monitor_every": monitor_every,
+                "objective_data": None if objective_data is None else data_digest([objective_data])}
+
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None,
             init: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
             monitor_every: int = 1, progress: bool = False,
             callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None,
-            on_client_error: str = "drop") -> History:
+            on_client_error: str = "drop", resume: Any = None, checkpoint_every: int = 0,
+            checkpoint_path: Any = None) -> History:
         """Run ``n_rounds`` rounds on the clients' data ``datas``.
 
         Parameters
@@ -792,6 +806,27 @@ class FedMM:
             whose payload fails validation is dropped for that round (recorded
             in ``dropped`` / ``drop_reasons``) and the run goes on, or the
             error propagates.
+        resume : Checkpoint or path, optional
+            Continue the run that wrote this :class:`fedmm.engine.Checkpoint`
+            (or the file :meth:`~fedmm.engine.Checkpoint.save` wrote) from its
+            next round up to ``n_rounds``, as if it had never stopped: the
+            result equals the uninterrupted run's bit for bit.  The run must be
+            the same (model, hyper-parameters, seed, number of clients, their
+            data; ``n_threads`` and ``backend`` may differ): a checkpoint of
+            another run is refused with a ``ValueError`` naming what differs.
+            ``seed=None`` takes the checkpoint's seed; ``init`` must be None.
+        checkpoint_every : int >= 0
+            Write a checkpoint to ``checkpoint_path`` after every this many
+            rounds (0: only on interrupt).  Writes are atomic (temporary file,
+            ``fsync``, rename).
+        checkpoint_path : path-like, optional
+            Where checkpoints go.  When given, a ``KeyboardInterrupt`` also
+            writes the state after the last completed round there.  Whatever
+            the path, an interrupted run re-raises ``KeyboardInterrupt`` with
+            ``exc.history`` (the completed rounds) and ``exc.checkpoint`` (a
+            :class:`~fedmm.engine.Checkpoint` to pass as ``resume``) attached.
+            Checkpoints need a runtime whose ``run`` accepts ``start`` and
+            ``checkpoint`` (the in-process runtime does).
 
         Returns
         -------
@@ -807,16 +842,40 @@ class FedMM:
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         objective_every = check_int(objective_every, "objective_every", low=0)
         monitor_every = check_int(monitor_every, "monitor_every", low=1)
+        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", low=0)
+        if checkpoint_every and checkpoint_path is None:
+            raise ValueError("Expected 'checkpoint_path' (where to write) with 'checkpoint_every' > 0")
+        resumed = None
+        if resume is not None:
+            resumed = resume if isinstance(resume, Checkpoint) else Checkpoint.load(resume)
+            if init is not None:
+                raise ValueError("Expected 'init' to be None with 'resume' (the checkpoint holds the state)")
+            if resumed.next_round > n_rounds:
+                raise ValueError(f"Expected 'n_rounds' >= {resumed.next_round}, the rounds the checkpoint "
+                                 f"has completed, got {n_rounds}")
+            if seed is None:
+                seed = seed_from_repr(resumed.history.config.get("seed"))
         seed = check_seed(seed)  # once: a Generator is drawn from, None draws fresh entropy
         server, clients = self.build(datas, seed=seed, init=init)
         datas = [c.data for c in clients]
         if objective_data is not None:
             objective_data = self.model.check_data(objective_data, "objective_data")
-        history = History(self.name, {**self.config(), "seed": seed_repr(seed),
-                                       "n_clients": len(clients), "n_rounds": n_rounds})
+        fingerprint = None
+        if resumed is not None or checkpoint_path is not None:
+            fingerprint = self._fingerprint(server, datas, seed, objective_every, objective_data, monitor_every)
+        if resumed is not None:
+            resumed.check_matches(fingerprint)
+            server.set_state(resumed.server_state)
+            for c, state in zip(clients, resumed.client_states):
+                c.set_state(state, server.theta)
+            history = resumed.history.copy()
+            history.config["n_rounds"] = n_rounds
+        else:
+            history = History(self.name, {**self.config(), "seed": seed_repr(seed),
+                                           "n_clients": len(clients), "n_rounds": n_rounds})
         monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
                            monitor_every if self.space == "parameter" else 0)
-        if objective_every:
+        if objective_every and resumed is None:
             history.config["initial_objective"] = monitor.objective()
         if runtime is None:
             reason = compiled_unsupported(server, clients)
@@ -833,8 +892,32 @@ class FedMM:
         if callback is not None:
             def user_callback(t: int, srv: Server = server) -> None:
                 callback(t, srv.S, srv.theta)
-        runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=user_callback,
-                    progress=progress)
+
+        def snapshot() -> Checkpoint:
+            nonlocal fingerprint
+            if fingerprint is None:  # computed on demand: hashing the data costs a pass over it
+                fingerprint = self._fingerprint(server, datas, seed, objective_every, objective_data, monitor_every)
+            return Checkpoint(fingerprint=fingerprint, next_round=len(history.records),
+                              server_state=server.get_state(), client_states=[c.get_state() for c in clients],
+                              history=history.copy())
+
+        writer = CheckpointWriter(checkpoint_path, checkpoint_every, snapshot)
+        extra: dict[str, Any] = {}
+        if resumed is not None or checkpoint_path is not None:
+            accepted = inspect.signature(runtime.run).parameters
+            if "start" not in accepted or "checkpoint" not in accepted:
+                raise ValueError(f"runtime {type(runtime).__name__} cannot resume or checkpoint a run (its run() "
+                                 "takes no 'start'/'checkpoint'); use the in-process runtime")
+            extra = {"start": 0 if resumed is None else resumed.next_round,
+                     "checkpoint": writer if checkpoint_path is not None else None}
+        try:
+            runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=user_callback,
+                        progress=progress, **extra)
+        except KeyboardInterrupt as exc:
+            # Rounds are atomic: the server and clients hold the state after the last completed round.
+            exc.history = history
+            exc.checkpoint = writer.write()
+            raise
         if server.S is not None:
             history.state["S"] = server.S
         history.state["theta"] = server.theta_vector
@@ -899,6 +982,24 @@ class ParameterAveraging(FedMM):
             every = check_int(kwargs.get("objective_every", 0), "objective_every", low=0)
             monitor_every = every if every else max(rounds, 1)
         return super().run(datas, n_rounds, monitor_every=monitor_every, **kwargs)
+
+
+def _model_fingerprint(model: Any) -> dict[str, Any]:
+    """The model's class and public attributes (arrays by digest): what a checkpoint's model must match."""
+    out: dict[str, Any] = {"class": f"{type(model).__module__}.{type(model).__qualname__}"}
+    for name, value in sorted(vars(model).items()):
+        if name.startswith("_"):
+            continue
+        if value is None or isinstance(value, (bool, int, float, str)):
+            out[name] = value
+        elif isinstance(value, (np.ndarray, np.generic, list, tuple)):
+            try:
+                out[name] = data_digest([value])
+            except TypeError:
+                out[name] = type(value).__name__
+        else:
+            out[name] = type(value).__name__
+    return out
 
 
 # --------------------------------------------------------------------------- monitoring

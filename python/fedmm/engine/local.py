@@ -7,10 +7,13 @@ It lives in the engine layer because the algorithms use it by default;
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from fedmm._validation import check_in, check_int
 from fedmm.history import History
@@ -219,22 +222,24 @@ class LocalRuntime:
                 f.exception()
 
     @staticmethod
-    def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any) -> int:
+    def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any, checkpoint: Any = None) -> int:
         """End (exclusive) of the compiled stretch starting at round ``t``: it stops after the first
-        round the monitor is due on (every round for a monitor without ``due`` or with a callback)."""
+        round the monitor or the checkpoint writer is due on (every round for a monitor without
+        ``due`` or with a callback)."""
         if callback is not None or (monitor is not None and not hasattr(monitor, "due")):
             return t + 1
         end = min(n_rounds, t + _STRETCH)
-        if monitor is not None:
-            for u in range(t, end):
-                if monitor.due(u):
-                    return u + 1
+        for u in range(t, end):
+            if (monitor is not None and monitor.due(u)) or (checkpoint is not None and checkpoint.due(u)):
+                return u + 1
         return end
 
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
-            callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
-        """Run the set-up exchange (if the server has one) and ``n_rounds`` rounds, one record per round.
+            callback: Callable[[int], None] | None = None, progress: bool = False,
+            start: int = 0, checkpoint: Any = None) -> History:
+        """Run the set-up exchange (if the server has one) and rounds ``start, ..., n_rounds − 1``,
+        one record per round.
 
         Record fields added here (:func:`round_record`): ``t``, ``active``
         (clients whose message was aggregated), ``dropped`` (clients dropped
@@ -242,21 +247,39 @@ class LocalRuntime:
         were any, ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative
         seconds of the rounds, monitoring excluded); the server's record and
         the monitor's fields are merged in.
+
+        ``start > 0`` continues a run whose server and clients already hold
+        the state after round ``start − 1`` and whose ``history`` holds its
+        ``start`` records: the set-up exchange is skipped and ``wall_time``
+        goes on from the last record.  ``checkpoint`` (e.g. a
+        :class:`fedmm.engine.CheckpointWriter`: ``due(t)`` and a call after
+        round ``t``) is called after every round's record and callback;
+        compiled stretches end on its due rounds.
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        start = check_int(start, "start", low=0, high=max(n_rounds, 0))
+        if start and len(history.records) != start:
+            raise ValueError(f"Expected a History of {start} records to continue from round {start}, "
+                             f"got {len(history.records)}")
         bar = None
         if progress:
             from tqdm import tqdm
 
-            bar = tqdm(total=n_rounds, desc=history.algorithm or "rounds", unit="round")
+            bar = tqdm(total=n_rounds, initial=start, desc=history.algorithm or "rounds", unit="round")
         pool = None
-        elapsed = 0.0
+        elapsed = float(history.records[-1].get("wall_time", 0.0)) if start else 0.0
+        user_callback = callback  # only a user's callback forces one-round compiled stretches
+        if checkpoint is not None:
+            def callback(t: int) -> None:
+                if user_callback is not None:
+                    user_callback(t)
+                checkpoint(t)
         # servers whose aggregate can drop invalid payloads (FedMM's) get them validated per client
         aggregate_hook = "on_invalid" in inspect.signature(server.aggregate).parameters
         try:
             # Optional set-up exchange (servers with setup_message, e.g. FedMM's initial control
             # variates): every client answers once, the server aggregates.
-            if hasattr(server, "setup_message"):
+            if hasattr(server, "setup_message") and start == 0:
                 setup = server.setup_message()
                 setup_payloads = [c.setup(setup) for c in clients]
                 server.setup_aggregate({c.index: b for c, b in zip(clients, setup_payloads)})
@@ -265,26 +288,32 @@ class LocalRuntime:
             # Compiled: whole stretches of rounds in one call when the server has them for this
             # configuration (same numbers; Python runs only between stretches).
             compiled = self.compiled and hasattr(server, "simulate_rounds")
-            t = 0
+            t = start
             while t < n_rounds:
                 if compiled:
-                    end = self._stretch_end(t, n_rounds, monitor, callback)
-                    done = server.simulate_rounds(clients, t, end - t, self.n_threads, _STRETCH_SECONDS)
-                    if done is None:
-                        compiled = False
-                        continue
-                    failed = done and "failed" in done[-1]
-                    if failed:
-                        done = done[:-1]  # committed rounds; the failed one reruns on the Python backend
-                    for u, rnd in enumerate(done, start=t):
-                        elapsed += rnd["seconds"]
-                        record = _record(u, rnd["record"], rnd["active"], [], rnd["bytes_up"], rnd["bytes_down"],
-                                         elapsed)
-                        if monitor is not None and u == end - 1:  # earlier rounds were not due
-                            record.update(monitor(u, record["gamma"]))
-                        history.append(**record)
-                        if callback is not None:
-                            callback(u)
+                    end = self._stretch_end(t, n_rounds, monitor, user_callback, checkpoint)
+                    # Ctrl-C waits for the end of the stretch (at most _STRETCH_SECONDS of rounds): the
+                    # server and clients hold its rounds as soon as the call returns, so their records
+                    # must reach the History before KeyboardInterrupt can leave them inconsistent.
+                    with _interrupts_deferred():
+                        done = server.simulate_rounds(clients, t, end - t, self.n_threads, _STRETCH_SECONDS)
+                        if done is None:
+                            compiled = False
+                            continue
+                        failed = done and "failed" in done[-1]
+                        if failed:
+                            done = done[:-1]  # committed rounds; the failed one reruns on the Python backend
+                        for u, rnd in enumerate(done, start=t):
+                            elapsed += rnd["seconds"]
+                            record = _record(u, rnd["record"], rnd["active"], [], rnd["bytes_up"],
+                                             rnd["bytes_down"], elapsed)
+                            try:
+                                if monitor is not None and u == end - 1:  # earlier rounds were not due
+                                    record.update(monitor(u, record["gamma"]))
+                            finally:
+                                history.append(**record)  # the round happened, monitored or not
+                            if callback is not None:
+                                callback(u)
                     if bar is not None:
                         bar.update(len(done))
                     t += len(done)  # fewer than asked when the stretch ran out of time or a round failed
@@ -347,6 +376,28 @@ class LocalRuntime:
                     server.set_state(server_state)
                 del history.records[n_records:]
         return elapsed
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold back SIGINT's ``KeyboardInterrupt`` until the block ends (main thread, default handler only).
+
+    The signal is noted by a temporary handler and raised on exit, after the
+    previous handler is back; elsewhere (other threads, a user's own
+    handler) the block runs unchanged.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
 
 
 def _restore(clients: Sequence[Any], snapshots: dict[int, Any]) -> None:

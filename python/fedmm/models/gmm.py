@@ -363,25 +363,13 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         (shape ``(N,)``), where the logits omit the terms common to all
         components (tied: ``−½ yᵀΣ⁻¹y − ½ ln det Σ``; both: ``−(p/2) ln 2π``).
         """
-        th = self._as_params(theta)
         Y = np.asarray(data, dtype=np.float64)
-        if th.natural_means is not None:
-            logits = Y @ th.natural_means  # BLAS-3: (N, p) x (p, G)
-        else:
-            white = Y @ th.whitening  # BLAS-3: (N, p) x (p, G p), residuals of every component
-            white -= th.shifts
-            white *= white
-            logits = white.reshape(Y.shape[0], self.n_components, Y.shape[1]).sum(axis=2)
-            logits *= -0.5
-        logits += th.offsets
-        row_max = logits.max(axis=1, keepdims=True)
-        logits -= row_max
-        np.exp(logits, out=logits)
-        total = logits.sum(axis=1, keepdims=True)
-        logits /= total
-        if return_log_norm:
-            return logits, (np.log(total) + row_max)[:, 0]
-        return logits
+        if Y.ndim != 2 or Y.shape[1] != self.n_features:
+            raise ValueError(f"Expected 'data' of shape (N, {self.n_features}), got {Y.shape}")
+        # compiled E-step (fedmm_gmm_responsibilities): one GEMM per 256-row chunk, GIL released
+        compiled = self._kernel()
+        return kernels.gaussian_mixture_responsibilities(compiled, self._compiled_buffer(theta, compiled), Y,
+                                                         return_log_norm=return_log_norm)
 
     def _compiled_buffer(self, theta: Any, compiled: Any) -> np.ndarray:
         """The compiled parameter of ``theta`` (its own buffer, or derived from its flat vector)."""
