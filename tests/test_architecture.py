@@ -17,6 +17,7 @@
          ← fedmm.runtime, fedmm.data
          ← fedmm.experiments, fedmm.plotting
          ← fedmm.cli, fedmm.demo, fedmm.__main__
+         (fedmm.estimators: scikit-learn estimators, on top of fedmm.algorithms; nothing imports them)
 
    ``fedmm.compression`` and ``fedmm.models`` do not import each other; ``fedmm.data`` needs only
    the core.  A new top-level module must be given a layer here.
@@ -50,6 +51,7 @@ GROUP_OF_SUBPACKAGE = {
     "runtime": "runtime", "data": "data",
     "experiments": "experiments", "plotting": "experiments",
     "cli": "apps", "demo": "apps", "__main__": "apps",
+    "estimators": "estimators",
 }
 MAY_IMPORT = {
     "core": {"core"},
@@ -60,6 +62,7 @@ MAY_IMPORT = {
     "data": {"core", "data"},
     "experiments": {"core", "compression", "models", "algorithms", "runtime", "data", "experiments"},
     "apps": {"core", "compression", "models", "algorithms", "runtime", "data", "experiments", "apps"},
+    "estimators": {"core", "compression", "models", "algorithms", "estimators"},
 }
 
 

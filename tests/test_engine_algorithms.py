@@ -204,7 +204,8 @@ def test_history_fields_and_json_round_trip(tmp_path, toy_datas):
         assert {"t", "gamma", "E_s", "E_ps", "active", "bytes_up", "bytes_down", "wall_time"} <= set(rec)
         assert rec["bytes_up"] == len(rec["active"]) * Identity().payload_nbytes(1)
     for rec in g.records:
-        assert {"t", "gamma", "E_p", "E_sp"} <= set(rec)
+        assert {"t", "gamma", "E_p"} <= set(rec)
+        assert ("E_sp" in rec) == ("objective" in rec)  # E_sp at the objective's cadence by default
     assert np.isfinite(h.column("objective")[1::2]).all() and np.isnan(h.column("objective")[0::2]).all()
     path = tmp_path / "h.json"
     h.save(path)

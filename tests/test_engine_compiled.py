@@ -231,6 +231,8 @@ def test_compiled_stretches_equal_the_per_round_path(monkeypatch, alpha, compres
                          compressor=COMPRESSORS[compressor], alpha=alpha, step=("sqrt", 0.1), batch_size=6,
                          n_threads=n_threads, backend=backend, control_variates="oracle" if alpha else "zero",
                          participation_mode=mode)
+        if algorithm is ParameterAveraging:
+            kw["monitor_every"] = 1  # E_sp every round (its default is the objective's cadence)
         return algo.run(datas, 23, seed=7, **kw)
 
     ref = run(1, "python", objective_every=5)

@@ -93,8 +93,12 @@ class Model(Protocol):
     Who calls what, and when:
 
     - the front-end (``FedMM.run``), once: :meth:`check_data` on every
-      client's data, :meth:`n_samples` (the default weights ``μ_i = N_i/N``),
+      client's data, ``prepare(datas)`` (what the model learns from the data
+      before ``layout`` is read: dimensions, global moments),
+      :meth:`n_samples` (the default weights ``μ_i = N_i/N``),
       :meth:`init_statistic` (``Ŝ_0``, unless the user passes one);
+    - the front-end's constructor, when no ``step`` is given:
+      ``default_step`` (the model's declared step schedule ``γ_t``);
     - a client, every round it is contacted: :meth:`statistic` at the
       broadcast ``θ_t`` on its minibatch (its minibatch, SPIDER and batched
       oracles are built on it by the algorithm);
@@ -111,8 +115,13 @@ class Model(Protocol):
     subclass of it, which also supplies the engine's further defaulted
     members: ``statistic_batch`` (several clients at one ``θ``, equal to
     stacked :meth:`statistic` calls), ``sa_step`` (one compiled server step
-    where a model has one), ``in_domain``, ``project_theta`` and
-    ``uses_memory`` (per-client warm starts).
+    where a model has one), ``in_domain``, ``project_theta``,
+    ``uses_memory`` (per-client warm starts), the set-up hook
+    ``prepare(datas)`` (a no-op by default; ``GaussianMixture`` learns ``p``
+    and the global moments, ``MissingValues`` its matrix shape) and
+    ``default_step`` (``('inverse_sqrt', 1.0)``, i.e. ``γ_t = t^{-1/2}``, by
+    default; ``1.0`` for the EM models, whose full-batch rounds are then
+    exact EM).
 
     Optional compiled hook (the compiled backend of the round, :mod:`fedmm.engine`):
     ``compiled_model()`` returns a handle the compiled backend can run (the
@@ -125,8 +134,8 @@ class Model(Protocol):
         The blocks of ``S``; ``S`` travels as one flat float64 vector of
         ``layout.size``.  It may be known only once the data have been seen
         (``DictionaryLearning`` without ``n_features`` sets it in
-        :meth:`check_data`), so check a model against this protocol after
-        that.
+        :meth:`check_data`, ``GaussianMixture`` in ``prepare``), so check a
+        model against this protocol after that.
     """
 
     layout: Layout

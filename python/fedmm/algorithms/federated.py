@@ -626,8 +626,14 @@ class FedMM:
         Unbiased compressor(s) of ``fedmm.compression`` (one per client if a sequence).
     alpha : float >= 0
         Control-variate step ``α`` (0 disables the control variates).
-    step : float, '1/t', ('sqrt', beta) or callable
-        ``γ_t`` (see :class:`StepSchedule`); default ``('sqrt', 0.05)`` as in §6.
+    step : float, '1/t', ('sqrt', beta), callable or None
+        ``γ_t`` (see :class:`StepSchedule`).  None (the default) takes the
+        model's declared ``model.default_step``: ``1.0`` for the EM models
+        (``GaussianMixture``, ``PoissonLatent``, ``MissingValues``; exact EM
+        with full batches), ``('inverse_sqrt', 1.0)`` (``γ_t = t^{-1/2}``) for
+        ``DictionaryLearning`` and the base class; §6's ``('sqrt', β)`` must
+        be asked for.  The resolved schedule is ``History.config['step']``, and
+        ``History.config['step_source']`` says ``'model default'`` or ``'user'``.
     batch_size : int or None
         Local minibatch size ``b``; None = full local batch.
     projection : {'euclidean', None}
@@ -671,7 +677,7 @@ class FedMM:
 
     def __init__(self, model: SurrogateModel, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None,
-                 alpha: float = 0.0, step: Any = ("sqrt", 0.05), batch_size: int | None = None,
+                 alpha: float = 0.0, step: Any = None, batch_size: int | None = None,
                  projection: str | None = "euclidean", oracle: str = "minibatch", k_in: int | None = None,
                  weights: Sequence[float] | None = None, control_variates: str = "zero", n_threads: int = 1,
                  backend: str = "auto", participation_mode: str = "select") -> None:
@@ -689,7 +695,9 @@ class FedMM:
             compressor = Identity()
         self.compressor = compressor
         self.alpha = check_real(alpha, "alpha", low=0.0)
-        self.schedule = StepSchedule(step)
+        #: Where the step came from: ``'user'`` or ``'model default'`` (``model.default_step``).
+        self.step_source = "user" if step is not None else "model default"
+        self.schedule = StepSchedule(step if step is not None else model.default_step)
         self.oracle, self.batch_size, self.k_in = check_oracle_args(oracle, batch_size, k_in)
         self.projection = check_in(projection, "projection", ("euclidean", None))
         self.weights = None if weights is None else list(weights)
@@ -712,6 +720,7 @@ class FedMM:
             "compressor": [repr(c) for c in comp] if isinstance(comp, (list, tuple)) else repr(comp),
             "alpha": self.alpha,
             "step": self.schedule.description,
+            "step_source": self.step_source,
             "batch_size": self.batch_size,
             "projection": self.projection,
             "oracle": self.oracle,
@@ -794,9 +803,27 @@ class FedMM:
         init : ndarray of shape (q,)
             ``Ŝ_0`` in 𝒮 (the server cannot call ``init_statistic`` without the data).
         seed : int or SeedSequence
+
+        Raises
+        ------
+        RuntimeError
+            When the model does not know its statistic layout yet (a model
+            whose dimensions come from the data, e.g. ``GaussianMixture(3)``
+            without ``n_features``): call ``model.prepare(datas)`` first (on
+            the data, or on pilot data of the same shape), or build the model
+            with its dimensions; a tied ``GaussianMixture`` also needs the
+            global moments (``set_global_moments`` with the clients'
+            ``local_moments``).
         """
         seed = check_seed(seed)
         n = check_int(n_clients, "n_clients", low=1)
+        try:
+            self.model.layout
+        except (RuntimeError, ValueError) as exc:
+            raise RuntimeError(
+                f"build_server needs the statistic layout of {type(self.model).__name__}, which it does not know "
+                f"yet ({exc}). Call model.prepare(datas) before build_server (FedMM.build and run do it), or "
+                "construct the model with its dimensions") from exc
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != (n,):
             raise ValueError(f"Expected 'weights' of length n_clients={n}, got shape {w.shape}")
@@ -838,6 +865,7 @@ class FedMM:
         seed = check_seed(seed)
         datas = self._check_datas(datas)
         model = self.model
+        model.prepare(datas)  # what the model learns from the data (dimensions, global moments)
         n = len(datas)
         weights = self._weights(datas)
         if init is None:
@@ -1055,6 +1083,11 @@ class ParameterAveraging(FedMM):
     data; the paper writes ``1/n``, equal to ``μ_i`` for its equal-size
     clients) every ``monitor_every`` rounds.  ``history.state`` has ``theta`` only.
 
+    By default (``monitor_every=None`` in :meth:`run`) ``E_sp`` is evaluated
+    at the objective's cadence (``objective_every``), or only at the last
+    round when no objective is asked for: at every round, its full pass over
+    all data would cost more than the rounds themselves.
+
     Examples
     --------
     On the loss of Remark 1, averaging parameters converges to
@@ -1074,6 +1107,25 @@ class ParameterAveraging(FedMM):
 
     space = "parameter"
     name = "ParameterAveraging"
+
+    def run(self, datas: Sequence[Any], n_rounds: int, *, monitor_every: int | None = None,
+            **kwargs: Any) -> History:
+        """:meth:`FedMM.run` with ``E_sp`` at the objective's cadence by default.
+
+        Parameters
+        ----------
+        monitor_every : int >= 1 or None
+            Rounds between evaluations of ``E_sp`` (and the last round).
+            None (the default): ``objective_every`` when it is positive, else
+            ``n_rounds`` (the last round only).
+        **kwargs
+            Every other argument of :meth:`FedMM.run`.
+        """
+        if monitor_every is None:
+            rounds = check_int(n_rounds, "n_rounds", low=0)
+            every = check_int(kwargs.get("objective_every", 0), "objective_every", low=0)
+            monitor_every = every if every else max(rounds, 1)
+        return super().run(datas, n_rounds, monitor_every=monitor_every, **kwargs)
 
 
 def _model_fingerprint(model: Any) -> dict[str, Any]:

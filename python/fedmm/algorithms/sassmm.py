@@ -17,7 +17,13 @@ from fedmm.algorithms._schedule import StepSchedule
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
 
-__all__ = ["SASSMM"]
+__all__ = ["SASSMM", "DETERMINISTIC_STEP", "STOCHASTIC_STEP"]
+
+#: SA-SSMM's default step with a deterministic (full-batch) oracle: ``γ = 1``, the MM iteration itself.
+DETERMINISTIC_STEP = 1.0
+#: SA-SSMM's default step with a stochastic oracle: ``γ_t = t^{-1/2}`` (``γ_1 = 1``: the first oracle
+#: replaces the arbitrary ``Ŝ_0``).
+STOCHASTIC_STEP = ("inverse_sqrt", 1.0)
 
 
 class SASSMM:
@@ -34,8 +40,19 @@ class SASSMM:
     Parameters
     ----------
     model : SurrogateModel
-    step : float, '1/t', ('sqrt', beta) or callable
+    step : float, '1/t', ('sqrt', beta), callable or None
         Step sizes ``γ_t`` (see :class:`fedmm.algorithms.StepSchedule`).
+        None (the default) resolves to :data:`DETERMINISTIC_STEP` ``= 1.0``
+        with a deterministic oracle (``oracle='full'``, or minibatch without
+        ``batch_size``: the plain MM iteration) and to
+        :data:`STOCHASTIC_STEP` ``= ('inverse_sqrt', 1.0)``, i.e.
+        ``γ_t = t^{-1/2}``, with a stochastic one.  On dictionary learning
+        (unit-norm atoms, ``λ = 0.1``, minibatches of 256) ``t^{-1/2}``
+        reaches the objective of scikit-learn's one-pass
+        ``MiniBatchDictionaryLearning`` in 30 steps on 8×8 image patches
+        (K = 100) and 60 on the synthetic data of §6 (p = 20, K = 15), where
+        ``γ_t = 1/t`` (Mairal's averaging) had not after 200.  The resolved
+        schedule is recorded in ``History.config['step']``.
     batch_size : int or None
         Minibatch size ``b``; ``None`` means the full batch.
     oracle : {'minibatch', 'full', 'spider'}
@@ -59,14 +76,16 @@ class SASSMM:
     (5, True)
     """
 
-    def __init__(self, model: SurrogateModel, *, step: Any = "1/t", batch_size: int | None = None,
+    def __init__(self, model: SurrogateModel, *, step: Any = None, batch_size: int | None = None,
                  oracle: str = "minibatch", k_in: int | None = None,
                  projection: str | None = "euclidean") -> None:
         if not isinstance(model, SurrogateModel):
             raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
         self.model = model
-        self.schedule = StepSchedule(step)
         self.oracle, self.batch_size, self.k_in = check_oracle_args(oracle, batch_size, k_in)
+        if step is None:
+            step = DETERMINISTIC_STEP if self.oracle == "full" else STOCHASTIC_STEP  # no batch_size: 'full'
+        self.schedule = StepSchedule(step)
         self.projection = check_in(projection, "projection", ("euclidean", None))
 
     def run(self, data: Any, n_iter: int, *, seed: Any = None,
@@ -105,6 +124,7 @@ class SASSMM:
         seed = check_seed(seed)
         cadence = Cadence(objective_every, n_iter)
         data = model.check_data(data, "data")
+        model.prepare([data])  # what the model learns from the data (dimensions, global moments)
         if init is None:
             # init_statistic first: it may set up what depends on the data (GaussianMixture's p, its moments)
             S = model.init_statistic([data], init_generator(seed))

@@ -133,6 +133,14 @@ class SurrogateModel(ABC):
 
     layout: StatisticLayout
 
+    #: The step schedule ``γ_t`` that ``FedMM(model)`` uses when no ``step`` is given (any
+    #: ``step`` form of :class:`fedmm.algorithms.StepSchedule`).  The base class declares
+    #: ``('inverse_sqrt', 1.0)``, ``γ_t = t^{-1/2}`` (``γ_1 = 1``: the first aggregate replaces
+    #: the arbitrary ``Ŝ_0``; then a Robbins-Monro decrease that averages out minibatch,
+    #: participation and compression noise).  Models override it: the EM models and the
+    #: deterministic ones declare ``1.0`` (with full-batch oracles ``γ = 1`` is exact EM/MM).
+    default_step: Any = ("inverse_sqrt", 1.0)
+
     #: True when :meth:`statistic` accepts ``memory=`` and :meth:`statistic_batch`
     #: ``memories=``: a dict per data holder that the algorithm keeps between
     #: calls (e.g. warm starts of an inner solver).  The result must not depend
@@ -161,6 +169,29 @@ class SurrogateModel(ABC):
         for i, (d, idx) in enumerate(zip(datas, idxs)):
             out[i] = self.statistic(d, theta, idx)
         return out
+
+    def prepare(self, datas: Sequence[Any]) -> None:
+        """Learn what the model needs from the clients' data before a run (the default does nothing).
+
+        Called by ``FedMM.build`` (so by every ``run``) and ``SASSMM.run``
+        once, after :meth:`check_data` on every client's data and before
+        :attr:`layout`, :meth:`init_statistic` or :meth:`T` is used.  A model
+        whose dimensions or constants come from the data sets them here:
+        ``GaussianMixture`` learns ``p`` and aggregates the global moments
+        its M-step needs, ``MissingValues`` the matrix shape,
+        ``PoissonLatent('explicit_mean')`` the mean count.  It must be
+        idempotent (a second call on the same data changes nothing) and
+        refuse data inconsistent with what the model already knows, naming
+        the client (``datas[i]``).  In a deployment where the server never
+        sees the data, the equivalent start-up exchange is the model's own
+        (e.g. ``GaussianMixture.local_moments`` / ``set_global_moments``).
+
+        Parameters
+        ----------
+        datas : sequence of client data
+            One entry per client, each already returned by :meth:`check_data`.
+        """
+        return None
 
     def n_samples(self, data: Any) -> int:
         """Number of samples in a client's data (first axis by default)."""

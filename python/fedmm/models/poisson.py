@@ -78,6 +78,9 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
 
     _data_ndim = (1,)  # statistic() reads float64 arrays of this ndim without check_data
 
+    #: ``γ = 1``: exact EM with full-batch oracles (FedMM paper App. C.1).
+    default_step = 1.0
+
     def __init__(
         self,
         support: Any,
@@ -130,6 +133,12 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
             raise ValueError("Expected at least one positive count in 'datas' (otherwise the MAP is θ = −∞)")
         self.mean_count = total
         return self
+
+    def prepare(self, datas: Sequence[Any]) -> None:
+        """``"explicit_mean"``: :meth:`fit_global_moments` (``E_π[Z]``, as :meth:`init_statistic` does);
+        ``"joint"`` needs nothing from the data."""
+        if self.parameterization == "explicit_mean":
+            self.fit_global_moments(datas)
 
     # -- E-step ---------------------------------------------------------------
     def posterior(self, data: Any, theta: float) -> np.ndarray:

@@ -77,6 +77,9 @@ class ProximalGradient(SurrogateModel):
     True
     """
 
+    #: ``γ = 1``: with full-batch oracles SA-SSMM/FedMM are proximal gradient descent with step ``ρ``.
+    default_step = 1.0
+
     def __init__(
         self,
         loss: str = "least_squares",

@@ -52,6 +52,10 @@ class InverseToy(CompiledCallbacks, SurrogateModel):
 
     _data_ndim = (1,)  # statistic() reads float64 arrays of this ndim without check_data
 
+    #: ``γ = 1``: ``S̄(Z, θ) = Z`` does not depend on ``θ``, so one full-batch round with
+    #: ``γ = 1`` lands on ``θ*``.
+    default_step = 1.0
+
     def __init__(self, floor: float = 1e-12) -> None:
         self.floor = check_real(floor, "floor", low=0.0, low_open=True)
         self.layout = StatisticLayout([("Z", (1,))])

@@ -1,0 +1,483 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""scikit-learn estimators that fit by FedMM: :class:`FederatedGaussianMixture`, :class:`FederatedDictionaryLearning`.
+
+Each estimator simulates a federation in one process: the rows of ``X`` are
+split between clients by the ``clients`` argument of ``fit`` (one label per
+row, like scikit-learn's ``groups``), and :class:`fedmm.algorithms.FedMM`
+runs on those clients' data with the estimator's hyper-parameters.  The run
+is exactly the one ``FedMM(...).run(datas, n_rounds, seed=...)`` would give:
+the estimator adds scikit-learn's conventions around it and keeps the run's
+:class:`fedmm.History` as ``history_``.
+
+Conventions (scikit-learn's)
+----------------------------
+- Every hyper-parameter is an ``__init__`` argument stored unchanged and
+  validated in ``fit``; ``get_params``/``set_params`` come from
+  :class:`sklearn.base.BaseEstimator`.
+- Fitted attributes end with an underscore; ``n_features_in_`` (and
+  ``feature_names_in_`` for a DataFrame) are set by ``fit``.
+- ``random_state``: None (fresh OS entropy, recorded in
+  ``history_.config['seed']``), an int (the ``seed`` of ``FedMM.run``), a
+  ``numpy.random.RandomState`` (an int seed is drawn from it) or a
+  ``numpy.random.Generator`` (a seed is drawn from it, as ``FedMM.run`` does).
+- ``clients=None``: the rows are split into ``n_clients`` contiguous blocks
+  of near-equal size, in row order (``numpy.array_split``; with the default
+  ``n_clients=1`` one client holds everything, i.e. centralized MM).
+  Otherwise the clients are the distinct labels of ``clients`` in sorted
+  order (``numpy.unique``), each client's rows kept in their order in ``X``.
+
+The module is the top layer of the package: it imports the algorithms and
+models, and nothing in fedmm imports it.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, DensityMixin, TransformerMixin
+from sklearn.cluster import kmeans_plusplus
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from fedmm import kernels
+from fedmm._validation import check_in, check_int, check_real
+from fedmm.algorithms import FedMM, check_seed
+from fedmm.models import DictionaryLearning, GaussianMixture
+
+__all__ = ["FederatedGaussianMixture", "FederatedDictionaryLearning", "split_rows"]
+
+
+# --------------------------------------------------------------------------- helpers
+def split_rows(X: np.ndarray, clients: Any = None, n_clients: int = 1) -> tuple[list[np.ndarray], np.ndarray]:
+    """The clients' data sets of the estimators: ``X``'s rows grouped by client.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    clients : array_like of shape (n_samples,), optional
+        The client of each row (any labels ``numpy.unique`` can sort).  None:
+        ``n_clients`` contiguous blocks of near-equal size in row order.
+    n_clients : int >= 1
+        Number of blocks when ``clients`` is None (at most ``n_samples``).
+
+    Returns
+    -------
+    datas : list of ndarray
+        One C-contiguous float64 ``(N_i, n_features)`` array per client, rows in
+        their order in ``X``.
+    labels : ndarray of shape (n_clients,)
+        The client labels, in the order of ``datas`` (``0 .. n_clients − 1``
+        for the default split).
+
+    Examples
+    --------
+    >>> X = np.arange(12.0).reshape(6, 2)
+    >>> datas, labels = split_rows(X, clients=["b", "a", "b", "a", "a", "b"])
+    >>> labels.tolist(), [d[:, 0].tolist() for d in datas]
+    (['a', 'b'], [[2.0, 6.0, 8.0], [0.0, 4.0, 10.0]])
+    >>> [d.shape[0] for d in split_rows(X, n_clients=4)[0]]
+    [2, 2, 1, 1]
+    """
+    n = X.shape[0]
+    if clients is None:
+        n_clients = check_int(n_clients, "n_clients", low=1)
+        if n_clients > n:
+            raise ValueError(f"Expected 'n_clients' <= n_samples = {n} (each client needs a row), got {n_clients}")
+        return ([np.ascontiguousarray(b, dtype=np.float64) for b in np.array_split(X, n_clients)],
+                np.arange(n_clients))
+    groups = np.asarray(clients)
+    if groups.ndim != 1 or groups.shape[0] != n:
+        raise ValueError(f"Expected 'clients' of shape (n_samples,) = ({n},), one label per row of X, "
+                         f"got shape {groups.shape}")
+    try:
+        labels, inverse = np.unique(groups, return_inverse=True)
+    except TypeError as exc:
+        raise TypeError(f"Expected 'clients' labels that can be sorted (ints or strings), got {exc}") from None
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse, minlength=labels.shape[0]))[:-1]
+    return [np.ascontiguousarray(X[rows], dtype=np.float64) for rows in np.split(order, bounds)], labels
+
+
+def _seed_of(random_state: Any) -> Any:
+    """``random_state`` as a seed of ``FedMM.run`` (see the module docstring)."""
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(np.iinfo(np.int32).max))
+    if isinstance(random_state, (bool, np.bool_)) or not (
+            random_state is None or isinstance(random_state, (numbers.Integral, np.random.Generator,
+                                                              np.random.SeedSequence))):
+        raise TypeError("Expected 'random_state' to be None, an int, a numpy RandomState, Generator or SeedSequence, "
+                        f"got {type(random_state).__name__}")
+    return random_state
+
+
+def _run_seeds(random_state: Any, n_init: int) -> list[np.random.SeedSequence]:
+    """The seeds of the ``n_init`` runs: the root itself for one run, else its children ``0 .. n_init − 1``
+    (``SeedSequence.spawn``'s children, built without mutating the root)."""
+    root = check_seed(_seed_of(random_state), "random_state")
+    if n_init == 1:
+        return [root]
+    return [np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, k), pool_size=root.pool_size)
+            for k in range(n_init)]
+
+
+class _FederatedMixin:
+    """What both estimators share: the FedMM configuration and the split of ``X`` into clients."""
+
+    def _check_federation(self) -> None:
+        check_int(self.n_rounds, "n_rounds", low=1)
+        check_int(self.n_clients, "n_clients", low=1)
+        if self.clients_per_round is not None:
+            check_int(self.clients_per_round, "clients_per_round", low=1)
+        check_real(self.control_variate_step, "control_variate_step", low=0.0)
+        if self.batch_size is not None:
+            check_int(self.batch_size, "batch_size", low=1)
+
+    def _algorithm(self, model: Any) -> FedMM:
+        """The FedMM that ``fit`` runs (same arguments as documented in the class)."""
+        return FedMM(model, clients_per_round=self.clients_per_round, compressor=self.compressor,
+                     alpha=self.control_variate_step, step=self.step, batch_size=self.batch_size)
+
+    def _clients(self, X: np.ndarray, clients: Any) -> list[np.ndarray]:
+        datas, labels = split_rows(X, clients, self.n_clients)
+        self.client_labels_ = labels
+        return datas
+
+
+# --------------------------------------------------------------------------- Gaussian mixture
+class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
+    """Gaussian mixture fitted by federated EM (FedEM = FedMM with :class:`fedmm.models.GaussianMixture`).
+
+    The model is ``p(x) = Σ_ℓ π_ℓ 𝒩(x; μ_ℓ, Σ_ℓ)`` (one covariance per
+    component, ``covariance_type='full'``, or one shared, ``'tied'``).  Each
+    FedMM round is, with the defaults (full batches, every client, no
+    compression, ``γ = 1``), one exact EM iteration on the pooled data:
+    the clients' E-step statistics (responsibilities and weighted moments)
+    are averaged with weights ``N_i/N`` and the server's M-step gives
+    ``θ_{t+1}``.
+
+    Parameters
+    ----------
+    n_components : int, default 1
+        Number of components ``G``.
+    covariance_type : {'full', 'tied'}, default 'full'
+        As in :class:`sklearn.mixture.GaussianMixture`.
+    reg_covar : float >= 0, default 1e-6
+        Floor of the covariances' eigenvalues (data units squared).
+    n_rounds : int >= 1, default 100
+        FedMM rounds (EM iterations with the defaults); no early stopping.
+    n_init : int >= 1, default 1
+        Independent runs; the one with the lowest final negative
+        log-likelihood is kept.  Run ``k`` of ``n_init > 1`` uses the ``k``-th
+        child of ``random_state``'s ``SeedSequence``.
+    init_params : {'k-means++', 'random_from_data'}, default 'k-means++'
+        Initial means: k-means++ seeds (:func:`sklearn.cluster.kmeans_plusplus`
+        on the clients' rows; in a deployment, ``G`` exchanges in which each
+        client reports its sum of squared distances to the seeds so far), or
+        ``G`` distinct rows drawn uniformly (the FedEM paper's §4 start,
+        ``GaussianMixture.init_statistic``'s default).  Either way
+        ``π⁰ = 1/G``, ``Σ⁰`` is the pooled covariance and ``Ŝ_0`` is the
+        clients' averaged E-step statistic at ``θ⁰``.  From uniform draws, EM
+        with ``covariance_type='full'`` often stalls at a saddle when two
+        draws fall in one cluster (3 of 4 seeds on two well-separated
+        clusters after 100 rounds); k-means++ seeds avoid it.
+    step : float, str, tuple, callable or None, default None
+        FedMM's ``γ_t`` (:class:`fedmm.algorithms.StepSchedule`); None:
+        ``GaussianMixture.default_step`` (``1.0``, exact EM).  Use a
+        decreasing schedule such as ``('inverse_sqrt', 1.0)`` with
+        ``batch_size``, ``clients_per_round`` or a ``compressor``.
+    n_clients : int >= 1, default 1
+        Number of contiguous blocks of rows when ``fit`` gets no ``clients``.
+    clients_per_round : int, optional
+        Clients drawn per round (default: all).
+    compressor : fedmm compressor, optional
+        Unbiased compressor of the clients' messages (default none).
+    control_variate_step : float >= 0, default 0.0
+        FedMM's ``α`` (0: no control variates).
+    batch_size : int, optional
+        Local minibatch size (default: full local batches).
+    random_state : None, int, RandomState or Generator
+        Root of all randomness of the run(s) (see the module docstring).
+
+    Attributes
+    ----------
+    weights_ : ndarray of shape (n_components,)
+    means_ : ndarray of shape (n_components, n_features)
+    covariances_ : ndarray of shape (n_components, n_features, n_features) ('full') or (n_features, n_features) ('tied')
+    precisions_cholesky_ : ndarray, same shape as ``covariances_``
+        Upper-triangular ``U`` with ``Σ⁻¹ = U Uᵀ`` (scikit-learn's convention).
+    n_iter_ : int
+        Rounds run (``n_rounds``).
+    history_ : fedmm.History
+        The kept run's History (``config`` holds the algorithm's settings and the seed).
+    lower_bound_ : float
+        Mean log-likelihood of the training data at the final parameters.
+    initial_statistic_ : ndarray of shape (q,) or None
+        ``Ŝ_0`` of the kept run with ``init_params='k-means++'`` (the ``init``
+        passed to ``FedMM.run``); None with ``'random_from_data'`` (FedMM's own).
+    client_labels_ : ndarray
+        The clients, in the order of FedMM's client indices.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(-4, 1, (100, 2)), rng.normal(4, 1, (100, 2))])
+    >>> gm = FederatedGaussianMixture(2, n_rounds=30, random_state=0).fit(X, clients=np.arange(200) % 4)
+    >>> np.round(np.sort(gm.means_[:, 0]))
+    array([-4.,  4.])
+    >>> gm.predict(np.array([[-4.0, -4.0], [4.0, 4.0]])).tolist() == np.argsort(gm.means_[:, 0]).tolist()
+    True
+    """
+
+    def __init__(self, n_components: int = 1, *, covariance_type: str = "full", reg_covar: float = 1e-6,
+                 n_rounds: int = 100, n_init: int = 1, init_params: str = "k-means++", step: Any = None,
+                 n_clients: int = 1,
+                 clients_per_round: int | None = None, compressor: Any = None, control_variate_step: float = 0.0,
+                 batch_size: int | None = None, random_state: Any = None) -> None:
+        self.n_components = n_components
+        self.covariance_type = covariance_type
+        self.reg_covar = reg_covar
+        self.n_rounds = n_rounds
+        self.n_init = n_init
+        self.init_params = init_params
+        self.step = step
+        self.n_clients = n_clients
+        self.clients_per_round = clients_per_round
+        self.compressor = compressor
+        self.control_variate_step = control_variate_step
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    def _model(self, n_features: int | None = None) -> GaussianMixture:
+        return GaussianMixture(self.n_components, self.covariance_type, reg_covar=self.reg_covar,
+                               n_features=n_features)
+
+    def fit(self, X: Any, y: Any = None, *, clients: Any = None) -> "FederatedGaussianMixture":
+        """Run FedMM on the clients' rows of ``X``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+        y : ignored
+        clients : array_like of shape (n_samples,), optional
+            The client of each row (see the module docstring for the default).
+
+        Returns
+        -------
+        self
+        """
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        check_int(self.n_components, "n_components", low=1)
+        check_in(self.covariance_type, "covariance_type", ("full", "tied"))
+        check_real(self.reg_covar, "reg_covar", low=0.0)
+        n_init = check_int(self.n_init, "n_init", low=1)
+        check_in(self.init_params, "init_params", ("k-means++", "random_from_data"))
+        self._check_federation()
+        if self.n_components > X.shape[0]:
+            raise ValueError(f"Expected n_samples >= n_components = {self.n_components}, got n_samples = {X.shape[0]}")
+        datas = self._clients(X, clients)
+        pooled = np.concatenate(datas)
+        best = None
+        for seed in _run_seeds(self.random_state, n_init):
+            model = self._model()
+            init = None
+            if self.init_params == "k-means++":
+                model.prepare(datas)
+                state = int(np.random.default_rng(seed).integers(np.iinfo(np.int32).max))
+                centers, _ = kmeans_plusplus(pooled, self.n_components, random_state=state)
+                init = model.init_statistic(datas, None, means=centers)
+            history = self._algorithm(model).run(datas, self.n_rounds, seed=seed, init=init)
+            nll = sum(model.objective(d, history.theta) * d.shape[0] for d in datas) / X.shape[0]
+            if best is None or nll < best[0]:
+                best = (nll, history, init)
+        nll, history, init = best
+        self.initial_statistic_ = init
+        theta = history.theta
+        self.history_ = history
+        self.weights_ = np.array(theta.weights, dtype=np.float64)
+        self.means_ = np.array(theta.means, dtype=np.float64)
+        self.covariances_ = np.array(theta.covariance, dtype=np.float64)
+        self.precisions_cholesky_ = self._precisions_cholesky(self.covariances_)
+        self.lower_bound_ = -float(nll)
+        self.n_iter_ = len(history)
+        return self
+
+    @staticmethod
+    def _precisions_cholesky(cov: np.ndarray) -> np.ndarray:
+        """``U = L⁻ᵀ`` with ``Σ = L Lᵀ``, so that ``Σ⁻¹ = U Uᵀ`` (per component for a stack)."""
+        L = np.linalg.cholesky(cov)
+        eye = np.broadcast_to(np.eye(cov.shape[-1]), cov.shape)
+        return np.swapaxes(np.linalg.solve(L, eye), -1, -2)
+
+    def _fitted_params(self) -> tuple[GaussianMixture, Any]:
+        check_is_fitted(self, "weights_")
+        model = self._model(self.means_.shape[1])
+        return model, model.parameters(self.weights_, self.means_, self.covariances_)
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Log-density ``log p(x)`` of each row (nats), shape ``(n_samples,)``."""
+        model, theta = self._fitted_params()
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return model.log_likelihood(X, theta)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean log-likelihood of the rows of ``X`` (nats per sample)."""
+        return float(self.score_samples(X).mean())
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Posterior probabilities of the components, shape ``(n_samples, n_components)``."""
+        model, theta = self._fitted_params()
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return model.responsibilities(X, theta)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The most probable component of each row, shape ``(n_samples,)``."""
+        return self.predict_proba(X).argmax(axis=1)
+
+    def fit_predict(self, X: Any, y: Any = None, *, clients: Any = None) -> np.ndarray:
+        """:meth:`fit` then :meth:`predict` on the same rows."""
+        return self.fit(X, y, clients=clients).predict(X)
+
+    def _n_parameters(self) -> int:
+        G, p = self.means_.shape
+        cov = G * p * (p + 1) // 2 if self.covariance_type == "full" else p * (p + 1) // 2
+        return int(cov + G * p + G - 1)
+
+    def bic(self, X: Any) -> float:
+        """Bayesian information criterion ``−2 log L + k ln N`` on ``X`` (lower is better)."""
+        n = np.shape(X)[0]
+        return -2.0 * self.score(X) * n + self._n_parameters() * np.log(n)
+
+    def aic(self, X: Any) -> float:
+        """Akaike information criterion ``−2 log L + 2k`` on ``X`` (lower is better)."""
+        return -2.0 * self.score(X) * np.shape(X)[0] + 2.0 * self._n_parameters()
+
+
+# --------------------------------------------------------------------------- dictionary learning
+class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimator):
+    """Sparse dictionary learning by FedMM (FedMM paper §2.3 and §6, :class:`fedmm.models.DictionaryLearning`).
+
+    Minimizes ``(1/N) Σ_j min_h ½‖x_j − hD‖² + α‖h‖₁ + η‖D‖²_F`` over
+    dictionaries ``D`` (``components_``, one atom per row), with atoms in
+    the unit ball (``‖D_k‖ ≤ 1``) by default, as scikit-learn's
+    :class:`~sklearn.decomposition.DictionaryLearning` (same ½ and ``α``
+    conventions: ``alpha`` here is its ``alpha``).  :meth:`transform`
+    returns the LASSO codes ``h`` of each row (fedmm's batched LASSO kernel).
+
+    Parameters
+    ----------
+    n_components : int, optional
+        Number of atoms ``K`` (default ``n_features``).
+    alpha : float > 0, default 1.0
+        ℓ1 weight of the codes ``λ``.
+    ridge : float >= 0, default 0.0
+        ``η`` of the penalty ``η‖D‖²_F``.
+    constraint : {'unit_norm', None}, default 'unit_norm'
+        Atoms in the unit ball, or free atoms (then ``ridge`` or the codes
+        must make ``T`` well-posed).
+    transform_alpha : float > 0, optional
+        ``λ`` of :meth:`transform` (default ``alpha``).
+    tol : float >= 0, default 1e-6
+        Relative duality gap of the LASSO solves (training and :meth:`transform`)
+        and largest atom step of the unit-norm dictionary update ``T``.
+    max_iter : int >= 1, default 1000
+        Iteration cap of each LASSO solve and sweep cap of the dictionary update.
+    n_rounds : int >= 1, default 100
+        FedMM rounds (no early stopping).
+    step : float, str, tuple, callable or None, default None
+        FedMM's ``γ_t``; None: ``DictionaryLearning.default_step``
+        (``γ_t = t^{-1/2}``).
+    n_clients, clients_per_round, compressor, control_variate_step, batch_size, random_state
+        As in :class:`FederatedGaussianMixture`.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        The dictionary ``D`` (atoms as rows).
+    n_iter_ : int
+    history_ : fedmm.History
+    client_labels_ : ndarray
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 5))
+    >>> dl = FederatedDictionaryLearning(3, alpha=0.1, n_rounds=20, n_clients=4, random_state=0).fit(X)
+    >>> dl.components_.shape, dl.transform(X).shape
+    ((3, 5), (200, 3))
+    >>> bool(np.all(np.linalg.norm(dl.components_, axis=1) <= 1 + 1e-12))
+    True
+    """
+
+    def __init__(self, n_components: int | None = None, *, alpha: float = 1.0, ridge: float = 0.0,
+                 constraint: str | None = "unit_norm", transform_alpha: float | None = None, tol: float = 1e-6,
+                 max_iter: int = 1000, n_rounds: int = 100, step: Any = None, n_clients: int = 1,
+                 clients_per_round: int | None = None, compressor: Any = None, control_variate_step: float = 0.0,
+                 batch_size: int | None = None, random_state: Any = None) -> None:
+        self.n_components = n_components
+        self.alpha = alpha
+        self.ridge = ridge
+        self.constraint = constraint
+        self.transform_alpha = transform_alpha
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_rounds = n_rounds
+        self.step = step
+        self.n_clients = n_clients
+        self.clients_per_round = clients_per_round
+        self.compressor = compressor
+        self.control_variate_step = control_variate_step
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    def _model(self, n_features: int, lam: float | None = None) -> DictionaryLearning:
+        K = n_features if self.n_components is None else self.n_components
+        return DictionaryLearning(K, self.alpha if lam is None else lam, self.ridge, self.constraint,
+                                  n_features=n_features, tol=self.tol, max_iter=self.max_iter,
+                                  update_tol=self.tol, update_max_iter=self.max_iter)
+
+    def fit(self, X: Any, y: Any = None, *, clients: Any = None) -> "FederatedDictionaryLearning":
+        """Run FedMM on the clients' rows of ``X``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+        y : ignored
+        clients : array_like of shape (n_samples,), optional
+            The client of each row (see the module docstring for the default).
+
+        Returns
+        -------
+        self
+        """
+        X = validate_data(self, X, dtype=np.float64)
+        if self.n_components is not None:
+            check_int(self.n_components, "n_components", low=1)
+        if self.transform_alpha is not None:
+            check_real(self.transform_alpha, "transform_alpha", low=0.0, low_open=True)
+        check_real(self.alpha, "alpha", low=0.0, low_open=True)
+        check_real(self.ridge, "ridge", low=0.0)
+        self._check_federation()
+        model = self._model(X.shape[1])  # checks constraint, tol, max_iter
+        datas = self._clients(X, clients)
+        history = self._algorithm(model).run(datas, self.n_rounds, seed=_seed_of(self.random_state))
+        self.history_ = history
+        self.components_ = np.ascontiguousarray(np.asarray(history.theta, dtype=np.float64).T)
+        self.n_iter_ = len(history)
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """The codes ``h = argmin_h ½‖x − hD‖² + λ‖h‖₁`` of each row (``λ = transform_alpha``),
+        shape ``(n_samples, n_components)``."""
+        check_is_fitted(self, "components_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        lam = self.alpha if self.transform_alpha is None else self.transform_alpha
+        # X.T is the F-ordered (p, n) block the kernel reads without a copy; codes come back (K, n)
+        return np.ascontiguousarray(kernels.lasso(self.components_.T, X.T, lam, tol=self.tol,
+                                                  max_iter=self.max_iter).T)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
