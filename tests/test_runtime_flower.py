@@ -223,7 +223,8 @@ def test_flower_on_client_error_raise_stops_the_run_at_the_first_failure():
     @server_app.main()
     def main(grid, context):
         strategy = ff.FedMMStrategy(algo, len(datas), seed=7, on_client_error="raise")
-        with pytest.raises(RuntimeError, match="(?s)client 1 failed in round 0: client error: .*simulated client failure"):
+        with pytest.raises(RuntimeError,
+                           match="(?s)client 1 failed in round 0: client error: .*simulated client failure"):
             strategy.run(grid, 2, timeout=120.0)
         out["records"] = len(strategy.history.records)
 
