@@ -121,3 +121,25 @@ def test_statistics_segmented_vs_separate(benchmark, n_clients):
         warnings.simplefilter("error", ConvergenceWarning)
         benchmark(dictionary_statistics, D, Z, LAM, segments=offsets)
     benchmark.extra_info["columns_per_s"] = _columns_per_s(benchmark, b * n_clients)
+
+
+@pytest.mark.parametrize("impl", ["validated", "previous-numpy-checks"])
+def test_lasso_gram_validation_cost(benchmark, impl):
+    """The checked ``lasso_gram`` at b = 50 (one GIL-free pass over G and C for finiteness, symmetry
+    and the diagonal) against the same solve preceded by the NumPy checks it used before
+    (``np.isfinite`` twice, ``np.allclose(G, G.T)``, the diagonal): the validation's share of a call."""
+    from fedmm.kernels import lasso_gram
+
+    benchmark.group = "lasso_gram validation p=64 K=15 b=50"
+    D, data = _problem(64, 15, 50)
+    G, C = np.asfortranarray(D.T @ D), np.asfortranarray(D.T @ data.T)
+
+    def numpy_checks_then_solve():
+        assert np.isfinite(G).all() and np.isfinite(C).all()
+        assert np.allclose(G, G.T, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(G).max(initial=0.0))))
+        assert not (np.diagonal(G) < 0).any()
+        return lasso_gram(G, C, LAM)
+
+    fn = (lambda: lasso_gram(G, C, LAM)) if impl == "validated" else numpy_checks_then_solve
+    H = benchmark(fn)
+    np.testing.assert_array_equal(H, lasso_gram(G, C, LAM))

@@ -251,3 +251,16 @@ def test_bad_inputs():
         lasso_gram(np.triu(np.ones((4, 4))), D.T @ Z, 0.1)
     with pytest.raises(ValueError, match="'G' to be positive semidefinite"):
         lasso_gram(-np.eye(4), D.T @ Z, 0.1)
+    G = D.T @ D
+    for name, bad_G, bad_C in [("G", np.where(np.eye(4) > 0, np.nan, G), D.T @ Z),
+                               ("G", np.where(np.eye(4) > 0, np.inf, G), D.T @ Z),
+                               ("C", G, np.full((4, Z.shape[1]), np.nan))]:
+        with pytest.raises(ValueError, match=f"'{name}' to contain only finite"):
+            lasso_gram(bad_G, bad_C, 0.1)
+    # the symmetry test is np.allclose's with rtol = 1e-12 and atol scaled by max |G|
+    almost = G * 1e6
+    almost[0, 1] *= 1 + 1e-14
+    lasso_gram(almost, 1e3 * D.T @ Z, 0.1)
+    almost[0, 1] *= 1 + 1e-9
+    with pytest.raises(ValueError, match="'G' to be symmetric"):
+        lasso_gram(almost, 1e3 * D.T @ Z, 0.1)

@@ -176,3 +176,55 @@ def project_psd(cnp.ndarray A, out=None, bint want_path=False):
     if status != FEDMM_OK:
         raise ValueError(f"project_psd: {fedmm_strerror(status).decode()}")
     return (result, path_arr) if want_path else result
+
+
+cdef extern from "math.h" nogil:
+    int isfinite(double x)
+    double fabs(double x)
+
+
+def check_gram(const double[::1, :] G, const double[::1, :] C, double rtol=1e-12):
+    """One GIL-free pass of the checks of a Gram-form LASSO input (``lasso_gram``).
+
+    Returns 0 when ``G`` (K x K) and ``C`` (K x b), both F-contiguous float64,
+    are finite, ``G`` is symmetric in the sense of ``np.allclose(G, G.T,
+    rtol, atol=rtol * max(1, max|G|))`` and has a nonnegative diagonal; else 1
+    (``G`` not finite), 2 (not symmetric), 3 (negative diagonal) or 4 (``C``
+    not finite).
+    """
+    cdef Py_ssize_t K = G.shape[0], b = C.shape[1], i, j
+    cdef double top = 1.0, a, d, atol
+    cdef int status = 0
+    with nogil:
+        for j in range(G.shape[1]):
+            for i in range(K):
+                a = G[i, j]
+                if not isfinite(a):
+                    status = 1
+                    break
+                if fabs(a) > top:
+                    top = fabs(a)
+            if status:
+                break
+        if status == 0:
+            atol = rtol * top
+            for j in range(K):
+                if G[j, j] < 0.0:
+                    status = 3
+                    break
+                for i in range(j + 1, K):
+                    d = fabs(G[i, j] - G[j, i])
+                    if d > atol + rtol * fabs(G[j, i]) and d > atol + rtol * fabs(G[i, j]):
+                        status = 2
+                        break
+                if status:
+                    break
+        if status == 0:
+            for j in range(b):
+                for i in range(C.shape[0]):
+                    if not isfinite(C[i, j]):
+                        status = 4
+                        break
+                if status:
+                    break
+    return status
