@@ -49,6 +49,8 @@ __all__ = [
     "run_tasks",
     "seed_bands",
     "plot_band",
+    "LINE_STYLES",
+    "tidy_log_axis",
     "format_table",
 ]
 
@@ -431,17 +433,58 @@ def seed_bands(curves: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np
     return np.flatnonzero(keep) + 1, mean, std
 
 
+#: Line styles and markers cycled over the curves of a panel, so that coinciding curves stay visible.
+LINE_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"))
+
+
 def plot_band(ax: Any, curves: Sequence[np.ndarray], *, label: str, color: str | None = None,
-              log: bool = False) -> None:
-    """Draw the mean over seeds and a shaded ±1 std band on a matplotlib axis."""
+              log: bool = False, style: int = 0, x: np.ndarray | None = None) -> None:
+    """Draw the mean over seeds and a shaded ±1 std band on a matplotlib axis.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    curves : sequence of ndarray of shape (T,)
+        One curve per seed (NaN where a round has no value).
+    label : str
+        Legend entry of the mean line.
+    color : str, optional
+    log : bool
+        Log-scale y axis (the band is clipped at 10⁻³ × mean).
+    style : int
+        Index into :data:`LINE_STYLES` (line style and marker, about 8 markers per curve).
+    x : ndarray of shape (T,), optional
+        Abscissae of the rounds (default: the 1-based round numbers).
+    """
     rounds, mean, std = seed_bands(curves)
-    line, = ax.plot(rounds, mean, label=label, color=color, lw=1.4)
+    xs = rounds if x is None else np.asarray(x, dtype=np.float64)[rounds - 1]
+    linestyle, marker = LINE_STYLES[style % len(LINE_STYLES)]
+    every = max(1, len(xs) // 8)
+    line, = ax.plot(xs, mean, label=label, color=color, lw=1.4, linestyle=linestyle, marker=marker,
+                    markevery=(min(style * max(1, every // 3), max(0, len(xs) - 1)), every), markersize=4,
+                    markerfacecolor="none")
     low, high = mean - std, mean + std
     if log:
         # A band below zero cannot be drawn on a log axis; clip it at a fraction of the mean.
         low = np.maximum(low, mean * 1e-3)
         ax.set_yscale("log")
-    ax.fill_between(rounds, low, high, color=line.get_color(), alpha=0.25, lw=0)
+    if len(curves) > 1:
+        ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, lw=0)
+
+
+def tidy_log_axis(ax: Any) -> None:
+    """On a log y axis spanning less than two decades, label the ticks as plain numbers (3.5, not 3.5×10⁰)."""
+    from matplotlib.ticker import LogLocator, ScalarFormatter
+
+    if ax.get_yscale() != "log":
+        return
+    low, high = ax.get_ylim()
+    if low > 0 and high / low < 100:
+        for formatter, setter in ((ScalarFormatter(), ax.yaxis.set_major_formatter),
+                                  (ScalarFormatter(), ax.yaxis.set_minor_formatter)):
+            formatter.set_scientific(False)
+            setter(formatter)
+        ax.yaxis.set_minor_locator(LogLocator(subs=(2, 3, 5, 7)))
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
