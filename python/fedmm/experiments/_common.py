@@ -29,6 +29,8 @@ import numpy as np
 
 __all__ = [
     "CommandParser",
+    "OrderedPair",
+    "ordered_pair",
     "ExperimentError",
     "add_common_options",
     "add_deprecated_alias",
@@ -157,8 +159,29 @@ class _DeprecatedAlias(argparse.Action):
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
         print(f"{parser.prog}: warning: {option_string} is deprecated; use {self.replacement}", file=sys.stderr)
         if self.convert is not None:
-            values = self.convert(values)
+            try:
+                values = self.convert(values)
+            except argparse.ArgumentTypeError as exc:
+                parser.error(f"argument {option_string}: {exc}")
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def ordered_pair(values: Sequence[int]) -> list[int]:
+    """``convert`` of a two-value option ``LO HI``: checks ``LO <= HI``."""
+    lo, hi = values
+    if lo > hi:
+        raise argparse.ArgumentTypeError(f"expected LO <= HI, got {lo} {hi} (an empty range)")
+    return [lo, hi]
+
+
+class OrderedPair(argparse.Action):
+    """``action=`` of a two-value option ``LO HI`` (``nargs=2``) that rejects ``LO > HI``, naming the option."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        try:
+            setattr(namespace, self.dest, ordered_pair(values))
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"argument {option_string}: {exc}")
 
 
 def add_deprecated_alias(parser: argparse.ArgumentParser, flag: str, *, dest: str, replacement: str,

@@ -38,6 +38,8 @@ from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
 from fedmm.experiments._common import (
     ExperimentError,
+    OrderedPair,
+    ordered_pair,
     add_common_options,
     add_deprecated_alias,
     make_log,
@@ -392,10 +394,10 @@ def add_fedmls_parser(subparsers: Any) -> Any:
                         help="minibatch size as a fraction of a client's samples (default: %(default)s)")
     parser.add_argument("--radius", type=positive_float, default=None, metavar="R",
                         help="FedMLS ball radius (default: 2‖w*‖)")
-    parser.add_argument("--prox-weight-powers", dest="prox_weight_powers", type=int, nargs=2,
+    parser.add_argument("--prox-weight-powers", dest="prox_weight_powers", type=int, nargs=2, action=OrderedPair,
                         default=[-2, 3], metavar=("LO", "HI"),
                         help="FedMLS prox_weight λ0 grid 10^LO … 10^HI, λ_k = λ0/k (default: %(default)s)")
-    parser.add_argument("--step-powers", dest="step_powers", type=int, nargs=2, default=[-5, 0],
+    parser.add_argument("--step-powers", dest="step_powers", type=int, nargs=2, default=[-5, 0], action=OrderedPair,
                         metavar=("LO", "HI"), help="baselines' step η0 grid 10^LO … 10^HI (default: %(default)s)")
     parser.add_argument("--extend-grid", type=nonneg_int, default=0, metavar="N",
                         help="when a winner is at an edge of its grid, extend the grid past that edge by "
@@ -405,15 +407,16 @@ def add_fedmls_parser(subparsers: Any) -> Any:
     add_deprecated_alias(parser, "--output-dir", dest="out", replacement="--out")
     add_deprecated_alias(parser, "-o", dest="out", replacement="--out")
     add_deprecated_alias(parser, "--lam-powers", dest="prox_weight_powers", replacement="--prox-weight-powers",
-                         type=int, nargs=2)
-    add_deprecated_alias(parser, "--eta-powers", dest="step_powers", replacement="--step-powers", type=int, nargs=2)
+                         type=int, nargs=2, convert=ordered_pair)
+    add_deprecated_alias(parser, "--eta-powers", dest="step_powers", replacement="--step-powers", type=int, nargs=2,
+                         convert=ordered_pair)
     parser.set_defaults(func=_main)
     return parser
 
 
 def _main(args: Any) -> int:
     for option, dest in (("--prox-weight-powers", "prox_weight_powers"), ("--step-powers", "step_powers")):
-        lo, hi = getattr(args, dest)
+        lo, hi = getattr(args, dest)  # from a --config file, not checked by the option's action
         if lo > hi:
             raise ExperimentError(f"expected LO <= HI (the grid 10^LO .. 10^HI), got {lo} {hi}", option=option)
     if args.clients > 569:
