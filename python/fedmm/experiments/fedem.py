@@ -74,6 +74,8 @@ __all__ = [
     "add_fedem_parser",
     "write_result",
     "write_results",
+    "run_set",
+    "plot_results",
 ]
 
 FIG1_WEIGHTS = (0.35, 0.65)
