@@ -9,7 +9,16 @@ of ``fedmm experiment``, adds its parsers and sets ``func`` (a callable
 run time, so a new experiment needs no edit here; a module whose optional
 dependencies are missing is skipped.
 
+Every command shares the options of
+:func:`fedmm.experiments._common.add_common_options` (``--seeds``,
+``--first-seed``, ``--rounds``, ``--jobs``, ``--out``, ``--config``,
+``--progress/--no-progress``, ``--quiet``) and writes its runs as a
+:class:`fedmm.RunSet` JSON file (read with :func:`fedmm.load`), PNG figures
+and a summary table (``<name>_summary.txt`` and ``<name>_summary.json``).
+
 - :mod:`fedmm.experiments.dictionary` — FedMM paper §6, Figures 1 and 2.
+- :mod:`fedmm.experiments.fedem` — FedEM paper §4 (Fig. 1, Fig. 3 setting) and FedMissEM.
+- :mod:`fedmm.experiments.fedmls` — FedMLS paper §4, Figure 1.
 """
 from __future__ import annotations
 
