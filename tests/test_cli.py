@@ -152,7 +152,8 @@ def test_every_command_writes_runs_that_load_and_a_summary(command, tmp_path, ca
 
 def test_config_file_is_typed_before_the_command_line(tmp_path, capsys):
     config = tmp_path / "demo.toml"
-    config.write_text(f'rounds = 3\nseeds = 1\nsamples = 120\nclients = 4\nprogress = false\nout = "{tmp_path / "a"}"\n')
+    config.write_text(f'rounds = 3\nseeds = 1\nsamples = 120\nclients = 4\nprogress = false\n'
+                      f'out = "{tmp_path / "a"}"\n')
     assert main(["demo", "--config", str(config), "--rounds", "2", "--quiet"]) == 0
     runs = fedmm.load(tmp_path / "a" / "demo.json")
     assert all(len(h) == 2 for h in runs.values())  # the command line wins over the file

@@ -126,7 +126,8 @@ def test_heterogeneous_setting_uses_equal_kmeans_clients(tmp_path):
         (["--beta", "-0.1"], "argument --beta: expected a finite number > 0"),
         (["--beta-grid", "0.1,0"], "argument --beta-grid"),
         (["--setting", "ratings"], "ratings.dat"),
-        (["--setting", "ratings", "--ratings", "/nonexistent/ratings.dat"], "argument --ratings: expected an existing file"),
+        (["--setting", "ratings", "--ratings", "/nonexistent/ratings.dat"],
+         "argument --ratings: expected an existing file"),
         (["--bits", "40"], "argument --bits: expected 2..32 bits"),
     ],
 )
@@ -208,8 +209,9 @@ def test_summary_reports_failed_runs(fig1_run):
 
     _, out = fig1_run
     result = json.loads((out / "fig1_homogeneous.json").read_text())
-    result = {**result["metadata"], "runs": {name: [h for key, h in result["runs"].items() if key.startswith(name + "/")]
-                                             for name in result["metadata"]["algorithm"]}}
+    result = {**result["metadata"],
+              "runs": {name: [h for key, h in result["runs"].items() if key.startswith(name + "/")]
+                       for name in result["metadata"]["algorithm"]}}
     result["runs"]["ParameterAveraging"][1] = {
         "algorithm": "ParameterAveraging", "records": [],
         "config": {"seed": 1, "failed_round": 7, "failure": "ValueError: non-finite"},

@@ -279,7 +279,8 @@ def main(args: Any) -> int:
     plot_runs(by_algorithm, plot)
     headers, rows = _table({f"{name} (seed {cfg.seed})": h for (name, cfg), h in zip(tasks, done)})
     summary, files = write_summary(args.out, "demo", headers, rows,
-                                   notes="(last evaluated values; seconds: the run's History wall_time at its last round)")
+                                   notes="(last evaluated values; seconds: the run's History wall_time at its "
+                                         "last round)")
     log("")
     log(summary)
     log(f"\nwrote {', '.join([json_path, plot, *(str(f) for f in files)])} ({time.perf_counter() - start:.1f} s)")

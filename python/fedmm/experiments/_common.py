@@ -21,6 +21,7 @@ import json
 import multiprocessing
 import os
 import queue
+import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 

@@ -22,7 +22,6 @@ dimension, not given in the paper, is ``p = 20`` by default.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os

@@ -40,7 +40,6 @@ a SPIDER refresh ``N_i``.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
 
@@ -59,7 +58,7 @@ from fedmm.experiments._common import (
     tidy_log_axis,
     write_summary,
 )
-from fedmm.history import History, RunSet
+from fedmm.history import RunSet
 
 __all__ = [
     "Fig1Config",
@@ -463,8 +462,9 @@ def _summary(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[An
             rows.append(row)
     notes = "(‖H_k‖² = ‖Ŝ_{k+1} − Ŝ_k‖²/γ², ‖h(Ŝ)‖² the mean field at the last monitored round)"
     if kind == "fedem-digits":
-        notes += (f"\n(mean log-likelihood per example: start {results[0]['initial_log_likelihood']:.4f}, "
-                  f"scikit-learn EM {results[0]['sklearn_em_log_likelihood']:.4f}, seed {results[0]['config']['seed']})")
+        first = results[0]
+        notes += (f"\n(mean log-likelihood per example: start {first['initial_log_likelihood']:.4f}, "
+                  f"scikit-learn EM {first['sklearn_em_log_likelihood']:.4f}, seed {first['config']['seed']})")
     return headers, rows, notes
 
 
@@ -521,12 +521,15 @@ def plot_results(results: Sequence[dict[str, Any]], path: str | os.PathLike) -> 
             run = r["runs"]["FedMissEM"]
             ep = np.asarray(run["epochs"])
             x = ep[np.asarray(run["h2_round"]) - 1]
-            label = (lambda text: text if k == 0 else None)
+            def label(text: str, first: bool = k == 0) -> str | None:
+                return text if first else None
+
             ax.plot(x, [e["rmse_hidden"] for e in run["extra"]], c="C0", lw=lw, marker="o", markersize=3,
                     label=label("FedMissEM, vs hidden values"))
             ax.plot(x, [e["rmse_mean"] for e in run["extra"]], c="C1", lw=lw, ls="--", marker="s", markersize=3,
                     label=label("FedMissEM, vs true means"))
-            ax.axhline(r["mean_imputation"]["rmse_hidden"], ls=":", c="k", lw=1, label=label("mean imputation, vs hidden values"))
+            ax.axhline(r["mean_imputation"]["rmse_hidden"], ls=":", c="k", lw=1,
+                       label=label("mean imputation, vs hidden values"))
             ax.axhline(r["centralized_em"]["rmse_hidden"], ls="-.", c="g", lw=1,
                        label=label("centralized EM (full batch), vs hidden values"))
         ax.set_xlabel("epochs (passes over all observers)")
@@ -542,7 +545,9 @@ def plot_results(results: Sequence[dict[str, Any]], path: str | os.PathLike) -> 
         norm_axes = list(axes[1:] if digits else axes)
         norm_axes[1].sharey(norm_axes[0])
         for k, r in enumerate(results):
-            label = (lambda text: text if k == 0 else None)
+            def label(text: str, first: bool = k == 0) -> str | None:
+                return text if first else None
+
             for ax, (name, run) in zip(norm_axes, r["runs"].items()):
                 ep = np.asarray(run["epochs"])
                 xh = ep[np.asarray(run["h2_round"]) - 1]
