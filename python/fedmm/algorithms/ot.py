@@ -88,35 +88,23 @@ class OTSteps:
     """The jit-compiled inner loops of both algorithms on one :class:`TransportProblem`.
 
     NumPy float64 in and out; JAX in float64 inside (:func:`fedmm.models.ot.x64`).
-    Compiled on first use for each input shape and cached on this object
-    (not pickled: rebuilt after a copy to another process).
+    The compiled functions take the learning rates and Adam's hyper-parameters
+    as arguments and live in the problem's cache (:meth:`TransportProblem.compiled`),
+    so every run on one problem compiles once per input shape.
 
     Parameters
     ----------
     problem : TransportProblem
     server_lr, b1, b2, eps : float
-        The server's Adam (``optax.adam``).
+        The server's Adam (``optax.adam(server_lr, b1, b2, eps)``).
     """
 
     def __init__(self, problem: TransportProblem, *, server_lr: float, b1: float, b2: float, eps: float) -> None:
         self.problem = problem
         self.server_lr, self.b1, self.b2, self.eps = server_lr, b1, b2, eps
-        self._jit: dict[str, Any] = {}
-        self._treedef: Any = None
 
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_jit"] = {}
-        state["_treedef"] = None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-
-    def optimizer(self) -> Any:
-        """``optax.adam(server_lr, b1, b2, eps)``."""
-        optax = require_optax()
-        return optax.adam(self.server_lr, b1=self.b1, b2=self.b2, eps=self.eps)
+    def _hyper(self) -> tuple[float, float, float, float]:
+        return self.server_lr, self.b1, self.b2, self.eps
 
     def _build(self, name: str) -> Any:
         jax, jnp = require_jax()
@@ -127,7 +115,11 @@ class OTSteps:
         def proj(p: Any) -> Any:
             return jnp.where(mask, jnp.maximum(p, 0.0), p)
 
-        if name == "omega_steps":
+        def adam(hyper: Any) -> Any:
+            lr, b1, b2, eps = hyper
+            return optax.adam(lr, b1=b1, b2=b2, eps=eps)
+
+        if name == "ot.omega_steps":
             grad = jax.grad(problem.objective, argnums=0)
 
             def omega_steps(omega: Any, theta: Any, xs: Any, ys: Any, lr: Any) -> Any:
@@ -135,7 +127,7 @@ class OTSteps:
                     return proj(o - lr * grad(o, theta, xy[0], xy[1])), None
                 return jax.lax.scan(body, omega, (xs, ys))[0]
             return jax.jit(omega_steps)
-        if name == "joint_steps":
+        if name == "ot.joint_steps":
             grad = jax.grad(problem.objective, argnums=(0, 1))
 
             def joint_steps(omega: Any, theta: Any, xs: Any, ys: Any, lr: Any) -> Any:
@@ -144,31 +136,29 @@ class OTSteps:
                     return (proj(c[0] - lr * go), proj(c[1] - lr * gt)), None
                 return jax.lax.scan(body, (omega, theta), (xs, ys))[0]
             return jax.jit(joint_steps)
-        opt = self.optimizer()
-        if name == "theta_adam":
+        if name == "ot.theta_adam":
             grad = jax.grad(problem.target_terms, argnums=1)
 
-            def theta_adam(omega: Any, theta: Any, state: Any, ys: Any) -> Any:
+            def theta_adam(omega: Any, theta: Any, state: Any, ys: Any, hyper: Any) -> Any:
+                opt = adam(hyper)
+
                 def body(c: Any, y: Any) -> Any:
                     upd, st = opt.update(grad(omega, c[0], y), c[1], c[0])
                     return (proj(optax.apply_updates(c[0], upd)), st), None
                 return jax.lax.scan(body, (theta, state), ys)[0]
             return jax.jit(theta_adam)
-        if name == "adam_step":
+        if name == "ot.adam_step":
             both = np.concatenate([mask, mask])
 
-            def adam_step(params: Any, state: Any, direction: Any) -> Any:
-                upd, st = opt.update(-direction, state, params)
+            def adam_step(params: Any, state: Any, direction: Any, hyper: Any) -> Any:
+                upd, st = adam(hyper).update(-direction, state, params)
                 p = optax.apply_updates(params, upd)
                 return jnp.where(both, jnp.maximum(p, 0.0), p), st
             return jax.jit(adam_step)
         raise KeyError(name)
 
     def _fn(self, name: str) -> Any:
-        fn = self._jit.get(name)
-        if fn is None:
-            fn = self._jit[name] = self._build(name)
-        return fn
+        return self.problem.compiled("ot." + name, lambda: self._build("ot." + name))
 
     def omega_steps(self, omega: np.ndarray, theta: np.ndarray, xs: np.ndarray, ys: np.ndarray,
                     lr: float) -> np.ndarray:
@@ -184,20 +174,27 @@ class OTSteps:
             return np.asarray(o, dtype=np.float64), np.asarray(t, dtype=np.float64)
 
     # -- Adam state as NumPy arrays --------------------------------------------------
-    def adam_init(self, size: int) -> list[np.ndarray]:
-        """The initial Adam state of a parameter of length ``size``, as a list of NumPy arrays."""
+    def _treedef(self) -> Any:
         jax, jnp = require_jax()
+        optax = require_optax()
         with x64():
-            leaves, self._treedef = jax.tree_util.tree_flatten(self.optimizer().init(jnp.zeros(size)))
-            return [np.array(leaf, copy=True) for leaf in leaves]
+            return jax.tree_util.tree_structure(optax.adam(1e-3).init(jnp.zeros(1)))
+
+    def adam_init(self, size: int) -> list[np.ndarray]:
+        """The initial Adam state of a parameter of length ``size``, as a list of NumPy arrays
+        (optax's ``ScaleByAdamState`` leaves: ``count``, ``mu``, ``nu``)."""
+        jax, jnp = require_jax()
+        optax = require_optax()
+        with x64():
+            return [np.array(leaf, copy=True)
+                    for leaf in jax.tree_util.tree_leaves(optax.adam(1e-3).init(jnp.zeros(size)))]
 
     def _state(self, leaves: Sequence[np.ndarray]) -> Any:
         jax, jnp = require_jax()
-        if self._treedef is None:
-            self.adam_init(1)
-        return jax.tree_util.tree_unflatten(self._treedef, [jnp.asarray(leaf) for leaf in leaves])
+        return jax.tree_util.tree_unflatten(self._treedef(), [jnp.asarray(leaf) for leaf in leaves])
 
-    def _leaves(self, state: Any) -> list[np.ndarray]:
+    @staticmethod
+    def _leaves(state: Any) -> list[np.ndarray]:
         jax, _ = require_jax()
         return [np.array(leaf, copy=True) for leaf in jax.tree_util.tree_leaves(state)]
 
@@ -205,14 +202,14 @@ class OTSteps:
                    ys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """``len(ys)`` Adam steps on ``θ ↦ W(ω, θ)`` (target minibatches ``ys[k]``), each followed by ``Π``."""
         with x64():
-            theta_new, state = self._fn("theta_adam")(omega, theta, self._state(adam), ys)
+            theta_new, state = self._fn("theta_adam")(omega, theta, self._state(adam), ys, self._hyper())
             return np.asarray(theta_new, dtype=np.float64), self._leaves(state)
 
     def adam_step(self, params: np.ndarray, adam: Sequence[np.ndarray],
                   direction: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """One Adam step along ``direction`` (the gradient is ``−direction``) on ``(ω, θ)``, then ``Π × Π``."""
         with x64():
-            p, state = self._fn("adam_step")(params, self._state(adam), direction)
+            p, state = self._fn("adam_step")(params, self._state(adam), direction, self._hyper())
             return np.asarray(p, dtype=np.float64), self._leaves(state)
 
 
@@ -787,7 +784,10 @@ class FedMMOT(_FederatedOT):
     weights : sequence of n floats, optional
         ``μ_i`` (normalized); default ``N_i/N``.
     identity_steps : int >= 0
-        Warm start of ``(ω_0, θ_0)`` (:meth:`TransportProblem.init`).
+        Warm start of ``(ω_0, θ_0)`` when ``run`` gets no ``init``: Adam steps
+        fitting ``∇f ≈`` identity (:meth:`TransportProblem.init`), as Korotin
+        et al. do before training; from a raw random start the map diverges
+        (measured on the Gaussian case: L2-UVP ~1e19 after 30 rounds).
     n_threads : int >= 1
         Threads of the default in-process runtime (results do not depend on it).
 
@@ -798,7 +798,8 @@ class FedMMOT(_FederatedOT):
     >>> rng = np.random.default_rng(0)
     >>> datas = [rng.normal(size=(200, 2)) for _ in range(3)]
     >>> target = rng.normal(2.0, 1.0, size=(600, 2))
-    >>> algo = FedMMOT(TransportProblem(2, hidden_sizes=[16, 16], batch_size=64), local_lr=0.05)
+    >>> algo = FedMMOT(TransportProblem(2, hidden_sizes=[16, 16], batch_size=64), local_lr=0.05,
+    ...                identity_steps=100)
     >>> h = algo.run(datas, 3, target=target, seed=0)
     >>> h.transport_map(np.zeros((4, 2))).shape, len(h)
     ((4, 2), 3)
@@ -812,7 +813,7 @@ class FedMMOT(_FederatedOT):
                  step: Any = 1.0, local_steps: int = 1, local_lr: float = 0.05, server_steps: int = 10,
                  server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                  batch_size: int | None = None, target_batch_size: int | None = None,
-                 weights: Sequence[float] | None = None, identity_steps: int = 0, n_threads: int = 1) -> None:
+                 weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1) -> None:
         self._common(problem, clients_per_round, participation_prob, compressor, local_steps, local_lr,
                      batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps)
         self.alpha = check_real(alpha, "alpha", low=0.0)
@@ -862,7 +863,7 @@ class FedAdam(_FederatedOT):
                  participation_prob: float | None = None, compressor: Any = None, local_steps: int = 1,
                  local_lr: float = 0.05, server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999,
                  eps: float = 1e-8, batch_size: int | None = None, target_batch_size: int | None = None,
-                 weights: Sequence[float] | None = None, identity_steps: int = 0, n_threads: int = 1) -> None:
+                 weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1) -> None:
         self._common(problem, clients_per_round, participation_prob, compressor, local_steps, local_lr,
                      batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps)
 

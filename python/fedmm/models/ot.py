@@ -257,10 +257,29 @@ class ICNN:
                 fn = jax.jit(self.apply)
             elif name == "gradient":
                 fn = jax.jit(self.apply_gradient)
+            elif name == "fit_identity":
+                fn = jax.jit(self._fit_identity)
             else:  # "param_gradient": ∇_params Σ_j f(x_j)
                 fn = jax.jit(jax.grad(lambda p, x: self.apply(p, x).sum()))
             self._jit[name] = fn
         return fn
+
+    def _fit_identity(self, params: Any, xs: Any, lr: Any) -> Any:
+        jax, jnp = require_jax()
+        optax = require_optax()
+        opt = optax.adam(lr)
+        mask = self.convex_mask
+
+        def loss(q: Any, x: Any) -> Any:
+            return jnp.mean(jnp.sum((self.apply_gradient(q, x) - x) ** 2, axis=1))
+
+        def body(carry: Any, x: Any) -> Any:
+            q, state = carry
+            upd, state = opt.update(jax.grad(loss)(q, x), state, q)
+            q = optax.apply_updates(q, upd)
+            return (jnp.where(mask, jnp.maximum(q, 0.0), q), state), None
+
+        return jax.lax.scan(body, (params, opt.init(params)), xs)[0][0]
 
     def value(self, params: Any, x: Any) -> np.ndarray:
         """``f(x_j)`` for each row of ``x``.
@@ -307,8 +326,6 @@ class ICNN:
         ndarray of shape (n_params,), float64
             The fitted parameters, in ``Θ``.
         """
-        jax, jnp = require_jax()
-        optax = require_optax()
         p = self.check_params(params)
         n_steps = check_int(n_steps, "n_steps", low=0)
         scale = check_real(scale, "scale", low=0.0, low_open=True)
@@ -316,24 +333,9 @@ class ICNN:
         lr = check_real(lr, "lr", low=0.0, low_open=True)
         if n_steps == 0:
             return self.project(p)
-        xs = scale * np.random.default_rng(seed).standard_normal((n_steps, batch_size, self.dim))
-        opt = optax.adam(lr)
-        mask = self.convex_mask
-
-        def loss(q: Any, x: Any) -> Any:
-            return jnp.mean(jnp.sum((self.apply_gradient(q, x) - x) ** 2, axis=1))
-
-        def body(carry: Any, x: Any) -> Any:
-            q, state = carry
-            g = jax.grad(loss)(q, x)
-            upd, state = opt.update(g, state, q)
-            q = optax.apply_updates(q, upd)
-            return (jnp.where(mask, jnp.maximum(q, 0.0), q), state), None
-
+        xs = scale * np.random.default_rng(check_seed(seed)).standard_normal((n_steps, batch_size, self.dim))
         with x64():
-            q0 = jnp.asarray(p)
-            (q, _), _ = jax.lax.scan(body, (q0, opt.init(q0)), jnp.asarray(xs))
-            return np.asarray(q, dtype=np.float64)
+            return np.asarray(self._compiled("fit_identity")(p, xs, lr), dtype=np.float64)
 
 
 class TransportMap:
@@ -541,15 +543,25 @@ class TransportProblem:
         return jnp.mean(self.potential.apply(omega, x)) + self.target_terms(omega, theta, y)
 
     # -- NumPy boundary -------------------------------------------------------------------
-    def _compiled(self, name: str) -> Any:
+    def compiled(self, name: str, build: Any) -> Any:
+        """Per-instance cache of compiled functions: ``build()`` on the first call with ``name``.
+
+        Algorithms on this problem keep their jit-compiled loops here, so that
+        several runs (or several algorithm objects) on one problem compile
+        once per input shape.  The cache is not pickled (a copy in another
+        process compiles again).
+        """
         fn = self._jit.get(name)
         if fn is None:
-            jax, _ = require_jax()
-            fn = {"loss": jax.jit(self.objective),
-                  "grad_omega": jax.jit(jax.grad(self.objective, argnums=0)),
-                  "grad_theta": jax.jit(jax.grad(self.target_terms, argnums=1))}[name]
-            self._jit[name] = fn
+            fn = self._jit[name] = build()
         return fn
+
+    def _compiled(self, name: str) -> Any:
+        jax, _ = require_jax()
+        builders = {"loss": lambda: jax.jit(self.objective),
+                    "grad_omega": lambda: jax.jit(jax.grad(self.objective, argnums=0)),
+                    "grad_theta": lambda: jax.jit(jax.grad(self.target_terms, argnums=1))}
+        return self.compiled(name, builders[name])
 
     def _points(self, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         return self.check_data(x, "x"), self.check_target(y, "y")
