@@ -431,3 +431,45 @@ def test_evaluate_cadence(small_problem, small_data):
     assert np.isnan(shift[[0, 2]]).all() and np.isfinite(shift[[1, 3, 4]]).all()
     assert "shift" in h.config["initial_evaluation"] and len(calls) == 4
     assert all(isinstance(m, TransportMap) for m in calls)
+
+
+# --------------------------------------------------------------------------- runtimes
+@pytest.mark.integration
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_ray_runtime_carries_fedmmot_and_fedadam(small_problem, small_data):
+    # The actors hold the clients (data, target, control variates, streams) and compile their own loops;
+    # the History equals the in-process one.
+    pytest.importorskip("ray", reason="the 'ray' extra is not installed: pip install 'fedmm[ray]'")
+    from fedmm.runtime.ray import RayRuntime, local_ray
+
+    datas, target = small_data
+    with local_ray(num_cpus=2):
+        for algo in (_full_config(small_problem),
+                     FedAdam(small_problem, clients_per_round=3, server_lr=0.01, identity_steps=20)):
+            ref = algo.run(datas, 3, target=target, seed=4)
+            got = algo.run(datas, 3, target=target, seed=4, runtime=RayRuntime(1))
+            assert got.equals(ref), algo.name
+            np.testing.assert_array_equal(got.state["omega"], ref.state["omega"])
+
+
+def test_parties_satisfy_the_protocols(small_problem, small_data):
+    from test_protocols import assert_satisfies
+
+    from fedmm import protocols as P
+
+    datas, target = small_data
+    for algo in (FedMMOT(small_problem, identity_steps=0), FedAdam(small_problem, identity_steps=0)):
+        server, clients = algo.build(datas, target=target, seed=0)
+        assert_satisfies(server, P.ServerParty)
+        assert_satisfies(clients[0], P.StatefulClientParty)
+        assert_satisfies(server.broadcast(0), P.Message)
+        message = server.broadcast(0)
+        arrays = message.to_arrays()
+        back = type(message).from_arrays(arrays)
+        assert back.t == 0 and np.array_equal(back.omega, message.omega) and np.array_equal(back.theta, message.theta)
+        # a client rebuilt from its state continues bit for bit
+        clients[1].setup(server.setup_message())
+        state = clients[1].get_state()
+        first = clients[1].step(message)
+        clients[1].set_state(state)
+        assert clients[1].step(message) == first
