@@ -36,6 +36,7 @@ ESTEP_CASES = {
     "tied-digits-p20-G10": ("tied", 20_000, 20, 10),
     "tied-p50-G30": ("tied", 20_000, 50, 30),
     "full-digits-p20-G10": ("full", 20_000, 20, 10),
+    "full-p50-G10": ("full", 20_000, 50, 10),
 }
 
 
@@ -183,5 +184,6 @@ def test_em_backend_ratio(benchmark, setting):
     benchmark.extra_info.update(info)
     print(f"\n{setting}: python {info['python_client_rounds_per_s']:,.0f} client-rounds/s "
           f"(rounds only {info['python_round_client_rounds_per_s']:,.0f}), compiled "
-          f"{info['compiled_client_rounds_per_s']:,.0f} (rounds only {info['compiled_round_client_rounds_per_s']:,.0f}), "
+          f"{info['compiled_client_rounds_per_s']:,.0f} "
+          f"(rounds only {info['compiled_round_client_rounds_per_s']:,.0f}), "
           f"ratio {info['ratio']:.1f}x (rounds only {info['round_ratio']:.1f}x)")

@@ -49,7 +49,8 @@ def test_fedmls(benchmark, setup, oracle, backend):
     datas, problem, radius, total_steps = setup
     algo = FedMLS(problem, local_steps=("linear", 1), prox_weight=("inverse", LAM0), radius=radius, oracle=oracle,
                   backend=backend)
-    benchmark.pedantic(algo.run, args=(datas, N_ROUNDS), kwargs={"seed": 0, "objective_every": 0}, rounds=5, iterations=1)
+    benchmark.pedantic(algo.run, args=(datas, N_ROUNDS), kwargs={"seed": 0, "objective_every": 0},
+                       rounds=5, iterations=1)
     _report(benchmark, total_steps)
 
 

@@ -33,7 +33,8 @@ The host's speed drifts on a shared machine, which skews a ratio of medians
 taken from separate tests, so ``test_numba_vs_c_paired`` also alternates the C
 and numba runs (compiled backend) within each timed call and reports the median
 over pairs of (numba time / C time) as ``paired_time_ratio_vs_c`` (and
-``paired_cpu_ratio_vs_c`` from CPU times), for both settings and for ``statistic-only``: one ``CompiledModel.statistic`` call over
+``paired_cpu_ratio_vs_c`` from CPU times), for both settings and for ``statistic-only``: one
+``CompiledModel.statistic`` call over
 100,000 rows, the per-sample functions and the engine's averaging loop alone.
 
 Run: ``python -m pytest benchmarks/bench_numba.py --benchmark-only``

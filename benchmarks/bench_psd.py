@@ -60,9 +60,9 @@ def test_project_psd(benchmark, K, kind, impl):
 
 @pytest.mark.parametrize("impl", ["fedmm", "numpy"])
 def test_project_psd_stack(benchmark, impl):
-    """20 clients' K=15 blocks at once (e.g. projecting every client's statistic)."""
-    benchmark.group = "project_psd stack 20 x K=15 nearly"
-    stack = np.stack([_input("nearly", 15, seed) for seed in range(20)])
+    """100 clients' K=15 blocks at once (e.g. projecting every client's statistic)."""
+    benchmark.group = "project_psd stack 100 x K=15 nearly"
+    stack = np.stack([_input("nearly", 15, seed) for seed in range(100)])
     fn = project_psd if impl == "fedmm" else eigh_clip_stack
     benchmark(fn, stack)
 

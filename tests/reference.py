@@ -552,7 +552,8 @@ def gmm_full_em_step(Y, weights, means, covs):
     resp = np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
     nk = resp.sum(axis=0)
     new_means = (resp.T @ Y) / nk[:, None]
-    new_covs = np.stack([((resp[:, k, None] * (Y - new_means[k])).T @ (Y - new_means[k])) / nk[k] for k in range(len(nk))])
+    new_covs = np.stack([((resp[:, k, None] * (Y - new_means[k])).T @ (Y - new_means[k])) / nk[k]
+                         for k in range(len(nk))])
     return nk / len(Y), new_means, new_covs, float(logsumexp(log_joint, axis=1).mean())
 
 

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Issue 15 item 4: payloads that decode to non-finite values are rejected (leaving ``out``
 untouched), and the monitoring quantities are never silently inf."""
-import struct
 import sys
 from fractions import Fraction
 

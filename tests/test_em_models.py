@@ -214,7 +214,8 @@ def test_poisson_statistic_matches_scipy_posterior():
         np.testing.assert_allclose(model.posterior(Z, theta), post, atol=1e-12)
         s = model.statistic(Z, theta)
         np.testing.assert_allclose(s, [Z.mean(), -(post @ np.exp(SUPPORT)).mean()], atol=1e-12)
-        assert model.objective(Z, theta) == pytest.approx(poisson_latent_objective(Z, theta, SUPPORT, PROBS, 0.5), abs=1e-10)
+        expected = poisson_latent_objective(Z, theta, SUPPORT, PROBS, 0.5)
+        assert model.objective(Z, theta) == pytest.approx(expected, abs=1e-10)
 
 
 @pytest.mark.parametrize("parameterization", ["joint", "explicit_mean"])
@@ -429,3 +430,40 @@ def test_gmm_full_guard_and_errors():
         GaussianMixture(2, covariance="full", known_covariance=np.eye(2))
     with pytest.raises(ValueError, match=r"\(2, 2, 2\)"):
         gmm.parameters([0.5, 0.5], np.zeros((2, 2)), np.eye(2))
+
+
+@pytest.mark.parametrize("covariance", ["full", "tied"])
+def test_compiled_responsibilities_match_scikit_learn_across_chunks(covariance):
+    """``fedmm.kernels.gaussian_mixture_responsibilities`` (256-row chunks) against scikit-learn on
+    N = 1000 rows (several chunks and a partial one): the posteriors, and the log-normalizer, which
+    equals scikit-learn's per-row log-likelihood up to the terms the logits omit."""
+    from fedmm import kernels
+
+    rng = np.random.default_rng(3)
+    p, G = 4, 3
+    Y = rng.normal(size=(1000, p)) + rng.normal(0, 3, (G, p))[rng.integers(0, G, 1000)]
+    gmm = GaussianMixture(G, covariance=covariance)
+    theta = gmm.T(gmm.statistic(Y, gmm.T(gmm.init_statistic([Y], rng))))
+    sk = SkGaussianMixture(G, covariance_type=covariance)
+    sk.weights_, sk.means_, sk.covariances_ = theta.weights, theta.means, theta.covariance
+    chol = np.linalg.cholesky(theta.covariance)
+    sk.precisions_cholesky_ = np.linalg.inv(chol).swapaxes(-1, -2)
+    compiled = gmm.compiled_model()
+    rho, log_norm = kernels.gaussian_mixture_responsibilities(
+        compiled, gmm.compiled_theta(theta, compiled), Y, return_log_norm=True)
+    np.testing.assert_allclose(rho, sk.predict_proba(Y), rtol=0, atol=1e-12)
+    common = -0.5 * p * np.log(2 * np.pi)
+    if covariance == "tied":  # −½ yᵀΣ⁻¹y − ½ ln det Σ, common to every component
+        white = np.linalg.solve(chol, Y.T)
+        common = common - 0.5 * (white ** 2).sum(axis=0) - np.log(np.diag(chol)).sum()
+    np.testing.assert_allclose(log_norm + common, sk.score_samples(Y), rtol=1e-12, atol=1e-10)
+    np.testing.assert_array_equal(gmm.responsibilities(Y, theta), rho)
+    with pytest.raises(ValueError, match="'data' to contain only finite"):
+        kernels.gaussian_mixture_responsibilities(compiled, gmm.compiled_theta(theta, compiled),
+                                                  np.full((2, p), np.nan))
+    with pytest.raises(ValueError, match=r"shape \(N, 4\)"):
+        kernels.gaussian_mixture_responsibilities(compiled, gmm.compiled_theta(theta, compiled), Y[:, :3])
+    with pytest.raises(ValueError, match="compiled parameter"):
+        kernels.gaussian_mixture_responsibilities(compiled, np.zeros(3), Y)
+    with pytest.raises(TypeError, match="GaussianMixture compiled model"):
+        kernels.gaussian_mixture_responsibilities(kernels.inverse_toy_model(2), np.zeros(2), Y)

@@ -355,3 +355,17 @@ def test_compiled_stretches_without_warm_starts_and_with_client_weights(algorith
                       n_threads=n_threads, backend=backend).run(datas, 11, seed=9)
             for n_threads, backend in ((2, "compiled"), (1, "python"))]
     assert runs[0].equals(runs[1])
+
+
+def test_history_records_the_backend_of_a_callers_local_runtime():
+    from fedmm.algorithms import FedMM
+    from fedmm.engine import LocalRuntime
+    from fedmm.models import GaussianMixture
+
+    rng = np.random.default_rng(0)
+    datas = [rng.normal(size=(50, 2)) + i for i in range(3)]
+    algorithm = FedMM(GaussianMixture(2, n_features=2), step=0.5, batch_size=10)
+    compiled = algorithm.run(datas, 4, seed=1, runtime=LocalRuntime(compiled=True))
+    python = algorithm.run(datas, 4, seed=1, runtime=LocalRuntime(compiled=False))
+    assert compiled.config["backend"] == "compiled" and python.config["backend"] == "python"
+    assert compiled.equals(python)

@@ -1,17 +1,20 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """One fault policy in process (issue 15, first increment): a client whose round raises or whose payload
 fails validation is dropped for the round (Algorithm 2 lines 10-11) and the run goes on; rounds are
-atomic, so V = Σ μ_i V_i holds after every round, failed ones and Ctrl-C included."""
+atomic, so V = Σ μ_i V_i holds after every round, failed ones and Ctrl-C included; the server's step is
+atomic too, so an absurd but finite message cannot leave the server unusable."""
+import re
+
 import numpy as np
 import pytest
 
 from fedmm.algorithms import FedMM
-from fedmm.compression import StochasticRounding
+from fedmm.compression import Identity, StochasticRounding
 from fedmm.engine import LocalRuntime
 from fedmm.history import History
-from fedmm.models import DictionaryLearning
+from fedmm.models import DictionaryLearning, GaussianMixture, InverseToy
 
-from reference import FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops
+from reference import FailingInverseToy, fedmm_rounds_with_drops
 
 
 def _toy_datas(failing=4):
@@ -129,3 +132,156 @@ def test_a_failing_client_inside_a_compiled_stretch_commits_the_rounds_before_it
     h2 = LocalRuntime().run(server, clients, 3, history=History("FedMM"))
     assert [r["dropped"] for r in h2.records] == [[1], [1], [1]]
     assert _invariant_gap(server, clients) < 1e-14
+
+
+# -- an absurd but finite message cannot leave the server unusable --------------------------------------
+def _dictionary_round(n_clients=6, seed=1):
+    """A DictionaryLearning server after set-up, selected for round 0, and its clients' honest payloads."""
+    rng = np.random.default_rng(0)
+    datas = [np.ascontiguousarray(rng.standard_normal((30, 5))) for _ in range(n_clients)]
+    algo = FedMM(DictionaryLearning(3, 0.1, 0.2), participation_prob=1.0, batch_size=6)
+
+    def fresh():
+        server, clients = algo.build(datas, seed=seed)
+        setup = server.setup_message()
+        server.setup_aggregate({c.index: c.setup(setup) for c in clients})
+        server.select(0)
+        return server, clients
+
+    server, clients = fresh()
+    message = server.broadcast(0)
+    return fresh, server, {c.index: c.step(message) for c in clients}
+
+
+def _absurd(server, value=1e300):
+    return Identity().encode(np.full(server.V.shape[0], value))
+
+
+def _assert_same_state(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        assert np.array_equal(a[key], b[key]), key
+
+
+def test_an_absurd_message_makes_the_step_fail_and_leaves_the_server_exactly_as_it_was():
+    fresh, server, payloads = _dictionary_round()
+    bad = {**payloads, 2: _absurd(server)}
+    before, theta = server.get_state(), server.theta
+    with pytest.raises(ValueError, match="Round 0: the server step failed .*state is unchanged") as info:
+        server.aggregate(0, bad)
+    assert isinstance(info.value.__cause__, np.linalg.LinAlgError)  # T's Cholesky of A + 2ηI at 1e300
+    _assert_same_state(server.get_state(), before)
+    assert server.theta is theta
+    # still usable: the honest messages give exactly what a server that never saw the bad one gives
+    record = server.aggregate(0, payloads)
+    ref, _ = fresh()
+    assert ref.aggregate(0, payloads) == record
+    _assert_same_state(server.get_state(), ref.get_state())
+
+
+@pytest.mark.parametrize("n_bad", [1, 2, 3])
+def test_with_on_invalid_the_step_goes_on_without_the_failing_messages(n_bad):
+    fresh, server, payloads = _dictionary_round()
+    bad_ids = [4, 1, 3][:n_bad]
+    bad = {**payloads, **{i: _absurd(server, -1e300 * (i + 1)) for i in bad_ids}}
+    dropped = []
+    record = server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
+    assert [i for i, _ in dropped] == sorted(bad_ids)
+    for _, reason in dropped:  # each names the failure, the retry and its message's size (‖(μ_i/p) Δ_i‖ ~ 1e300)
+        assert re.search(f"LinAlgError.*without the {n_bad} largest of the 6 messages.*about 1e30[01]", reason)
+    # bit for bit the step of the honest messages alone
+    ref, _ = fresh()
+    assert ref.aggregate(0, {i: b for i, b in payloads.items() if i not in bad_ids}) == record
+    _assert_same_state(server.get_state(), ref.get_state())
+
+
+def test_more_failing_messages_than_retries_drop_the_round_s_messages():
+    fresh, server, payloads = _dictionary_round()
+    from fedmm.algorithms.federated import MAX_STEP_RETRIES
+    bad = {**payloads, **{i: _absurd(server) for i in range(MAX_STEP_RETRIES + 1)}}
+    dropped = []
+    server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
+    assert [i for i, _ in dropped] == list(range(6))
+    assert all("the round went on with no message" in r for _, r in dropped)
+    ref, _ = fresh()
+    ref.aggregate(0, {})
+    _assert_same_state(server.get_state(), ref.get_state())
+
+
+class _BrokenT(InverseToy):
+    """``T`` fails once ``broken`` is set (the server's own model is at fault, not a message)."""
+
+    broken = False
+
+    def T(self, s):
+        if self.broken:
+            raise np.linalg.LinAlgError("simulated failure of T")
+        return super().T(s)
+
+
+def test_a_step_that_fails_without_any_message_raises_and_drops_nobody():
+    model = _BrokenT()
+    datas = _toy_datas(failing=None)
+    server, clients = FedMM(model, participation_prob=1.0, batch_size=5).build(datas, seed=2)
+    setup = server.setup_message()
+    server.setup_aggregate({c.index: c.setup(setup) for c in clients})
+    message = server.broadcast(0)
+    payloads = {c.index: c.step(message) for c in clients}
+    model.broken = True
+    before = server.get_state()
+    dropped = []
+    with pytest.raises(ValueError, match="fails even without the clients' messages") as info:
+        server.aggregate(0, payloads, on_invalid=lambda i, reason: dropped.append(i))
+    assert isinstance(info.value.__cause__, np.linalg.LinAlgError)
+    assert dropped == []
+    _assert_same_state(server.get_state(), before)
+
+
+def test_an_update_that_overflows_is_recorded_with_a_warning_not_silently():
+    """A finite step whose E_s exceeds the largest float64 commits, and E_s = inf comes with a warning."""
+    rng = np.random.default_rng(0)
+    datas = [rng.standard_normal((30, 2)) for _ in range(4)]
+    server, clients = FedMM(GaussianMixture(2), participation_prob=1.0, batch_size=6).build(datas, seed=1)
+    setup = server.setup_message()
+    server.setup_aggregate({c.index: c.setup(setup) for c in clients})
+    message = server.broadcast(0)
+    payloads = {c.index: c.step(message) for c in clients}
+    payloads[2] = _absurd(server)
+    with pytest.warns(RuntimeWarning, match="update size E_s .* exceeds the largest float64"):
+        record = server.aggregate(0, payloads)
+    assert record["E_s"] == np.inf and np.isfinite(record["E_ps"])
+    assert all(np.isfinite(v).all() for v in server.get_state().values())
+
+
+def _absurd_toy_datas():
+    """Nine clients of ten samples in [1, 3] and one of a thousand samples 4e307: its Δ is finite but its share
+    (μ_i/p) Δ_i = (0.917/0.2) 4e307 overflows float64 whenever it is selected."""
+    rng = np.random.default_rng(3)
+    return [rng.uniform(1, 3, 10) for _ in range(9)] + [np.full(1000, 4e307)]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3])
+def test_absurd_statistics_are_dropped_alike_on_both_backends(alpha):
+    """The compiled stretch stops at the round whose server step overflows (ENONFINITE), restores it and reruns it
+    on the Python backend, which drops the client: both backends give the same run, bit for bit."""
+    datas = _absurd_toy_datas()
+    runs = {}
+    for backend in ("python", "compiled"):
+        algo = FedMM(InverseToy(), clients_per_round=2, alpha=alpha, step=0.5, batch_size=4, backend=backend)
+        server, clients = algo.build(datas, seed=7)
+        h = LocalRuntime(compiled=backend == "compiled").run(server, clients, 12, history=History("FedMM"))
+        assert _invariant_gap(server, clients) < 1e-14
+        runs[backend] = (h, server.get_state())
+    h, state = runs["python"]
+    hc, state_c = runs["compiled"]
+    hit = [r["t"] for r in h.records if 9 in r["dropped"]]
+    assert hit == [9]  # the one round that selects client 9 with this seed
+    assert h.records[9]["active"] == [2]
+    assert "made the server step fail" in h.records[9]["drop_reasons"][0]
+    assert all(r["dropped"] == [] for r in h.records if r["t"] != 9)
+    for rec, rec_c in zip(h.records, hc.records, strict=True):
+        for key in ("t", "active", "dropped", "drop_reasons", "gamma", "E_s", "E_ps"):
+            assert rec.get(key) == rec_c.get(key), (rec["t"], key)
+    _assert_same_state(state, state_c)
+    algo = FedMM(InverseToy(), clients_per_round=2, alpha=alpha, step=0.5, batch_size=4)
+    assert algo.run(datas, 12, seed=7).config["backend"] == "compiled"

@@ -77,7 +77,8 @@ def test_seeds_in_parallel_processes_give_the_same_runs(fig1_run, tmp_path):
     parallel = json.loads((tmp_path / "fig1_homogeneous.json").read_text())["runs"]
 
     def strip(runs):
-        return {name: [[{k: v for k, v in r.items() if k != "wall_time"} for r in h["records"]] for h in hs]
+        return {name: [[{k: v for k, v in r.items() if k not in ("wall_time", "monitor_time")} for r in h["records"]]
+                       for h in hs]
                 for name, hs in runs.items()}
 
     assert strip(serial) == strip(parallel)

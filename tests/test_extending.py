@@ -159,7 +159,8 @@ def test_fedgd_algorithm_on_both_runtimes(recipes):
     datas = _clients(2)
     pooled = np.concatenate(datas).mean(axis=0)
     runs = [recipes.FedGD(lr=0.5).run(datas, 60, runtime=rt)
-            for rt in (recipes.SequentialRuntime(), LocalRuntime(compiled=False), LocalRuntime(n_threads=2, compiled=False))]
+            for rt in (recipes.SequentialRuntime(), LocalRuntime(compiled=False),
+                       LocalRuntime(n_threads=2, compiled=False))]
     for h in runs:
         np.testing.assert_allclose(h.state["theta"], pooled, rtol=0.0, atol=1e-12)
         assert h.equals(runs[0])

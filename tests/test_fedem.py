@@ -23,7 +23,8 @@ def _mixture(rng, n=300, p=3, G=3):
 
 def _exact_em(**kw):
     """One client, full participation, Identity, α = 0, full batch, γ = 1."""
-    return FedMM(kw.pop("model"), participation_prob=1.0, compressor=Identity(), alpha=0.0, step=1.0, batch_size=None, **kw)
+    return FedMM(kw.pop("model"), participation_prob=1.0, compressor=Identity(), alpha=0.0, step=1.0,
+                 batch_size=None, **kw)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

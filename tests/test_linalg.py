@@ -116,6 +116,35 @@ def test_project_psd_matches_eigh_clip(K, kind):
     np.testing.assert_allclose(project_psd(P), P, atol=1e-12 * scale, rtol=0)  # idempotent
 
 
+def _with_spectrum(rng, w):
+    V = np.linalg.qr(rng.standard_normal((len(w), len(w))))[0]
+    return (V * np.asarray(w)) @ V.T
+
+
+@pytest.mark.parametrize("K", [8, 40, 200])
+def test_project_psd_few_negative_eigenvalues_matches_eigh_clip(K):
+    """The few-negative-eigenvalues path (bisection, inverse iteration, back-transformation) on
+    hard spectra: a repeated negative eigenvalue, negative eigenvalues of very different sizes, a
+    tridiagonal form that splits into blocks (diagonal input), and as many negatives as the path
+    takes (K/4)."""
+    rng = np.random.default_rng(K)
+    positive = np.abs(rng.standard_normal(K)) + 0.1
+    cases = {
+        "repeated": np.concatenate([[-1e-3] * 3, positive[3:]]),
+        "spread": np.concatenate([[-1.0, -1e-6, -1e-12], positive[3:]]),
+        "quarter": np.concatenate([-np.abs(rng.standard_normal(K // 4)), positive[K // 4:]]),
+        "cluster_at_zero": np.concatenate([[-1e-14, 0.0, 1e-14], positive[3:]]),
+    }
+    inputs = {name: _with_spectrum(rng, w) for name, w in cases.items()}
+    # diagonal with the negative entries last: Cholesky stops late, the tridiagonal form splits
+    inputs["diagonal"] = np.diag(np.concatenate([positive[2:], [-0.5, -2.0]]))
+    for name, A in inputs.items():
+        P = project_psd(A)
+        scale = np.linalg.norm(A)
+        np.testing.assert_array_equal(P, P.T)
+        np.testing.assert_allclose(P, psd_projection_eigh(A), atol=1e-10 * scale, rtol=0, err_msg=name)
+
+
 def test_project_psd_symmetrizes_stacks_and_out():
     rng = np.random.default_rng(4)
     stack = rng.standard_normal((5, 7, 7))

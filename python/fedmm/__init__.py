@@ -4,7 +4,8 @@
 Clients send the parameters of a *surrogate function* (a statistic ``S``);
 the server aggregates them in S-space, projects onto the valid set and
 minimizes the aggregated surrogate, ``theta = T(S)``.  See the FedMM paper
-(Dieuleveut, Fort, Hegazy, Wai, 2025) and ``shared/DESIGN.md``.
+(Dieuleveut, Fort, Hegazy, Wai, 2025) and the user guide of the documentation
+("Aggregate surrogates, not parameters").
 """
 from __future__ import annotations
 
@@ -47,6 +48,13 @@ def get_include() -> str:
         Cython code that uses the kernels.  Installed package:
         ``<site-packages>/fedmm/include``; editable install: the source
         directory ``src/kernels``.
+
+    Examples
+    --------
+    >>> import os
+    >>> import fedmm
+    >>> os.path.isfile(os.path.join(fedmm.get_include(), "fedmm_kernels.h"))
+    True
     """
     installed = _os.path.join(_PKG_DIR, "include")
     if _os.path.isfile(_os.path.join(installed, "fedmm_kernels.h")):

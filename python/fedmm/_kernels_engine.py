@@ -9,13 +9,30 @@ import numpy as np
 from fedmm import _engine
 from fedmm._validation import check_int, check_real
 
-__all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model", "poisson_latent_model",
-           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "LASSO_METHODS"]
+__all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model",
+           "gaussian_mixture_responsibilities", "poisson_latent_model",
+           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "LASSO_METHODS",
+           "DICTIONARY_MODEL_MAX_WORK", "dictionary_model_max_iter"]
 
 #: The compiled model handle (``fedmm_model_t`` with its context), see :class:`fedmm._engine.CompiledModel`.
 CompiledModel = _engine.CompiledModel
 #: LASSO methods of the C solver, by name (``FEDMM_LASSO_*``).
 LASSO_METHODS = {"auto": 0, "cd": 1, "active_set": 2}
+#: Largest worst-case work, in multiply-adds, of one LASSO column inside a compiled round:
+#: ``max_iter · (K² + 4K)`` (a sweep or an active-set step costs at most about ``K² + 4K``).
+#: Compiled rounds run without checking for Ctrl-C, so :func:`dictionary_model` refuses a
+#: ``max_iter`` above it (2**32 multiply-adds: seconds per column, not hours).
+DICTIONARY_MODEL_MAX_WORK = 2**32
+
+
+def dictionary_model_max_iter(n_components: int) -> int:
+    """Largest ``max_iter`` :func:`dictionary_model` accepts for ``K = n_components`` atoms.
+
+    ``DICTIONARY_MODEL_MAX_WORK // (K² + 4K)``: one column's solve then stays
+    below :data:`DICTIONARY_MODEL_MAX_WORK` multiply-adds.
+    """
+    k = check_int(n_components, "n_components", low=1)
+    return max(1, DICTIONARY_MODEL_MAX_WORK // (k * k + 4 * k))
 
 
 def dictionary_model(n_features: int, n_components: int, lam: float, eta: float = 0.0, *, tol: float = 1e-9,
@@ -27,6 +44,15 @@ def dictionary_model(n_features: int, n_components: int, lam: float, eta: float 
     ``n_components`` values), projection onto ``𝕄_K⁺ × ℝ^{p×K}``, and
     ``T(s) = s⁽²⁾ (sym(s⁽¹⁾) + 2ηI)⁻¹``.  The compiled parameter is the
     dictionary row-major, then column-major (``theta_size = 2 p K``).
+
+    A compiled round runs without the GIL and without checking for Ctrl-C,
+    so the LASSO's work is bounded up front: ``max_iter`` (iterations per
+    column, each at most about ``K² + 4K`` multiply-adds) may be at most
+    :func:`dictionary_model_max_iter` ``(K)`` ``= DICTIONARY_MODEL_MAX_WORK //
+    (K² + 4K)`` (2**32 multiply-adds per column), and a larger value raises
+    ``ValueError`` naming ``max_iter``.  (The Python faces,
+    :func:`fedmm.kernels.lasso` and :func:`fedmm.kernels.dictionary_statistics`,
+    check for Ctrl-C while they run and accept up to 2**31 − 1.)
     """
     p = check_int(n_features, "n_features", low=1)
     k = check_int(n_components, "n_components", low=1)
@@ -34,6 +60,11 @@ def dictionary_model(n_features: int, n_components: int, lam: float, eta: float 
     eta = check_real(eta, "eta", low=0.0)
     tol = check_real(tol, "tol", low=0.0)
     max_iter = check_int(max_iter, "max_iter", low=1)
+    if max_iter > dictionary_model_max_iter(k):
+        raise ValueError(
+            f"Expected 'max_iter' <= {dictionary_model_max_iter(k)} for n_components={k}: a compiled round "
+            f"cannot be interrupted, so one LASSO column is bounded to max_iter * (K^2 + 4K) <= 2**32 "
+            f"multiply-adds; got max_iter={max_iter} (the Python backend accepts it)")
     if method not in LASSO_METHODS:
         raise ValueError(f"Expected 'method' in {sorted(LASSO_METHODS)}, got {method!r}")
     return _engine.dictionary_model(p, k, lam, eta, tol, max_iter, LASSO_METHODS[method])
@@ -106,6 +137,42 @@ def gaussian_mixture_model(n_components: int, n_features: int, covariance: str =
     if covariance == "full" and (second_moment is not None or known_covariance is not None):
         raise ValueError("Expected neither 'second_moment' nor 'known_covariance' with covariance='full'")
     return _engine.gaussian_mixture_model(G, p, covariance, reg_covar, min_weight, second_moment, known_covariance)
+
+
+def gaussian_mixture_responsibilities(model: CompiledModel, theta: Any, data: Any, *,
+                                      return_log_norm: bool = False) -> Any:
+    """Posterior probabilities of the components of a :func:`gaussian_mixture_model` (its E-step).
+
+    ``ρ_ℓ(y) = softmax_ℓ(logit_ℓ(y))`` with ``logit_ℓ(y) = ln π_ℓ − ½ ln det Σ_ℓ
+    − ½ ‖L_ℓ⁻¹(y − μ_ℓ)‖²`` (``Σ_ℓ = L_ℓ L_ℓᵀ``; the tied case drops the
+    terms common to all components, ``−½ yᵀΣ⁻¹y − ½ ln det Σ``).  Rows go in
+    chunks of 256: one GEMM per chunk (every component's whitened rows at
+    once for full covariances), no ``N × G p`` temporary; the GIL is released.
+
+    Parameters
+    ----------
+    model : CompiledModel
+        Made by :func:`gaussian_mixture_model`.
+    theta : ndarray of shape (model.theta_size,)
+        The compiled parameter with its derived quantities (``model.derive``).
+    data : array_like of shape (N, p)
+        Rows (converted to C-contiguous float64).
+    return_log_norm : bool
+        Also return ``log Σ_ℓ exp(logit_ℓ(y))`` per row (shape ``(N,)``).
+
+    Returns
+    -------
+    ndarray of shape (N, G), or (it, ndarray of shape (N,))
+    """
+    if not isinstance(model, CompiledModel):
+        raise TypeError(f"Expected 'model' to be a CompiledModel, got {type(model).__name__}")
+    theta = np.ascontiguousarray(theta, dtype=np.float64)
+    Y = np.ascontiguousarray(data, dtype=np.float64)
+    if Y.ndim != 2:
+        raise ValueError(f"Expected 'data' of shape (N, p), got shape {Y.shape}")
+    if not np.isfinite(Y).all():
+        raise ValueError("Expected 'data' to contain only finite values")
+    return _engine.gaussian_mixture_responsibilities(model, theta, Y, bool(return_log_norm))
 
 
 def poisson_latent_model(support: Any, log_prior: Any, *, lam: float = 1.0, parameterization: str = "joint",

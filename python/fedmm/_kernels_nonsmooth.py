@@ -83,7 +83,8 @@ def fedmls_local_round(
 
     The loop runs without the GIL in slices of a few milliseconds and checks for
     interrupts between them: any ``n_steps`` can be stopped with Ctrl-C
-    (``KeyboardInterrupt``; ``U`` and ``U_avg`` then hold an intermediate step).  ``ĝ_i(u) = s_i Σ_j ℓ'(a_jᵀu, y_j) a_j``
+    (``KeyboardInterrupt``; ``U`` and ``U_avg`` then hold an intermediate step).
+    ``ĝ_i(u) = s_i Σ_j ℓ'(a_jᵀu, y_j) a_j``
     over client ``i``'s rows (all of them, or the step's minibatch).
 
     Parameters
@@ -109,7 +110,8 @@ def fedmls_local_round(
     radius : float, optional
         Ball radius; None for no projection.
     rows : int array of shape (≥ n_steps, B), optional
-        Per step (``rows[r]`` is step ``first_step + 1 + r``), the global rows of every client's minibatch (client ``i`` in columns
+        Per step (``rows[r]`` is step ``first_step + 1 + r``), the global rows of every client's minibatch
+        (client ``i`` in columns
         ``row_offsets[i]:row_offsets[i+1]``; indices outside its range raise).
     row_offsets : int array of shape (n + 1,)
     scale : ndarray of shape (n,)

@@ -41,6 +41,14 @@ def sample_without_replacement(n: int, b: int, rng: Any = None) -> np.ndarray:
     Costs ``O(n)`` time and memory (the shuffled index table) plus ``b`` draws;
     an ``n`` whose table exceeds the machine's memory raises ``MemoryError``
     naming the size before anything is allocated.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sample_without_replacement(10, 4, rng=0)
+    array([1, 9, 2, 4])
+    >>> np.unique(sample_without_replacement(1000, 1000, rng=1)).size   # a permutation
+    1000
     """
     n = check_int(n, "n", low=0)
     b = check_int(b, "b", low=0, high=n)

@@ -15,7 +15,7 @@ from fedmm._validation import as_array, check_in, check_int, check_real
 
 __all__: list[str] = []
 
-# ---- sparse coding and surrogate-space linear algebra (issue 3) -------------
+# ---- sparse coding and surrogate-space linear algebra ------------------------
 from fedmm import _linalg, _sparse  # noqa: E402
 
 __all__ += [
@@ -154,8 +154,15 @@ def lasso(
         which the gap can be evaluated).
     max_iter : int, default 1000
         Maximum number of iterations (coordinate sweeps plus active-set
-        steps) per column; columns that reach it
-        raise a :class:`ConvergenceWarning`.
+        steps, each at most about :math:`K^2 + 4K` multiply-adds) per
+        column, at most 2**31 − 1; columns that reach it raise a
+        :class:`ConvergenceWarning`.  A long solve (``tol=0`` with a large
+        ``max_iter`` can run for hours) stops on Ctrl-C: called from the
+        main thread, the kernel checks for signals every 2**22
+        multiply-adds (a few milliseconds) and a handler's exception (the
+        default ``KeyboardInterrupt``) propagates.  The check only observes:
+        results are the same bit for bit.  Calls from other threads are not
+        checked (Python runs signal handlers in the main thread only).
     positive : bool, default False
         Constrain :math:`H \ge 0` (non-negative LASSO).
     method : {"auto", "cd", "active_set"}, default "auto"

@@ -65,6 +65,19 @@ def decode(payload: Any) -> np.ndarray:
         If ``payload`` is not bytes-like.
     ValueError
         ``"malformed payload: <reason>"``.
+
+    Examples
+    --------
+    A block-2 quantized vector: each coordinate becomes ``±‖x‖₂`` or ``0``.
+
+    >>> import numpy as np
+    >>> payload = BlockQuantizer(block_size=4).encode(np.array([3.0, -4.0, 0.0, 0.0]), rng=0)
+    >>> decode(payload)
+    array([ 5., -5.,  0.,  0.])
+    >>> decode(payload[:-1])
+    Traceback (most recent call last):
+    ...
+    ValueError: malformed payload: payload size does not match its header
     """
     return unpack(payload)
 

@@ -56,8 +56,11 @@ def make_clients(cfg: DemoConfig) -> list[np.ndarray]:
     return split_by_constrained_kmeans(Z, cfg.n_clients, seed=cfg.seed, n_init=1)
 
 
-def run_demo(cfg: DemoConfig, *, progress: bool = True) -> dict[str, History]:
-    """Run FedMM and ParameterAveraging with identical settings; return their histories."""
+def run_demo(cfg: DemoConfig, *, progress: bool | None = None) -> dict[str, History]:
+    """Run FedMM and ParameterAveraging with identical settings; return their histories.
+
+    ``progress``: a bar per run on standard error; None (default) only when it is a terminal.
+    """
     from fedmm.algorithms import FedMM, ParameterAveraging
     from fedmm.compression import StochasticRounding
     from fedmm.models import DictionaryLearning
@@ -150,7 +153,7 @@ def main(args: Any) -> int:
           f"clients, {cfg.active_clients} active per round, p={cfg.n_features}, K={cfg.n_components}, "
           f"{cfg.bits}-bit quantization, {cfg.n_rounds} rounds")
     start = time.perf_counter()
-    histories = run_demo(cfg, progress=not args.no_progress)
+    histories = run_demo(cfg, progress=False if args.no_progress else None)
     print()
     print(summary_table(histories))
     for name, h in histories.items():

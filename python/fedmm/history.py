@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["History"]
+__all__ = ["History", "TIMING_FIELDS"]
 
 _FORMAT = "fedmm-history"
 _FORMAT_VERSION = 1
@@ -45,18 +45,92 @@ def _from_jsonable(value: Any) -> Any:
     return value
 
 
+#: Fields that measure time, ignored by :meth:`History.equals` by default.
+TIMING_FIELDS = ("wall_time", "monitor_time")
+
+#: Axis labels in words (with units) of the fields the algorithms record.
+_LABELS = {
+    "objective": "objective F(θ) = Σ_i μ_i f_i(θ) + g(θ)",
+    "E_s": "E_s = ‖Ŝ_{t+1} − Ŝ_t‖² / γ²",
+    "E_ps": "E_ps = ‖T(Ŝ_{t+1}) − T(Ŝ_t)‖² / γ²",
+    "E_p": "E_p = ‖θ_{t+1} − θ_t‖² / γ²",
+    "E_sp": "E_sp = ‖𝒯(θ_{t+1}) − 𝒯(θ_t)‖² / γ²",
+    "gamma": "step size γ",
+    "t": "round index t (0-based)",
+    "wall_time": "wall time, monitoring excluded (s)",
+    "monitor_time": "monitoring time (s)",
+    "bytes_up": "bytes sent by the clients in the round",
+    "bytes_down": "bytes broadcast in the round",
+    "local_steps": "local steps in the round",
+    "total_local_steps": "local steps so far",
+}
+
+
+def _records_equal(a: dict, b: dict, ignore: set) -> bool:
+    ka = {k for k in a if k not in ignore}
+    kb = {k for k in b if k not in ignore}
+    if ka != kb:
+        return False
+    for k in ka:
+        va, vb = a[k], b[k]
+        if isinstance(va, np.ndarray) or isinstance(vb, np.ndarray):
+            if not np.array_equal(np.asarray(va), np.asarray(vb)):
+                return False
+        elif isinstance(va, float) and isinstance(vb, float) and math.isnan(va) and math.isnan(vb):
+            continue
+        elif va != vb:
+            return False
+    return True
+
+
+def _pandas_column(pd: Any, values: list) -> Any:
+    """A pandas array of one field over rows: nullable Int64/Float64/boolean (None → <NA>, NaN kept) or object."""
+    present = [v for v in values if v is not None]
+    mask = np.array([v is None for v in values], dtype=bool)
+    if present and all(isinstance(v, (bool, np.bool_)) for v in present):
+        data = np.array([bool(v) if v is not None else False for v in values], dtype=bool)
+        return pd.arrays.BooleanArray(data, mask)
+    if present and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in present):
+        data = np.array([int(v) if v is not None else 0 for v in values], dtype=np.int64)
+        return pd.arrays.IntegerArray(data, mask)
+    if present and all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+                       for v in present):
+        data = np.array([float(v) if v is not None else 0.0 for v in values], dtype=np.float64)
+        return pd.arrays.FloatingArray(data, mask)
+    return pd.array(values, dtype=object)
+
+
 class History:
     """Per-round record of a federated run.
 
     Each round appends one record: a dict of scalars (``objective``, ``E_s``,
-    ``E_ps``, ``E_p``, ``E_sp``, ``bytes_up``, ``bytes_down``, ``wall_time``,
-    ...) and small lists (``active`` client indices, ``dropped`` clients).
+    ``E_ps``, ``E_p``, ``E_sp``, ``gamma``, ``bytes_up``, ``bytes_down``,
+    ``wall_time``, ``monitor_time``, ...) and small lists (``active`` client
+    indices, ``dropped`` clients).  Record ``k`` (field ``t = k``, 0-based) is
+    the state *after* round ``t``, i.e. at ``θ_{t+1}``; the values at the
+    starting point ``θ_0`` are in :attr:`initial`.  :meth:`to_pandas` and
+    :meth:`series` put both together, indexed by ``round`` = the number of
+    rounds completed (0 for ``θ_0``, ``t + 1`` for record ``t``).
+
     Names of the monitoring quantities follow the FedMM paper §6:
 
     - ``E_s``  = ``‖Ŝ_{t+1} − Ŝ_t‖² / γ²_{t+1}`` (surrogate-space update size),
     - ``E_ps`` = ``‖T(Ŝ_{t+1}) − T(Ŝ_t)‖² / γ²_{t+1}`` (its parameter image),
     - ``E_p``  = ``‖θ_{t+1} − θ_t‖² / γ²_{t+1}`` (Θ-space baseline),
     - ``E_sp`` = the surrogate-space image of the baseline's update.
+
+    Timing fields, in seconds since the start of the first round:
+
+    - ``wall_time``: cumulative time of the rounds themselves (selection,
+      client work, communication, aggregation), **monitoring excluded**;
+    - ``monitor_time``: cumulative time spent on monitoring (the objective
+      and, for the Θ-space baseline, ``E_sp``), including the evaluation at
+      ``θ_0`` (``initial["monitor_time"]``).  ``wall_time + monitor_time`` is
+      the run's elapsed time up to that round.
+
+    The objective is evaluated only at the ``objective_every`` cadence: in
+    other rounds the field is absent (a missing value in :meth:`to_pandas`,
+    NaN in :meth:`column`/:meth:`series`).
 
     Parameters
     ----------
@@ -68,20 +142,45 @@ class History:
     Attributes
     ----------
     records : list of dict
-        One dict per round, in order.
+        One dict per round, in order (``len(history)`` is the number of rounds).
+    initial : dict
+        Values at the starting point ``θ_0``, before the first round (e.g.
+        ``objective`` when an objective cadence was asked, ``wall_time = 0``,
+        ``monitor_time``); saved by :meth:`save`.
     state : dict of str to ndarray
         Final arrays of the run (e.g. ``S`` and ``theta`` as flat float64 vectors); saved by :meth:`save`.
+    params : dict of str to ndarray
+        The final parameter as named arrays in the model's structure (for a
+        surrogate model, :meth:`fedmm.models.SurrogateModel.theta_to_dict`,
+        e.g. ``weights``, ``means``, ``covariance`` of a Gaussian mixture; for
+        the non-smooth family, ``x``); saved by :meth:`save`.  Rebuild the
+        model's own object with ``model.theta_from_dict(history.params)``.
     theta : object or None
-        The final parameter in the model's own structure (e.g. a ``(p, K)`` dictionary or
-        ``GaussianMixtureParams``), set by the algorithm that ran; kept in memory only (after
-        :meth:`load` it is None: rebuild it with ``model.theta_from_vector(state["theta"], like)``).
+        The final parameter as the model's own object (e.g. a ``(p, K)``
+        dictionary or ``GaussianMixtureParams``), set by the algorithm that
+        ran; in memory only (None after :meth:`load`: see ``params``).
+
+    Examples
+    --------
+    >>> h = History("demo")
+    >>> h.initial.update(objective=4.0, wall_time=0.0)
+    >>> h.append(t=0, objective=2.0, wall_time=0.1)
+    >>> h.append(t=1, wall_time=0.2)
+    >>> h.series("objective").tolist()
+    [4.0, 2.0, nan]
+    >>> h.rounds().tolist()
+    [0, 1, 2]
+    >>> History.from_dict(h.to_dict()).equals(h)
+    True
     """
 
     def __init__(self, algorithm: str = "", config: dict | None = None) -> None:
         self.algorithm = str(algorithm)
         self.config: dict = dict(config or {})
         self.records: list[dict] = []
+        self.initial: dict[str, Any] = {}
         self.state: dict[str, np.ndarray] = {}
+        self.params: dict[str, np.ndarray] = {}
         self.theta: Any = None
 
     # -- building -----------------------------------------------------------
@@ -94,15 +193,27 @@ class History:
         return len(self.records)
 
     def keys(self) -> list[str]:
-        """Names present in at least one record, in first-seen order."""
+        """Names present in at least one record, in first-seen order (not counting :attr:`initial`)."""
         seen: dict[str, None] = {}
         for r in self.records:
             for k in r:
                 seen.setdefault(k, None)
         return list(seen)
 
+    def _all_keys(self, include_initial: bool) -> list[str]:
+        seen: dict[str, None] = dict.fromkeys(self.keys())
+        if include_initial:
+            for k in self.initial:
+                seen.setdefault(k, None)
+        return list(seen)
+
     def column(self, name: str, default: float = np.nan) -> np.ndarray:
-        """One scalar field over rounds as a float64 array (``default`` where absent or None)."""
+        """One scalar field over the records as a float64 array of shape ``(len(self),)``.
+
+        ``default`` where the field is absent or None (e.g. rounds where the
+        objective was not evaluated).  See :meth:`series` for the same with the
+        value at ``θ_0`` first.
+        """
         if name not in self.keys():
             raise KeyError(f"History has no field {name!r}; fields are {self.keys()}")
         out = np.full(len(self.records), default, dtype=np.float64)
@@ -112,35 +223,192 @@ class History:
                 out[i] = float(v)
         return out
 
+    def rounds(self, include_initial: bool = True) -> np.ndarray:
+        """Rounds completed at each row: ``[0, 1, …, len(self)]`` (``[1, …]`` without the initial row).
+
+        Returns
+        -------
+        ndarray of int64 of shape (len(self) + 1,) or (len(self),)
+        """
+        return np.arange(0 if include_initial else 1, len(self.records) + 1, dtype=np.int64)
+
+    def series(self, name: str, *, include_initial: bool = True) -> np.ndarray:
+        """One scalar field as a float64 array aligned with :meth:`rounds`.
+
+        Parameters
+        ----------
+        name : str
+            A record field (or a field of :attr:`initial` only).
+        include_initial : bool
+            Put the value at ``θ_0`` (``initial[name]``, NaN when absent) first.
+
+        Returns
+        -------
+        ndarray of float64 of shape (len(self) + 1,) or (len(self),)
+            NaN where the field was not recorded (e.g. the objective between
+            its evaluations); :meth:`to_pandas` tells "not recorded" (``<NA>``)
+            apart from a recorded NaN.
+        """
+        if name not in self._all_keys(include_initial):
+            raise KeyError(f"History has no field {name!r}; fields are {self._all_keys(include_initial)}")
+        rows = ([self.initial] if include_initial else []) + self.records
+        out = np.full(len(rows), np.nan, dtype=np.float64)
+        for i, r in enumerate(rows):
+            v = r.get(name)
+            if v is not None:
+                out[i] = float(v)
+        return out
+
+    def to_pandas(self, columns: Sequence[str] | None = None, *, include_initial: bool = True,
+                  dropna: bool = False) -> Any:
+        """The records as a :class:`pandas.DataFrame`, one row per round (needs pandas).
+
+        Parameters
+        ----------
+        columns : sequence of str, optional
+            Fields to keep, in this order (default: every field, first-seen order).
+        include_initial : bool
+            Start with the row of ``θ_0`` (:attr:`initial`, ``round`` 0).
+        dropna : bool
+            Keep only the rows where every selected column has a value, e.g.
+            ``to_pandas(["objective"], dropna=True)`` for the objective's evaluations.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Indexed by ``round`` (int64, rounds completed: 0 for ``θ_0``,
+            ``t + 1`` for the record of round ``t``).  Integer, float and bool
+            fields get pandas' nullable dtypes (``Int64``, ``Float64``,
+            ``boolean``): a field that was not recorded in a round (the
+            objective between its evaluations, ``t`` or ``bytes_up`` in the
+            initial row) is ``<NA>``, while a recorded non-finite value stays
+            NaN or inf.  Lists (``active``, ``dropped``) are object columns.
+
+        Raises
+        ------
+        ImportError
+            pandas is not installed (``pip install pandas`` or ``pip install 'fedmm[analysis]'``).
+        KeyError
+            A name in ``columns`` is not a field.
+        """
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("History.to_pandas needs pandas: pip install pandas "
+                              "(or pip install 'fedmm[analysis]')") from exc
+        fields = self._all_keys(include_initial)
+        if columns is None:
+            columns = fields
+        else:
+            if isinstance(columns, str):
+                raise TypeError(f"Expected 'columns' to be a sequence of field names, got the string {columns!r}")
+            columns = list(columns)
+            unknown = [c for c in columns if c not in fields]
+            if unknown:
+                raise KeyError(f"History has no field(s) {unknown}; fields are {fields}")
+        rows = ([self.initial] if include_initial else []) + self.records
+        index = pd.Index(self.rounds(include_initial), name="round")
+        frame = pd.DataFrame({name: _pandas_column(pd, [r.get(name) for r in rows]) for name in columns},
+                             index=index)
+        if dropna and columns:
+            frame = frame.dropna(how="any")
+        return frame
+
+    def plot(self, y: str = "objective", *, x: str = "round", ax: Any = None, logy: bool | None = None,
+             label: str | None = None, **kwargs: Any) -> Any:
+        """Plot one field against another with matplotlib; returns the Axes.
+
+        Rows where either field was not recorded are left out, so a field
+        recorded every few rounds (the objective) is drawn as one connected
+        line through its evaluations; the initial row (``θ_0``) is included.
+
+        Parameters
+        ----------
+        y : str
+            Field on the vertical axis (default ``"objective"``).
+        x : str
+            ``"round"`` (rounds completed, 0 = ``θ_0``; default) or a field
+            such as ``"wall_time"`` or ``"t"``.
+        ax : matplotlib.axes.Axes, optional
+            Axes to draw on (default: the current Axes, ``plt.gca()``, so
+            successive calls overlay, as pandas does).
+        logy : bool, optional
+            Log-scaled y axis; by default when every value is positive and
+            the values span at least two decades (``max/min ≥ 100``).
+        label : str, optional
+            Legend entry (default: the algorithm's name).
+        **kwargs
+            Passed to ``Axes.plot`` (e.g. ``marker``, ``linestyle``, ``color``).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        if not isinstance(y, str) or not isinstance(x, str):
+            raise TypeError(f"Expected 'x' and 'y' to be field names (str), got {x!r} and {y!r}")
+        if logy is not None and not isinstance(logy, bool):
+            raise TypeError(f"Expected 'logy' to be a bool or None, got {logy!r}")
+        ys = self.series(y)
+        xs = self.rounds().astype(np.float64) if x == "round" else self.series(x)
+        keep = ~(np.isnan(xs) | np.isnan(ys))
+        xs, ys = xs[keep], ys[keep]
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            ax = plt.gca()
+        line, = ax.plot(xs, ys, label=self.algorithm if label is None else label, **kwargs)
+        if logy is None:
+            finite = ys[np.isfinite(ys)]
+            logy = bool(finite.size and finite.min() > 0 and finite.max() >= 100.0 * finite.min())
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(self.axis_label(x))
+        ax.set_ylabel(self.axis_label(y))
+        if line.get_label() and not line.get_label().startswith("_"):
+            ax.legend()
+        return ax
+
+    def axis_label(self, name: str) -> str:
+        """A plot label in words for a field (with its unit), e.g. ``"wall time, monitoring excluded (s)"``."""
+        if name == "round":
+            return "iterations completed" if self.algorithm == "SASSMM" else "communication rounds completed"
+        return _LABELS.get(name, name)
+
     def __getitem__(self, name: str) -> np.ndarray:
         return self.column(name)
 
     def __repr__(self) -> str:
         return f"History(algorithm={self.algorithm!r}, rounds={len(self)}, fields={self.keys()})"
 
+    def copy(self) -> "History":
+        """A copy whose record list, config, initial values, state and params can change without
+        affecting this one (the records themselves are shared: they are not modified once appended)."""
+        other = type(self)(self.algorithm, dict(self.config))
+        other.records = list(self.records)
+        other.initial = dict(self.initial)
+        other.state = dict(self.state)
+        other.params = dict(self.params)
+        other.theta = self.theta
+        return other
+
     # -- comparison ---------------------------------------------------------
-    def equals(self, other: "History", *, ignore: Iterable[str] = ("wall_time",)) -> bool:
-        """Exact equality of records and final state, ignoring the named fields."""
+    def equals(self, other: "History", *, ignore: Iterable[str] = TIMING_FIELDS) -> bool:
+        """Exact equality of records, initial values, final state and parameters, ignoring the named fields.
+
+        By default the timing fields (``wall_time``, ``monitor_time``) are ignored.
+        """
         ignore = set(ignore)
         if len(self) != len(other):
             return False
-        for a, b in zip(self.records, other.records):
-            ka = {k for k in a if k not in ignore}
-            kb = {k for k in b if k not in ignore}
-            if ka != kb:
-                return False
-            for k in ka:
-                va, vb = a[k], b[k]
-                if isinstance(va, np.ndarray) or isinstance(vb, np.ndarray):
-                    if not np.array_equal(np.asarray(va), np.asarray(vb)):
-                        return False
-                elif isinstance(va, float) and isinstance(vb, float) and math.isnan(va) and math.isnan(vb):
-                    continue
-                elif va != vb:
-                    return False
-        if set(self.state) != set(other.state):
+        pairs = [*zip(self.records, other.records), (self.initial, other.initial)]
+        if not all(_records_equal(a, b, ignore) for a, b in pairs):
             return False
-        return all(np.array_equal(self.state[k], other.state[k]) for k in self.state)
+        for mine, theirs in ((self.state, other.state), (self.params, other.params)):
+            if set(mine) != set(theirs):
+                return False
+            if not all(np.array_equal(mine[k], theirs[k]) for k in mine):
+                return False
+        return True
 
     # -- persistence --------------------------------------------------------
     def to_dict(self) -> dict:
@@ -150,13 +418,19 @@ class History:
             "version": _FORMAT_VERSION,
             "algorithm": self.algorithm,
             "config": _to_jsonable(self.config),
+            "initial": _to_jsonable(self.initial),
             "records": _to_jsonable(self.records),
             "state": _to_jsonable(self.state),
+            "params": _to_jsonable(self.params),
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> "History":
-        """Inverse of :meth:`to_dict`; validates the format tag and version."""
+        """Inverse of :meth:`to_dict`; validates the format tag and version.
+
+        Files written before :attr:`initial` existed get ``initial["objective"]``
+        from ``config["initial_objective"]``.
+        """
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             raise ValueError(f"Not a fedmm history: expected format {_FORMAT!r}")
         if data.get("version") != _FORMAT_VERSION:
@@ -166,15 +440,19 @@ class History:
         h = cls(data.get("algorithm", ""), _from_jsonable(data.get("config", {})))
         h.records = _from_jsonable(data.get("records", []))
         h.state = _from_jsonable(data.get("state", {}))
+        h.params = _from_jsonable(data.get("params", {}))
+        h.initial = _from_jsonable(data.get("initial", {}))
+        if "initial" not in data and "initial_objective" in h.config:
+            h.initial["objective"] = h.config["initial_objective"]
         return h
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the history as JSON to ``path``."""
+        """Write the history as JSON to ``path`` (records, initial values, config, state and params)."""
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(self.to_dict(), fh)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "History":
-        """Read a history written by :meth:`save`."""
+        """Read a history written by :meth:`save` (``theta`` is None: rebuild it from ``params``)."""
         with open(path, encoding="utf-8") as fh:
             return cls.from_dict(json.load(fh))

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Public Python face of the compiled kernels (DESIGN §6, ``fedmm_kernels.h``).
+"""Public Python face of the compiled kernels (the C API is ``fedmm_kernels.h``, see :func:`fedmm.get_include`).
 
 Each family validates its arguments (names, shapes, dtypes, ranges) in a
 private module and calls a private Cython extension (``fedmm._<family>``)
@@ -29,6 +29,7 @@ from fedmm._kernels_engine import (  # noqa: F401
     dictionary_model,
     floor_eigenvalues,
     gaussian_mixture_model,
+    gaussian_mixture_responsibilities,
     inverse_toy_model,
     poisson_latent_model,
     project_capped_simplex,
@@ -59,6 +60,7 @@ __all__ = [
     "dictionary_model",
     "sample_model",
     "gaussian_mixture_model",
+    "gaussian_mixture_responsibilities",
     "poisson_latent_model",
     "inverse_toy_model",
     "run_rounds",

@@ -114,7 +114,7 @@ class Model(Protocol):
     where a model has one), ``in_domain``, ``project_theta`` and
     ``uses_memory`` (per-client warm starts).
 
-    Optional compiled hook (the compiled backend of issue 13):
+    Optional compiled hook (the compiled backend of the round, :mod:`fedmm.engine`):
     ``compiled_model()`` returns a handle the compiled backend can run (the
     C struct of function pointers), or None to stay on the Python backend;
     see :class:`SupportsCompiledModel`.
@@ -178,7 +178,7 @@ class SupportsCompiledModel(Protocol):
     """Optional model hook: run the model inside the compiled backend.
 
     Called once per run by the engine when it chooses a backend.  Returns a
-    compiled-model handle (the C struct of function pointers of issue 13,
+    compiled-model handle (the C struct ``fedmm_model_t`` of function pointers,
     e.g. built from numba ``cfunc``\\ s) or None when this instance cannot run
     compiled (then the Python backend runs it, with the same numbers).
     """
@@ -403,7 +403,8 @@ class Monitor(Protocol):
 
     Optional: ``due(t) -> bool`` says whether round ``t`` gets fields; a
     runtime that runs stretches of rounds compiled ends a stretch there.
-    Its time is not counted in ``wall_time``.
+    Its time is not counted in ``wall_time``; it goes to the record's
+    cumulative ``monitor_time`` (``fedmm.runtime.run_monitor``).
     """
 
     def __call__(self, t: int, gamma: float) -> Mapping[str, Any]:
@@ -420,7 +421,7 @@ class Runtime(Protocol):
 
     def run(self, server: ServerParty, clients: Sequence[ClientParty], n_rounds: int, *,
             history: History, monitor: Callable[[int, float], Mapping[str, Any]] | None = None,
-            callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
+            callback: Callable[[int], None] | None = None, progress: bool | None = None) -> History:
         """Run the set-up exchange and ``n_rounds`` rounds; append one record per round to ``history``.
 
         Parameters
@@ -436,15 +437,16 @@ class Runtime(Protocol):
             Each round appends ``t``, the fields of ``server.aggregate``,
             ``active``, ``dropped``, ``bytes_up``, ``bytes_down`` and
             ``wall_time`` (cumulative, monitoring excluded), then the
-            monitor's fields (``fedmm.runtime.local.finish_round`` does all
-            of this); the set-up exchange's bytes go to
+            monitor's fields and ``monitor_time`` (cumulative seconds of
+            monitoring; ``fedmm.runtime.finish_round`` does all of this); the set-up exchange's bytes go to
             ``history.config["setup_bytes_up"/"setup_bytes_down"]``.
         monitor : Monitor, optional
             Called after each round's aggregation.
         callback : callable(t), optional
             Called after each round's record is appended.
-        progress : bool
-            Show a progress bar.
+        progress : bool or None
+            A progress bar on standard error: True on, False off, None on
+            only when standard error is a terminal.
 
         Returns
         -------

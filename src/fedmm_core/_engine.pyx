@@ -334,6 +334,36 @@ def gaussian_mixture_model(fedmm_blas_int G, fedmm_blas_int p, str covariance, d
     return m
 
 
+def gaussian_mixture_responsibilities(CompiledModel model, theta, data, bint want_log_norm=False):
+    """Posterior probabilities ``(N, G)`` of a :func:`gaussian_mixture_model` (``fedmm_gmm_responsibilities``).
+
+    ``theta``: the derived parameter (``model.theta_size`` float64), ``data``:
+    C-contiguous float64 ``(N, p)``.  Returns ``rho`` or ``(rho, log_norm)``.
+    The GIL is released.
+    """
+    if model.name != "GaussianMixture":
+        raise TypeError(f"Expected a GaussianMixture compiled model, got {model.name!r}")
+    cdef const fedmm_gmm_model_t *ctx = <const fedmm_gmm_model_t *>model.model.ctx
+    cdef const double *th = model._theta(theta)
+    cdef cnp.ndarray D = data
+    if (cnp.PyArray_NDIM(D) != 2 or cnp.PyArray_TYPE(D) != cnp.NPY_FLOAT64 or not cnp.PyArray_IS_C_CONTIGUOUS(D)
+            or D.shape[1] != ctx.p):
+        raise ValueError(f"Expected 'data' as a C-contiguous float64 array of shape (N, {ctx.p})")
+    cdef int64_t n = D.shape[0]
+    cdef cnp.ndarray rho = np.empty((n, ctx.G), dtype=np.float64)
+    cdef cnp.ndarray log_norm = np.empty(n if want_log_norm else 0, dtype=np.float64)
+    cdef double[::1] work = np.empty(max(<Py_ssize_t>fedmm_gmm_responsibilities_work(ctx), 1))
+    cdef const double *data_ptr = <const double *>cnp.PyArray_DATA(D)
+    cdef double *rho_ptr = <double *>cnp.PyArray_DATA(rho)
+    cdef double *norm_ptr = <double *>cnp.PyArray_DATA(log_norm) if want_log_norm else NULL
+    cdef int status
+    with nogil:
+        status = fedmm_gmm_responsibilities(ctx, th, data_ptr, n, rho_ptr, norm_ptr, &work[0])
+    if status != FEDMM_OK:
+        _raise_status(status, "gaussian_mixture_responsibilities")
+    return (rho, log_norm) if want_log_norm else rho
+
+
 def poisson_latent_model(support, log_prior, exp_support, double lam, double min_mean, double mean_count,
                          str parameterization):
     """The Poisson latent-shift model as a :class:`CompiledModel` (``fedmm_poisson_model``); arrays are copied."""

@@ -4,7 +4,17 @@
 Arguments are validated by :mod:`fedmm.kernels`; this layer checks only what
 memory safety needs (shapes and leading dimensions), allocates outputs and
 workspaces with the GIL, and runs each kernel entirely inside ``nogil``.
+
+Called from the main thread, the kernels poll for signals (Ctrl-C) through a
+``fedmm_interrupt_t`` every ``FEDMM_INTERRUPT_WORK`` multiply-adds, taking the
+GIL back only for ``PyErr_CheckSignals``: a handler that raises (the default
+``KeyboardInterrupt``) stops the solve and the exception propagates.  The poll
+only observes, so results are the same bit for bit.  Other threads do not
+poll (Python runs signal handlers in the main thread only, and taking the GIL
+every few milliseconds would serialize clients solved in parallel).
 """
+import threading
+
 import numpy as np
 from numpy.linalg import LinAlgError
 
@@ -16,6 +26,33 @@ include "blas_table.pxi"
 
 
 METHODS = {"auto": FEDMM_LASSO_AUTO, "cd": FEDMM_LASSO_CD, "active_set": FEDMM_LASSO_ACTIVE_SET}
+
+
+cdef extern from "Python.h":
+    # the raw C function (Cython's cpython.exc declaration propagates the exception, which a
+    # noexcept callback cannot): -1 with the handler's exception set, 0 otherwise
+    int _check_signals "PyErr_CheckSignals" () noexcept
+
+
+cdef int _poll_signals(void *arg) noexcept nogil:
+    with gil:
+        return _check_signals() != 0
+
+
+cdef fedmm_interrupt_t _SIGNALS
+_SIGNALS.poll = _poll_signals
+_SIGNALS.arg = NULL
+cdef unsigned long _MAIN_THREAD = threading.main_thread().ident
+
+
+cdef const fedmm_interrupt_t *_interrupt() noexcept:
+    """The signal poll in the main thread, NULL (no polling) in any other."""
+    return &_SIGNALS if threading.get_ident() == _MAIN_THREAD else NULL
+
+
+cdef int _raise_pending() except -1:
+    """Propagate the exception the signal handler left set (the kernel returned FEDMM_EINTR)."""
+    return -1
 
 
 cdef inline fedmm_lasso_options_t _options(double lam, bint positive, double tol, int max_iter,
@@ -69,9 +106,13 @@ def lasso_gram(const double[::1, :] G, const double[::1, :] C, double lam, bint 
     cdef double *H_ptr = &H[0, 0] if b > 0 else &work[0]
     cdef int *it_ptr = &n_iter[0] if b > 0 else NULL
     cdef fedmm_lasso_options_t opts = _options(lam, positive, tol, max_iter, warm, method)
+    cdef const fedmm_interrupt_t *interrupt = _interrupt()
     with nogil:
-        status = fedmm_lasso_gram(K, b, &G[0, 0], G.strides[1] // sizeof(double) if K > 1 else K,
-                                  C_ptr, ldc, zn_ptr, &opts, H_ptr, K, it_ptr, &n_bad, &work[0])
+        status = fedmm_lasso_gram_interruptible(
+            K, b, &G[0, 0], G.strides[1] // sizeof(double) if K > 1 else K, C_ptr, ldc, zn_ptr,
+            &opts, H_ptr, K, it_ptr, &n_bad, &work[0], interrupt)
+    if status == FEDMM_EINTR:
+        _raise_pending()
     if status != FEDMM_OK:
         raise _status_error(status, "lasso_gram")
     return H_arr, n_iter_arr, int(n_bad)
@@ -141,10 +182,13 @@ def dictionary_statistics(const double[::1, :] D, const double[::1, :] Z, double
     cdef double *H_ptr = &H[0, 0] if b > 0 else &work[0]
     cdef int *it_ptr = &n_iter[0] if b > 0 else NULL
     cdef fedmm_lasso_options_t opts = _options(lam, positive, tol, max_iter, warm, method)
+    cdef const fedmm_interrupt_t *interrupt = _interrupt()
     with nogil:
-        status = fedmm_dictionary_statistics(p, K, b, &D[0, 0], ldd, Z_ptr, ldz, &opts, m,
-                                             &offsets[0], H_ptr, A_ptr, B_ptr, obj_ptr, it_ptr,
-                                             &n_bad, &work[0], &_BLAS)
+        status = fedmm_dictionary_statistics_interruptible(
+            p, K, b, &D[0, 0], ldd, Z_ptr, ldz, &opts, m, &offsets[0], H_ptr, A_ptr, B_ptr,
+            obj_ptr, it_ptr, &n_bad, &work[0], &_BLAS, interrupt)
+    if status == FEDMM_EINTR:
+        _raise_pending()
     if status == FEDMM_ENONFINITE:
         raise ValueError("Expected 'Z' to contain only finite values (no NaN or inf; "
                          "a column's squared norm overflowed or was NaN)")

@@ -5,7 +5,10 @@
 from scipy.linalg.cython_blas cimport dgemm as _sp_dgemm, dsyrk as _sp_dsyrk, dgemv as _sp_dgemv
 from scipy.linalg.cython_lapack cimport (dpotrf as _sp_dpotrf, dpotrs as _sp_dpotrs,
                                          dsyevd as _sp_dsyevd, dsyevr as _sp_dsyevr,
-                                         dsytrf as _sp_dsytrf, dtrtri as _sp_dtrtri)
+                                         dsytrf as _sp_dsytrf, dtrtri as _sp_dtrtri,
+                                         dsytrd as _sp_dsytrd, dstebz as _sp_dstebz,
+                                         dstein as _sp_dstein, dorm2r as _sp_dorm2r,
+                                         dormtr as _sp_dormtr)
 
 # Build-time check of the BLAS integer width: this assignment only compiles when
 # SciPy's cython_blas uses a 32-bit ``int`` like ``fedmm_blas_int``.
@@ -24,3 +27,8 @@ _BLAS.dsyevr = <fedmm_dsyevr_t>_sp_dsyevr
 _BLAS.dsytrf = <fedmm_dsytrf_t>_sp_dsytrf
 _BLAS.dsyevd = <fedmm_dsyevd_t>_sp_dsyevd
 _BLAS.dtrtri = <fedmm_dtrtri_t>_sp_dtrtri
+_BLAS.dsytrd = <fedmm_dsytrd_t>_sp_dsytrd
+_BLAS.dstebz = <fedmm_dstebz_t>_sp_dstebz
+_BLAS.dstein = <fedmm_dstein_t>_sp_dstein
+_BLAS.dorm2r = <fedmm_dorm2r_t>_sp_dorm2r
+_BLAS.dormtr = <fedmm_dormtr_t>_sp_dormtr

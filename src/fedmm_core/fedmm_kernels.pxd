@@ -19,8 +19,14 @@ cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_EFORMAT
     int FEDMM_ELAPACK
     int FEDMM_ENOCONV
+    int FEDMM_EINTR
 
     const char *fedmm_strerror(int status)
+    int64_t FEDMM_INTERRUPT_WORK
+    ctypedef int (*fedmm_poll_fn)(void *arg) noexcept nogil
+    ctypedef struct fedmm_interrupt_t:
+        fedmm_poll_fn poll
+        void *arg
 
     ctypedef struct fedmm_bitgen_t:
         void *state
@@ -70,6 +76,26 @@ cdef extern from "fedmm_kernels.h" nogil:
                                     const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
     ctypedef void (*fedmm_dtrtri_t)(const char *, const char *, const fedmm_blas_int *, double *,
                                     const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dsytrd_t)(const char *, const fedmm_blas_int *, double *,
+                                    const fedmm_blas_int *, double *, double *, double *, double *,
+                                    const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dstebz_t)(const char *, const char *, const fedmm_blas_int *, const double *,
+                                    const double *, const fedmm_blas_int *, const fedmm_blas_int *,
+                                    const double *, const double *, const double *, fedmm_blas_int *,
+                                    fedmm_blas_int *, double *, fedmm_blas_int *, fedmm_blas_int *,
+                                    double *, fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dstein_t)(const fedmm_blas_int *, const double *, const double *,
+                                    const fedmm_blas_int *, const double *, const fedmm_blas_int *,
+                                    const fedmm_blas_int *, double *, const fedmm_blas_int *, double *,
+                                    fedmm_blas_int *, fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dorm2r_t)(const char *, const char *, const fedmm_blas_int *,
+                                    const fedmm_blas_int *, const fedmm_blas_int *, const double *,
+                                    const fedmm_blas_int *, const double *, double *,
+                                    const fedmm_blas_int *, double *, fedmm_blas_int *) noexcept nogil
+    ctypedef void (*fedmm_dormtr_t)(const char *, const char *, const char *, const fedmm_blas_int *,
+                                    const fedmm_blas_int *, const double *, const fedmm_blas_int *,
+                                    const double *, double *, const fedmm_blas_int *, double *,
+                                    const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
 
     ctypedef struct fedmm_blas_t:
         fedmm_dgemm_t dgemm
@@ -81,6 +107,11 @@ cdef extern from "fedmm_kernels.h" nogil:
         fedmm_dsytrf_t dsytrf
         fedmm_dsyevd_t dsyevd
         fedmm_dtrtri_t dtrtri
+        fedmm_dsytrd_t dsytrd
+        fedmm_dstebz_t dstebz
+        fedmm_dstein_t dstein
+        fedmm_dorm2r_t dorm2r
+        fedmm_dormtr_t dormtr
 
     # ---- kernel families: one section per C source file ----
 
@@ -148,6 +179,12 @@ cdef extern from "fedmm_kernels.h" nogil:
                          fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                          const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                          fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
+    int fedmm_lasso_gram_interruptible(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+                                       fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
+                                       const double *znorm2, const fedmm_lasso_options_t *opts,
+                                       double *H, fedmm_blas_int ldh, int *n_iter,
+                                       int64_t *n_unconverged, double *work,
+                                       const fedmm_interrupt_t *interrupt)
     size_t fedmm_dictionary_statistics_work(fedmm_blas_int p, fedmm_blas_int K,
                                             fedmm_blas_int max_segment, int want_objective)
     int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b,
@@ -156,6 +193,12 @@ cdef extern from "fedmm_kernels.h" nogil:
                                     int64_t n_segments, const int64_t *offsets, double *H,
                                     double *A, double *B, double *objective, int *n_iter,
                                     int64_t *n_unconverged, double *work, const fedmm_blas_t *blas)
+    int fedmm_dictionary_statistics_interruptible(
+        fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
+        const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
+        const int64_t *offsets, double *H, double *A, double *B, double *objective, int *n_iter,
+        int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
+        const fedmm_interrupt_t *interrupt)
 
     # ---- counter-based random streams and sampling (random.c) ----
     ctypedef struct fedmm_philox_t:
@@ -312,6 +355,9 @@ cdef extern from "fedmm_kernels.h" nogil:
         const double *known_covariance
         const fedmm_blas_t *blas
     int fedmm_gmm_model(const fedmm_gmm_model_t *ctx, fedmm_model_t *model)
+    size_t fedmm_gmm_responsibilities_work(const fedmm_gmm_model_t *ctx)
+    int fedmm_gmm_responsibilities(const fedmm_gmm_model_t *ctx, const double *theta, const double *data,
+                                   int64_t n_samples, double *rho, double *log_norm, double *work) nogil
     int FEDMM_POISSON_JOINT
     int FEDMM_POISSON_EXPLICIT_MEAN
     ctypedef struct fedmm_poisson_model_t:

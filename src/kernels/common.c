@@ -11,6 +11,7 @@ const char *fedmm_strerror(int status)
     case FEDMM_EFORMAT: return "malformed payload";
     case FEDMM_ELAPACK: return "LAPACK routine failed (info != 0)";
     case FEDMM_ENOCONV: return "iteration limit reached before convergence";
+    case FEDMM_EINTR: return "interrupted";
     default: return "unknown fedmm status";
     }
 }

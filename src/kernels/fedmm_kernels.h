@@ -39,9 +39,25 @@ extern "C" {
 #define FEDMM_EFORMAT (-4)    /* malformed serialized payload              */
 #define FEDMM_ELAPACK (-5)    /* a LAPACK routine returned info != 0       */
 #define FEDMM_ENOCONV (-6)    /* an iterative solver hit its iteration cap */
+#define FEDMM_EINTR (-7)      /* stopped by the caller's fedmm_interrupt_t  */
 
 /* Human-readable text of a status code (static storage, never NULL). */
 const char *fedmm_strerror(int status);
+
+/* An optional interrupt check for kernels whose loops can run long (the
+ * *_interruptible entry points).  The kernel calls poll(arg) after about
+ * every FEDMM_INTERRUPT_WORK multiply-adds of its loop; a nonzero return
+ * stops it with FEDMM_EINTR (outputs undefined, as on every error).  poll
+ * only observes: a run it never stops gives the same results, bit for bit,
+ * as a run without it.  The Python package polls for Ctrl-C (taking the GIL
+ * back for that moment); a C program may poll a flag set by its own signal
+ * handler or a deadline. */
+#define FEDMM_INTERRUPT_WORK ((int64_t)1 << 22)
+typedef int (*fedmm_poll_fn)(void *arg);
+typedef struct fedmm_interrupt {
+    fedmm_poll_fn poll;
+    void *arg;
+} fedmm_interrupt_t;
 
 /* ---- random numbers ---------------------------------------------------- */
 /* Layout-identical to NumPy's bitgen_t. */
@@ -106,6 +122,32 @@ typedef void (*fedmm_dsyevd_t)(const char *jobz, const char *uplo, const fedmm_b
 typedef void (*fedmm_dtrtri_t)(const char *uplo, const char *diag, const fedmm_blas_int *n,
                                double *a, const fedmm_blas_int *lda, fedmm_blas_int *info);
 
+/* Symmetric tridiagonal reduction and the pieces of a partial eigensolver
+ * (project_psd's few-negative-eigenvalues path). */
+typedef void (*fedmm_dsytrd_t)(const char *uplo, const fedmm_blas_int *n, double *a,
+                               const fedmm_blas_int *lda, double *d, double *e, double *tau,
+                               double *work, const fedmm_blas_int *lwork, fedmm_blas_int *info);
+typedef void (*fedmm_dstebz_t)(const char *range, const char *order, const fedmm_blas_int *n,
+                               const double *vl, const double *vu, const fedmm_blas_int *il,
+                               const fedmm_blas_int *iu, const double *abstol, const double *d,
+                               const double *e, fedmm_blas_int *m, fedmm_blas_int *nsplit,
+                               double *w, fedmm_blas_int *iblock, fedmm_blas_int *isplit,
+                               double *work, fedmm_blas_int *iwork, fedmm_blas_int *info);
+typedef void (*fedmm_dstein_t)(const fedmm_blas_int *n, const double *d, const double *e,
+                               const fedmm_blas_int *m, const double *w,
+                               const fedmm_blas_int *iblock, const fedmm_blas_int *isplit,
+                               double *z, const fedmm_blas_int *ldz, double *work,
+                               fedmm_blas_int *iwork, fedmm_blas_int *ifail, fedmm_blas_int *info);
+typedef void (*fedmm_dorm2r_t)(const char *side, const char *trans, const fedmm_blas_int *m,
+                               const fedmm_blas_int *n, const fedmm_blas_int *k, const double *a,
+                               const fedmm_blas_int *lda, const double *tau, double *c,
+                               const fedmm_blas_int *ldc, double *work, fedmm_blas_int *info);
+typedef void (*fedmm_dormtr_t)(const char *side, const char *uplo, const char *trans,
+                               const fedmm_blas_int *m, const fedmm_blas_int *n, const double *a,
+                               const fedmm_blas_int *lda, const double *tau, double *c,
+                               const fedmm_blas_int *ldc, double *work,
+                               const fedmm_blas_int *lwork, fedmm_blas_int *info);
+
 typedef struct fedmm_blas {
     fedmm_dgemm_t dgemm;
     fedmm_dsyrk_t dsyrk;
@@ -113,12 +155,18 @@ typedef struct fedmm_blas {
     fedmm_dpotrf_t dpotrf;
     fedmm_dpotrs_t dpotrs;
     fedmm_dsyevr_t dsyevr;
-    fedmm_dsytrf_t dsytrf; /* symmetric indefinite LDL^T (inertia in project_psd) */
+    fedmm_dsytrf_t dsytrf; /* symmetric indefinite LDL^T (no kernel uses it since 0.2; kept for the layout) */
     fedmm_dsyevd_t dsyevd; /* all eigenpairs (divide and conquer); NULL: dsyevr is used */
     /* Members appended later stay at the end (callers built against an older
      * header leave them zero): NULL means "not available", and a kernel that
      * needs one returns FEDMM_EINVAL (documented where it applies). */
     fedmm_dtrtri_t dtrtri; /* triangular inverse (the Gaussian mixture's whitening) */
+    /* project_psd's partial eigensolver (all five, or it falls back to dsyevr) */
+    fedmm_dsytrd_t dsytrd;
+    fedmm_dstebz_t dstebz;
+    fedmm_dstein_t dstein;
+    fedmm_dorm2r_t dorm2r;
+    fedmm_dormtr_t dormtr;
 } fedmm_blas_t;
 
 /* ---- kernel families ---------------------------------------------------- */
@@ -301,6 +349,17 @@ int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                      fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                      const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                      fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work);
+/* fedmm_lasso_gram with an interrupt check (interrupt may be NULL: never
+ * stopped): FEDMM_EINTR when interrupt->poll asked to stop.  One column can
+ * run up to opts->max_iter iterations of about K^2 multiply-adds each (hours
+ * with tol = 0 and a large max_iter), so the check runs inside the column
+ * loops, every FEDMM_INTERRUPT_WORK multiply-adds. */
+int fedmm_lasso_gram_interruptible(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+                                   fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
+                                   const double *znorm2, const fedmm_lasso_options_t *opts,
+                                   double *H, fedmm_blas_int ldh, int *n_iter,
+                                   int64_t *n_unconverged, double *work,
+                                   const fedmm_interrupt_t *interrupt);
 
 /* Dictionary-learning statistics fused with the solve (FedMM eq. (18)):
  * H = LASSO codes of Z (p x b, leading dim ldz) on D (p x K, ldd) with the
@@ -326,6 +385,14 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
                                 int64_t n_segments, const int64_t *offsets, double *H,
                                 double *A, double *B, double *objective, int *n_iter,
                                 int64_t *n_unconverged, double *work, const fedmm_blas_t *blas);
+/* fedmm_dictionary_statistics with an interrupt check (as
+ * fedmm_lasso_gram_interruptible; interrupt may be NULL). */
+int fedmm_dictionary_statistics_interruptible(
+    fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
+    const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
+    const int64_t *offsets, double *H, double *A, double *B, double *objective, int *n_iter,
+    int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
+    const fedmm_interrupt_t *interrupt);
 
 /* ---- counter-based random streams and sampling (random.c) ---------------- */
 /* Philox4x64-10 with NumPy's state layout semantics: numpy.random.Philox with
@@ -410,13 +477,14 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
  * of n_matrices K x K matrices (contiguous, column-major; out may equal A):
  * out = sum_i max(lambda_i, 0) v_i v_i^T.  Paths (recorded in path[s] when
  * path != NULL): 0 -- Cholesky succeeds, sym(A) is returned (positive
- * definite); 1 -- the inertia (LDL^T, dsytrf) shows no negative eigenvalue
- * (singular PSD), sym(A) is returned; 2 -- few (<= K/4) negative
- * eigenvalues: only those eigenpairs are computed (dsyevr, RANGE='I') and
- * out = sym(A) - sum_{lambda_i<0} lambda_i v_i v_i^T; 3 -- otherwise all
- * eigenpairs (dsyevr, RANGE='A') and the update uses the smaller side of the
- * spectrum.  The result is exactly symmetric.  FEDMM_ENONFINITE on NaN/inf,
- * FEDMM_ELAPACK when dsyevr fails.
+ * definite); otherwise Cholesky's stopping column c bounds the number of
+ * negative eigenvalues by K - c + 1 (Cauchy interlacing) and: 2 -- when that
+ * bound is <= K/4, only the negative eigenpairs are computed (dsyevr,
+ * RANGE='V' on (-inf, 0]) and out = sym(A) - sum_{lambda_i<0} lambda_i v_i
+ * v_i^T; 1 -- that range held no eigenvalue (singular PSD), sym(A) is
+ * returned; 3 -- otherwise all eigenpairs (dsyevd or dsyevr by size) and the
+ * update uses the smaller side of the spectrum.  The result is exactly
+ * symmetric.  FEDMM_ENONFINITE on NaN/inf, FEDMM_ELAPACK when LAPACK fails.
  * work: fedmm_project_psd_work(K) doubles, iwork: fedmm_project_psd_iwork(K)
  * ints (sizes from the LAPACK documentation, no workspace query needed). */
 size_t fedmm_project_psd_work(fedmm_blas_int K);
@@ -733,6 +801,19 @@ typedef struct fedmm_gmm_model {
     const fedmm_blas_t *blas;       /* dgemm, dpotrf, dpotrs, dtrtri, dsyevd or dsyevr */
 } fedmm_gmm_model_t;
 int fedmm_gmm_model(const fedmm_gmm_model_t *ctx, fedmm_model_t *model);
+/* Posterior probabilities of the components for n_samples rows (row-major
+ * n_samples x p) under the derived parameter theta (theta_size doubles, as
+ * the model's statistic reads it): rho (row-major n_samples x G) =
+ * softmax_l(logit_l(y)), with logits omitting the terms common to all
+ * components (tied: -1/2 y^T Sigma^{-1} y - 1/2 ln det Sigma; both: -(p/2)
+ * ln 2 pi); log_norm[j] = log sum_l exp(logit_l(y_j)) when not NULL.  Rows
+ * go in chunks of FEDMM_GMM_CHUNK: one GEMM per chunk (all components'
+ * whitened rows for "full"), no temporary of size N x G p.  work:
+ * fedmm_gmm_responsibilities_work(ctx) doubles.  FEDMM_EINVAL on NULL or
+ * negative arguments. */
+size_t fedmm_gmm_responsibilities_work(const fedmm_gmm_model_t *ctx);
+int fedmm_gmm_responsibilities(const fedmm_gmm_model_t *ctx, const double *theta, const double *data,
+                               int64_t n_samples, double *rho, double *log_norm, double *work);
 
 /* Poisson counts with a latent log-intensity shift h on a finite support
  * (FedMM paper App. C.1): data rows are one count Z each (sample_size 1).

@@ -31,6 +31,40 @@
  * m between 15 and 35 at K = 50.  Cap: min(24, max(4, K/2)). */
 #define LASSO_HYBRID 3
 
+/* Interrupt polling (fedmm_interrupt_t): every iteration charges an upper
+ * estimate of its multiply-adds, and poll runs once FEDMM_INTERRUPT_WORK of
+ * them are spent.  Only the poll's answer can change the control flow (a
+ * stop), so a run that is never stopped computes exactly what it computes
+ * without an interrupt. */
+typedef struct lasso_poll {
+    const fedmm_interrupt_t *intr; /* NULL: never polls */
+    int64_t step;                  /* charge of one sweep or active-set step: K^2 + 4K */
+    int64_t solve;                 /* extra charge of a support factorization: K^3 / 3 */
+    int64_t left;                  /* budget before the next poll */
+    int stopped;                   /* poll asked to stop: every loop returns at once */
+} lasso_poll_t;
+
+static void lasso_poll_init(lasso_poll_t *pl, const fedmm_interrupt_t *intr, fedmm_blas_int K)
+{
+    pl->intr = intr != NULL && intr->poll != NULL ? intr : NULL;
+    pl->step = (int64_t)K * K + 4 * (int64_t)K;
+    pl->solve = (int64_t)K * K * K / 3;
+    pl->left = FEDMM_INTERRUPT_WORK;
+    pl->stopped = 0;
+}
+
+/* Charge `work` multiply-adds; nonzero when the run must stop. */
+static int lasso_poll(lasso_poll_t *pl, int64_t work)
+{
+    if (pl->intr == NULL) return 0;
+    if (pl->stopped) return 1;
+    pl->left -= work;
+    if (pl->left > 0) return 0;
+    pl->left = FEDMM_INTERRUPT_WORK;
+    if (pl->intr->poll(pl->intr->arg)) pl->stopped = 1;
+    return pl->stopped;
+}
+
 static fedmm_blas_int lasso_hybrid_max_support(fedmm_blas_int K)
 {
     const fedmm_blas_int half = K / 2 > 4 ? K / 2 : 4;
@@ -417,7 +451,7 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                             const double *c, double znorm2, double lam, int positive,
                             double tol, int max_iter, fedmm_blas_int max_support,
                             const double *inv_diag, double *h, double *g, double *x, double *L,
-                            double *theta, int *S, lasso_inverse_t *inv)
+                            double *theta, int *S, lasso_inverse_t *inv, lasso_poll_t *pl)
 {
     fedmm_blas_int m = 0;
     for (fedmm_blas_int k = 0; k < K; ++k) {
@@ -444,6 +478,7 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
     refresh_gradient_list(K, G, ldg, c, h, S, m, g);
     int need_step = m > 0;
     for (int it = 0; it < max_iter; ++it) {
+        if (lasso_poll(pl, pl->step)) return -1 - it; /* the caller sees pl->stopped */
         if (!need_step) {
             /* h is exact on S; a zero coefficient with |g_k| > lam violates KKT */
             fedmm_blas_int best = -1;
@@ -497,6 +532,7 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
         for (fedmm_blas_int j = 0; j < m; ++j) x[j] = c[S[j]] - lam * theta[j];
         if (!(use_inverse && K - m <= INVERSE_MAX_COMPLEMENT && inverse_solve(K, m, S, inv, x))) {
             if (!have_L) {
+                lasso_poll(pl, pl->solve); /* charged only: the loop head stops */
                 if (!chol_factor(m, S, G, ldg, L, K)) return -1 - it;
                 have_L = 1;
             }
@@ -543,11 +579,12 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
 static int lasso_cd(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const double *c,
                     double znorm2, double lam, int positive, double tol, int max_iter,
                     const double *inv_diag, double *h, double *g, double *x, double *h_keep,
-                    double *h_keep2, double *L, int *support)
+                    double *h_keep2, double *L, int *support, lasso_poll_t *pl)
 {
     int newton_tried = 0; /* for the current support */
     int at_newton_point = 0; /* h is the full Newton point of its support */
     for (int it = 0; it < max_iter; ++it) {
+        if (lasso_poll(pl, pl->step)) return -1 - max_iter; /* the caller sees pl->stopped */
         if (lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol) {
             refresh_gradient(K, G, ldg, c, h, g); /* no drift in the certificate */
             const double gap = lasso_gap(K, c, h, g, znorm2, lam, positive);
@@ -584,6 +621,7 @@ static int lasso_cd(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const
         if (support_changed) {
             newton_tried = 0;
         } else if (!newton_tried) {
+            lasso_poll(pl, pl->solve); /* charged only: the loop head stops */
             const int step = support_newton(K, G, ldg, c, lam, positive, h, g, support, L, x, h_keep);
             newton_tried = step != 2; /* a cut step changed the support: retry later */
             at_newton_point = step == 1;
@@ -601,7 +639,7 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
                         const double *c, double znorm2, double lam, int positive,
                         double tol, int max_iter, int warm, int method,
                         const double *inv_diag, double *h, double *work, int *support,
-                        lasso_inverse_t *inv)
+                        lasso_inverse_t *inv, lasso_poll_t *pl)
 {
     double *g = work;
     double *x = work + K;
@@ -650,14 +688,16 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
         const fedmm_blas_int max_support =
             method == LASSO_HYBRID ? lasso_hybrid_max_support(K) : K;
         const int it = lasso_active_set(K, G, ldg, c, znorm2, lam, positive, tol, max_iter,
-                                        max_support, inv_diag, h, g, x, L, theta, support, inv);
+                                        max_support, inv_diag, h, g, x, L, theta, support, inv,
+                                        pl);
         if (it >= 0) return it;
+        if (pl->stopped) return -1 - max_iter;
         used = -1 - it; /* hand over to coordinate descent from where it stopped */
         if (used >= max_iter) used = max_iter - 1;
     }
     refresh_gradient(K, G, ldg, c, h, g);
     const int it = lasso_cd(K, G, ldg, c, znorm2, lam, positive, tol, max_iter - used, inv_diag,
-                            h, g, x, h_keep, theta, L, support);
+                            h, g, x, h_keep, theta, L, support, pl);
     return it >= 0 ? used + it : -1 - max_iter;
 }
 
@@ -682,12 +722,14 @@ size_t fedmm_lasso_gram_work(fedmm_blas_int K)
 }
 
 /* The solve loop shared by fedmm_lasso_gram and fedmm_dictionary_statistics;
- * arguments already checked, method already resolved (never AUTO). */
-static void lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+ * arguments already checked, method already resolved (never AUTO).  Returns
+ * FEDMM_OK, or FEDMM_EINTR when pl->intr asked to stop. */
+static int lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                            fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                            const double *znorm2, double lam, int positive, double tol,
                            int max_iter, int warm_start, int method, double *H,
-                           fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
+                           fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work,
+                           lasso_poll_t *pl)
 {
     if (tol < LASSO_TOL_FLOOR) tol = LASSO_TOL_FLOOR;
     /* the int support list lives after the doubles of the work area */
@@ -708,9 +750,11 @@ static void lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
     int64_t bad = 0;
     for (fedmm_blas_int j = 0; j < b; ++j) {
         const double zn = znorm2 ? znorm2[j] : -1.0;
+        if (lasso_poll(pl, pl->step)) return FEDMM_EINTR; /* a column costs at least a step */
         const int it = lasso_column(K, G, ldg, C + (size_t)j * ldc, zn, lam, positive, tol,
                                     max_iter, warm_start, method, inv_diag, H + (size_t)j * ldh,
-                                    work, support, &inv);
+                                    work, support, &inv, pl);
+        if (pl->stopped) return FEDMM_EINTR;
         fedmm_blas_int nnz = 0;
         for (fedmm_blas_int k = 0; k < K; ++k) nnz += H[(size_t)j * ldh + k] != 0.0;
         inv.dense = K - nnz <= INVERSE_MAX_COMPLEMENT;
@@ -718,6 +762,7 @@ static void lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
         if (n_iter) n_iter[j] = it < 0 ? -1 - it : it;
     }
     if (n_unconverged) *n_unconverged = bad;
+    return FEDMM_OK;
 }
 
 /* FEDMM_OK when the options are in range (fedmm_lasso_options_t). */
@@ -734,14 +779,27 @@ int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                      const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                      fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work)
 {
+    return fedmm_lasso_gram_interruptible(K, b, G, ldg, C, ldc, znorm2, opts, H, ldh, n_iter,
+                                          n_unconverged, work, NULL);
+}
+
+int fedmm_lasso_gram_interruptible(fedmm_blas_int K, fedmm_blas_int b, const double *G,
+                                   fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
+                                   const double *znorm2, const fedmm_lasso_options_t *opts,
+                                   double *H, fedmm_blas_int ldh, int *n_iter,
+                                   int64_t *n_unconverged, double *work,
+                                   const fedmm_interrupt_t *interrupt)
+{
     if (K < 1 || b < 0 || ldg < K || ldc < K || ldh < K || check_options(opts) != FEDMM_OK ||
         G == NULL || H == NULL || work == NULL || (b > 0 && C == NULL))
         return FEDMM_EINVAL;
     int method = opts->method;
     if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(0, K);
-    lasso_gram_run(K, b, G, ldg, C, ldc, znorm2, opts->lam, opts->positive, opts->tol,
-                   opts->max_iter, opts->warm_start, method, H, ldh, n_iter, n_unconverged, work);
-    return FEDMM_OK;
+    lasso_poll_t pl;
+    lasso_poll_init(&pl, interrupt, K);
+    return lasso_gram_run(K, b, G, ldg, C, ldc, znorm2, opts->lam, opts->positive, opts->tol,
+                          opts->max_iter, opts->warm_start, method, H, ldh, n_iter,
+                          n_unconverged, work, &pl);
 }
 
 /* ---- dictionary statistics ---------------------------------------------- */
@@ -761,6 +819,18 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
                                 int64_t n_segments, const int64_t *offsets, double *H,
                                 double *A, double *B, double *objective, int *n_iter,
                                 int64_t *n_unconverged, double *work, const fedmm_blas_t *blas)
+{
+    return fedmm_dictionary_statistics_interruptible(p, K, b, D, ldd, Z, ldz, opts, n_segments,
+                                                     offsets, H, A, B, objective, n_iter,
+                                                     n_unconverged, work, blas, NULL);
+}
+
+int fedmm_dictionary_statistics_interruptible(
+    fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
+    const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
+    const int64_t *offsets, double *H, double *A, double *B, double *objective, int *n_iter,
+    int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
+    const fedmm_interrupt_t *interrupt)
 {
     if (p < 1 || K < 1 || b < 0 || ldd < p || ldz < p || n_segments < 0 || D == NULL ||
         H == NULL || work == NULL || blas == NULL || offsets == NULL ||
@@ -789,6 +859,8 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
         for (fedmm_blas_int i = j + 1; i < K; ++i) G[(size_t)j * K + i] = G[(size_t)i * K + j];
 
     if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(p, K);
+    lasso_poll_t pl;
+    lasso_poll_init(&pl, interrupt, K);
     int64_t bad_total = 0;
     /* Each segment goes through exactly the same calls as a one-segment call
      * on its own columns, so segmented and separate results agree bit for bit. */
@@ -814,9 +886,10 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
         /* C = D^T Z_s */
         blas->dgemm("T", "N", &K, &bs, &p, &one, D, &ldd, Zs, &ldz, &zero, C, &K);
         int64_t bad = 0;
-        lasso_gram_run(K, bs, G, K, C, K, zn, lam, opts->positive, opts->tol, opts->max_iter,
-                       opts->warm_start, method, Hs, K, n_iter ? n_iter + j0 : NULL, &bad,
-                       lasso_work);
+        const int status = lasso_gram_run(K, bs, G, K, C, K, zn, lam, opts->positive, opts->tol,
+                                          opts->max_iter, opts->warm_start, method, Hs, K,
+                                          n_iter ? n_iter + j0 : NULL, &bad, lasso_work, &pl);
+        if (status != FEDMM_OK) return status;
         bad_total += bad;
         const double inv_b = 1.0 / (double)bs;
         if (As) { /* A = H H^T / b */

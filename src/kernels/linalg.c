@@ -5,6 +5,7 @@
  * projection of the first statistic block onto the PSD cone (S = M_K^+ x
  * R^{p x K}).
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -163,27 +164,69 @@ size_t fedmm_project_psd_iwork(fedmm_blas_int K)
  * are computed (MRRR) rather than the few negative ones (bisection and
  * inverse iteration), measured in benchmarks/bench_psd.py. */
 #define PSD_PARTIAL_MAX_FRACTION 4
-/* Largest K for which all eigenpairs come from dsyevd rather than dsyevr
- * (benchmarks/bench_psd.py: dsyevd 1.6x faster at K = 15, dsyevr 1.3x at 50). */
-#define PSD_DSYEVD_MAX_K 32
 
-/* Number of negative eigenvalues of the symmetric matrix factored by dsytrf
- * ('L'): Sylvester's law of inertia on the block diagonal D (a 2x2 block of
- * Bunch-Kaufman pivoting always has one negative and one positive
- * eigenvalue). */
-static fedmm_blas_int ldl_negative_count(fedmm_blas_int K, const double *W,
-                                         const fedmm_blas_int *ipiv)
+/* Below this many eigenvectors the back-transformation applies the
+ * Householder reflectors one by one (dorm2r): the blocked dormtr forms
+ * triangular factors whose cost does not shrink with the number of vectors. */
+#define PSD_UNBLOCKED_MAX_VECTORS 16
+
+/* The eigenpairs of the symmetric W (lower triangle; overwritten) with
+ * eigenvalues in (-K max|s| - 1, 0]: tridiagonal reduction (dsytrd), bisection
+ * (dstebz), inverse iteration (dstein) and back-transformation, i.e. dsyevr's
+ * RANGE='V' path without its set-up (scaling, workspace, the blocked
+ * back-transformation for a handful of vectors).  Eigenvalues ascend in w,
+ * eigenvectors go to V (K x m); returns m.  work >= 3K + max(NB K, 5K)
+ * doubles, iwork >= 7K ints (*info != 0: a LAPACK failure). */
+static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, double *W, double *V,
+                                          double *w, double *work, fedmm_blas_int lwork,
+                                          fedmm_blas_int *iwork, fedmm_blas_int *iwork2,
+                                          const fedmm_blas_t *blas, fedmm_blas_int *info)
 {
-    fedmm_blas_int n_neg = 0;
-    for (fedmm_blas_int i = 0; i < K; ++i) {
-        if (ipiv[i] > 0) {
-            if (W[(size_t)i * K + i] < 0.0) ++n_neg;
-        } else {
-            ++n_neg;
-            ++i;
+    double *d = work, *e = d + K, *tau = e + K, *rest = tau + K;
+    const fedmm_blas_int lrest = lwork - 3 * K;
+    blas->dsytrd("L", &K, W, &K, d, e, tau, rest, &lrest, info);
+    if (*info != 0) return 0;
+    const double vl = -(double)K * max_abs - 1.0, vu = 0.0;
+    /* abstol = 2 * smallest normal: eigenvalues to full relative accuracy,
+     * which dstein needs for accurate eigenvectors (LAPACK's advice) */
+    const double abstol = 2.0 * DBL_MIN;
+    const fedmm_blas_int unused = 0;
+    fedmm_blas_int m = 0, nsplit = 0;
+    fedmm_blas_int *iblock = iwork, *isplit = iwork + K; /* iwork: 2K (isuppz's room) */
+    fedmm_blas_int *ifail = iwork2, *stein_iwork = iwork2 + K, *stebz_iwork = iwork2 + 2 * (size_t)K;
+    blas->dstebz("V", "B", &K, &vl, &vu, &unused, &unused, &abstol, d, e, &m, &nsplit, w, iblock,
+                 isplit, rest, stebz_iwork, info);
+    if (*info != 0 || m == 0) return 0;
+    blas->dstein(&K, d, e, &m, w, iblock, isplit, V, &K, rest, stein_iwork, ifail, info);
+    if (*info != 0) return 0;
+    /* ascending order (dstebz's "B" orders by split block): selection sort of
+     * the m pairs, m small */
+    for (fedmm_blas_int a = 0; a + 1 < m; ++a) {
+        fedmm_blas_int best = a;
+        for (fedmm_blas_int b = a + 1; b < m; ++b)
+            if (w[b] < w[best]) best = b;
+        if (best != a) {
+            const double tw = w[a];
+            w[a] = w[best];
+            w[best] = tw;
+            double *va = V + (size_t)a * K, *vb = V + (size_t)best * K;
+            for (fedmm_blas_int i = 0; i < K; ++i) {
+                const double tv = va[i];
+                va[i] = vb[i];
+                vb[i] = tv;
+            }
         }
     }
-    return n_neg;
+    /* V <- Q V, Q = H(1) ... H(K-1) from dsytrd ('L': reflector j in W(j+1:K, j)) */
+    if (K > 1) {
+        if (m <= PSD_UNBLOCKED_MAX_VECTORS) {
+            const fedmm_blas_int rows = K - 1;
+            blas->dorm2r("L", "N", &rows, &m, &rows, W + 1, &K, tau, V + 1, &K, rest, info);
+        } else {
+            blas->dormtr("L", "L", "N", &K, &m, W, &K, tau, V, &K, rest, &lrest, info);
+        }
+    }
+    return m;
 }
 
 /* One K x K matrix (column-major, leading dimension K). */
@@ -196,7 +239,7 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
     double *lapack_work = w + K;
     fedmm_blas_int lwork = (fedmm_blas_int)PSD_LWORK(K);
     fedmm_blas_int liwork = (fedmm_blas_int)PSD_LIWORK(K);
-    fedmm_blas_int *isuppz = iwork;          /* 2K; also the dsytrf pivots */
+    fedmm_blas_int *isuppz = iwork;          /* 2K */
     fedmm_blas_int *lapack_iwork = iwork + 2 * (size_t)K;
 
     /* out = (A + A^T) / 2, pairwise so that out may alias A */
@@ -220,35 +263,55 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
         return FEDMM_OK;
     }
     if (info < 0) return FEDMM_ELAPACK;
-    /* inertia: how many eigenvalues are negative */
-    for (fedmm_blas_int j = 0; j < K; ++j)
-        memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
-    blas->dsytrf("L", &K, W, &K, isuppz, lapack_work, &lwork, &info);
-    if (info < 0) return FEDMM_ELAPACK; /* info > 0: exactly singular D, still an inertia */
-    const fedmm_blas_int n_neg = ldl_negative_count(K, W, isuppz);
-    if (n_neg == 0) {
-        *path = 1;
-        return FEDMM_OK;
-    }
-    for (fedmm_blas_int j = 0; j < K; ++j)
-        memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
-    const int partial = n_neg * PSD_PARTIAL_MAX_FRACTION <= K;
+    /* Cholesky stopped at column info: the leading (info-1) x (info-1) block is
+     * positive definite, so by Cauchy interlacing (lambda_{1+K-j}(A) >=
+     * lambda_1(A_j) > 0 for the leading j x j block A_j) at most K - info + 1
+     * eigenvalues are negative.  No further test is needed to choose the path:
+     * few at most -> only the negative eigenpairs (value range, so their number
+     * need not be known); otherwise all of them. */
+    const fedmm_blas_int neg_bound = K - info + 1;
+    int partial = neg_bound * PSD_PARTIAL_MAX_FRACTION <= K;
     fedmm_blas_int m = 0;
-    if (!partial && K <= PSD_DSYEVD_MAX_K && blas->dsyevd != NULL) {
-        /* all eigenpairs of a small matrix: dsyevd (the implicit QL/QR
-         * iteration at this size) beats MRRR, 1.6x at K = 15 */
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
+    if (partial && blas->dsytrd != NULL && blas->dstebz != NULL && blas->dstein != NULL &&
+        blas->dorm2r != NULL && blas->dormtr != NULL) {
+        m = negative_eigenpairs(K, max_abs, W, V, w, lapack_work, lwork, isuppz, lapack_iwork, blas,
+                                &info);
+        if (info != 0) { /* bisection or inverse iteration in trouble: all eigenpairs instead */
+            partial = 0;
+            m = 0;
+            for (fedmm_blas_int j = 0; j < K; ++j)
+                memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
+        }
+    } else if (partial) {
+        /* Gershgorin: every eigenvalue lies in [-K max|s|, K max|s|]; RANGE='V'
+         * returns the eigenpairs in (vl, 0] */
+        const double vl = -(double)K * max_abs - 1.0, vu = 0.0, abstol = 0.0;
+        fedmm_blas_int il = 1, iu = K;
+        blas->dsyevr("V", "V", "L", &K, W, &K, &vl, &vu, &il, &iu, &abstol, &m, w, V, &K, isuppz,
+                     lapack_work, &lwork, lapack_iwork, &liwork, &info);
+        if (info != 0) return FEDMM_ELAPACK;
+    }
+    if (!partial && blas->dsyevd != NULL) {
+        /* all eigenpairs: dsyevd (implicit QL/QR for small K, divide and
+         * conquer for large K) beats dsyevr's MRRR here at K = 15, 50 and 200
+         * (benchmarks/bench_psd.py) */
         blas->dsyevd("V", "L", &K, W, &K, w, lapack_work, &lwork, lapack_iwork, &liwork, &info);
         if (info != 0) return FEDMM_ELAPACK;
         m = K;
         for (fedmm_blas_int j = 0; j < K; ++j) /* dsyevd leaves the eigenvectors in W */
             memcpy(V + (size_t)j * K, W + (size_t)j * K, (size_t)K * sizeof(double));
-    } else {
-        /* Gershgorin: every eigenvalue lies in [-K max|s|, K max|s|] */
-        const double vl = -(double)K * max_abs - 1.0, vu = 0.0, abstol = 0.0;
-        fedmm_blas_int il = 1, iu = partial ? n_neg : K;
-        blas->dsyevr("V", partial ? "I" : "A", "L", &K, W, &K, &vl, &vu, &il, &iu, &abstol, &m, w,
-                     V, &K, isuppz, lapack_work, &lwork, lapack_iwork, &liwork, &info);
+    } else if (!partial) {
+        const double vl = 0.0, vu = 0.0, abstol = 0.0;
+        fedmm_blas_int il = 1, iu = K;
+        blas->dsyevr("V", "A", "L", &K, W, &K, &vl, &vu, &il, &iu, &abstol, &m, w, V, &K, isuppz,
+                     lapack_work, &lwork, lapack_iwork, &liwork, &info);
         if (info != 0) return FEDMM_ELAPACK;
+    }
+    if (partial && m == 0) { /* singular PSD: no eigenvalue below zero */
+        *path = 1;
+        return FEDMM_OK;
     }
     *path = partial ? 2 : 3;
     /* eigenvalues ascend: w[0..n_below) < 0 <= w[n_below..m) */

@@ -308,6 +308,71 @@ static int gmm_statistic(const void *ctx, const double *theta, const double *dat
     return FEDMM_OK;
 }
 
+size_t fedmm_gmm_responsibilities_work(const fedmm_gmm_model_t *ctx)
+{
+    const gmm_sizes_t z = gmm_sizes(ctx);
+    return (size_t)FEDMM_GMM_CHUNK * (z.full ? z.Gp : 1);
+}
+
+int fedmm_gmm_responsibilities(const fedmm_gmm_model_t *ctx, const double *theta, const double *data,
+                               int64_t n_samples, double *rho, double *log_norm, double *work)
+{
+    if (ctx == NULL || theta == NULL || (data == NULL && n_samples > 0) || (rho == NULL && n_samples > 0) ||
+        work == NULL || n_samples < 0 || ctx->blas == NULL || ctx->blas->dgemm == NULL)
+        return FEDMM_EINVAL;
+    const gmm_sizes_t z = gmm_sizes(ctx);
+    const size_t G = z.G, p = z.p, Gp = z.Gp;
+    const fedmm_blas_int bG = ctx->G, bp = ctx->p, bGp = (fedmm_blas_int)Gp;
+    const double one = 1.0, zero = 0.0;
+    for (int64_t start = 0; start < n_samples; start += FEDMM_GMM_CHUNK) {
+        const size_t n = (size_t)(n_samples - start < FEDMM_GMM_CHUNK ? n_samples - start : FEDMM_GMM_CHUNK);
+        const fedmm_blas_int bn = (fedmm_blas_int)n;
+        const double *Y = data + (size_t)start * p; /* row-major n x p = column-major p x n */
+        double *r = rho + (size_t)start * G;       /* row-major n x G = column-major G x n */
+        const double *offsets;
+        if (!z.full) {
+            const double *natural = theta + z.d;
+            offsets = natural + Gp;
+            /* logits (G x n) = (Sigma^{-1} mu^T)^T Y */
+            ctx->blas->dgemm("T", "N", &bG, &bn, &bp, &one, natural, &bp, Y, &bp, &zero, r, &bG);
+        } else {
+            const double *W = theta + z.d, *shifts = W + p * Gp;
+            offsets = shifts + Gp;
+            /* every component's whitened rows at once (Gp x n, a cache-sized block) = W^T Y */
+            ctx->blas->dgemm("N", "N", &bGp, &bn, &bp, &one, W, &bGp, Y, &bp, &zero, work, &bGp);
+            for (size_t j = 0; j < n; ++j) {
+                const double *white = work + j * Gp;
+                double *rj = r + j * G;
+                for (size_t l = 0; l < G; ++l) {
+                    double quad = 0.0;
+                    for (size_t k = 0; k < p; ++k) {
+                        const double e = white[l * p + k] - shifts[l * p + k];
+                        quad += e * e;
+                    }
+                    rj[l] = -0.5 * quad;
+                }
+            }
+        }
+        for (size_t j = 0; j < n; ++j) {
+            double *rj = r + j * G;
+            double top = -INFINITY;
+            for (size_t l = 0; l < G; ++l) {
+                rj[l] += offsets[l];
+                if (rj[l] > top) top = rj[l];
+            }
+            double total = 0.0;
+            for (size_t l = 0; l < G; ++l) {
+                rj[l] = exp(rj[l] - top);
+                total += rj[l];
+            }
+            const double inv = 1.0 / total;
+            for (size_t l = 0; l < G; ++l) rj[l] *= inv;
+            if (log_norm != NULL) log_norm[(size_t)start + j] = log(total) + top;
+        }
+    }
+    return FEDMM_OK;
+}
+
 /* theta[d..theta_size) from theta[0..d): Cholesky factors, inverses, natural parameters */
 static int gmm_derive(const void *ctx, double *theta, double *work)
 {

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Algorithms (DESIGN §3): SA-SSMM, FedMM (Algorithms 1, 2 and 4 of the FedMM paper), the Θ-space baseline,
+"""Algorithms: SA-SSMM, FedMM (Algorithms 1, 2 and 4 of the FedMM paper), the Θ-space baseline,
 FedMLS with its non-smooth baselines FedAvg, Scaffold and Scaffnew (FedMLS paper), and FedMM-OT
 (FedMM paper §7, Algorithm 3) with its FedAdam baseline for optimal-transport maps.
 

@@ -45,7 +45,8 @@ def derive_seed(seed: int | np.random.SeedSequence, *key: int) -> np.random.Seed
     --------
     >>> import numpy as np
     >>> child = derive_seed(np.random.SeedSequence(5), 2)
-    >>> child.spawn_key, bool((child.generate_state(2) == np.random.SeedSequence(5).spawn(3)[2].generate_state(2)).all())
+    >>> same = child.generate_state(2) == np.random.SeedSequence(5).spawn(3)[2].generate_state(2)
+    >>> child.spawn_key, bool(same.all())
     ((2,), True)
     """
     root = seed if isinstance(seed, np.random.SeedSequence) else check_seed(int(seed))

@@ -10,6 +10,9 @@ those messages; nothing here depends on which runtime is used.
 """
 from __future__ import annotations
 
+import inspect
+import logging
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -17,7 +20,8 @@ import numpy as np
 
 from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_probability, check_real
-from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported
+from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported, record_initial
+from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
 from fedmm.engine.metrics import squared_distance, step_record, update_size
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -28,12 +32,15 @@ from fedmm.algorithms._random import (
     check_seed,
     init_generator,
     party_seed,
+    seed_from_repr,
     seed_repr,
 )
 from fedmm.algorithms._schedule import StepSchedule
 from fedmm.compression import Identity
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "BACKENDS"]
 
@@ -44,6 +51,10 @@ PARTICIPATION_MODES = ("select", "compress", "compress-local")
 #: Which backend runs the rounds: the compiled one when the model and compressors support it.
 BACKENDS = ("auto", "python", "compiled")
 
+
+#: Retries of a failed server step, each without one more of the largest messages
+#: (:meth:`Server.step_without_failing_messages`), before the round goes on with no message.
+MAX_STEP_RETRIES = 3
 
 #: The set-up exchange sends V_{0,i} uncompressed, in the Identity wire format, whatever the compressors.
 _SETUP_CODEC = Identity()
@@ -430,18 +441,36 @@ class Server:
 
     def aggregate(self, t: int, payloads: dict[int, bytes],
                   on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
-        """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``.
+        """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``, atomically.
 
         Empty payloads count as zero messages (Algorithm 4 with ``U = 0``).
         Every payload is decoded and validated (length, finite values) before
         the server's state changes: an invalid one raises ``ValueError``
         naming the client, or, with ``on_invalid``, is left out of the
         aggregation (the client counts as dropped, Algorithm 2 lines 10-11)
-        after ``on_invalid(i, reason)`` is called.  Returns the round's
-        monitoring record (``gamma``, ``E_s``/``E_ps`` or ``E_p``).
+        after ``on_invalid(i, reason)`` is called.
+
+        The step itself is computed into temporaries and committed only when
+        it succeeds: ``H = V_t + Σ_i (μ_i/p) Δ_i``, ``Ŝ_{t+1} = Π(Ŝ_t + γ H)``,
+        ``θ_{t+1} = T(Ŝ_{t+1})`` and ``V_{t+1}`` must all be finite and
+        ``Π``/``T`` must not raise (``ValueError``, including
+        ``numpy.linalg.LinAlgError``, or ``ArithmeticError``), which an
+        absurd but finite message (statistics of 1e300) can cause.  When it
+        fails, the server's state is left exactly as it was and, without
+        ``on_invalid``, a ``ValueError`` says why (the model's exception
+        chained).  With ``on_invalid`` the round goes on without the messages
+        that make it fail (:meth:`step_without_failing_messages`), each of
+        their clients reported by ``on_invalid(i, reason)``; only a step that
+        fails with no message at all (the server's own state or model is at
+        fault) still raises.  The usual path costs nothing more: the
+        retries run only after a failure.
+
+        Returns the round's monitoring record (``gamma``, ``E_s``/``E_ps`` or
+        ``E_p``; a value that overflows float64 is recorded as ``inf`` with a
+        ``RuntimeWarning``, see :func:`fedmm.engine.metrics.update_size`).
         """
         gamma = self.schedule(t + 1)
-        rows, weights = [], []
+        ids, rows, weights = [], [], []
         for i in sorted(payloads):
             payload = payloads[i]
             if payload:
@@ -452,28 +481,122 @@ class Server:
                         raise
                     on_invalid(i, str(exc))
                     continue
+                ids.append(i)
                 weights.append(self.weights[i])
-        # acc = Σ_i (μ_i / p) Quant_i, accumulated in client order (one compiled pass).
-        acc = _rounds.weighted_row_sum(rows, np.array(weights) / self.p, self._size)
-        H = self.V + acc
-        self.theta_vector_prev = self.theta_vector
+        try:
+            step = self.candidate_step(gamma, rows, weights)
+        except (ValueError, ArithmeticError) as exc:
+            if on_invalid is None:
+                raise ValueError(f"Round {t}: the server step failed ({type(exc).__name__}: {exc}); the "
+                                 "server's state is unchanged (pass on_invalid to drop the clients whose "
+                                 "messages make it fail)") from exc
+            step, dropped = self.step_without_failing_messages(t, gamma, ids, rows, weights, exc)
+            for i, reason in dropped:
+                on_invalid(i, reason)
+        S_new, theta, theta_vector, V_new = step
         if self.space == "statistic":
-            S_new, theta = self.model.sa_step(self.S, H, gamma, self.projection == "euclidean")
-            theta_vector = self.model.theta_vector(theta)
             record = step_record(gamma, squared_distance(theta_vector, self.theta_vector),
                                  squared_distance(S_new, self.S))
             self.S = S_new
         else:
-            theta_half = self.theta_vector + gamma * H
-            theta = self.model.theta_from_vector(theta_half, self._theta_like)
-            if self.projection == "euclidean":
-                theta = self.model.project_theta(theta)
-            theta_vector = self.model.theta_vector(theta)
             record = step_record(gamma, squared_distance(theta_vector, self.theta_vector))
-        self.theta, self.theta_vector = theta, theta_vector
-        if self.alpha:
-            self.V = self.V + self.alpha * acc
+        self.theta_vector_prev = self.theta_vector
+        self.theta, self.theta_vector, self.V = theta, theta_vector, V_new
         return record
+
+    def candidate_step(self, gamma: float, rows: Sequence[np.ndarray],
+                       weights: Sequence[float]) -> tuple[np.ndarray | None, Any, np.ndarray, np.ndarray]:
+        """The server step from decoded messages, into new arrays; nothing of the server changes.
+
+        With ``acc = Σ_k (weights[k]/p) rows[k]`` (accumulated in the order
+        given, one compiled pass) and ``H = V_t + acc``: S-space
+        ``Ŝ_{t+1} = Π(Ŝ_t + γ H)``, ``θ_{t+1} = T(Ŝ_{t+1})``; Θ-space
+        ``θ_{t+1} = proj_Θ(θ_t + γ H)``; and ``V_{t+1} = V_t + α acc``.
+        Returns ``(Ŝ_{t+1} or None, θ_{t+1}, its vector, V_{t+1})``.
+
+        Raises
+        ------
+        ValueError
+            ``H``, ``Ŝ_{t+1}``, ``θ_{t+1}`` or ``V_{t+1}`` not finite (an
+            overflow of float64), or the model's ``Π``/``T`` raised it
+            (``numpy.linalg.LinAlgError`` included); ``ArithmeticError`` from
+            the model passes through.
+        """
+        # overflows are detected below by the finiteness checks, not reported as NumPy warnings
+        with np.errstate(over="ignore", invalid="ignore"):
+            acc = _rounds.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / self.p, self._size)
+            H = self.V + acc
+            if not np.isfinite(H).all():
+                raise ValueError("the aggregate H = V_t + sum_i (mu_i/p) Delta_i is not finite (float64 overflow)")
+            if self.space == "statistic":
+                S_new, theta = self.model.sa_step(self.S, H, gamma, self.projection == "euclidean")
+                if not np.isfinite(S_new).all():
+                    raise ValueError("the new statistic S_{t+1} = Pi(S_t + gamma H) is not finite")
+            else:
+                S_new = None
+                theta_half = self.theta_vector + gamma * H
+                if not np.isfinite(theta_half).all():
+                    raise ValueError("the new parameter theta_t + gamma H is not finite")
+                theta = self.model.theta_from_vector(theta_half, self._theta_like)
+                if self.projection == "euclidean":
+                    theta = self.model.project_theta(theta)
+            theta_vector = self.model.theta_vector(theta)
+            if not np.isfinite(theta_vector).all():
+                raise ValueError("the new parameter theta_{t+1} is not finite")
+            V_new = self.V + self.alpha * acc if self.alpha else self.V
+            if not np.isfinite(V_new).all():
+                raise ValueError("the new control variate V_{t+1} = V_t + alpha acc is not finite")
+        return S_new, theta, theta_vector, V_new
+
+    def step_without_failing_messages(self, t: int, gamma: float, ids: Sequence[int], rows: Sequence[np.ndarray],
+                                      weights: Sequence[float], error: BaseException
+                                      ) -> tuple[tuple, list[tuple[int, str]]]:
+        """After :meth:`candidate_step` failed with ``error``: the step without the messages at fault.
+
+        1. The step with no message at all (``acc = 0``) must succeed, else
+           the failure is the server's own (its state or its model) and a
+           ``ValueError`` is raised, the state unchanged.
+        2. The suspects are ranked by the size of their contribution to
+           ``acc``, ``‖(μ_i/p) Δ_i‖`` (computed in a scaled form, so that an
+           absurd message ranks first even where the norm overflows); the
+           step is retried without the ``k`` largest for ``k = 1, …,``
+           :data:`MAX_STEP_RETRIES` (at most that many extra steps), the
+           others accumulated in client order as usual.
+        3. If every retry fails, the round goes on with no message (step 1's
+           step) and every sender is reported.
+
+        Returns ``(step, dropped)``: the :meth:`candidate_step` result to
+        commit and ``[(i, reason), ...]`` for the clients left out.
+        """
+        try:
+            empty = self.candidate_step(gamma, [], [])
+        except (ValueError, ArithmeticError) as exc:
+            raise ValueError(f"Round {t}: the server step fails even without the clients' messages "
+                             f"({type(exc).__name__}: {exc}); the server's state is unchanged") from error
+        why = f"{type(error).__name__}: {error}"
+        m = len(rows)
+        sizes = [self._log_contribution(row, w) for row, w in zip(rows, weights)]
+        order = sorted(range(m), key=lambda k: -sizes[k])  # stable: ties keep client order
+        for k in range(1, min(MAX_STEP_RETRIES, m - 1) + 1):
+            keep = sorted(order[k:])
+            try:
+                step = self.candidate_step(gamma, [rows[j] for j in keep], [weights[j] for j in keep])
+            except (ValueError, ArithmeticError):
+                continue
+            return step, [(ids[j], f"its message made the server step fail ({why}); the step succeeds without "
+                                   f"the {k} largest of the {m} messages, ranked by ||(mu_i/p) Delta_i|| "
+                                   f"(this one: about 1e{sizes[j] / math.log(10):.0f})")
+                          for j in sorted(order[:k])]
+        return empty, [(ids[j], f"the server step failed with the round's messages ({why}) and without the "
+                                f"{min(MAX_STEP_RETRIES, max(m - 1, 0))} largest; the round went on with no message")
+                       for j in range(m)]
+
+    def _log_contribution(self, row: np.ndarray, weight: float) -> float:
+        """``log ‖(weight/p) row‖`` without overflow (``-inf`` for a zero contribution)."""
+        scale = float(np.max(np.abs(row))) if row.size else 0.0
+        if scale == 0.0 or weight <= 0.0:
+            return -math.inf
+        return math.log(weight / self.p) + math.log(scale) + math.log(float(np.linalg.norm(row / scale)))
 
 
 # --------------------------------------------------------------------------- front-ends
@@ -723,11 +846,22 @@ class FedMM:
         clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
         return server, clients
 
+    def _fingerprint(self, server: Server, datas: Sequence[Any], seed: Any, objective_every: int,
+                     objective_data: Any, monitor_every: int) -> dict[str, Any]:
+        """What ties a checkpoint to this run (everything that changes its numbers or records)."""
+        config = {k: v for k, v in self.config().items() if k not in ("n_threads", "backend", "model")}
+        config["model"] = _model_fingerprint(self.model)
+        return {"algorithm": self.name, "config": config, "seed": seed_repr(seed), "n_clients": len(datas),
+                "weights": data_digest([np.asarray(server.weights, dtype=np.float64)]),
+                "data": data_digest(datas), "objective_every": objective_every, "monitor_every": monitor_every,
+                "objective_data": None if objective_data is None else data_digest([objective_data])}
+
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None,
             init: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
-            monitor_every: int = 1, progress: bool = False,
+            monitor_every: int = 1, progress: bool | None = None,
             callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None,
-            on_client_error: str = "drop") -> History:
+            on_client_error: str = "drop", resume: Any = None, checkpoint_every: int = 0,
+            checkpoint_path: Any = None) -> History:
         """Run ``n_rounds`` rounds on the clients' data ``datas``.
 
         Parameters
@@ -745,13 +879,15 @@ class FedMM:
             Record ``objective`` (``Σ_i μ_i f_i(θ) + g(θ)`` on the clients' data,
             or ``f + g`` on ``objective_data``) every this many rounds and at
             the last round; 0 never.  The value at ``θ_0`` goes to
-            ``history.config['initial_objective']``.
+            ``history.initial['objective']`` (the row ``round = 0`` of
+            :meth:`History.to_pandas`).
         objective_data : data, optional
             A single data set on which to evaluate the objective instead.
         monitor_every : int
             Cadence of the baseline's ``E_sp`` (needs a full pass over all data).
-        progress : bool
-            Show a tqdm progress bar.
+        progress : bool or None
+            A tqdm progress bar on standard error: True on, False off, None
+            (default) on only when standard error is a terminal.
         callback : callable(t, S, theta), optional
             Called after each round with ``Ŝ_{t+1}`` (None for the baseline) and ``θ_{t+1}``.
         runtime : object, optional
@@ -764,32 +900,79 @@ class FedMM:
             whose payload fails validation is dropped for that round (recorded
             in ``dropped`` / ``drop_reasons``) and the run goes on, or the
             error propagates.
+        resume : Checkpoint or path, optional
+            Continue the run that wrote this :class:`fedmm.engine.Checkpoint`
+            (or the file :meth:`~fedmm.engine.Checkpoint.save` wrote) from its
+            next round up to ``n_rounds``, as if it had never stopped: the
+            result equals the uninterrupted run's bit for bit.  The run must be
+            the same (model, hyper-parameters, seed, number of clients, their
+            data; ``n_threads`` and ``backend`` may differ): a checkpoint of
+            another run is refused with a ``ValueError`` naming what differs.
+            ``seed=None`` takes the checkpoint's seed; ``init`` must be None.
+        checkpoint_every : int >= 0
+            Write a checkpoint to ``checkpoint_path`` after every this many
+            rounds (0: only on interrupt).  Writes are atomic (temporary file,
+            ``fsync``, rename).
+        checkpoint_path : path-like, optional
+            Where checkpoints go.  When given, a ``KeyboardInterrupt`` also
+            writes the state after the last completed round there.  Whatever
+            the path, an interrupted run re-raises ``KeyboardInterrupt`` with
+            ``exc.history`` (the completed rounds) and ``exc.checkpoint`` (a
+            :class:`~fedmm.engine.Checkpoint` to pass as ``resume``) attached.
+            Checkpoints need a runtime whose ``run`` accepts ``start`` and
+            ``checkpoint`` (the in-process runtime does).
 
         Returns
         -------
         History
             Per round ``t``, ``gamma``, ``E_s``, ``E_ps`` (FedMM) or ``E_p``,
             ``E_sp`` (baseline), ``objective`` (at the cadence), ``active``,
-            ``bytes_up``, ``bytes_down`` and ``wall_time`` (cumulative seconds,
-            monitoring excluded); ``state`` holds the final ``S`` and ``theta`` (flat
-            float64 vectors, saved with the History), and ``history.theta`` the final
-            parameter in the model's own structure (e.g. the ``(p, K)`` dictionary, or
-            ``GaussianMixtureParams``; in memory only).
+            ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative seconds,
+            monitoring excluded) and ``monitor_time`` (cumulative seconds of
+            monitoring); ``initial`` the values at ``θ_0``; ``state`` holds the final
+            ``S`` and ``theta`` (flat float64 vectors), ``params`` the final parameter
+            as named arrays (``model.theta_to_dict``; both saved with the History), and
+            ``history.theta`` the final parameter as the model's own object (e.g. the
+            ``(p, K)`` dictionary, or ``GaussianMixtureParams``; in memory only).
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         objective_every = check_int(objective_every, "objective_every", low=0)
         monitor_every = check_int(monitor_every, "monitor_every", low=1)
+        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", low=0)
+        if checkpoint_every and checkpoint_path is None:
+            raise ValueError("Expected 'checkpoint_path' (where to write) with 'checkpoint_every' > 0")
+        resumed = None
+        if resume is not None:
+            resumed = resume if isinstance(resume, Checkpoint) else Checkpoint.load(resume)
+            if init is not None:
+                raise ValueError("Expected 'init' to be None with 'resume' (the checkpoint holds the state)")
+            if resumed.next_round > n_rounds:
+                raise ValueError(f"Expected 'n_rounds' >= {resumed.next_round}, the rounds the checkpoint "
+                                 f"has completed, got {n_rounds}")
+            if seed is None:
+                seed = seed_from_repr(resumed.history.config.get("seed"))
         seed = check_seed(seed)  # once: a Generator is drawn from, None draws fresh entropy
         server, clients = self.build(datas, seed=seed, init=init)
         datas = [c.data for c in clients]
         if objective_data is not None:
             objective_data = self.model.check_data(objective_data, "objective_data")
-        history = History(self.name, {**self.config(), "seed": seed_repr(seed),
-                                       "n_clients": len(clients), "n_rounds": n_rounds})
+        fingerprint = None
+        if resumed is not None or checkpoint_path is not None:
+            fingerprint = self._fingerprint(server, datas, seed, objective_every, objective_data, monitor_every)
+        if resumed is not None:
+            resumed.check_matches(fingerprint)
+            server.set_state(resumed.server_state)
+            for c, state in zip(clients, resumed.client_states):
+                c.set_state(state, server.theta)
+            history = resumed.history.copy()
+            history.config["n_rounds"] = n_rounds
+        else:
+            history = History(self.name, {**self.config(), "seed": seed_repr(seed),
+                                           "n_clients": len(clients), "n_rounds": n_rounds})
         monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
                            monitor_every if self.space == "parameter" else 0)
-        if objective_every:
-            history.config["initial_objective"] = monitor.objective()
+        if resumed is None:
+            record_initial(history, monitor.objective if objective_every else None)
         if runtime is None:
             reason = compiled_unsupported(server, clients)
             if self.backend == "compiled" and reason is not None:
@@ -798,18 +981,46 @@ class FedMM:
             history.config["backend"] = "compiled" if use_compiled else "python"
             if reason is not None and self.backend == "auto":
                 history.config["backend_reason"] = reason
+                logger.info("%s runs on the Python backend: %s", self.name, reason)
             runtime = LocalRuntime(n_threads=self.n_threads, compiled=use_compiled, on_client_error=on_client_error)
+        elif isinstance(runtime, LocalRuntime) and runtime.compiled and compiled_unsupported(server, clients) is None:
+            history.config["backend"] = "compiled"  # the caller's in-process runtime runs compiled stretches
         else:
-            history.config["backend"] = "python"  # a runtime of its own moves Client.step messages
+            history.config["backend"] = "python"  # other runtimes move Client.step messages
         user_callback = None
         if callback is not None:
             def user_callback(t: int, srv: Server = server) -> None:
                 callback(t, srv.S, srv.theta)
-        runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=user_callback,
-                    progress=progress)
+
+        def snapshot() -> Checkpoint:
+            nonlocal fingerprint
+            if fingerprint is None:  # computed on demand: hashing the data costs a pass over it
+                fingerprint = self._fingerprint(server, datas, seed, objective_every, objective_data, monitor_every)
+            return Checkpoint(fingerprint=fingerprint, next_round=len(history.records),
+                              server_state=server.get_state(), client_states=[c.get_state() for c in clients],
+                              history=history.copy())
+
+        writer = CheckpointWriter(checkpoint_path, checkpoint_every, snapshot)
+        extra: dict[str, Any] = {}
+        if resumed is not None or checkpoint_path is not None:
+            accepted = inspect.signature(runtime.run).parameters
+            if "start" not in accepted or "checkpoint" not in accepted:
+                raise ValueError(f"runtime {type(runtime).__name__} cannot resume or checkpoint a run (its run() "
+                                 "takes no 'start'/'checkpoint'); use the in-process runtime")
+            extra = {"start": 0 if resumed is None else resumed.next_round,
+                     "checkpoint": writer if checkpoint_path is not None else None}
+        try:
+            runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=user_callback,
+                        progress=progress, **extra)
+        except KeyboardInterrupt as exc:
+            # Rounds are atomic: the server and clients hold the state after the last completed round.
+            exc.history = history
+            exc.checkpoint = writer.write()
+            raise
         if server.S is not None:
             history.state["S"] = server.S
         history.state["theta"] = server.theta_vector
+        history.params = self.model.theta_to_dict(server.theta)
         history.theta = server.theta
         return history
 
@@ -843,10 +1054,44 @@ class ParameterAveraging(FedMM):
     ``𝒯(θ) = Σ_i μ_i E_{π_i}[S̄(Z, θ)]`` (a full pass over every client's
     data; the paper writes ``1/n``, equal to ``μ_i`` for its equal-size
     clients) every ``monitor_every`` rounds.  ``history.state`` has ``theta`` only.
+
+    Examples
+    --------
+    On the loss of Remark 1, averaging parameters converges to
+    ``Σ_i μ_i E_i[Z]^{-1/2}`` instead of the minimizer ``(Σ_i μ_i E_i[Z])^{-1/2}``:
+
+    >>> import numpy as np
+    >>> from fedmm.models import InverseToy
+    >>> rng = np.random.default_rng(0)
+    >>> datas = [rng.uniform(1, 2, 100), rng.uniform(5, 9, 100)]
+    >>> h = ParameterAveraging(InverseToy(), step=1.0, batch_size=None).run(datas, 3, seed=0)
+    >>> naive = 0.5 * (datas[0].mean() ** -0.5 + datas[1].mean() ** -0.5)
+    >>> bool(abs(h.state["theta"][0] - naive) < 1e-12)
+    True
+    >>> bool(h.state["theta"][0] > InverseToy().minimizer(datas, [0.5, 0.5]) + 0.1)
+    True
     """
 
     space = "parameter"
     name = "ParameterAveraging"
+
+
+def _model_fingerprint(model: Any) -> dict[str, Any]:
+    """The model's class and public attributes (arrays by digest): what a checkpoint's model must match."""
+    out: dict[str, Any] = {"class": f"{type(model).__module__}.{type(model).__qualname__}"}
+    for name, value in sorted(vars(model).items()):
+        if name.startswith("_"):
+            continue
+        if value is None or isinstance(value, (bool, int, float, str)):
+            out[name] = value
+        elif isinstance(value, (np.ndarray, np.generic, list, tuple)):
+            try:
+                out[name] = data_digest([value])
+            except TypeError:
+                out[name] = type(value).__name__
+        else:
+            out[name] = type(value).__name__
+    return out
 
 
 # --------------------------------------------------------------------------- monitoring

@@ -210,7 +210,8 @@ class FedMLSServer(SubgradientServer):
         self.y = (1.0 - gamma_next) * self.x + gamma_next * self.z
         self.z = self.z - ((k + 1) / 4.0) * (self.y - mean_y)
         self.total_local_steps += T
-        return {"gamma": gamma, "prox_weight": prox_weight, "local_steps": T, "total_local_steps": self.total_local_steps}
+        return {"gamma": gamma, "prox_weight": prox_weight, "local_steps": T,
+                "total_local_steps": self.total_local_steps}
 
 
 class FedMLSClient(SubgradientClient):

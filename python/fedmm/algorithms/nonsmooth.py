@@ -33,8 +33,10 @@ Every ``run`` returns a :class:`fedmm.History` with, per round ``t``: ``gamma``
 (the server's aggregation step, see each method), ``local_steps`` (cumulative,
 per client), the method's schedule values, ``active``, ``dropped``,
 ``bytes_up``/``bytes_down`` (payload sizes), ``wall_time`` (cumulative,
-monitoring excluded) and, at the ``objective_every`` cadence, ``objective``
-:math:`F` at the server point; ``history.state["x"]`` is the final server point.
+monitoring excluded), ``monitor_time`` (cumulative seconds of monitoring) and,
+at the ``objective_every`` cadence, ``objective`` :math:`F` at the server
+point; ``history.initial`` holds the values at ``x_0``,
+``history.state["x"]`` and ``history.params["x"]`` the final server point.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ from fedmm._validation import check_in, check_int, check_real, check_seed
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._random import derive_seed, seed_repr
 from fedmm.algorithms._schedule import MAX_COUNT, Schedule
-from fedmm.engine import LocalRuntime
+from fedmm.engine import LocalRuntime, record_initial
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
@@ -568,7 +570,7 @@ class FederatedSubgradientMethod:
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None, init: Any = None,
             runtime: Any = None, objective_every: int = 0, objective_data: Sequence[Any] | None = None,
-            progress: bool = False, callback: Callable[[int, dict], None] | None = None) -> History:
+            progress: bool | None = None, callback: Callable[[int, dict], None] | None = None) -> History:
         r"""Run ``n_rounds`` communication rounds on the clients' data.
 
         Parameters
@@ -596,12 +598,13 @@ class FederatedSubgradientMethod:
         objective_every : int >= 0
             Record ``objective`` :math:`F(x)` at the server point every this
             many rounds and at the last round (:class:`fedmm.algorithms.Cadence`);
-            0 never.  ``F(x_0)`` then goes to ``history.config["initial_objective"]``.
+            0 never.  ``F(x_0)`` then goes to ``history.initial["objective"]``.
         objective_data : list of (A, y), optional
             Client data sets on which :math:`F` is evaluated instead of ``datas``
             (e.g. held-out data; :math:`F` averages over their count).
-        progress : bool
-            Show a tqdm progress bar.
+        progress : bool or None
+            A tqdm progress bar on standard error: True on, False off, None
+            (default) on only when standard error is a terminal.
         callback : callable(t, state), optional
             Called after round ``t`` (0-based) with the server's state arrays
             (copies, e.g. ``state["x"]``).
@@ -609,8 +612,9 @@ class FederatedSubgradientMethod:
         Returns
         -------
         History
-            One record per round (see the module docstring); ``state`` holds
-            the final server arrays.
+            One record per round (see the module docstring); ``initial`` the
+            values at ``x_0``; ``state`` holds the final server arrays,
+            ``params`` and ``theta`` the final point as ``{"x": x}`` and ``x``.
         """
         seed = check_seed(seed)
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
@@ -625,8 +629,7 @@ class FederatedSubgradientMethod:
         history = History(self.name, {**self.config(), "n_rounds": n_rounds, "n_clients": len(clients),
                                       "seed": seed_repr(seed)})
         monitor = _ObjectiveMonitor(self.problem, stacked, server, cadence)
-        if cadence:
-            history.config["initial_objective"] = monitor.objective()
+        record_initial(history, monitor.objective if cadence else None)
         if runtime is None:
             runtime = LocalRuntime(n_threads=self.n_threads, batched=self.batched)
         round_callback = None
@@ -636,6 +639,8 @@ class FederatedSubgradientMethod:
         runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=round_callback,
                     progress=progress)
         history.state.update(self.final_state(server, clients))
+        history.params = {"x": history.state["x"].copy()}
+        history.theta = history.state["x"].copy()
         return history
 
     def __repr__(self) -> str:

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fedmm._validation import check_in, check_int
+from fedmm.engine import record_initial
 from fedmm.engine.metrics import squared_distance, step_record
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -44,6 +45,18 @@ class SASSMM:
     projection : {'euclidean', None}
         Apply ``model.project`` after each update.  Algorithm 1 needs none
         (``𝒮`` is convex and ``γ_t ∈ (0, 1]``), but SPIDER oracles may leave ``𝒮``.
+
+    Examples
+    --------
+    With full-batch oracles and ``γ_t = 1/t`` the statistic of :class:`~fedmm.models.InverseToy`
+    is the sample mean after the first iteration, so ``θ = mean(Z)^{-1/2}``:
+
+    >>> import numpy as np
+    >>> from fedmm.models import InverseToy
+    >>> Z = np.random.default_rng(0).uniform(1, 3, 1000)
+    >>> h = SASSMM(InverseToy(), step="1/t", batch_size=None).run(Z, 5, seed=0)
+    >>> len(h), bool(abs(h.state["theta"][0] - Z.mean() ** -0.5) < 1e-12)
+    (5, True)
     """
 
     def __init__(self, model: SurrogateModel, *, step: Any = "1/t", batch_size: int | None = None,
@@ -71,7 +84,8 @@ class SASSMM:
         init : ndarray of shape (layout.size,), optional
             The initial statistic ``Ŝ_0`` (default ``model.init_statistic``).
         objective_every : int
-            Record ``objective`` every this many iterations (0: never).
+            Record ``objective`` every this many iterations and at the last one
+            (0: never); its value at ``θ_0`` goes to ``history.initial``.
         callback : callable(t, S, theta), optional
             Called after each iteration with ``Ŝ_{t+1}`` and ``T(Ŝ_{t+1})``.
 
@@ -79,8 +93,12 @@ class SASSMM:
         -------
         History
             Per iteration ``t``, ``gamma``, ``E_s``, ``E_ps``, ``wall_time``
-            (cumulative, monitoring excluded) and ``objective`` when computed;
-            ``state`` holds the final ``S`` and ``theta``.
+            (cumulative, monitoring excluded), ``monitor_time`` (cumulative
+            seconds of objective evaluations) and ``objective`` when computed;
+            ``initial`` the values at ``θ_0 = T(Ŝ_0)`` (``objective`` with a
+            cadence); ``state`` holds the final ``S`` and ``theta`` (flat),
+            ``params`` the final parameter as named arrays
+            (``model.theta_to_dict``) and ``theta`` the model's own object.
         """
         model = self.model
         n_iter = check_int(n_iter, "n_iter", low=0)
@@ -104,9 +122,9 @@ class SASSMM:
         })
         theta = model.T(S)
         theta_vec = model.theta_vector(theta)
-        if cadence:
-            history.config["initial_objective"] = model.objective(data, theta)
+        record_initial(history, (lambda: model.objective(data, theta)) if cadence else None)
         elapsed = 0.0
+        monitor_time = history.initial["monitor_time"]
         for t in range(n_iter):
             start = time.perf_counter()
             gamma = self.schedule(t + 1)
@@ -120,12 +138,16 @@ class SASSMM:
             elapsed += time.perf_counter() - start
             record["wall_time"] = elapsed
             if cadence.due(t):
+                start = time.perf_counter()
                 record["objective"] = model.objective(data, theta)
+                monitor_time += time.perf_counter() - start
+            record["monitor_time"] = monitor_time
             history.append(**record)
             if callback is not None:
                 callback(t, S, theta)
         history.state["S"] = S
         history.state["theta"] = theta_vec
+        history.params = model.theta_to_dict(theta)
         history.theta = theta
         return history
 

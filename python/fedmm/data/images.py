@@ -43,6 +43,13 @@ def image_patches(
     -------
     X : ndarray of shape (N, patch_size**2), float64, C-ordered
         One patch per row (row-major pixels).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = image_patches(500, seed=0)
+    >>> X.shape, bool(np.allclose(X.mean(axis=0), 0.0)), bool(np.allclose(X.std(axis=0), 1.0))
+    ((500, 64), True, True)
     """
     from sklearn.datasets import load_sample_image
     from sklearn.feature_extraction.image import extract_patches_2d

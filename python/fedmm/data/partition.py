@@ -261,6 +261,18 @@ def constrained_kmeans(
     centers : ndarray of shape (n, p)
     inertia : float
         Within-cluster sum of squared distances of the returned solution.
+
+    Examples
+    --------
+    Seven points around ``(-5, -5)`` and five around ``(5, 5)`` in two clusters of six: one point of
+    the larger group must join the other cluster.
+
+    >>> import numpy as np
+    >>> X = np.concatenate([np.full((7, 2), -5.0), np.full((5, 2), 5.0)])
+    >>> X[6] = -4.0                       # the member of the first group nearest the second
+    >>> labels, centers, inertia = constrained_kmeans(X, 2, seed=0)
+    >>> np.bincount(labels).tolist(), bool(labels[6] == labels[7] != labels[0])
+    ([6, 6], True)
     """
     X = as_array(X, "X", ndim=2, order="C")
     n_samples = X.shape[0]

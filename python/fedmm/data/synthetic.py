@@ -97,6 +97,14 @@ def split_homogeneous(Z, n_clients: int) -> list[np.ndarray]:
     MemoryError
         Before allocating, if the ``n_clients`` copies would need more bytes than
         the machine's memory (the message names the size).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z = np.arange(6.0).reshape(3, 2)
+    >>> datas = split_homogeneous(Z, 4)
+    >>> len(datas), datas[3].shape, datas[0] is not datas[1]
+    (4, (3, 2), True)
     """
     Z = as_array(Z, "Z", ndim=2)
     n_clients = check_int(n_clients, "n_clients", low=1)

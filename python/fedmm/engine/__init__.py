@@ -15,10 +15,14 @@ A round is defined twice, once per backend, and both give the same numbers:
   :meth:`~fedmm.compression.Compressor.quantizer_spec` is not None.
 
 :func:`compiled_unsupported` says why a configuration runs on the Python backend.
+A :class:`Checkpoint` is the state of a run after a completed round, from which
+``run(..., resume=...)`` continues bit for bit.
 """
+from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
 from fedmm.engine.compiled import compiled_rounds, compiled_unsupported
-from fedmm.engine.local import LocalRuntime, finish_round, round_record
+from fedmm.engine.local import LocalRuntime, finish_round, record_initial, round_record, run_monitor
 from fedmm.engine.metrics import squared_distance, step_record, update_size
 
-__all__ = ["LocalRuntime", "compiled_rounds", "compiled_unsupported", "finish_round", "round_record",
-           "squared_distance", "step_record", "update_size"]
+__all__ = ["Checkpoint", "CheckpointWriter", "LocalRuntime", "data_digest", "compiled_rounds", "compiled_unsupported",
+           "finish_round", "record_initial", "round_record", "run_monitor", "squared_distance", "step_record",
+           "update_size"]

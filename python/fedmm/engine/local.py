@@ -7,15 +7,19 @@ It lives in the engine layer because the algorithms use it by default;
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
+from fedmm._progress import progress_bar
 from fedmm._validation import check_in, check_int
 from fedmm.history import History
 
-__all__ = ["LocalRuntime", "finish_round", "round_record", "split_contiguous"]
+__all__ = ["LocalRuntime", "finish_round", "record_initial", "round_record", "run_monitor", "split_contiguous"]
 
 #: What happens to a client whose round fails: dropped for the round (Algorithm 2 lines 10-11), or raise.
 CLIENT_ERROR_POLICIES = ("drop", "raise")
@@ -62,6 +66,49 @@ def _record(t: int, server_record: dict, active: list[int], dropped: list[int], 
     return record
 
 
+def monitor_time_so_far(history: History) -> float:
+    """Cumulative monitoring seconds recorded so far: the last record's ``monitor_time``, else ``initial``'s, else 0."""
+    for fields in (history.records[-1] if history.records else {}, history.initial):
+        if fields.get("monitor_time") is not None:
+            return float(fields["monitor_time"])
+    return 0.0
+
+
+def run_monitor(monitor: Callable[[int, float], dict] | None, t: int, gamma: float, history: History,
+                due: bool = True) -> dict:
+    """The monitor's fields for round ``t`` plus ``monitor_time`` (cumulative seconds of monitoring).
+
+    With ``due=False`` (a round the monitor has nothing for: its ``due(t)`` is False) the monitor is
+    not called and only ``monitor_time`` is carried over, so the column has a value in every round.
+    Returns ``{}`` without a monitor.
+    """
+    if monitor is None:
+        return {}
+    so_far = monitor_time_so_far(history)
+    if not due:
+        return {"monitor_time": so_far}
+    start = time.perf_counter()
+    fields = dict(monitor(t, gamma))
+    fields["monitor_time"] = so_far + (time.perf_counter() - start)
+    return fields
+
+
+def record_initial(history: History, objective: Callable[[], float] | None = None) -> None:
+    """Record the values at the starting point ``θ_0`` in ``history.initial`` (before the first round).
+
+    ``wall_time`` is 0; with ``objective`` (a callable evaluating it at ``θ_0``) ``objective`` is its
+    value (also kept in ``history.config["initial_objective"]`` for readers of older files);
+    ``monitor_time`` is the seconds that evaluation took (0 without one).
+    """
+    start = time.perf_counter()
+    fields: dict = {"wall_time": 0.0}
+    if objective is not None:
+        fields["objective"] = float(objective())
+        history.config["initial_objective"] = fields["objective"]
+    fields["monitor_time"] = time.perf_counter() - start
+    history.initial.update(fields)
+
+
 def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payloads: Sequence[Any],
                  message: Any, start: float, elapsed: float, monitor: Callable[[int, float], dict] | None,
                  callback: Callable[[int], None] | None, *, reasons: dict[int, str] | None = None,
@@ -70,8 +117,9 @@ def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payl
 
     Aggregates the received payloads (``None`` = dropped client), adds the
     round's time since ``start`` (``time.perf_counter()``) to ``elapsed``,
-    appends :func:`round_record` (plus the monitor's fields, which are not
-    timed) to ``history`` and calls ``callback(t)``.  With ``on_invalid``
+    appends :func:`round_record` (plus the monitor's fields and
+    ``monitor_time``, :func:`run_monitor`; the monitor is not counted in
+    ``wall_time``) to ``history`` and calls ``callback(t)``.  With ``on_invalid``
     (servers whose ``aggregate`` accepts it), a payload that fails the
     server's validation drops its client instead of raising:
     ``on_invalid(i, reason)`` is called before the server's state changes,
@@ -96,8 +144,8 @@ def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payl
                     reasons[i] = f"invalid payload: {invalid[i]}"
     elapsed += time.perf_counter() - start
     record = round_record(t, record, ids, payloads, message, elapsed, reasons)
-    if monitor is not None:
-        record.update(monitor(t, record["gamma"]))
+    due = monitor is not None and (not hasattr(monitor, "due") or monitor.due(t))
+    record.update(run_monitor(monitor, t, record["gamma"], history, due=due))
     history.append(**record)
     if callback is not None:
         callback(t)
@@ -159,6 +207,21 @@ class LocalRuntime:
     small problems two threads are slower than one.  That backend runs the
     real wire format (bytes encoded and decoded per client); the compiled
     backend is the fast one.
+
+    Examples
+    --------
+    The thread count and the backend change the speed, never the numbers:
+
+    >>> import numpy as np
+    >>> from fedmm.algorithms import FedMM
+    >>> from fedmm.models import InverseToy
+    >>> rng = np.random.default_rng(0)
+    >>> datas = [rng.uniform(1, 2, 100), rng.uniform(5, 9, 100), rng.uniform(2, 3, 50)]
+    >>> algo = FedMM(InverseToy(), clients_per_round=2, step=0.5, batch_size=10)
+    >>> h1 = algo.run(datas, 20, seed=3, runtime=LocalRuntime(n_threads=1, compiled=False))
+    >>> h2 = algo.run(datas, 20, seed=3, runtime=LocalRuntime(n_threads=2))
+    >>> h1.equals(h2)
+    True
     """
 
     def __init__(self, n_threads: int = 1, compiled: bool = True, batched: bool = True,
@@ -219,44 +282,63 @@ class LocalRuntime:
                 f.exception()
 
     @staticmethod
-    def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any) -> int:
+    def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any, checkpoint: Any = None) -> int:
         """End (exclusive) of the compiled stretch starting at round ``t``: it stops after the first
-        round the monitor is due on (every round for a monitor without ``due`` or with a callback)."""
+        round the monitor or the checkpoint writer is due on (every round for a monitor without
+        ``due`` or with a callback)."""
         if callback is not None or (monitor is not None and not hasattr(monitor, "due")):
             return t + 1
         end = min(n_rounds, t + _STRETCH)
-        if monitor is not None:
-            for u in range(t, end):
-                if monitor.due(u):
-                    return u + 1
+        for u in range(t, end):
+            if (monitor is not None and monitor.due(u)) or (checkpoint is not None and checkpoint.due(u)):
+                return u + 1
         return end
 
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
-            callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
-        """Run the set-up exchange (if the server has one) and ``n_rounds`` rounds, one record per round.
+            callback: Callable[[int], None] | None = None, progress: bool | None = None,
+            start: int = 0, checkpoint: Any = None) -> History:
+        """Run the set-up exchange (if the server has one) and rounds ``start, ..., n_rounds − 1``,
+        one record per round.
 
         Record fields added here (:func:`round_record`): ``t``, ``active``
         (clients whose message was aggregated), ``dropped`` (clients dropped
         under ``on_client_error='drop'``) with ``drop_reasons`` when there
         were any, ``bytes_up``, ``bytes_down``, ``wall_time`` (cumulative
         seconds of the rounds, monitoring excluded); the server's record and
-        the monitor's fields are merged in.
+        the monitor's fields are merged in, with ``monitor_time`` (cumulative
+        seconds of monitoring) when there is a monitor.  ``progress``: a bar
+        on standard error; ``None`` (default) shows it only when standard
+        error is a terminal.
+
+        ``start > 0`` continues a run whose server and clients already hold
+        the state after round ``start − 1`` and whose ``history`` holds its
+        ``start`` records: the set-up exchange is skipped and ``wall_time``
+        (and ``monitor_time``) go on from the last record.  ``checkpoint`` (e.g. a
+        :class:`fedmm.engine.CheckpointWriter`: ``due(t)`` and a call after
+        round ``t``) is called after every round's record and callback;
+        compiled stretches end on its due rounds.
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=n_rounds, desc=history.algorithm or "rounds", unit="round")
+        start = check_int(start, "start", low=0, high=max(n_rounds, 0))
+        if start and len(history.records) != start:
+            raise ValueError(f"Expected a History of {start} records to continue from round {start}, "
+                             f"got {len(history.records)}")
+        bar = progress_bar(progress, total=n_rounds, initial=start, desc=history.algorithm or "rounds")
         pool = None
-        elapsed = 0.0
+        elapsed = float(history.records[-1].get("wall_time", 0.0)) if start else 0.0
+        user_callback = callback  # only a user's callback forces one-round compiled stretches
+        if checkpoint is not None:
+            def callback(t: int) -> None:
+                if user_callback is not None:
+                    user_callback(t)
+                checkpoint(t)
         # servers whose aggregate can drop invalid payloads (FedMM's) get them validated per client
         aggregate_hook = "on_invalid" in inspect.signature(server.aggregate).parameters
         try:
             # Optional set-up exchange (servers with setup_message, e.g. FedMM's initial control
             # variates): every client answers once, the server aggregates.
-            if hasattr(server, "setup_message"):
+            if hasattr(server, "setup_message") and start == 0:
                 setup = server.setup_message()
                 setup_payloads = [c.setup(setup) for c in clients]
                 server.setup_aggregate({c.index: b for c, b in zip(clients, setup_payloads)})
@@ -265,26 +347,31 @@ class LocalRuntime:
             # Compiled: whole stretches of rounds in one call when the server has them for this
             # configuration (same numbers; Python runs only between stretches).
             compiled = self.compiled and hasattr(server, "simulate_rounds")
-            t = 0
+            t = start
             while t < n_rounds:
                 if compiled:
-                    end = self._stretch_end(t, n_rounds, monitor, callback)
-                    done = server.simulate_rounds(clients, t, end - t, self.n_threads, _STRETCH_SECONDS)
-                    if done is None:
-                        compiled = False
-                        continue
-                    failed = done and "failed" in done[-1]
-                    if failed:
-                        done = done[:-1]  # committed rounds; the failed one reruns on the Python backend
-                    for u, rnd in enumerate(done, start=t):
-                        elapsed += rnd["seconds"]
-                        record = _record(u, rnd["record"], rnd["active"], [], rnd["bytes_up"], rnd["bytes_down"],
-                                         elapsed)
-                        if monitor is not None and u == end - 1:  # earlier rounds were not due
-                            record.update(monitor(u, record["gamma"]))
-                        history.append(**record)
-                        if callback is not None:
-                            callback(u)
+                    end = self._stretch_end(t, n_rounds, monitor, user_callback, checkpoint)
+                    # Ctrl-C waits for the end of the stretch (at most _STRETCH_SECONDS of rounds): the
+                    # server and clients hold its rounds as soon as the call returns, so their records
+                    # must reach the History before KeyboardInterrupt can leave them inconsistent.
+                    with _interrupts_deferred():
+                        done = server.simulate_rounds(clients, t, end - t, self.n_threads, _STRETCH_SECONDS)
+                        if done is None:
+                            compiled = False
+                            continue
+                        failed = done and "failed" in done[-1]
+                        if failed:
+                            done = done[:-1]  # committed rounds; the failed one reruns on the Python backend
+                        for u, rnd in enumerate(done, start=t):
+                            elapsed += rnd["seconds"]
+                            record = _record(u, rnd["record"], rnd["active"], [], rnd["bytes_up"],
+                                             rnd["bytes_down"], elapsed)
+                            try:  # earlier rounds of the stretch were not due
+                                record.update(run_monitor(monitor, u, record["gamma"], history, due=u == end - 1))
+                            finally:
+                                history.append(**record)  # the round happened, monitored or not
+                            if callback is not None:
+                                callback(u)
                     if bar is not None:
                         bar.update(len(done))
                     t += len(done)  # fewer than asked when the stretch ran out of time or a round failed
@@ -347,6 +434,28 @@ class LocalRuntime:
                     server.set_state(server_state)
                 del history.records[n_records:]
         return elapsed
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold back SIGINT's ``KeyboardInterrupt`` until the block ends (main thread, default handler only).
+
+    The signal is noted by a temporary handler and raised on exit, after the
+    previous handler is back; elsewhere (other threads, a user's own
+    handler) the block runs unchanged.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
 
 
 def _restore(clients: Sequence[Any], snapshots: dict[int, Any]) -> None:

@@ -11,11 +11,12 @@ import concurrent.futures
 import multiprocessing
 import os
 import queue
-import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from fedmm._progress import progress_bar
 
 __all__ = [
     "ExperimentError",
@@ -62,7 +63,7 @@ def run_tasks(
     jobs: int = 1,
     total: int | None = None,
     desc: str = "",
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> list[Any]:
     """Run ``fn(task, tick)`` for every task; results in task order.
 
@@ -81,13 +82,12 @@ def run_tasks(
         Total number of ticks (the progress bar's length).
     desc : str
         Progress-bar label.
-    progress : bool
-        Show a tqdm bar on stderr.
+    progress : bool or None
+        A tqdm bar on standard error: True on, False off, None (default) on
+        only when standard error is a terminal (so log files never get its
+        carriage-return updates).
     """
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, desc=desc, unit="round", disable=not progress, file=sys.stderr,
-               dynamic_ncols=True, leave=True)
+    bar = progress_bar(progress, total=total, desc=desc, unit="round")
     try:
         if jobs <= 1 or len(tasks) <= 1:
             return [fn(task, bar.update) for task in tasks]

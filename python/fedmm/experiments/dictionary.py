@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import time
@@ -40,6 +41,8 @@ from fedmm.data import (
     synthetic_dictionary,
 )
 from fedmm.experiments._common import ExperimentError, format_table, plot_band, read_toml, run_tasks
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "FIGURES",
@@ -332,7 +335,7 @@ def _run_task(task: _Task, tick: Callable[[int], None]) -> dict:
         history = algorithm.run(
             list(task.datas), task.rounds, seed=task.seed,
             objective_every=task.objective_every, objective_data=task.objective_data,
-            monitor_every=task.objective_every, callback=count_round,
+            monitor_every=task.objective_every, callback=count_round, progress=False,  # run_tasks' bar
         )
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
         # A diverging run (e.g. non-finite iterates caught by a kernel's input check) is a result,
@@ -371,7 +374,7 @@ def _column(history: dict, name: str, length: int | None = None) -> np.ndarray:
 
 # --------------------------------------------------------------------------- the command
 def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, *,
-                          progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
+                          progress: bool | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Tune ``β``, run every curve over the seeds, write JSON, PNG and the summary table.
 
     Writes, in ``out_dir``: ``<figure>_<setting>.json`` (config, data
@@ -383,7 +386,13 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
     -------
     dict
         ``{"summary": str, "files": [paths], "results": {setting: {...}}}``.
+
+    ``progress``: bars on standard error, None (default) only when it is a
+    terminal.  ``log`` receives the progress messages (default: this
+    module's :mod:`logging` logger at INFO level; the command line passes ``print``).
     """
+    if log is None:
+        log = logger.info
     config = config.validated()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -578,29 +587,42 @@ def add_dictionary_parser(subparsers: Any) -> None:
                             metavar="SETTING",
                             help=f"data settings, rows of the figure, among {', '.join(SETTINGS)} "
                             "(default: homogeneous heterogeneous patches)")
-        parser.add_argument("--seeds", metavar="N", type=int, default=None, help="independent runs per curve (default 10)")
-        parser.add_argument("--rounds", metavar="R", type=int, default=None, help="communication rounds (default 300)")
-        parser.add_argument("--out", metavar="DIR", default=None, help="output directory for JSON, PNG and summary (required)")
-        parser.add_argument("--jobs", metavar="J", type=int, default=None, help="worker processes for seeds in parallel")
-        parser.add_argument("--config", metavar="FILE.toml", default=None, help="TOML file with any of the options (see examples/)")
+        parser.add_argument("--seeds", metavar="N", type=int, default=None,
+                            help="independent runs per curve (default 10)")
+        parser.add_argument("--rounds", metavar="R", type=int, default=None,
+                            help="communication rounds (default 300)")
+        parser.add_argument("--out", metavar="DIR", default=None,
+                            help="output directory for JSON, PNG and summary (required)")
+        parser.add_argument("--jobs", metavar="J", type=int, default=None,
+                            help="worker processes for seeds in parallel")
+        parser.add_argument("--config", metavar="FILE.toml", default=None,
+                            help="TOML file with any of the options (see examples/)")
         parser.add_argument("--beta", metavar="BETA", type=float, default=None,
                             help="fixed step parameter beta of gamma_t = beta/sqrt(beta+t) (default: tuned)")
         parser.add_argument("--beta-grid", metavar="B1,B2,...", type=_float_list, default=None,
                             help="comma-separated tuning grid (default 0.001,0.002,0.005,0.01,0.02,0.05)")
-        parser.add_argument("--tune-rounds", metavar="R", type=int, default=None, help="rounds of each tuning run (default 50)")
-        parser.add_argument("--tune-seeds", metavar="N", type=int, default=None, help="seeds per tuning candidate (default 1)")
+        parser.add_argument("--tune-rounds", metavar="R", type=int, default=None,
+                            help="rounds of each tuning run (default 50)")
+        parser.add_argument("--tune-seeds", metavar="N", type=int, default=None,
+                            help="seeds per tuning candidate (default 1)")
         parser.add_argument("--objective-every", metavar="K", type=int, default=None,
                             help="evaluate the objective every k rounds (default 1)")
-        parser.add_argument("--data-seed", metavar="SEED", type=int, default=None, help="seed of the data set (default 0)")
+        parser.add_argument("--data-seed", metavar="SEED", type=int, default=None,
+                            help="seed of the data set (default 0)")
         parser.add_argument("--p", metavar="P", type=int, default=None, help="synthetic dimension (default 20)")
-        parser.add_argument("--K", metavar="K", type=int, default=None, help="number of atoms (default 15; 50 for MovieLens ratings)")
-        parser.add_argument("--n-samples", metavar="N", type=int, default=None, help="total number of samples")
+        parser.add_argument("--K", metavar="K", type=int, default=None,
+                            help="number of atoms (default 15; 50 for MovieLens ratings)")
+        parser.add_argument("--n-samples", metavar="N", type=int, default=None,
+                            help="total number of samples")
         parser.add_argument("--ratings", metavar="FILE", dest="ratings_path", default=None,
                             help="MovieLens ratings.dat for the 'ratings' setting")
         parser.add_argument("--n-clients", metavar="N", type=int, default=None, help="number of clients (default 20)")
-        parser.add_argument("--active-clients", metavar="M", type=int, default=None, help="active clients per round (default 10)")
-        parser.add_argument("--batch-size", metavar="B", type=int, default=None, help="local minibatch of Figure 1 (default 50)")
-        parser.add_argument("--alpha", metavar="ALPHA", type=float, default=None, help="control-variate step (default 0.01)")
+        parser.add_argument("--active-clients", metavar="M", type=int, default=None,
+                            help="active clients per round (default 10)")
+        parser.add_argument("--batch-size", metavar="B", type=int, default=None,
+                            help="local minibatch of Figure 1 (default 50)")
+        parser.add_argument("--alpha", metavar="ALPHA", type=float, default=None,
+                            help="control-variate step (default 0.01)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bars")
         parser.set_defaults(func=_command, figure=figure)
 
@@ -646,7 +668,7 @@ def _command(args: Any) -> int:
     except ExperimentError as exc:
         print(f"fedmm experiment {args.figure}: error: {exc}", file=sys.stderr)
         return 2
-    result = run_dictionary_figure(config, out_dir, progress=not args.no_progress)
+    result = run_dictionary_figure(config, out_dir, progress=False if args.no_progress else None, log=print)
     print(result["summary"])
     print("wrote " + ", ".join(result["files"]))
     return 0

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fedmm._progress import progress_bar
 from fedmm._validation import check_in, check_int, check_real
 from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
@@ -142,7 +143,7 @@ def run_fedmls_experiment(
     algorithms: Sequence[str] = ALGORITHMS,
     kmeans_seed: int = 0,
     plot: bool = True,
-    progress: bool = False,
+    progress: bool | None = None,
 ) -> dict:
     """Reproduce the FedMLS paper's Figure 1 (see the module docstring).
 
@@ -170,8 +171,9 @@ def run_fedmls_experiment(
         Subset of ``ALGORITHMS``.
     plot : bool
         Write ``fedmls_curves.png`` (matplotlib, Agg backend).
-    progress : bool
-        Show a progress bar (tqdm).
+    progress : bool or None
+        A progress bar (tqdm, counted in runs) on standard error: True on,
+        False off, None (default) on only when standard error is a terminal.
 
     Returns
     -------
@@ -202,15 +204,11 @@ def run_fedmls_experiment(
 
     grids = {a: (prox_weight_grid if a == "FedMLS" else step_grid) for a in algorithms}
     n_jobs = sum(len(g) * tune_seeds for g in grids.values()) + len(algorithms) * n_seeds
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=n_jobs, desc="fedmls experiment")
+    bar = progress_bar(progress, total=n_jobs, desc="fedmls experiment", unit="run")
 
     def run(name, value, seed):
         algo = _make(name, problem, value, radius=radius, oracle=oracle, batch_fraction=batch_fraction)
-        h = algo.run(datas, n_rounds, seed=seed, objective_every=1)
+        h = algo.run(datas, n_rounds, seed=seed, objective_every=1, progress=False)  # the experiment's bar
         if bar is not None:
             bar.update(1)
         return h
@@ -322,7 +320,8 @@ def add_fedmls_parser(subparsers: Any) -> Any:
         help="FedMLS paper Fig. 1: FedMLS, FedAvg, Scaffold, Scaffnew on the breast-cancer SVM",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--out", "--output-dir", "-o", dest="output_dir", metavar="DIR", default="fedmm-fedmls", help="output directory for JSON and PNG")
+    parser.add_argument("--out", "--output-dir", "-o", dest="output_dir", metavar="DIR", default="fedmm-fedmls",
+                        help="output directory for JSON and PNG")
     parser.add_argument("--rounds", type=int, default=100, help="communication rounds K")
     parser.add_argument("--seeds", type=int, default=20, help="seeds of the reported runs")
     parser.add_argument("--tune-seeds", type=int, default=3, help="seeds per grid value when tuning")
@@ -356,7 +355,7 @@ def _main(args: Any) -> int:
         step_grid=tuple(10.0 ** np.arange(args.step_powers[0], args.step_powers[1] + 1)),
         radius=args.radius,
         plot=not args.no_plot,
-        progress=args.progress,
+        progress=True if args.progress else None,
     )
     for name, value in summary["winners"].items():
         final = np.mean(summary["curves"][name]["final_relative_suboptimality"])

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The surrogate-model protocol of FedMM (DESIGN §2, FedMM paper MM-1/MM-2).
+"""The surrogate-model protocol of FedMM (FedMM paper §2, assumptions MM-1/MM-2).
 
 A model describes one majorize-minimization problem whose surrogates are
 linearly parameterized by a statistic ``s`` in a convex set ``𝒮``::
@@ -122,7 +122,7 @@ class StatisticLayout:
 
 
 class SurrogateModel(ABC):
-    """Base class of FedMM surrogate models (DESIGN §2).
+    """Base class of FedMM surrogate models (FedMM paper §2, MM-1/MM-2).
 
     Subclasses set ``self.layout`` and implement :meth:`statistic`, :meth:`T`,
     :meth:`objective` and :meth:`init_statistic`; they override
@@ -220,7 +220,8 @@ class SurrogateModel(ABC):
 
     def in_domain(self, s: np.ndarray, tol: float = 1e-10) -> bool:
         """Whether ``s`` lies in ``𝒮`` up to ``tol`` (used by tests and monitors)."""
-        return bool(np.allclose(self.project(np.array(s, copy=True)), s, rtol=0.0, atol=tol * max(1.0, float(np.abs(s).max(initial=0.0)))))
+        atol = tol * max(1.0, float(np.abs(s).max(initial=0.0)))
+        return bool(np.allclose(self.project(np.array(s, copy=True)), s, rtol=0.0, atol=atol))
 
     @abstractmethod
     def init_statistic(self, datas: Sequence[Any], rng: np.random.Generator) -> np.ndarray:
@@ -268,6 +269,59 @@ class SurrogateModel(ABC):
         if isinstance(like, (tuple, list)):
             return type(like)(pieces)
         return pieces[0]
+
+    def theta_to_dict(self, theta: Any) -> dict[str, np.ndarray]:
+        """The parameter as named float64 arrays (what :class:`fedmm.History` saves as ``params``).
+
+        The default names an array parameter ``"theta"``, keeps the keys of a
+        dict of arrays, and names the items of a tuple or list ``"0"``,
+        ``"1"``, ...; models whose parameter is an object of their own
+        override it (e.g. ``weights``, ``means``, ``covariance`` of a Gaussian
+        mixture).  :meth:`theta_from_dict` is its inverse.
+
+        Parameters
+        ----------
+        theta : parameter
+            A parameter of the model (e.g. ``T(s)``).
+
+        Returns
+        -------
+        dict of str to ndarray
+            Copies (float64, original shapes).
+        """
+        if isinstance(theta, dict):
+            return {str(k): np.array(as_array(v, f"theta[{k!r}]", finite=False), dtype=np.float64, copy=True)
+                    for k, v in theta.items()}
+        if isinstance(theta, (tuple, list)):
+            return {str(i): np.array(as_array(v, f"theta[{i}]", finite=False), dtype=np.float64, copy=True)
+                    for i, v in enumerate(theta)}
+        return {"theta": np.array(as_array(theta, "theta", finite=False), dtype=np.float64, copy=True)}
+
+    def theta_from_dict(self, arrays: dict[str, Any]) -> Any:
+        """Inverse of :meth:`theta_to_dict`: the model's parameter from its named arrays.
+
+        The default returns the array of a single ``"theta"`` entry, a tuple
+        for keys ``"0"``, ``"1"``, ... and a dict of float64 arrays otherwise.
+
+        Parameters
+        ----------
+        arrays : dict of str to array_like
+            E.g. ``History.load(path).params``.
+
+        Raises
+        ------
+        TypeError
+            ``arrays`` is not a non-empty dict.
+        """
+        if not isinstance(arrays, dict) or not arrays:
+            raise TypeError(f"Expected 'arrays' to be a non-empty dict of named arrays, got {arrays!r}")
+        out = {str(k): np.array(as_array(v, f"arrays[{k!r}]", finite=False), dtype=np.float64, copy=True)
+               for k, v in arrays.items()}
+        if list(out) == ["theta"]:
+            return out["theta"]
+        if list(out) == [str(i) for i in range(len(out))]:
+            return tuple(out.values())
+        return out
 
     def project_theta(self, theta: Any) -> Any:
         """Projection of a parameter onto the constraint set ``Θ`` (``dom g``).

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import _linalg, _sparse, kernels
+from fedmm._kernels_engine import dictionary_model_max_iter
 from fedmm._kernels_sparse import warn_unconverged
 from fedmm._validation import as_array, check_in, check_index, check_int, check_real, check_statistic
 from fedmm.models.base import StatisticLayout, SurrogateModel
@@ -40,7 +41,13 @@ class DictionaryLearning(SurrogateModel):
     n_features : int, optional
         Signal dimension ``p``; taken from the first data checked if None.
     tol, max_iter : float, int
-        LASSO solver tolerance (relative duality gap) and iteration cap.
+        LASSO solver tolerance (relative duality gap) and iteration cap
+        (``1 <= max_iter <= 2**31 − 1``; the solves check for Ctrl-C while
+        they run).  The compiled backend runs a round without checking for
+        Ctrl-C, so it takes only ``max_iter <= 2**32 // (K² + 4K)`` (one
+        column below 2**32 multiply-adds, the bound of
+        :func:`fedmm.kernels.dictionary_model`); above it
+        :meth:`compiled_model` is None and rounds run on the Python backend.
     update_tol, update_max_iter : float, int
         Tolerance (largest column step) and sweep cap of the block-coordinate
         descent that computes ``T`` under ``constraint='unit_norm'`` (see
@@ -62,6 +69,21 @@ class DictionaryLearning(SurrogateModel):
     read without copying.  ``θ`` is an ndarray of shape ``(p, K)``.  The
     statistic is the flat vector ``[vec(s⁽¹⁾), vec(s⁽²⁾)]`` (blocks ``"A"``
     of shape (K, K) and ``"B"`` of shape (p, K), C order).
+
+    Examples
+    --------
+    Deterministic MM iterations ``θ ← T(S̄(Z, θ))`` on one client's data decrease the objective:
+
+    >>> import numpy as np
+    >>> from fedmm.data import synthetic_dictionary
+    >>> Z, theta_star, _ = synthetic_dictionary(500, 8, 5, seed=0)
+    >>> model = DictionaryLearning(5, lam=0.1, eta=0.1, n_features=8)
+    >>> theta = model.T(model.init_statistic([Z], np.random.default_rng(0)))
+    >>> f0 = model.objective(Z, theta)
+    >>> for _ in range(20):
+    ...     theta = model.T(model.statistic(Z, theta))
+    >>> theta.shape, bool(model.objective(Z, theta) < 0.5 * f0)
+    ((8, 5), True)
     """
 
     _data_ndim = (2,)  # statistic() reads float64 arrays of this ndim without check_data
@@ -75,7 +97,7 @@ class DictionaryLearning(SurrogateModel):
         self.constraint = check_in(constraint, "constraint", (None, "unit_norm"))
         self.n_features = None if n_features is None else check_int(n_features, "n_features", low=1)
         self.tol = check_real(tol, "tol", low=0.0)
-        self.max_iter = check_int(max_iter, "max_iter", low=1)
+        self.max_iter = check_int(max_iter, "max_iter", low=1, high=2**31 - 1)
         self.update_tol = check_real(update_tol, "update_tol", low=0.0)
         self.update_max_iter = check_int(update_max_iter, "update_max_iter", low=1)
         self.warm_start = bool(warm_start)
@@ -256,11 +278,23 @@ class DictionaryLearning(SurrogateModel):
     def theta_vector(self, theta: Any) -> np.ndarray:
         return as_array(theta, "theta", finite=False).ravel()
 
+    def theta_to_dict(self, theta: Any) -> dict[str, np.ndarray]:
+        """``{"D": the (p, K) dictionary}`` (a float64 copy)."""
+        return {"D": np.array(as_array(theta, "theta", ndim=2, finite=False), dtype=np.float64, copy=True)}
+
+    def theta_from_dict(self, arrays: dict[str, Any]) -> np.ndarray:
+        """Inverse of :meth:`theta_to_dict`: the ``(p, K)`` dictionary (Fortran order, as :meth:`T` returns it)."""
+        if not isinstance(arrays, dict) or set(arrays) != {"D"}:
+            raise ValueError(f"Expected 'arrays' with the single key 'D', got {arrays!r}")
+        return np.asfortranarray(as_array(arrays["D"], "arrays['D']", ndim=2), dtype=np.float64)
+
     # -- compiled backend -------------------------------------------------------
     def compiled_model(self) -> Any:
         """:func:`fedmm.kernels.dictionary_model` for the ridge ``T`` (None for ``'unit_norm'``, whose
-        iterative ``T`` runs on the Python backend)."""
-        if self.constraint is not None or self.n_features is None:
+        iterative ``T`` runs on the Python backend, and for a ``max_iter`` above the compiled model's
+        bound ``2**32 // (K² + 4K)``: those rounds run on the interruptible Python backend)."""
+        if (self.constraint is not None or self.n_features is None
+                or self.max_iter > dictionary_model_max_iter(self.n_components)):
             return None
         return kernels.dictionary_model(self.n_features, self.n_components, self.lam, self.eta, tol=self.tol,
                                         max_iter=self.max_iter, method="auto")

@@ -309,13 +309,28 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         if isinstance(theta, dict):
             return self.parameters(theta["weights"], theta["means"], theta["covariance"])
         raise TypeError(
-            f"Expected 'theta' to be GaussianMixtureParams or a dict with weights/means/covariance, got {type(theta).__name__}"
+            "Expected 'theta' to be GaussianMixtureParams or a dict with weights/means/covariance, "
+            f"got {type(theta).__name__}"
         )
 
     def theta_vector(self, theta: Any) -> np.ndarray:
         """``(π, vec μ, vec Σ)`` as one float64 vector (length ``G + Gp + p²``, or ``G + Gp + Gp²``)."""
         th = self._as_params(theta)
         return np.concatenate([th.weights, th.means.ravel(), th.covariance.ravel()])
+
+    def theta_to_dict(self, theta: Any) -> dict[str, np.ndarray]:
+        """``{"weights": π (G,), "means": μ (G, p), "covariance": Σ (p, p) or (G, p, p)}`` (float64 copies)."""
+        th = self._as_params(theta)
+        return {"weights": np.array(th.weights, dtype=np.float64, copy=True),
+                "means": np.array(th.means, dtype=np.float64, copy=True),
+                "covariance": np.array(th.covariance, dtype=np.float64, copy=True)}
+
+    def theta_from_dict(self, arrays: dict[str, Any]) -> GaussianMixtureParams:
+        """Inverse of :meth:`theta_to_dict` (validated by :meth:`parameters`)."""
+        missing = [k for k in ("weights", "means", "covariance") if not isinstance(arrays, dict) or k not in arrays]
+        if missing:
+            raise ValueError(f"Expected 'arrays' with keys 'weights', 'means' and 'covariance', missing {missing}")
+        return self.parameters(arrays["weights"], arrays["means"], arrays["covariance"])
 
     def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> GaussianMixtureParams:
         """Inverse of :meth:`theta_vector` (``like`` is not needed)."""
@@ -335,25 +350,13 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         (shape ``(N,)``), where the logits omit the terms common to all
         components (tied: ``−½ yᵀΣ⁻¹y − ½ ln det Σ``; both: ``−(p/2) ln 2π``).
         """
-        th = self._as_params(theta)
         Y = np.asarray(data, dtype=np.float64)
-        if th.natural_means is not None:
-            logits = Y @ th.natural_means  # BLAS-3: (N, p) x (p, G)
-        else:
-            white = Y @ th.whitening  # BLAS-3: (N, p) x (p, G p), residuals of every component
-            white -= th.shifts
-            white *= white
-            logits = white.reshape(Y.shape[0], self.n_components, Y.shape[1]).sum(axis=2)
-            logits *= -0.5
-        logits += th.offsets
-        row_max = logits.max(axis=1, keepdims=True)
-        logits -= row_max
-        np.exp(logits, out=logits)
-        total = logits.sum(axis=1, keepdims=True)
-        logits /= total
-        if return_log_norm:
-            return logits, (np.log(total) + row_max)[:, 0]
-        return logits
+        if Y.ndim != 2 or Y.shape[1] != self.n_features:
+            raise ValueError(f"Expected 'data' of shape (N, {self.n_features}), got {Y.shape}")
+        # compiled E-step (fedmm_gmm_responsibilities): one GEMM per 256-row chunk, GIL released
+        compiled = self._kernel()
+        return kernels.gaussian_mixture_responsibilities(compiled, self._compiled_buffer(theta, compiled), Y,
+                                                         return_log_norm=return_log_norm)
 
     def _compiled_buffer(self, theta: Any, compiled: Any) -> np.ndarray:
         """The compiled parameter of ``theta`` (its own buffer, or derived from its flat vector)."""

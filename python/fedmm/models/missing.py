@@ -129,7 +129,8 @@ class MissingValues(SurrogateModel):
         if self.rank > min(J, L):
             raise ValueError(f"Expected 'rank' ≤ min(J, L) = {min(J, L)}, got {self.rank}")
         if self.shape is not None and self.shape != (J, L):
-            raise ValueError(f"Expected '{source}' of shape (m, {self.shape[0]}, {self.shape[1]}), got matrices of shape {(J, L)}")
+            raise ValueError(f"Expected '{source}' of shape (m, {self.shape[0]}, {self.shape[1]}), "
+                             f"got matrices of shape {(J, L)}")
         self.shape = (J, L)
 
     @property
@@ -153,7 +154,8 @@ class MissingValues(SurrogateModel):
         if values.shape[0] == 0:
             raise ValueError(f"Expected '{name}' to hold at least one observer, got shape {values.shape}")
         if self.shape is not None and values.shape[1:] != self.shape:
-            raise ValueError(f"Expected '{name}.values' of shape (m, {self.shape[0]}, {self.shape[1]}), got {values.shape}")
+            raise ValueError(f"Expected '{name}.values' of shape (m, {self.shape[0]}, {self.shape[1]}), "
+                             f"got {values.shape}")
         observed = values[mask]
         if not np.isfinite(observed).all():
             raise ValueError(f"Expected the observed entries of '{name}.values' to be finite")
@@ -185,6 +187,24 @@ class MissingValues(SurrogateModel):
 
     def theta_vector(self, theta: Any) -> np.ndarray:
         return self._as_matrix(theta).ravel()
+
+    def theta_to_dict(self, theta: Any) -> dict[str, np.ndarray]:
+        """``{"U": (J, r), "V": (L, r)}`` for :class:`LowRankParams`; ``{"theta": (J, L)}`` for a plain matrix."""
+        if isinstance(theta, LowRankParams):
+            return {"U": np.array(theta.U, dtype=np.float64, copy=True),
+                    "V": np.array(theta.V, dtype=np.float64, copy=True)}
+        return {"theta": np.array(self._as_matrix(theta), dtype=np.float64, copy=True)}
+
+    def theta_from_dict(self, arrays: dict[str, Any]) -> Any:
+        """Inverse of :meth:`theta_to_dict`: :class:`LowRankParams` from ``U`` and ``V`` (or the matrix)."""
+        if isinstance(arrays, dict) and set(arrays) == {"U", "V"}:
+            U, V = as_array(arrays["U"], "arrays['U']", ndim=2), as_array(arrays["V"], "arrays['V']", ndim=2)
+            if U.shape[1] != V.shape[1]:
+                raise ValueError(f"Expected 'U' and 'V' with the same number of columns, got {U.shape}, {V.shape}")
+            return LowRankParams(np.array(U, dtype=np.float64), np.array(V, dtype=np.float64))
+        if isinstance(arrays, dict) and set(arrays) == {"theta"}:
+            return self._as_matrix(np.array(arrays["theta"], dtype=np.float64))
+        raise ValueError(f"Expected 'arrays' with keys 'U' and 'V' (or 'theta'), got {arrays!r}")
 
     def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> LowRankParams:
         """Balanced factors ``(U Σ^½, V Σ^½)`` of the rank-r SVD of the flat ``θ`` (the ridge

@@ -13,7 +13,7 @@ Both problems are sums of piecewise-linear losses of a linear prediction
   (robust least absolute deviations).
 
 ``F`` carries the factor ``1/n`` of the paper's eq. (10) for both problems (the
-issue's ``Σ_i ‖A_i x − b_i‖₁`` is ``n F``: same minimizers, values scaled by n).
+sum ``Σ_i ‖A_i x − b_i‖₁`` is ``n F``: same minimizers, values scaled by n).
 
 A client's data is a pair ``(A, y)``: ``A`` of shape ``(m_i, d)`` (one sample per
 row) and ``y`` of shape ``(m_i,)``.  Subgradient oracles are vectorized over the

@@ -165,7 +165,8 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
             s1, s2 = float(s[0]), float(s[1])
         else:
             if self.mean_count is None:
-                raise RuntimeError("PoissonLatent(parameterization='explicit_mean') needs E_π[Z]: call fit_global_moments(datas)")
+                raise RuntimeError("PoissonLatent(parameterization='explicit_mean') needs E_π[Z]: "
+                                   "call fit_global_moments(datas)")
             s1, s2 = self.mean_count, float(s[0])
         if s1 <= 0.0 or self.lam - s2 <= 0.0:
             raise ValueError(f"Expected s₁ > 0 and s₂ < λ = {self.lam} (project s first), got s₁ = {s1}, s₂ = {s2}")
@@ -214,6 +215,16 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
         if not math.isfinite(th):
             raise ValueError(f"Expected a finite 'theta', got {th}")
         return th
+
+    def theta_to_dict(self, theta: Any) -> dict[str, np.ndarray]:
+        """``{"theta": θ}`` as a 0-d float64 array."""
+        return {"theta": np.array(self._theta(theta), dtype=np.float64)}
+
+    def theta_from_dict(self, arrays: dict[str, Any]) -> float:
+        """Inverse of :meth:`theta_to_dict`: ``θ`` as a float."""
+        if not isinstance(arrays, dict) or set(arrays) != {"theta"}:
+            raise ValueError(f"Expected 'arrays' with the single key 'theta', got {arrays!r}")
+        return self._theta(arrays["theta"])
 
     def theta_from_vector(self, vector: np.ndarray, like: Any = None) -> float:
         v = as_array(vector, "vector", ndim=1)

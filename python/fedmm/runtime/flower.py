@@ -57,7 +57,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from fedmm.algorithms import Broadcast, FedMM
 from fedmm.algorithms._random import check_seed, init_generator
 from fedmm.history import History
-from fedmm.runtime.local import round_record
+from fedmm.runtime.local import record_initial, round_record, run_monitor
 
 __all__ = ["FedMMStrategy", "client_app", "PAYLOAD_STYPE", "STATE_KEY", "payload_array", "payload_bytes"]
 
@@ -311,11 +311,12 @@ class FedMMStrategy(Strategy):
         else:  # V_0,i = 0 needs no exchange: each client sets it on its first round
             self.history.config["setup_bytes_up"] = 0
             self.history.config["setup_bytes_down"] = 0
-        if self.objective is not None:
-            self.history.config["initial_objective"] = float(self.objective(self.server.theta))
+        record_initial(self.history, None if self.objective is None else (lambda: self.objective(self.server.theta)))
         self.start(grid, self._state_record(), num_rounds=int(n_rounds), timeout=timeout)
         self.history.state["S"] = self.server.S
         self.history.state["theta"] = self.server.theta_vector
+        self.history.params = self.algorithm.model.theta_to_dict(self.server.theta)
+        self.history.theta = self.server.theta
         return self.history
 
     def _state_record(self) -> ArrayRecord:
@@ -345,11 +346,14 @@ class FedMMStrategy(Strategy):
             self._accepted_round[i] = t
         self._elapsed += time.perf_counter() - self._round["start"]
         record = round_record(t, server_record, ids, ordered, message, self._elapsed)
-        if self.objective is not None:
-            record["objective"] = float(self.objective(self.server.theta))
+        record.update(run_monitor(self._monitor, t, record["gamma"], self.history, due=self.objective is not None))
         self.history.append(**record)
         metrics = MetricRecord({"E_s": record["E_s"], "n_dropped": len(record["dropped"])})
         return self._state_record(), metrics
+
+    def _monitor(self, t: int, gamma: float) -> dict:
+        """The round's monitored fields: ``objective`` at the server's ``θ`` when an objective was given."""
+        return {} if self.objective is None else {"objective": float(self.objective(self.server.theta))}
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:

@@ -29,6 +29,7 @@ import traceback
 import warnings
 from typing import Any, Callable, Iterator, Sequence
 
+from fedmm._progress import progress_bar, progress_enabled
 from fedmm._validation import check_int, check_real
 from fedmm.history import History
 from fedmm.runtime.local import finish_round, split_contiguous
@@ -183,20 +184,20 @@ class RayRuntime:
 
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
-            callback: Callable[[int], None] | None = None, progress: bool = False) -> History:
-        """The set-up exchange and ``n_rounds`` rounds (records as :class:`fedmm.runtime.LocalRuntime`'s)."""
+            callback: Callable[[int], None] | None = None, progress: bool | None = None) -> History:
+        """The set-up exchange and ``n_rounds`` rounds (records as :class:`fedmm.runtime.LocalRuntime`'s).
+
+        ``progress``: a bar on standard error; None (default) shows it only when standard error is a terminal.
+        """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        show_progress = progress_enabled(progress)  # validated before any actor starts
         ray, started = self._start()
         shares = split_contiguous(list(clients), self.n_actors)
         actor_cls = ray.remote(num_cpus=self.num_cpus_per_actor)(_Shard)
         actors = [actor_cls.remote(share) for share in shares]
         owner = {c.index: a for a, share in enumerate(shares) for c in share}
         rollback: list[list[int]] = [[] for _ in actors]
-        rounds: Any = range(n_rounds)
-        if progress:
-            from tqdm import tqdm
-
-            rounds = tqdm(rounds, desc=history.algorithm or "rounds", unit="round")
+        bar = progress_bar(show_progress, total=n_rounds, desc=history.algorithm or "rounds")
         elapsed = 0.0
         try:
             # Set-up exchange (as LocalRuntime): the clients' V_0,i, aggregated by the server.
@@ -206,7 +207,7 @@ class RayRuntime:
             server.setup_aggregate(setup_payloads)
             history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads.values())
             history.config["setup_bytes_down"] = len(clients) * setup.nbytes
-            for t in rounds:
+            for t in range(n_rounds):
                 start = time.perf_counter()
                 ids = server.select(t)
                 message = server.broadcast(t)
@@ -234,14 +235,14 @@ class RayRuntime:
                 payloads = [got.get(i) for i in ids]
                 elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor,
                                        callback)
+                bar.update(1)
             for a, actor in enumerate(actors):
                 if rollback[a]:
                     ray.get(actor.rollback.remote(rollback[a], server.theta))
                 for i, state in ray.get(actor.states.remote()).items():
                     clients[i].set_state(state, server.theta)
         finally:
-            if progress:
-                rounds.close()
+            bar.close()
             for actor in actors:
                 ray.kill(actor)
             if started and self.shutdown:

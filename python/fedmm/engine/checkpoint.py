@@ -1,0 +1,315 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Checkpoints of a run: the state after a completed round, from which the run continues bit for bit.
+
+A :class:`Checkpoint` holds what a run carries between rounds and nothing
+that can be rebuilt: the server's and every client's ``get_state()``, the
+History of the completed rounds, the index of the next round, and a
+*fingerprint* of the run (algorithm, hyper-parameters, seed, number of
+clients, digest of the clients' data) so that a checkpoint is never applied
+to a different run.  The random streams are counter-based (round ``t`` of
+party ``i`` draws from ``Philox(key_i, t)``), so no generator state needs
+saving.
+
+File format: one ``.npz`` (ZIP) archive written atomically (temporary file
+in the same directory, ``fsync``, ``os.replace``, ``fsync`` of the
+directory), holding the arrays and a UTF-8 JSON header (member
+``header``) with the format tag, version, fingerprint, History and, for
+every array, its dtype, shape and SHA-256.  :meth:`Checkpoint.load` reads it
+with ``allow_pickle=False`` and refuses a file whose tag, version, member
+set, dtypes, shapes or digests do not match (``ValueError`` naming the
+file and what is wrong), so a truncated or altered file is never used.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from typing import Any, Sequence
+
+import numpy as np
+
+from fedmm.history import History
+
+__all__ = ["Checkpoint", "CheckpointWriter", "data_digest"]
+
+_FORMAT = "fedmm-checkpoint"
+_FORMAT_VERSION = 1
+_HEADER = "header"
+#: Array dtypes a checkpoint may hold (states are float64 vectors and integer oracle memories).
+_DTYPES = {"float64", "int64", "int32", "uint64", "uint8", "bool"}
+
+
+def _array_digest(arr: np.ndarray) -> str:
+    h = hashlib.sha256()
+    h.update(f"{arr.dtype.str}{arr.shape}".encode())
+    h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+def data_digest(datas: Sequence[Any]) -> str:
+    """A SHA-256 digest of the clients' data sets (arrays, sparse matrices, tuples of them).
+
+    Two runs whose clients hold the same values in the same order, shapes and
+    dtypes get the same digest; it is what ties a :class:`Checkpoint` to its data.
+
+    Parameters
+    ----------
+    datas : sequence
+        One data set per client, in the model's format.
+
+    Returns
+    -------
+    str
+        Hex digest.
+    """
+    h = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            h.update(b"A")
+            h.update(f"{value.dtype.str}{value.shape}".encode())
+            h.update(np.ascontiguousarray(value).tobytes())
+        elif hasattr(value, "tocsr") and hasattr(value, "shape"):  # SciPy sparse
+            csr = value.tocsr()
+            h.update(f"S{csr.shape}".encode())
+            for part in (csr.data, csr.indices, csr.indptr):
+                feed(np.asarray(part))
+        elif isinstance(value, (list, tuple)):
+            h.update(f"L{len(value)}".encode())
+            for v in value:
+                feed(v)
+        elif isinstance(value, dict):
+            h.update(f"D{len(value)}".encode())
+            for k in sorted(value, key=str):
+                h.update(str(k).encode())
+                feed(value[k])
+        elif value is None or isinstance(value, (bool, int, float, str, np.generic)):
+            h.update(f"V{value!r}".encode())
+        elif hasattr(value, "__array__"):
+            feed(np.asarray(value))
+        else:
+            raise TypeError(f"Cannot fingerprint client data of type {type(value).__name__}")
+
+    h.update(f"n{len(datas)}".encode())
+    for d in datas:
+        feed(d)
+    return h.hexdigest()
+
+
+def _fsync_directory(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # platforms without directory handles
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class Checkpoint:
+    """The state of a run after a completed round.
+
+    Parameters
+    ----------
+    fingerprint : dict
+        JSON-serializable identity of the run (algorithm, hyper-parameters,
+        seed, number of clients, data digest); :meth:`check_matches` compares it.
+    next_round : int
+        The round the run continues with (the number of completed rounds).
+    server_state : dict of str to ndarray
+        ``server.get_state()`` after round ``next_round - 1``.
+    client_states : list of dict of str to ndarray
+        ``client.get_state()`` of every client, in client order.
+    history : History
+        The records of the completed rounds (and the run's configuration).
+
+    Notes
+    -----
+    A run that is interrupted attaches one of these to the exception
+    (``exc.checkpoint``); ``run(..., resume=checkpoint)`` (or the path of a
+    saved one) continues it as if it had never stopped.
+    """
+
+    def __init__(self, *, fingerprint: dict, next_round: int, server_state: dict[str, np.ndarray],
+                 client_states: Sequence[dict[str, np.ndarray]], history: History) -> None:
+        self.fingerprint = dict(fingerprint)
+        self.next_round = int(next_round)
+        self.server_state = {k: np.array(v, copy=True) for k, v in server_state.items()}
+        self.client_states = [{k: np.array(v, copy=True) for k, v in s.items()} for s in client_states]
+        self.history = history
+
+    def __repr__(self) -> str:
+        return (f"Checkpoint(algorithm={self.history.algorithm!r}, next_round={self.next_round}, "
+                f"n_clients={len(self.client_states)})")
+
+    # -- identity -----------------------------------------------------------
+    def check_matches(self, fingerprint: dict) -> None:
+        """Raise ``ValueError`` naming every field in which this checkpoint's run differs from ``fingerprint``."""
+        mine = json.loads(json.dumps(self.fingerprint, sort_keys=True))
+        theirs = json.loads(json.dumps(fingerprint, sort_keys=True))
+        differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        if differ:
+            details = "; ".join(f"{k}: checkpoint {mine.get(k)!r}, this run {theirs.get(k)!r}" for k in differ)
+            raise ValueError(f"Expected 'resume' to be a checkpoint of this run, but it differs in {details}")
+
+    # -- persistence --------------------------------------------------------
+    def _arrays(self) -> dict[str, np.ndarray]:
+        arrays = {f"server/{k}": np.asarray(v) for k, v in self.server_state.items()}
+        for i, state in enumerate(self.client_states):
+            arrays.update({f"client/{i}/{k}": np.asarray(v) for k, v in state.items()})
+        for name, arr in arrays.items():
+            if arr.dtype.name not in _DTYPES:
+                raise TypeError(f"Cannot checkpoint state array {name!r} of dtype {arr.dtype}")
+        return arrays
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the checkpoint to ``path`` atomically (write, fsync, rename, fsync the directory).
+
+        A reader never sees a partial file: until the rename, ``path`` keeps
+        its previous content (or does not exist).
+        """
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        arrays = self._arrays()
+        header = {
+            "format": _FORMAT, "version": _FORMAT_VERSION, "fingerprint": self.fingerprint,
+            "next_round": self.next_round, "n_clients": len(self.client_states),
+            "history": self.history.to_dict(),
+            "arrays": {k: {"dtype": v.dtype.str, "shape": list(v.shape), "sha256": _array_digest(v)}
+                       for k, v in arrays.items()},
+        }
+        blob = np.frombuffer(json.dumps(header, allow_nan=False).encode("utf-8"), dtype=np.uint8)
+        fd, tmp = tempfile.mkstemp(prefix=".fedmm-checkpoint-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **{_HEADER: blob}, **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        _fsync_directory(directory)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Checkpoint":
+        """Read a checkpoint written by :meth:`save`, refusing any file that is not exactly one.
+
+        Raises
+        ------
+        ValueError
+            The file is not a fedmm checkpoint, is truncated or corrupted
+            (a digest, dtype, shape or member does not match its header), or
+            has another format version.
+        FileNotFoundError
+            ``path`` does not exist.
+        """
+        path = os.fspath(path)
+        where = f"checkpoint {path!r}"
+        try:
+            with open(path, "rb") as fh:
+                if not zipfile.is_zipfile(fh):
+                    raise ValueError(f"{where} is corrupted or not a checkpoint: not a ZIP archive")
+                fh.seek(0)
+                with zipfile.ZipFile(fh) as members:
+                    # save() stores members uncompressed: anything else is not ours, and a compressed
+                    # member could expand far beyond the file's size
+                    if any(m.compress_type != zipfile.ZIP_STORED for m in members.infolist()):
+                        raise ValueError(f"{where} is not a fedmm checkpoint (compressed members)")
+                fh.seek(0)
+                archive = np.load(fh, allow_pickle=False)
+                names = set(archive.files)
+                if _HEADER not in names:
+                    raise ValueError(f"{where} is not a fedmm checkpoint (no header)")
+                header = json.loads(archive[_HEADER].tobytes().decode("utf-8"))
+                if not isinstance(header, dict) or header.get("format") != _FORMAT:
+                    raise ValueError(f"{where} is not a fedmm checkpoint")
+                if header.get("version") != _FORMAT_VERSION:
+                    raise ValueError(f"{where} has format version {header.get('version')!r}; "
+                                     f"this fedmm reads version {_FORMAT_VERSION}")
+                declared = header.get("arrays")
+                if not isinstance(declared, dict) or set(declared) != names - {_HEADER}:
+                    raise ValueError(f"{where} is corrupted: its arrays do not match its header")
+                arrays = {}
+                for name, meta in declared.items():
+                    arr = archive[name]
+                    if (arr.dtype.str != meta.get("dtype") or list(arr.shape) != meta.get("shape")
+                            or _array_digest(arr) != meta.get("sha256")):
+                        raise ValueError(f"{where} is corrupted: array {name!r} does not match its digest")
+                    arrays[name] = arr
+        except FileNotFoundError:
+            raise
+        except ValueError as exc:
+            if str(exc).startswith(where):
+                raise
+            raise ValueError(f"{where} is corrupted or not a checkpoint: {exc}") from None
+        except (OSError, EOFError, KeyError, TypeError, AttributeError, UnicodeDecodeError,
+                zipfile.BadZipFile) as exc:
+            raise ValueError(f"{where} is corrupted or not a checkpoint: {type(exc).__name__}: {exc}") from None
+        n_clients = header.get("n_clients")
+        next_round = header.get("next_round")
+        if not isinstance(n_clients, int) or n_clients < 0 or not isinstance(next_round, int) or next_round < 0:
+            raise ValueError(f"{where} is corrupted: bad 'n_clients' or 'next_round'")
+        server_state = {k[len("server/"):]: v for k, v in arrays.items() if k.startswith("server/")}
+        client_states: list[dict[str, np.ndarray]] = [{} for _ in range(n_clients)]
+        for name, arr in arrays.items():
+            if name.startswith("client/"):
+                _, index, key = name.split("/", 2)
+                if not index.isdigit() or int(index) >= n_clients:
+                    raise ValueError(f"{where} is corrupted: array {name!r} names no client")
+                client_states[int(index)][key] = arr
+        try:
+            history = History.from_dict(header.get("history"))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"{where} is corrupted: bad History: {exc}") from None
+        if len(history) != next_round:
+            raise ValueError(f"{where} is corrupted: {len(history)} History records for {next_round} rounds")
+        return cls(fingerprint=header.get("fingerprint") or {}, next_round=next_round,
+                   server_state=server_state, client_states=client_states, history=history)
+
+
+class CheckpointWriter:
+    """Writes a :class:`Checkpoint` of a running run every ``every`` rounds (and on demand).
+
+    Runtimes call :meth:`due` to end a compiled stretch on a checkpoint
+    round and call the writer after that round's record is in the History.
+
+    Parameters
+    ----------
+    path : path-like
+        Where to write (atomically, see :meth:`Checkpoint.save`).
+    every : int >= 0
+        Write after round ``t`` when ``(t + 1) % every == 0``; 0 only on demand.
+    snapshot : callable() -> Checkpoint
+        Builds the checkpoint of the current state.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, every: int, snapshot: Any) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.every = int(every)
+        self.snapshot = snapshot
+        self.written = 0
+
+    def due(self, t: int) -> bool:
+        """Whether a checkpoint is written after round ``t``."""
+        return self.path is not None and self.every > 0 and (t + 1) % self.every == 0
+
+    def __call__(self, t: int) -> None:
+        if self.due(t):
+            self.write()
+
+    def write(self) -> Checkpoint:
+        """Build the checkpoint now and write it to ``path`` (if any); returns it."""
+        checkpoint = self.snapshot()
+        if self.path is not None:
+            checkpoint.save(self.path)
+            self.written += 1
+        return checkpoint
