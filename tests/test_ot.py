@@ -430,6 +430,7 @@ def test_evaluate_cadence(small_problem, small_data):
     shift = h["shift"]
     assert np.isnan(shift[[0, 2]]).all() and np.isfinite(shift[[1, 3, 4]]).all()
     assert "shift" in h.config["initial_evaluation"] and len(calls) == 4
+    assert h.initial["shift"] == h.config["initial_evaluation"]["shift"] == h.series("shift")[0]
     assert all(isinstance(m, TransportMap) for m in calls)
 
 

@@ -17,6 +17,7 @@ Needs JAX and optax (``pip install "fedmm[ot]"``), imported on first use.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -34,7 +35,7 @@ from fedmm.algorithms._random import (
 )
 from fedmm.algorithms._schedule import StepSchedule
 from fedmm.compression import Identity
-from fedmm.engine import LocalRuntime
+from fedmm.engine import LocalRuntime, record_initial
 from fedmm.engine.metrics import squared_distance, update_size
 from fedmm.history import History
 from fedmm.models.ot import TransportMap, TransportProblem, require_jax, require_optax, x64
@@ -689,7 +690,8 @@ class _FederatedOT:
             Called after rounds at the cadence (every ``evaluate_every`` rounds
             and the last) on the current map; its fields (e.g. ``l2_uvp``) go
             into that round's record, and its value at ``(ω_0, θ_0)`` into
-            ``history.config["initial_evaluation"]``.  Not timed.
+            ``history.initial`` (the row ``round = 0`` of ``history.series``)
+            and ``history.config["initial_evaluation"]``.  Not timed.
         evaluate_every : int >= 1
         progress : bool
             Show a progress bar.
@@ -720,8 +722,13 @@ class _FederatedOT:
         history = History(self.name, {**self.config(), "seed": seed_repr(seed), "n_clients": len(clients),
                                       "n_rounds": n_rounds, "n_target": int(clients[0].target.shape[0])})
         monitor = _Evaluator(evaluate, evaluate_every, n_rounds, server)
+        record_initial(history)
         if evaluate is not None:
-            history.config["initial_evaluation"] = monitor.fields()
+            start = time.perf_counter()
+            fields = monitor.fields()
+            history.initial.update(fields)
+            history.initial["monitor_time"] = time.perf_counter() - start
+            history.config["initial_evaluation"] = fields
         if runtime is None:
             runtime = LocalRuntime(n_threads=self.n_threads, compiled=False, on_client_error=on_client_error)
         user_callback = None
