@@ -25,7 +25,7 @@ import numpy as np
 
 from fedmm._validation import as_array, check_in, check_int, check_real, check_seed
 
-__all__ = ["ICNN", "TransportProblem", "TransportMap", "x64", "require_jax", "ACTIVATIONS", "default_hidden_sizes"]
+__all__ = ["ICNN", "TransportProblem", "TransportMap", "default_hidden_sizes", "x64"]
 
 #: Convex, non-decreasing activations of the convex path.
 ACTIVATIONS = ("celu", "softplus")
@@ -489,7 +489,8 @@ class TransportProblem:
         return self.potential.check_params(theta, "theta")
 
     # -- parameters ---------------------------------------------------------------------
-    def init(self, seed: Any = None, *, identity_steps: int = 0, identity_scale: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
+    def init(self, seed: Any = None, *, identity_steps: int = 0,
+             identity_scale: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
         """Initial ``(ω_0, θ_0)`` in ``Θ²``.
 
         ``ω_0 = θ_0 =`` :meth:`ICNN.init` ``(seed)``, followed by
@@ -525,9 +526,13 @@ class TransportProblem:
 
     # -- JAX-traceable objective -----------------------------------------------------------
     def target_terms(self, omega: Any, theta: Any, y: Any) -> Any:
-        r"""The :math:`Q`-part of :math:`W_i`: mean over ``y`` of
-        :math:`\langle \nabla f_\theta(y), y\rangle - f_\omega(\nabla f_\theta(y)) + \lambda\|\nabla f_\omega(\nabla f_\theta(y)) - y\|^2`
-        (JAX-traceable)."""
+        r"""The :math:`Q`-part of :math:`W_i` (JAX-traceable): the mean over the rows ``y`` of
+
+        .. math::
+
+            \langle \nabla f_\theta(y), y\rangle - f_\omega(\nabla f_\theta(y))
+            + \lambda\|\nabla f_\omega(\nabla f_\theta(y)) - y\|^2.
+        """
         _, jnp = require_jax()
         f = self.potential
         ty = f.apply_gradient(theta, y)
