@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Algorithms (DESIGN §3): SA-SSMM, FedMM (Algorithms 1, 2 and 4 of the FedMM paper), the Θ-space baseline,
-and FedMLS with its non-smooth baselines FedAvg, Scaffold and Scaffnew (FedMLS paper).
+FedMLS with its non-smooth baselines FedAvg, Scaffold and Scaffnew (FedMLS paper), and FedMM-OT
+(FedMM paper §7, Algorithm 3) with its FedAdam baseline for optimal-transport maps.
 
 ``Server`` and ``Client`` hold the mathematics of a round and exchange only
 messages (:class:`Broadcast` arrays down, compressed bytes up); runtimes in
@@ -20,7 +21,8 @@ from fedmm.algorithms.federated import Broadcast, Client, FedMM, ParameterAverag
 from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
 from fedmm.algorithms.sassmm import SASSMM
+from fedmm.algorithms.ot import FedAdam, FedMMOT  # JAX is imported when they are used
 
 __all__ = ["SASSMM", "FedMM", "ParameterAveraging", "Server", "Client", "Broadcast", "StepSchedule",
            "FedMLS", "FedAvg", "Scaffold", "Scaffnew", "Schedule", "Cadence", "check_seed", "seed_repr",
-           "seed_from_repr"]
+           "seed_from_repr", "FedMMOT", "FedAdam"]

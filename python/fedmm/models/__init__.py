@@ -12,6 +12,9 @@ from fedmm.models.gmm import GaussianMixture, GaussianMixtureParams
 from fedmm.models.missing import LowRankParams, MissingData, MissingValues
 from fedmm.models.poisson import PoissonLatent
 
+# -- optimal transport (issue 14; JAX is imported only when these are used) --
+from fedmm.models.ot import ICNN, TransportMap, TransportProblem
+
 __all__ = [
     "StatisticLayout",
     "SurrogateModel",
@@ -27,4 +30,8 @@ __all__ = [
     "MissingData",
     "MissingValues",
     "PoissonLatent",
+    # -- optimal transport (issue 14) --
+    "ICNN",
+    "TransportMap",
+    "TransportProblem",
 ]
