@@ -2,9 +2,11 @@
 """The ``fedmm demo`` command (small sizes)."""
 import os
 
+import json
+
 import numpy as np
 
-from fedmm import History
+import fedmm
 from fedmm.cli import main
 
 
@@ -15,8 +17,13 @@ def test_demo_writes_histories_plot_and_summary(tmp_path, capsys):
     assert status == 0
     printed = capsys.readouterr().out
     assert "FedMM" in printed and "ParameterAveraging" in printed and "client-rounds/s" in printed
-    fed = History.load(out / "FedMM.json")
-    naive = History.load(out / "ParameterAveraging.json")
+    runs = fedmm.load(out / "demo.json")
+    assert isinstance(runs, fedmm.RunSet) and list(runs) == ["FedMM/seed=0", "ParameterAveraging/seed=0"]
+    fed, naive = runs["FedMM/seed=0"], runs["ParameterAveraging/seed=0"]
+    table = json.loads((out / "demo_summary.json").read_text())
+    assert [row["run"] for row in table["rows"]] == ["FedMM (seed 0)", "ParameterAveraging (seed 0)"]
+    final = fed.column("objective")[np.isfinite(fed.column("objective"))][-1]
+    assert float(table["rows"][0]["objective"]) == np.round(final, 5)
     assert len(fed) == len(naive) == 6
     assert {"E_s", "E_ps", "objective"} <= set(fed.keys()) and {"E_p", "E_sp"} <= set(naive.keys())
     assert all(len(r["active"]) <= 2 for r in fed.records)

@@ -8,20 +8,30 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedmm.cli import main
-from fedmm.experiments._common import seed_bands
+import fedmm
+from fedmm.cli import build_parser, main
+from fedmm.experiments._common import apply_config, seed_bands
 from fedmm.experiments.dictionary import DictionaryConfig, config_from_args, run_dictionary_figure
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 #: A homogeneous setting small enough for the test suite: 40 points of dimension 6, K = 4 atoms,
 #: 4 clients with 2 active per round, minibatches of 10.
-SMALL = ["--n-samples", "40", "--p", "6", "--K", "4", "--n-clients", "4", "--active-clients", "2",
+SMALL = ["--samples", "40", "--p", "6", "--K", "4", "--clients", "4", "--active-clients", "2",
          "--batch-size", "10", "--no-progress"]
 
 
-def _curve(history: dict, field: str) -> np.ndarray:
-    return np.array([np.nan if r.get(field) is None else r[field] for r in history["records"]], dtype=float)
+def _curve(history, field: str) -> np.ndarray:
+    return history.column(field)
+
+
+def _load(path: Path) -> dict:
+    """A fig1/fig2 RunSet file as the experiment's result: metadata plus runs per curve, in seed order."""
+    runs = fedmm.load(path)
+    assert isinstance(runs, fedmm.RunSet)
+    result = dict(runs.metadata)
+    result["runs"] = {name: [runs[k] for k in runs if k.split("/seed=")[0] == name] for name in result["algorithm"]}
+    return result
 
 
 @pytest.fixture(scope="module")
@@ -37,32 +47,35 @@ def test_fig1_command_writes_json_png_and_summary(fig1_run, capsys):
     assert status == 0
     png = (out / "fig1.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    result = json.loads((out / "fig1_homogeneous.json").read_text())
+    result = _load(out / "fig1_homogeneous.json")
     assert result["beta"] == {"FedMM": 0.05, "ParameterAveraging": 0.05}
     assert set(result["runs"]) == {"FedMM", "ParameterAveraging"}
     for name, fields in (("FedMM", ("E_s", "E_ps")), ("ParameterAveraging", ("E_p", "E_sp"))):
         histories = result["runs"][name]
-        assert [h["config"]["seed"] for h in histories] == [0, 1]
+        assert [h.config["seed"] for h in histories] == [0, 1]
         for h in histories:
-            assert len(h["records"]) == 20
+            assert len(h) == 20
             for field in (*fields, "objective"):
                 values = _curve(h, field)
                 assert np.isfinite(values).all() and (values >= 0).all(), (name, field)
-            assert all(len(r["active"]) == 2 for r in h["records"])
+            assert all(len(r["active"]) == 2 for r in h.records)
     # The two seeds are different runs, each reproducible: same seed, same numbers.
     a, b = result["runs"]["FedMM"]
     assert not np.array_equal(_curve(a, "E_s"), _curve(b, "E_s"))
     summary = (out / "fig1_summary.txt").read_text()
     assert "FedMM" in summary and "ParameterAveraging" in summary and "homogeneous" in summary
+    table = json.loads((out / "fig1_summary.json").read_text())
+    assert [row["curve"] for row in table["rows"]] == ["FedMM", "ParameterAveraging"]
+    assert all(row["beta"] == "0.05" and row["runs ok"] == "2/2" for row in table["rows"])
 
 
 def test_fig1_fedmm_objective_non_increasing_on_homogeneous_data(fig1_run):
     """FedMM paper §6: 'when using FedMM, [the objective] monotonically decays'."""
     _, out = fig1_run
-    result = json.loads((out / "fig1_homogeneous.json").read_text())
+    result = _load(out / "fig1_homogeneous.json")
     histories = result["runs"]["FedMM"]
     _, mean, _ = seed_bands([_curve(h, "objective") for h in histories])
-    initial = np.mean([h["config"]["initial_objective"] for h in histories])
+    initial = np.mean([h.config["initial_objective"] for h in histories])
     curve = np.concatenate([[initial], mean])
     assert (np.diff(curve) <= 0).all(), np.diff(curve)
     assert curve[-1] < 0.95 * curve[0]
@@ -73,14 +86,10 @@ def test_seeds_in_parallel_processes_give_the_same_runs(fig1_run, tmp_path):
     status = main(["experiment", "fig1", "--setting", "homogeneous", "--rounds", "20", "--seeds", "2",
                    "--beta", "0.05", "--out", str(tmp_path), "--jobs", "2", *SMALL])
     assert status == 0
-    serial = json.loads((out / "fig1_homogeneous.json").read_text())["runs"]
-    parallel = json.loads((tmp_path / "fig1_homogeneous.json").read_text())["runs"]
-
-    def strip(runs):
-        return {name: [[{k: v for k, v in r.items() if k != "wall_time"} for r in h["records"]] for h in hs]
-                for name, hs in runs.items()}
-
-    assert strip(serial) == strip(parallel)
+    serial = fedmm.load(out / "fig1_homogeneous.json")
+    parallel = fedmm.load(tmp_path / "fig1_homogeneous.json")
+    assert list(serial) == list(parallel)
+    assert all(serial[name].equals(parallel[name]) for name in serial)
 
 
 def test_fig2_full_batches_and_beta_tuning(tmp_path):
@@ -88,14 +97,14 @@ def test_fig2_full_batches_and_beta_tuning(tmp_path):
     status = main(["experiment", "fig2", "--setting", "homogeneous", "--rounds", "6", "--seeds", "1",
                    "--tune-rounds", "4", "--beta-grid", "0.005,0.05", "--out", str(out), *SMALL])
     assert status == 0
-    result = json.loads((out / "fig2_homogeneous.json").read_text())
+    result = _load(out / "fig2_homogeneous.json")
     assert set(result["runs"]) == {"alpha=0", "alpha=0.01"}
     for name, scores in result["tuning"].items():
         assert set(scores) == {"0.005", "0.05"}
         best = min(scores, key=lambda b: (scores[b], float(b)))
         assert result["beta"][name] == float(best)
         history = result["runs"][name][0]
-        assert history["config"]["batch_size"] is None and history["config"]["alpha"] == float(name[6:])
+        assert history.config["batch_size"] is None and history.config["alpha"] == float(name[6:])
     assert (out / "fig2.png").is_file()
 
 
@@ -105,27 +114,31 @@ def test_heterogeneous_setting_uses_equal_kmeans_clients(tmp_path):
     result = run_dictionary_figure(config, tmp_path, progress=False, log=lambda s: None)
     history = result["results"]["heterogeneous"]["runs"]["FedMM"][0]
     assert history["config"]["n_clients"] == 3 and len(history["records"]) == 3
+    assert len(fedmm.load(tmp_path / "fig1_heterogeneous.json")["FedMM/seed=0"]) == 3
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--seeds", "0"], "'seeds'"),
-        (["--rounds", "-3"], "'rounds'"),
-        (["--active-clients", "30"], "'active_clients'"),
-        (["--beta", "-0.1"], "'beta'"),
+        (["--seeds", "0"], "argument --seeds: expected an integer >= 1, got '0'"),
+        (["--rounds", "-3"], "argument --rounds: expected an integer >= 1, got '-3'"),
+        (["--active-clients", "30"], "argument --active-clients: expected at most --clients = 20"),
+        (["--beta", "-0.1"], "argument --beta: expected a finite number > 0"),
+        (["--beta-grid", "0.1,0"], "argument --beta-grid"),
         (["--setting", "ratings"], "ratings.dat"),
-        (["--setting", "ratings", "--ratings", "/nonexistent/ratings.dat"], "existing file"),
-        ([], "--out"),
+        (["--setting", "ratings", "--ratings", "/nonexistent/ratings.dat"], "argument --ratings: expected an existing file"),
+        (["--bits", "40"], "argument --bits: expected 2..32 bits"),
     ],
 )
 def test_bad_options_give_clear_errors(tmp_path, capsys, args, message):
-    argv = ["experiment", "fig1", *args]
-    if message != "--out":
-        argv += ["--out", str(tmp_path)]
-    assert main(argv) == 2
+    argv = ["experiment", "fig1", *args, "--out", str(tmp_path)]
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # errors found by argparse itself
+        status = exc.code
+    assert status == 2
     err = capsys.readouterr().err
-    assert "error" in err and message in err
+    assert "fedmm experiment fig1: error:" in err and message in err and "Traceback" not in err
 
 
 def test_unknown_setting_and_bad_config_files(tmp_path, capsys):
@@ -142,20 +155,24 @@ def test_unknown_setting_and_bad_config_files(tmp_path, capsys):
     assert "broken.toml is not valid TOML" in capsys.readouterr().err
     assert main(["experiment", "fig2", "--config", str(EXAMPLES / "fig1_dictionary.toml")]) == 2
     assert "figure = 'fig1' but the command is 'fig2'" in capsys.readouterr().err
+    bad_value = tmp_path / "bad_value.toml"
+    bad_value.write_text("rounds = -2\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["experiment", "fig1", "--config", str(bad_value)])
+    assert exc.value.code == 2 and "argument --rounds: expected an integer >= 1, got '-2'" in capsys.readouterr().err
+
+
+def _parse_with_config(argv: list[str]):
+    args = build_parser().parse_args(argv)
+    return apply_config(args, argv[2:]) if args.config is not None else args
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("fig*.toml")), ids=lambda p: p.name)
 def test_example_configs_are_valid(path, tmp_path):
     ratings = tmp_path / "ratings.dat"
     ratings.write_text("1::1::5::0\n")
-    import argparse
-
-    from fedmm.experiments import add_experiment_subcommands
-
-    parser = argparse.ArgumentParser()
-    add_experiment_subcommands(parser.add_subparsers(dest="experiment"))
     figure = path.name[:4]
-    args = parser.parse_args([figure, "--config", str(path), "--ratings", str(ratings)])
+    args = _parse_with_config(["experiment", figure, "--config", str(path), "--ratings", str(ratings)])
     config, out_dir = config_from_args(args)
     assert config.figure == figure and out_dir.startswith("out/")
     assert config.n_clients == 20 and config.active_clients == 10 and config.lam == 0.1 and config.eta == 0.2
@@ -163,16 +180,11 @@ def test_example_configs_are_valid(path, tmp_path):
 
 
 def test_cli_overrides_config_file(tmp_path):
-    import argparse
-
-    from fedmm.experiments import add_experiment_subcommands
-
-    parser = argparse.ArgumentParser()
-    add_experiment_subcommands(parser.add_subparsers(dest="experiment"))
-    args = parser.parse_args(["fig1", "--config", str(EXAMPLES / "fig1_dictionary.toml"), "--seeds", "3",
-                              "--out", str(tmp_path)])
+    args = _parse_with_config(["experiment", "fig1", "--config", str(EXAMPLES / "fig1_dictionary.toml"),
+                               "--seeds", "3", "--out", str(tmp_path)])
     config, out_dir = config_from_args(args)
     assert config.seeds == 3 and config.rounds == 300 and out_dir == str(tmp_path)
+    assert config.jobs == 2 and config.objective_every == 5  # from the file
 
 
 def test_version_flag(capsys):
@@ -196,6 +208,8 @@ def test_summary_reports_failed_runs(fig1_run):
 
     _, out = fig1_run
     result = json.loads((out / "fig1_homogeneous.json").read_text())
+    result = {**result["metadata"], "runs": {name: [h for key, h in result["runs"].items() if key.startswith(name + "/")]
+                                             for name in result["metadata"]["algorithm"]}}
     result["runs"]["ParameterAveraging"][1] = {
         "algorithm": "ParameterAveraging", "records": [],
         "config": {"seed": 1, "failed_round": 7, "failure": "ValueError: non-finite"},

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
+import fedmm
 from fedmm.algorithms import FedMM
 from fedmm.compression import BlockQuantizer, Identity
 from fedmm.data import synthetic_lowrank
@@ -149,10 +150,16 @@ def test_fig1_writes_json_and_png(tmp_path):
     cfg = Fig1Config(n_samples=400, n_clients=4, epochs=2, monitor_every=3)
     result = run_fig1(cfg)
     json_path, png_path = write_result(result, str(tmp_path), "fig1")
-    with open(json_path) as fh:
-        loaded = json.load(fh)
-    assert set(loaded["runs"]) == {"FedEM", "VR-FedEM"}
-    assert len(loaded["runs"]["FedEM"]["H2"]) == loaded["runs"]["FedEM"]["n_rounds"]
+    loaded = fedmm.load(json_path)
+    assert isinstance(loaded, fedmm.RunSet) and set(loaded) == {"FedEM/seed=0", "VR-FedEM/seed=0"}
+    for name in ("FedEM", "VR-FedEM"):
+        history, run = loaded[f"{name}/seed=0"], result["runs"][name]
+        assert len(history) == run["n_rounds"] == loaded.metadata["results"][0]["runs"][name]["n_rounds"]
+        np.testing.assert_array_equal(history.column("E_s"), run["H2"])  # ‖H_k‖², round by round
+        np.testing.assert_array_equal(history.column("epochs"), run["epochs"])
+        monitored = np.flatnonzero(np.isfinite(history.column("h2"))) + 1
+        np.testing.assert_array_equal(monitored, run["h2_round"])  # every 3 rounds and the last
+        np.testing.assert_array_equal(history.column("h2")[monitored - 1], run["h2"])
     with open(png_path, "rb") as fh:
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
 
@@ -167,10 +174,13 @@ def test_cli_fedmissem(tmp_path, capsys):
     from fedmm.cli import main
 
     assert main(["experiment", "fedmissem", "--out", str(tmp_path), "--epochs", "3", "--monitor-every", "2"]) == 0
-    assert "RMSE on missing entries" in capsys.readouterr().out
-    with open(tmp_path / "fedmissem.json") as fh:
-        result = json.load(fh)
+    assert "RMSE vs hidden values" in capsys.readouterr().out
+    result = fedmm.load(tmp_path / "fedmissem.json").metadata["results"][0]
     assert result["fedmissem"]["rmse_hidden"] < result["mean_imputation"]["rmse_hidden"]
+    table = json.loads((tmp_path / "fedmissem_summary.json").read_text())
+    rows = {row["method"]: row for row in table["rows"]}
+    assert float(rows["FedMissEM"]["RMSE vs hidden values"]) == pytest.approx(result["fedmissem"]["rmse_hidden"],
+                                                                               abs=5e-5)
 
 
 def test_broadcast_array_round_trip_keeps_em_parameters():

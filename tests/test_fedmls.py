@@ -15,6 +15,7 @@ from reference import (
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
+import fedmm
 import fedmm.algorithms.fedmls as fedmls_module
 from fedmm import History
 from fedmm.algorithms.fedmls import FedMLS
@@ -316,5 +317,11 @@ def test_experiment_writes_curves_and_reports_winners(tmp_path):
         assert len(curve["rounds"]["mean"]) == 6
         assert all(v >= -1e-9 for v in curve["final_relative_suboptimality"])
     assert (tmp_path / "fedmls_curves.png").stat().st_size > 10_000
-    histories = json.loads((tmp_path / "fedmls_histories.json").read_text())
-    assert History.from_dict(histories["FedMLS"]["1"]).state["x"].shape == (11,)
+    histories = fedmm.load(tmp_path / "fedmls_histories.json")
+    assert isinstance(histories, fedmm.RunSet) and len(histories) == 4 * 2
+    assert histories["FedMLS/seed=1"].state["x"].shape == (11,)
+    np.testing.assert_allclose(  # the table's last column is the curve's, seed by seed
+        [(histories[f"FedAvg/seed={s}"]["objective"][-1] - summary["f_star"]) / summary["f_star"] for s in (0, 1)],
+        summary["curves"]["FedAvg"]["final_relative_suboptimality"], rtol=1e-12)
+    row = {r["algorithm"]: r for r in summary["rows"]}["FedAvg"]
+    assert row["winner"] == "0.01 (high edge of grid)"  # a one-value grid: the winner is at its edge

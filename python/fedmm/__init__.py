@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os as _os
 
-from fedmm.history import History
+from fedmm.history import History, RunSet, load
 
 __version__ = "0.1.0"
 
-__all__ = ["History", "__version__", "get_cython_include", "get_include", "get_library_dir"]
+__all__ = ["History", "RunSet", "__version__", "get_cython_include", "get_include", "get_library_dir", "load"]
 
 
 _PKG_DIR = _os.path.dirname(_os.path.abspath(__file__))

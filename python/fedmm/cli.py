@@ -5,6 +5,13 @@ Each feature registers its subcommand in its own ``_register_*`` function
 below (keeps merges of several features trivial).  ``subparsers`` is what
 ``ArgumentParser.add_subparsers()`` returns (typed ``Any``: its class,
 ``argparse._SubParsersAction``, is private to argparse).
+
+Every command shares the options of
+:func:`fedmm.experiments._common.add_common_options`; a ``--config`` TOML
+file is applied here, before the command runs, and a bad value found after
+parsing (an :class:`~fedmm.experiments._common.ExperimentError` or a
+``ValueError`` of the library) is reported as ``fedmm ...: error: ...``
+with exit status 2, never as a traceback.
 """
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ import sys
 from typing import Any, Sequence
 
 import fedmm
+from fedmm.experiments._common import CommandParser, ExperimentError, apply_config
 
 __all__ = ["build_parser", "main"]
 
@@ -39,7 +47,7 @@ def _register_experiment(subparsers: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``fedmm`` parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(prog="fedmm", description="Federated majorize-minimization (FedMM).")
+    parser = CommandParser(prog="fedmm", description="Federated majorize-minimization (FedMM).")
     parser.add_argument("--version", action="version", version=f"fedmm {fedmm.__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     _register_demo(subparsers)
@@ -49,12 +57,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fedmm`` command; returns the process exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
-    return int(args.func(args) or 0)
+    command = getattr(args, "command_parser", parser)
+    try:
+        if getattr(args, "config", None) is not None:
+            args = apply_config(args, _command_argv(argv, command.prog))
+        return int(args.func(args) or 0)
+    except ExperimentError as exc:
+        return _error(command, str(exc), exc.option)
+    except ValueError as exc:  # a library check that the command-line checks did not anticipate
+        return _error(command, str(exc), None)
+
+
+def _command_argv(argv: list[str], prog: str) -> list[str]:
+    """The arguments after the command's name(s) (``prog`` = ``"fedmm experiment fig1"``)."""
+    position = 0
+    for word in prog.split()[1:]:
+        if word in argv[position:]:
+            position = argv.index(word, position) + 1
+    return argv[position:]
+
+
+def _error(command: argparse.ArgumentParser, message: str, option: str | None) -> int:
+    command.print_usage(sys.stderr)
+    prefix = f"argument {option}: " if option else ""
+    print(f"{command.prog}: error: {prefix}{message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,16 +14,33 @@ of {0.05, 0.2, 0.5} for both over 600 rounds (``fedmm experiment`` tunes β prop
 """
 from __future__ import annotations
 
+import argparse
 import os
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fedmm.history import History
+from fedmm.experiments._common import (
+    ExperimentError,
+    add_common_options,
+    add_deprecated_alias,
+    make_log,
+    plot_band,
+    positive_int,
+    resolve_progress,
+    run_tasks,
+    seed_list,
+    tidy_log_axis,
+    write_summary,
+)
+from fedmm.history import History, RunSet
 
-__all__ = ["DemoConfig", "run_demo", "plot_histories", "summary_table"]
+__all__ = ["DemoConfig", "run_demo", "plot_histories", "plot_runs", "summary_table", "register"]
+
+#: The two algorithms of the demo, by display name.
+ALGORITHMS = ("FedMM", "ParameterAveraging")
 
 
 @dataclass
@@ -56,23 +73,52 @@ def make_clients(cfg: DemoConfig) -> list[np.ndarray]:
     return split_by_constrained_kmeans(Z, cfg.n_clients, seed=cfg.seed, n_init=1)
 
 
-def run_demo(cfg: DemoConfig, *, progress: bool = True) -> dict[str, History]:
-    """Run FedMM and ParameterAveraging with identical settings; return their histories."""
+def _algorithm(name: str, cfg: DemoConfig) -> Any:
     from fedmm.algorithms import FedMM, ParameterAveraging
     from fedmm.compression import StochasticRounding
     from fedmm.models import DictionaryLearning
 
+    model = DictionaryLearning(cfg.n_components, cfg.lam, cfg.eta)
+    cls = {"FedMM": FedMM, "ParameterAveraging": ParameterAveraging}[name]
+    return cls(model, clients_per_round=cfg.active_clients, compressor=StochasticRounding(bits=cfg.bits),
+               alpha=cfg.alpha, step=("sqrt", cfg.beta), batch_size=cfg.batch_size, n_threads=cfg.n_threads)
+
+
+def _run_task(task: tuple[str, DemoConfig], tick: Callable[[int], None]) -> History:
+    """One algorithm on one seed (data and algorithm seeded by ``cfg.seed``)."""
+    name, cfg = task
+    history = _algorithm(name, cfg).run(make_clients(cfg), cfg.n_rounds, seed=cfg.seed,
+                                        objective_every=cfg.objective_every, monitor_every=cfg.objective_every,
+                                        callback=lambda t, S, theta: tick(1))
+    history.config.update(seed=cfg.seed)
+    return history
+
+
+def run_demo(cfg: DemoConfig, *, progress: bool = True) -> dict[str, History]:
+    """Run FedMM and ParameterAveraging with identical settings; return their histories."""
     datas = make_clients(cfg)
     histories = {}
-    for cls in (FedMM, ParameterAveraging):
-        model = DictionaryLearning(cfg.n_components, cfg.lam, cfg.eta)
-        algo = cls(model, clients_per_round=cfg.active_clients, compressor=StochasticRounding(bits=cfg.bits),
-                   alpha=cfg.alpha, step=("sqrt", cfg.beta), batch_size=cfg.batch_size,
-                   n_threads=cfg.n_threads)
-        histories[cls.__name__] = algo.run(datas, cfg.n_rounds, seed=cfg.seed,
-                                           objective_every=cfg.objective_every,
-                                           monitor_every=cfg.objective_every, progress=progress)
+    for name in ALGORITHMS:
+        histories[name] = _algorithm(name, cfg).run(datas, cfg.n_rounds, seed=cfg.seed,
+                                                    objective_every=cfg.objective_every,
+                                                    monitor_every=cfg.objective_every, progress=progress)
     return histories
+
+
+def _table(histories: dict[str, History]) -> tuple[list[str], list[list[str]]]:
+    headers = ["run", "objective", "E_s / E_sp", "E_ps / E_p", "MB up", "seconds", "client-rounds/s"]
+    rows = []
+    for name, h in histories.items():
+        obj = h.column("objective")
+        final_obj = obj[np.isfinite(obj)][-1] if np.isfinite(obj).any() else float("nan")
+        e_s = _last_finite(h, "E_s" if "E_s" in h.keys() else "E_sp")
+        e_p = _last_finite(h, "E_ps" if "E_ps" in h.keys() else "E_p")
+        seconds = h.records[-1]["wall_time"] if h.records else 0.0
+        client_rounds = sum(len(r["active"]) for r in h.records)
+        rate = client_rounds / seconds if seconds > 0 else float("nan")
+        rows.append([name, f"{final_obj:.5f}", f"{e_s:.4e}", f"{e_p:.4e}",
+                     f"{h.column('bytes_up').sum() / 1e6:.2f}", f"{seconds:.2f}", f"{rate:.0f}"])
+    return headers, rows
 
 
 def summary_table(histories: dict[str, History]) -> str:
@@ -103,62 +149,109 @@ def _last_finite(h: History, name: str) -> float:
 
 
 def plot_histories(histories: dict[str, History], path: str | os.PathLike) -> None:
-    """Objective and the §6 update norms (log scale) of each history, saved as a PNG."""
+    """:func:`plot_runs` of one run per algorithm."""
+    plot_runs({name: [h] for name, h in histories.items()}, path)
+
+
+def _series(h: History, field: str) -> tuple[np.ndarray, np.ndarray]:
+    """Rounds 0..T and a field over them (NaN where not evaluated; the objective's t=0 from the config)."""
+    y = np.full(len(h) + 1, np.nan)
+    if field in h.keys():
+        y[1:] = h.column(field)
+    if field == "objective" and "initial_objective" in h.config:
+        y[0] = float(h.config["initial_objective"])
+    return np.arange(len(h) + 1, dtype=np.float64), y
+
+
+def plot_runs(runs: dict[str, Sequence[History]], path: str | os.PathLike) -> None:
+    """Objective and the §6 update norms (log scales) of each algorithm over its seeds, saved as a PNG.
+
+    Parameters
+    ----------
+    runs : dict of str to sequence of History
+        Per algorithm, its runs (one per seed): mean line and ±1 std band.
+    path : path-like
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     panels = (
-        ("objective", ("objective",), "objective (28)"),
-        ("surrogate space", ("E_s", "E_sp"), r"$\mathcal{E}^s$ (FedMM), $\mathcal{E}^{s,p}$ (baseline)"),
-        ("parameter space", ("E_ps", "E_p"), r"$\mathcal{E}^{p,s}$ (FedMM), $\mathcal{E}^p$ (baseline)"),
+        ("objective", {"FedMM": "objective", "ParameterAveraging": "objective"},
+         "objective of problem (28), lower is better"),
+        ("surrogate-space update", {"FedMM": "E_s", "ParameterAveraging": "E_sp"},
+         r"$\mathcal{E}^s$ (FedMM), $\mathcal{E}^{s,p}$ (ParameterAveraging)" "\n" r"$= \|\Delta S\|^2/\gamma^2$"),
+        ("parameter-space update", {"FedMM": "E_ps", "ParameterAveraging": "E_p"},
+         r"$\mathcal{E}^{p,s}$ (FedMM), $\mathcal{E}^p$ (ParameterAveraging)" "\n" r"$= \|\Delta\theta\|^2/\gamma^2$"),
     )
+    n_seeds = max(len(hs) for hs in runs.values())
     for ax, (title, fields, ylabel) in zip(axes, panels):
-        for name, h in histories.items():
-            for field in fields:
-                if field not in h.keys():
-                    continue
-                y = h.column(field)
-                t = h.column("t") + 1
-                if field == "objective" and "initial_objective" in h.config:
-                    y = np.concatenate([[h.config["initial_objective"]], y])
-                    t = np.concatenate([[0.0], t])
-                ok = np.isfinite(y)
-                ax.plot(t[ok], y[ok], label=f"{name} {field}")
-        if title != "objective":
-            ax.set_yscale("log")
-        ax.set_title(title)
-        ax.set_xlabel("round")
-        ax.set_ylabel(ylabel)
+        for style, (name, hs) in enumerate(runs.items()):
+            field = fields.get(name, fields["FedMM"])
+            if not any(field in h.keys() for h in hs):
+                continue
+            series = [_series(h, field) for h in hs]
+            length = max(len(t) for t, _ in series)
+            curves = [np.pad(y, (0, length - len(y)), constant_values=np.nan) for _, y in series]
+            # seed_bands numbers rounds from 1: shift so that the first entry is round 0
+            plot_band(ax, curves, label=f"{name} ({field})", log=True, style=style,
+                      x=np.arange(length, dtype=np.float64))
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("communication round t")
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
-    fig.tight_layout()
+        tidy_log_axis(ax)
+    band = "shaded band: ± 1 standard deviation over the seeds" if n_seeds > 1 else "one seed"
+    fig.suptitle("fedmm demo: FedMM vs ParameterAveraging, heterogeneous synthetic dictionary learning "
+                 "(FedMM paper §6)", fontsize=11)
+    fig.text(0.5, 0.005, f"Lines: mean over {n_seeds} seed(s); {band}. Log-scale y axes.", ha="center",
+             va="bottom", fontsize=9)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
+def _clients(text: str) -> int:
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2 (half of them are active), got {text!r}")
+    return value
+
+
 def main(args: Any) -> int:
     """Entry point of ``fedmm demo`` (``args`` from :mod:`fedmm.cli`)."""
-    if args.clients < 2:
-        raise SystemExit("fedmm demo: --clients must be at least 2")
-    cfg = DemoConfig(n_rounds=args.rounds, seed=args.seed, n_threads=args.threads, n_samples=args.samples,
-                     n_clients=args.clients, active_clients=args.clients // 2,
-                     objective_every=max(1, args.rounds // 60))
+    if args.samples < args.clients:
+        raise ExperimentError(f"expected at least --clients = {args.clients} samples, got {args.samples}",
+                              option="--samples")
+    base = DemoConfig(n_rounds=args.rounds, n_threads=args.threads, n_samples=args.samples,
+                      n_clients=args.clients, active_clients=args.clients // 2,
+                      objective_every=max(1, args.rounds // 60))
+    log = make_log(args)
     os.makedirs(args.out, exist_ok=True)
-    print(f"fedmm demo: heterogeneous synthetic dictionary learning (FedMM paper §6), n={cfg.n_clients} "
-          f"clients, {cfg.active_clients} active per round, p={cfg.n_features}, K={cfg.n_components}, "
-          f"{cfg.bits}-bit quantization, {cfg.n_rounds} rounds")
+    seeds = seed_list(args)
+    log(f"fedmm demo: heterogeneous synthetic dictionary learning (FedMM paper §6), n={base.n_clients} "
+        f"clients, {base.active_clients} active per round, p={base.n_features}, K={base.n_components}, "
+        f"{base.bits}-bit quantization, {base.n_rounds} rounds, seeds {seeds[0]}..{seeds[-1]}")
     start = time.perf_counter()
-    histories = run_demo(cfg, progress=not args.no_progress)
-    print()
-    print(summary_table(histories))
-    for name, h in histories.items():
-        h.save(os.path.join(args.out, f"{name}.json"))
+    tasks = [(name, replace(base, seed=seed)) for seed in seeds for name in ALGORITHMS]
+    done = run_tasks(_run_task, tasks, jobs=args.jobs, total=len(tasks) * base.n_rounds, desc="fedmm demo",
+                     progress=resolve_progress(args))
+    run_set = RunSet({f"{name}/seed={cfg.seed}": h for (name, cfg), h in zip(tasks, done)},
+                     metadata={"experiment": "demo", "config": vars(base) | {"seeds": seeds}})
+    json_path = os.path.join(args.out, "demo.json")
+    run_set.save(json_path)
+    by_algorithm = {name: [h for (n, _), h in zip(tasks, done) if n == name] for name in ALGORITHMS}
     plot = os.path.join(args.out, "demo.png")
-    plot_histories(histories, plot)
-    print(f"\nwrote {', '.join(f'{n}.json' for n in histories)} and demo.png to {os.path.abspath(args.out)} "
-          f"({time.perf_counter() - start:.1f} s)")
+    plot_runs(by_algorithm, plot)
+    headers, rows = _table({f"{name} (seed {cfg.seed})": h for (name, cfg), h in zip(tasks, done)})
+    summary, files = write_summary(args.out, "demo", headers, rows,
+                                   notes="(last evaluated values; seconds: the run's History wall_time at its last round)")
+    log("")
+    log(summary)
+    log(f"\nwrote {', '.join([json_path, plot, *(str(f) for f in files)])} ({time.perf_counter() - start:.1f} s)")
     return 0
 
 
@@ -166,14 +259,14 @@ def register(subparsers: Any) -> None:
     """Add the ``demo`` subcommand to the ``fedmm`` parser."""
     p = subparsers.add_parser("demo", help="FedMM vs the Θ-space baseline on synthetic dictionary learning",
                               description="FedMM against the Θ-space baseline on heterogeneous synthetic "
-                                          "dictionary learning (FedMM paper §6); writes JSON histories and "
-                                          "a PNG plot.")
-    p.add_argument("--out", default="fedmm-demo", help="output directory (default: ./fedmm-demo)")
-    p.add_argument("--rounds", type=int, default=DemoConfig.n_rounds, help="rounds per algorithm")
-    p.add_argument("--seed", type=int, default=0, help="random seed of data and algorithms")
-    p.add_argument("--samples", type=int, default=DemoConfig.n_samples, help="synthetic signals in total")
-    p.add_argument("--clients", type=int, default=DemoConfig.n_clients,
-                   help="clients (half of them active per round)")
-    p.add_argument("--threads", type=int, default=1, help="client threads of the in-process runtime")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+                                          "dictionary learning (FedMM paper §6); writes a JSON run set, a PNG "
+                                          "plot and a summary table.")
+    add_common_options(p, name="demo", seeds=1, rounds=DemoConfig.n_rounds)
+    p.add_argument("--samples", type=positive_int, default=DemoConfig.n_samples, metavar="N",
+                   help="synthetic signals in total (default: %(default)s)")
+    p.add_argument("--clients", type=_clients, default=DemoConfig.n_clients, metavar="N",
+                   help="clients, at least 2; half of them active per round (default: %(default)s)")
+    p.add_argument("--threads", type=positive_int, default=1, metavar="N",
+                   help="client threads of the in-process runtime (default: %(default)s)")
+    add_deprecated_alias(p, "--seed", dest="first_seed", replacement="--first-seed", type=int)
     p.set_defaults(func=main)

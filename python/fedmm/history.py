@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["History"]
+__all__ = ["History", "RunSet", "load"]
 
 _FORMAT = "fedmm-history"
 _FORMAT_VERSION = 1
@@ -178,3 +179,117 @@ class History:
         """Read a history written by :meth:`save`."""
         with open(path, encoding="utf-8") as fh:
             return cls.from_dict(json.load(fh))
+
+
+# --------------------------------------------------------------------------- several runs in one file
+_RUNSET_FORMAT = "fedmm-runset"
+_RUNSET_VERSION = 1
+
+
+class RunSet(Mapping):
+    """Several named runs (:class:`History`) and their shared metadata, in one JSON file.
+
+    What every ``fedmm experiment`` and ``fedmm demo`` writes: one entry per
+    run, named ``"<curve>/seed=<s>"`` (with a ``"<setting>/"`` prefix where
+    a figure has several data settings), and the experiment's configuration,
+    tuning results and references in :attr:`metadata`.  Read any fedmm JSON
+    with :func:`load`.
+
+    Parameters
+    ----------
+    runs : mapping of str to History, optional
+        The runs, in order.
+    metadata : dict, optional
+        JSON-serializable description shared by the runs (NumPy arrays and
+        non-finite floats are allowed, as in :meth:`History.to_dict`).
+
+    Examples
+    --------
+    >>> from fedmm.history import History, RunSet, load
+    >>> h = History("FedMM", {"seed": 0})
+    >>> h.append(t=0, objective=1.5)
+    >>> runs = RunSet({"FedMM/seed=0": h}, metadata={"experiment": "example"})
+    >>> runs["FedMM/seed=0"].column("objective")
+    array([1.5])
+    >>> RunSet.from_dict(runs.to_dict()).metadata
+    {'experiment': 'example'}
+    """
+
+    def __init__(self, runs: Mapping[str, History] | None = None, *, metadata: dict | None = None) -> None:
+        self.runs: dict[str, History] = {}
+        for name, history in dict(runs or {}).items():
+            if not isinstance(history, History):
+                raise TypeError(f"Expected 'runs[{name!r}]' to be a fedmm.History, got {type(history).__name__}")
+            self.runs[str(name)] = history
+        self.metadata: dict = dict(metadata or {})
+
+    def __getitem__(self, name: str) -> History:
+        return self.runs[name]
+
+    def __iter__(self):
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __repr__(self) -> str:
+        return f"RunSet({len(self)} runs: {list(self.runs)[:4]}{' ...' if len(self) > 4 else ''})"
+
+    def to_dict(self) -> dict:
+        """A JSON-serializable dict: ``format``, ``kind = "runset"``, ``version``, ``metadata``, ``runs``."""
+        return {
+            "format": _RUNSET_FORMAT,
+            "kind": "runset",
+            "version": _RUNSET_VERSION,
+            "metadata": _to_jsonable(self.metadata),
+            "runs": {name: h.to_dict() for name, h in self.runs.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunSet":
+        """Inverse of :meth:`to_dict`; validates the format tag and version."""
+        if not isinstance(data, dict) or data.get("format") != _RUNSET_FORMAT:
+            raise ValueError(f"Not a fedmm run set: expected format {_RUNSET_FORMAT!r}")
+        if data.get("version") != _RUNSET_VERSION:
+            raise ValueError(f"Unsupported fedmm run set version {data.get('version')!r}; expected {_RUNSET_VERSION}")
+        runs = {name: History.from_dict(h) for name, h in data.get("runs", {}).items()}
+        return cls(runs, metadata=_from_jsonable(data.get("metadata", {})))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the run set as JSON to ``path``."""
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(self.to_dict(), fh)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "RunSet":
+        """Read a run set written by :meth:`save`."""
+        with open(path, encoding="utf-8") as fh:
+            return cls.from_dict(json.load(fh))
+
+
+def load(path: str | os.PathLike) -> "History | RunSet":
+    """Read any JSON file fedmm writes: a :class:`History` or a :class:`RunSet`.
+
+    The file's ``kind`` field (``"runset"``; a single run's file carries
+    ``format = "fedmm-history"``) decides which.
+
+    Parameters
+    ----------
+    path : path-like
+        A file written by :meth:`History.save`, :meth:`RunSet.save`, or any
+        ``fedmm experiment`` / ``fedmm demo`` run file.
+
+    Raises
+    ------
+    ValueError
+        The file is JSON of another kind.
+    """
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    kind = data.get("kind", data.get("format")) if isinstance(data, dict) else None
+    if kind in ("runset", _RUNSET_FORMAT):
+        return RunSet.from_dict(data)
+    if kind in ("history", _FORMAT):
+        return History.from_dict(data)
+    raise ValueError(f"Expected {os.fspath(path)!r} to be a fedmm History or RunSet JSON file, "
+                     f"got kind {kind!r}")

@@ -1,13 +1,23 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Machinery shared by the paper-figure experiments.
+"""Machinery shared by the paper-figure experiments and ``fedmm demo``.
 
-Running independent tasks (one seed of one algorithm) serially or in worker
-processes behind one progress bar counted in rounds, reading TOML configs,
-mean ± one standard deviation over seeds, band plots and a plain-text table.
+One command-line option set for every command (:func:`add_common_options`:
+``--seeds``, ``--first-seed``, ``--rounds``, ``--jobs``, ``--out``,
+``--config``, ``--progress/--no-progress``, ``--quiet``), argparse ``type=``
+validators whose errors name the option as typed (:func:`positive_int`, ...),
+deprecated spellings kept as hidden aliases (:func:`add_deprecated_alias`),
+TOML config files applied as if their entries were typed before the
+command-line options (:func:`apply_config`), running independent tasks (one
+seed of one algorithm) serially or in worker processes behind one progress
+bar counted in rounds, mean ± one standard deviation over seeds, band plots,
+β/step tuning on a grid with an edge warning (:func:`tune_on_grid`) and the
+summary table written as text and JSON (:func:`write_summary`).
 """
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
+import json
 import multiprocessing
 import os
 import queue
@@ -18,17 +28,327 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 __all__ = [
+    "CommandParser",
+    "OrderedPair",
+    "ordered_pair",
     "ExperimentError",
+    "add_common_options",
+    "add_deprecated_alias",
+    "apply_config",
+    "existing_file",
+    "nonneg_float",
+    "nonneg_int",
+    "positive_float",
+    "positive_int",
+    "positive_float_list",
+    "probability",
+    "resolve_progress",
+    "seed_list",
+    "make_log",
+    "tune_on_grid",
+    "write_summary",
     "read_toml",
     "run_tasks",
     "seed_bands",
     "plot_band",
+    "LINE_STYLES",
+    "tidy_log_axis",
     "format_table",
 ]
 
 
 class ExperimentError(ValueError):
-    """A bad experiment option or config entry (reported without a traceback by the CLI)."""
+    """A bad experiment option or config entry (reported without a traceback by the CLI).
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, in the user's terms.
+    option : str, optional
+        The command-line option concerned (``"--rounds"``); the CLI prints
+        ``argument --rounds: <message>``.
+    """
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+# --------------------------------------------------------------------------- argparse value types
+def _number(text: str, kind: type, what: str, ok: Callable[[Any], bool]) -> Any:
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type=``: an integer ≥ 1."""
+    return _number(text, int, "an integer >= 1", lambda v: v >= 1)
+
+
+def nonneg_int(text: str) -> int:
+    """argparse ``type=``: an integer ≥ 0."""
+    return _number(text, int, "an integer >= 0", lambda v: v >= 0)
+
+
+def positive_float(text: str) -> float:
+    """argparse ``type=``: a finite real number > 0."""
+    return _number(text, float, "a finite number > 0", lambda v: np.isfinite(v) and v > 0)
+
+
+def nonneg_float(text: str) -> float:
+    """argparse ``type=``: a finite real number ≥ 0."""
+    return _number(text, float, "a finite number >= 0", lambda v: np.isfinite(v) and v >= 0)
+
+
+def probability(text: str) -> float:
+    """argparse ``type=``: a probability in (0, 1]."""
+    return _number(text, float, "a probability in (0, 1]", lambda v: 0 < v <= 1)
+
+
+def positive_float_list(text: str) -> tuple[float, ...]:
+    """argparse ``type=``: one or more comma-separated numbers > 0 (``"0.01,0.02"``)."""
+    parts = [x for x in text.split(",") if x.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers > 0, got {text!r}")
+    return tuple(_number(x.strip(), float, "numbers > 0", lambda v: np.isfinite(v) and v > 0) for x in parts)
+
+
+def existing_file(text: str) -> str:
+    """argparse ``type=``: the path of an existing file."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"expected an existing file, got {text!r}")
+    return text
+
+
+# --------------------------------------------------------------------------- one option set
+class CommandParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that remembers its options by destination.
+
+    :attr:`options` maps each ``dest`` to the first ``argparse.Action``
+    registered for it (deprecated aliases excluded); :func:`apply_config`
+    uses it to turn TOML entries into the options a user would type.
+    ``fedmm``'s parser is of this class, and so are its sub-command parsers
+    (``add_subparsers`` builds sub-parsers of the parent's class).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: dict[str, argparse.Action] = {}
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        if action.option_strings and action.dest != "help" and not isinstance(action, _DeprecatedAlias):
+            self.options.setdefault(action.dest, action)
+        return action
+
+
+class _DeprecatedAlias(argparse.Action):
+    """Store like the option it replaces, after a note on stderr."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, replacement: str,
+                 convert: Callable[[Any], Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.replacement = replacement
+        self.convert = convert
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        print(f"{parser.prog}: warning: {option_string} is deprecated; use {self.replacement}", file=sys.stderr)
+        if self.convert is not None:
+            try:
+                values = self.convert(values)
+            except argparse.ArgumentTypeError as exc:
+                parser.error(f"argument {option_string}: {exc}")
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def ordered_pair(values: Sequence[int]) -> list[int]:
+    """``convert`` of a two-value option ``LO HI``: checks ``LO <= HI``."""
+    lo, hi = values
+    if lo > hi:
+        raise argparse.ArgumentTypeError(f"expected LO <= HI, got {lo} {hi} (an empty range)")
+    return [lo, hi]
+
+
+class OrderedPair(argparse.Action):
+    """``action=`` of a two-value option ``LO HI`` (``nargs=2``) that rejects ``LO > HI``, naming the option."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        try:
+            setattr(namespace, self.dest, ordered_pair(values))
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"argument {option_string}: {exc}")
+
+
+def add_deprecated_alias(parser: argparse.ArgumentParser, flag: str, *, dest: str, replacement: str,
+                         convert: Callable[[Any], Any] | None = None, **kwargs: Any) -> None:
+    """Accept an old option spelling, hidden from ``--help``, with a deprecation note.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    flag : str
+        The old spelling (``"--epochs"``).
+    dest : str
+        Destination of the option it stands for.
+    replacement : str
+        The new spelling, printed in the note (``"--rounds"``).
+    convert : callable, optional
+        Maps the old option's value to the new one's.
+    **kwargs
+        ``type``, ``nargs``, ``const`` ... as for ``add_argument``.
+    """
+    parser.add_argument(flag, dest=dest, action=_DeprecatedAlias, replacement=replacement, convert=convert,
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, name: str, seeds: int = 1, rounds: int | None = None,
+                       rounds_help: str = "communication rounds per run", jobs: bool = True) -> None:
+    """Add the options every ``fedmm`` command shares.
+
+    ``--seeds N`` (runs ``--first-seed`` … ``--first-seed + N − 1``),
+    ``--first-seed S``, ``--rounds N``, ``--jobs N`` (worker processes),
+    ``--out DIR`` (default ``results/<name>``), ``--config FILE`` (TOML whose
+    keys are option destinations, e.g. ``rounds = 300``, ``out = "x"``;
+    command-line options override it), ``--progress/--no-progress``
+    (default: on when stderr is a terminal) and ``--quiet`` (no progress and
+    no printed output; files are still written).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser (a :class:`CommandParser` for ``--config``).
+    name : str
+        Command name, used for the default output directory.
+    seeds, rounds : int
+        Defaults of ``--seeds`` and ``--rounds`` (``rounds=None``: the
+        command has its own default, described by ``rounds_help``).
+    rounds_help : str
+        What one round is for this command.
+    jobs : bool
+        Add ``--jobs``.
+    """
+    group = parser.add_argument_group("common options (every fedmm command)")
+    options = getattr(parser, "options", None)
+
+    def add(*flags: str, **kwargs: Any) -> None:
+        action = group.add_argument(*flags, **kwargs)
+        if options is not None:  # a CommandParser: actions added to a group are registered here
+            options.setdefault(action.dest, action)
+
+    add("--seeds", type=positive_int, default=seeds, metavar="N",
+                       help="independent runs per curve, seeds FIRST .. FIRST+N-1 (default: %(default)s)")
+    add("--first-seed", type=nonneg_int, default=0, metavar="FIRST",
+                       help="seed of the first run (default: %(default)s)")
+    add("--rounds", type=positive_int, default=rounds, metavar="N",
+                       help=rounds_help + (" (default: %(default)s)" if rounds is not None else ""))
+    if jobs:
+        add("--jobs", type=positive_int, default=1, metavar="N",
+                           help="worker processes running seeds in parallel (default: %(default)s)")
+    add("--out", metavar="DIR", default=os.path.join("results", name),
+                       help="output directory for the JSON runs, PNG figures and summary (default: %(default)s)")
+    add("--config", metavar="FILE", type=existing_file, default=None,
+                       help="TOML file of option values (keys: option names with '_', e.g. rounds = 300); "
+                       "options on the command line override it (default: none)")
+    add("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bars on stderr (default: on when stderr is a terminal)")
+    add("--quiet", action="store_true", default=False,
+                       help="print nothing but errors; no progress bars (default: %(default)s)")
+    parser.set_defaults(command_parser=parser)
+
+
+def resolve_progress(args: argparse.Namespace) -> bool:
+    """Whether to draw progress bars: ``--progress``/``--no-progress``, else stderr is a terminal."""
+    if getattr(args, "quiet", False):
+        return False
+    progress = getattr(args, "progress", None)
+    if progress is None:
+        return bool(sys.stderr.isatty())
+    return bool(progress)
+
+
+def make_log(args: argparse.Namespace) -> Callable[[str], None]:
+    """``print`` to stdout, or a no-op under ``--quiet``."""
+    if getattr(args, "quiet", False):
+        return lambda text: None
+    return print
+
+
+def seed_list(args: argparse.Namespace) -> list[int]:
+    """The seeds of the reported runs: ``first_seed .. first_seed + seeds - 1``."""
+    return list(range(args.first_seed, args.first_seed + args.seeds))
+
+
+def _config_tokens(parser: CommandParser, values: dict[str, Any], source: str) -> list[str]:
+    tokens: list[str] = []
+    unknown = sorted(k for k in values if k not in parser.options)
+    if unknown:
+        raise ExperimentError(f"{source}: unknown key(s) {unknown}; valid keys are {sorted(parser.options)}")
+    for key, value in values.items():
+        action = parser.options[key]
+        flags = [f for f in action.option_strings if f.startswith("--")]
+        flag = flags[0] if flags else action.option_strings[0]
+        if isinstance(action, argparse.BooleanOptionalAction):
+            if not isinstance(value, bool):
+                raise ExperimentError(f"{source}: expected {key} = true or false, got {value!r}")
+            tokens.append(flag if value else "--no-" + flag[2:])
+        elif action.nargs == 0:
+            if not isinstance(value, bool):
+                raise ExperimentError(f"{source}: expected {key} = true or false, got {value!r}")
+            if value != action.default:
+                tokens.append(flag)
+        elif isinstance(value, list):
+            if action.nargs is None:
+                raise ExperimentError(f"{source}: expected one value for {key}, got a list {value!r}")
+            tokens += [flag, *(str(v) for v in value)]
+        elif isinstance(value, dict):
+            raise ExperimentError(f"{source}: expected a value or a list for {key}, got a table")
+        else:
+            tokens += [flag, str(value).lower() if isinstance(value, bool) else str(value)]
+    return tokens
+
+
+def apply_config(args: argparse.Namespace, argv: Sequence[str], *,
+                 fixed: dict[str, Any] | None = None) -> argparse.Namespace:
+    """Re-parse a command with its ``--config`` TOML entries typed before ``argv``.
+
+    Each TOML key is an option destination (``rounds``, ``out``,
+    ``settings`` ...); a value becomes the option a user would type, so it
+    is validated by the same ``type=`` checks; the command line, parsed
+    after it, wins.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The first parse; ``args.command_parser`` is the command's
+        :class:`CommandParser` and ``args.config`` the TOML path.
+    argv : sequence of str
+        The command's own arguments (after its name).
+    fixed : dict, optional
+        Keys whose TOML value must equal the given value (e.g. ``figure``);
+        they are removed before the re-parse.
+
+    Raises
+    ------
+    ExperimentError
+        Unreadable TOML, unknown keys, a fixed key with another value.
+    """
+    parser = args.command_parser
+    values = dict(read_toml(args.config))
+    if fixed is None:
+        fixed = getattr(args, "config_fixed", None)
+    for key, expected in (fixed or {}).items():
+        if key in values:
+            value = values.pop(key)
+            if value != expected:
+                raise ExperimentError(f"{args.config}: {key} = {value!r} but the command is {expected!r}")
+    values.pop("config", None)
+    tokens = _config_tokens(parser, values, str(args.config))
+    return parser.parse_args([*tokens, *argv])
 
 
 def read_toml(path: str | os.PathLike) -> dict[str, Any]:
@@ -136,17 +456,58 @@ def seed_bands(curves: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np
     return np.flatnonzero(keep) + 1, mean, std
 
 
+#: Line styles and markers cycled over the curves of a panel, so that coinciding curves stay visible.
+LINE_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"))
+
+
 def plot_band(ax: Any, curves: Sequence[np.ndarray], *, label: str, color: str | None = None,
-              log: bool = False) -> None:
-    """Draw the mean over seeds and a shaded ±1 std band on a matplotlib axis."""
+              log: bool = False, style: int = 0, x: np.ndarray | None = None) -> None:
+    """Draw the mean over seeds and a shaded ±1 std band on a matplotlib axis.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    curves : sequence of ndarray of shape (T,)
+        One curve per seed (NaN where a round has no value).
+    label : str
+        Legend entry of the mean line.
+    color : str, optional
+    log : bool
+        Log-scale y axis (the band is clipped at 10⁻³ × mean).
+    style : int
+        Index into :data:`LINE_STYLES` (line style and marker, about 8 markers per curve).
+    x : ndarray of shape (T,), optional
+        Abscissae of the rounds (default: the 1-based round numbers).
+    """
     rounds, mean, std = seed_bands(curves)
-    line, = ax.plot(rounds, mean, label=label, color=color, lw=1.4)
+    xs = rounds if x is None else np.asarray(x, dtype=np.float64)[rounds - 1]
+    linestyle, marker = LINE_STYLES[style % len(LINE_STYLES)]
+    every = max(1, len(xs) // 8)
+    line, = ax.plot(xs, mean, label=label, color=color, lw=1.4, linestyle=linestyle, marker=marker,
+                    markevery=(min(style * max(1, every // 3), max(0, len(xs) - 1)), every), markersize=4,
+                    markerfacecolor="none")
     low, high = mean - std, mean + std
     if log:
         # A band below zero cannot be drawn on a log axis; clip it at a fraction of the mean.
         low = np.maximum(low, mean * 1e-3)
         ax.set_yscale("log")
-    ax.fill_between(rounds, low, high, color=line.get_color(), alpha=0.25, lw=0)
+    if len(curves) > 1:
+        ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, lw=0)
+
+
+def tidy_log_axis(ax: Any) -> None:
+    """On a log y axis spanning less than two decades, label the ticks as plain numbers (3.5, not 3.5×10⁰)."""
+    from matplotlib.ticker import LogLocator, ScalarFormatter
+
+    if ax.get_yscale() != "log":
+        return
+    low, high = ax.get_ylim()
+    if low > 0 and high / low < 100:
+        for formatter, setter in ((ScalarFormatter(), ax.yaxis.set_major_formatter),
+                                  (ScalarFormatter(), ax.yaxis.set_minor_formatter)):
+            formatter.set_scientific(False)
+            setter(formatter)
+        ax.yaxis.set_minor_locator(LogLocator(subs=(2, 3, 5, 7)))
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -156,3 +517,107 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- tuning on a grid
+def tune_on_grid(evaluate: Callable[[list[float]], list[float]], grid: Sequence[float], *, extend: int = 0,
+                 name: str = "beta", option: str = "--beta-grid",
+                 warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Pick the grid value of least score; warn at the grid's edge, optionally extend past it.
+
+    The grid is sorted; when the best value is its smallest (largest) entry,
+    the grid is extended geometrically past that edge, by the ratio of the
+    two edge entries (2 for a one-value grid), at most ``extend`` times, and
+    the new values are scored.  Ties go to the smaller value.
+
+    Parameters
+    ----------
+    evaluate : callable(list of float) -> list of float
+        Scores of several candidates (lower is better; ``inf`` for a
+        diverging run), in the same order.
+    grid : sequence of float > 0
+        Candidates.
+    extend : int
+        Maximum number of extensions past an edge (0: none).
+    name, option : str
+        The tuned quantity and the option holding its grid, for the warning.
+    warn : callable(str), optional
+        Receives the edge warning (default: no warning is emitted).
+
+    Returns
+    -------
+    dict
+        ``best`` (float), ``scores`` (``{repr(value): score}`` for every
+        value tried, ascending), ``grid`` (values tried, ascending),
+        ``extended`` (values added past an edge), ``at_edge`` (``"low"``,
+        ``"high"`` or None: where the best value sits at the end).
+    """
+    values = sorted({float(v) for v in grid})
+    if not values:
+        raise ValueError(f"Expected a non-empty grid for {option}")
+    scores = dict(zip(values, (float(s) for s in evaluate(values))))
+    extended: list[float] = []
+    while True:
+        ordered = sorted(scores)
+        best = min(ordered, key=lambda v: (scores[v], v))
+        edge = None
+        if np.isfinite(scores[best]):
+            if best == ordered[-1]:
+                edge = "high"  # also a one-value grid
+            elif best == ordered[0]:
+                edge = "low"
+        if edge is None or len(extended) >= extend:
+            break
+        if len(ordered) == 1:
+            ratio = 2.0
+        elif edge == "low":
+            ratio = ordered[1] / ordered[0]
+        else:
+            ratio = ordered[-1] / ordered[-2]
+        new = best / ratio if edge == "low" else best * ratio
+        extended.append(new)
+        scores[new] = float(evaluate([new])[0])
+    ordered = sorted(scores)
+    if edge is not None and warn is not None:
+        side = "smallest" if edge == "low" else "largest"
+        more = (f" after {len(extended)} extension(s)" if extended else "")
+        warn(f"the best {name} = {best:g} is the {side} value of its grid {[float(f'{v:g}') for v in ordered]}"
+             f"{more}; the optimum may lie outside it: widen {option}"
+             + ("" if extend else " or pass --extend-grid N"))
+    return {"best": best, "scores": {repr(v): scores[v] for v in ordered}, "grid": ordered,
+            "extended": extended, "at_edge": edge}
+
+
+# --------------------------------------------------------------------------- summary table
+def write_summary(out: str | os.PathLike, name: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], *,
+                  notes: str = "", extra: dict[str, Any] | None = None) -> tuple[str, list[Path]]:
+    """Write the summary table as ``<name>_summary.txt`` and ``<name>_summary.json``.
+
+    The JSON holds ``{"headers": [...], "rows": [{header: cell}], "notes": str, **extra}``.
+
+    Returns
+    -------
+    text : str
+        The table and the notes, as printed.
+    paths : list of Path
+        The two files.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = format_table(headers, rows) + (f"\n{notes}" if notes else "")
+    txt = out / f"{name}_summary.txt"
+    txt.write_text(text + "\n", encoding="utf-8")
+    payload = {"headers": list(headers), "rows": [dict(zip(headers, (_plain(c) for c in row))) for row in rows],
+               "notes": notes, **(extra or {})}
+    js = out / f"{name}_summary.json"
+    with open(js, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=1)
+    return text, [txt, js]
+
+
+def _plain(cell: Any) -> Any:
+    if isinstance(cell, (np.floating, np.integer)):
+        cell = cell.item()
+    if isinstance(cell, float) and not np.isfinite(cell):
+        return repr(cell)
+    return cell

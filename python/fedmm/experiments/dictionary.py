@@ -39,7 +39,25 @@ from fedmm.data import (
     split_homogeneous,
     synthetic_dictionary,
 )
-from fedmm.experiments._common import ExperimentError, format_table, plot_band, read_toml, run_tasks
+from fedmm.experiments._common import (
+    ExperimentError,
+    add_common_options,
+    add_deprecated_alias,
+    existing_file,
+    make_log,
+    nonneg_float,
+    nonneg_int,
+    plot_band,
+    positive_float,
+    positive_float_list,
+    positive_int,
+    resolve_progress,
+    run_tasks,
+    tidy_log_axis,
+    tune_on_grid,
+    write_summary,
+)
+from fedmm.history import History, RunSet
 
 __all__ = [
     "FIGURES",
@@ -64,17 +82,24 @@ SETTING_DEFAULTS: dict[str, dict[str, int]] = {
     "ratings": {"n_samples": 5000, "p": 500, "K": 50},
 }
 
-#: Column titles and, per algorithm, the History field plotted in them (paper's notation).
+#: Per column: title, y-axis label and, per algorithm, the History field plotted (paper's notation).
 _PANELS = {
     "fig1": (
-        ("objective (28)", {"FedMM": "objective", "ParameterAveraging": "objective"}),
-        (r"$\mathcal{E}^{p,s}$ (FedMM), $\mathcal{E}^{p}$ (naive)", {"FedMM": "E_ps", "ParameterAveraging": "E_p"}),
-        (r"$\mathcal{E}^{s}$ (FedMM), $\mathcal{E}^{s,p}$ (naive)", {"FedMM": "E_s", "ParameterAveraging": "E_sp"}),
+        ("objective", "objective of problem (28), lower is better",
+         {"FedMM": "objective", "ParameterAveraging": "objective"}),
+        ("parameter-space update", r"$\mathcal{E}^{p,s}$ (FedMM), $\mathcal{E}^{p}$ (ParameterAveraging)"
+         "\n" r"$= \|\Delta\theta\|^2/\gamma^2$",
+         {"FedMM": "E_ps", "ParameterAveraging": "E_p"}),
+        ("surrogate-space update", r"$\mathcal{E}^{s}$ (FedMM), $\mathcal{E}^{s,p}$ (ParameterAveraging)"
+         "\n" r"$= \|\Delta S\|^2/\gamma^2$",
+         {"FedMM": "E_s", "ParameterAveraging": "E_sp"}),
     ),
     "fig2": (
-        ("objective (28)", {"FedMM": "objective"}),
-        (r"parameter update $\mathcal{E}^{p,s}$", {"FedMM": "E_ps"}),
-        (r"surrogate update $\mathcal{E}^{s}$", {"FedMM": "E_s"}),
+        ("objective", "objective of problem (28), lower is better", {"FedMM": "objective"}),
+        ("parameter-space update", r"$\mathcal{E}^{p,s} = \|T(\hat S_{t+1}) - T(\hat S_t)\|^2/\gamma^2$",
+         {"FedMM": "E_ps"}),
+        ("surrogate-space update", r"$\mathcal{E}^{s} = \|\hat S_{t+1} - \hat S_t\|^2/\gamma^2$",
+         {"FedMM": "E_s"}),
     ),
 }
 
@@ -100,7 +125,9 @@ class DictionaryConfig:
     settings : tuple of str
         Rows of the figure, from :data:`SETTINGS`.
     seeds : int
-        Independent runs per curve (seeds ``0 .. seeds-1``).
+        Independent runs per curve (seeds ``first_seed .. first_seed + seeds - 1``).
+    first_seed : int
+        Seed of the first reported run.
     rounds : int
         Communication rounds ``T_max``.
     n_clients, active_clients : int
@@ -118,6 +145,9 @@ class DictionaryConfig:
         ``{variant name: β}``, or None to tune ``β`` on ``beta_grid``.
     beta_grid : tuple of float
         Candidates for the tuning, in ``[0.001, 0.05]`` as in the paper.
+    extend_grid : int
+        When the best ``β`` is at an edge of ``beta_grid``, extend the grid
+        geometrically past that edge at most this many times (0: only warn).
     tune_rounds, tune_seeds : int
         Length and number of the tuning runs (seeds ``10000 + k``, disjoint
         from the reported runs); a candidate's score is the mean objective
@@ -137,6 +167,7 @@ class DictionaryConfig:
     figure: str = "fig1"
     settings: tuple[str, ...] = ("homogeneous", "heterogeneous", "patches")
     seeds: int = 10
+    first_seed: int = 0
     rounds: int = 300
     n_clients: int = 20
     active_clients: int = 10
@@ -147,6 +178,7 @@ class DictionaryConfig:
     alpha: float = 0.01
     beta: Any = None
     beta_grid: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
+    extend_grid: int = 0
     tune_rounds: int = 50
     tune_seeds: int = 1
     objective_every: int = 1
@@ -176,6 +208,8 @@ class DictionaryConfig:
                 raise ValueError(f"Expected settings among {SETTINGS}, got {s!r}")
         c.settings = tuple(dict.fromkeys(settings))
         c.seeds = check_int(c.seeds, "seeds", low=1)
+        c.first_seed = check_int(c.first_seed, "first_seed", low=0)
+        c.extend_grid = check_int(c.extend_grid, "extend_grid", low=0)
         c.rounds = check_int(c.rounds, "rounds", low=1)
         c.n_clients = check_int(c.n_clients, "n_clients", low=1)
         c.active_clients = check_int(c.active_clients, "active_clients", low=1, high=c.n_clients)
@@ -338,10 +372,10 @@ def _run_task(task: _Task, tick: Callable[[int], None]) -> dict:
         # A diverging run (e.g. non-finite iterates caught by a kernel's input check) is a result,
         # not a crash of the whole figure: keep the failure and where it happened.
         tick(task.rounds - done[0])
-        return {"algorithm": variant.algorithm, "records": [],
-                "config": {"seed": task.seed, "setting": task.setting, "variant": variant.name,
-                           "beta": task.beta, "failed_round": done[0],
-                           "failure": f"{type(exc).__name__}: {exc}"}}
+        failed = History(variant.algorithm, {"seed": task.seed, "setting": task.setting, "variant": variant.name,
+                                             "beta": task.beta, "failed_round": done[0],
+                                             "failure": f"{type(exc).__name__}: {exc}"})
+        return failed.to_dict()
     history.config.update(setting=task.setting, variant=variant.name, beta=task.beta)
     return history.to_dict()
 
@@ -371,13 +405,28 @@ def _column(history: dict, name: str, length: int | None = None) -> np.ndarray:
 
 # --------------------------------------------------------------------------- the command
 def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, *,
-                          progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
+                          progress: bool = True, log: Callable[[str], None] = print,
+                          warn: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Tune ``β``, run every curve over the seeds, write JSON, PNG and the summary table.
 
-    Writes, in ``out_dir``: ``<figure>_<setting>.json`` (config, data
-    description, tuning scores, chosen ``β``, every run's
-    :class:`fedmm.History`), ``<figure>.png`` (one row per setting, mean ± 1
-    std bands over seeds) and ``<figure>_summary.txt``.
+    Writes, in ``out_dir``: ``<figure>_<setting>.json`` (a
+    :class:`fedmm.RunSet`: one :class:`fedmm.History` per curve and seed,
+    named ``"<curve>/seed=<s>"``, and as metadata the config, the data
+    description, the tuning scores and the chosen ``β``; read it with
+    :func:`fedmm.load`), ``<figure>.png`` (one row per setting, mean ± 1 std
+    bands over seeds) and ``<figure>_summary.txt`` / ``.json``.
+
+    Parameters
+    ----------
+    config : DictionaryConfig
+    out_dir : path-like
+        Created if missing.
+    progress : bool
+        Progress bars on stderr.
+    log : callable(str)
+        Receives the progress messages (data descriptions).
+    warn : callable(str), optional
+        Receives warnings (a tuned ``β`` at the edge of its grid).
 
     Returns
     -------
@@ -402,36 +451,35 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
 
     # 1. β tuning on separate seeds (only for the curves without a fixed β).
     tune_every = max(1, config.tune_rounds // 10)
-    tune_keys, tune_tasks = [], []
-    for setting in config.settings:
-        for variant in variants:
-            if config.beta_for(variant.name) is None:
-                for beta in config.beta_grid:
-                    for k in range(config.tune_seeds):
-                        tune_keys.append((setting, variant.name, beta))
-                        tune_tasks.append(make_task(setting, variant, beta, 10_000 + k, config.tune_rounds,
-                                                    tune_every))
-    scores: dict[tuple[str, str], dict[float, list[float]]] = {}
-    if tune_tasks:
-        tuned = run_tasks(_run_task, tune_tasks, jobs=config.jobs, total=len(tune_tasks) * config.tune_rounds,
-                          desc=f"{config.figure}: tuning beta", progress=progress)
-        for (setting, name, beta), history in zip(tune_keys, tuned):
-            scores.setdefault((setting, name), {}).setdefault(beta, []).append(_tail_objective(history))
     chosen: dict[tuple[str, str], float] = {}
+    tuning: dict[tuple[str, str], dict[str, Any]] = {}
     for setting in config.settings:
         for variant in variants:
             fixed = config.beta_for(variant.name)
             if fixed is not None:
                 chosen[(setting, variant.name)] = fixed
-            else:
-                table = {b: float(np.mean(v)) for b, v in scores[(setting, variant.name)].items()}
-                chosen[(setting, variant.name)] = min(table, key=lambda b: (table[b], b))
+                continue
 
-    # 2. The reported runs: seeds 0 .. seeds-1 for every curve.
+            def evaluate(betas: list[float], setting: str = setting, variant: Variant = variant) -> list[float]:
+                tasks = [make_task(setting, variant, beta, 10_000 + k, config.tune_rounds, tune_every)
+                         for beta in betas for k in range(config.tune_seeds)]
+                tuned = run_tasks(_run_task, tasks, jobs=config.jobs, total=len(tasks) * config.tune_rounds,
+                                  desc=f"{config.figure} {setting} {variant.name}: tuning beta", progress=progress)
+                scores = [_tail_objective(h) for h in tuned]
+                return [float(np.mean(scores[i * config.tune_seeds:(i + 1) * config.tune_seeds]))
+                        for i in range(len(betas))]
+
+            tuning[(setting, variant.name)] = found = tune_on_grid(
+                evaluate, config.beta_grid, extend=config.extend_grid, name=f"beta of {variant.name} ({setting})",
+                option="--beta-grid", warn=warn)
+            chosen[(setting, variant.name)] = found["best"]
+
+    # 2. The reported runs: seeds first_seed .. first_seed + seeds - 1 for every curve.
+    seeds = range(config.first_seed, config.first_seed + config.seeds)
     keys, tasks = [], []
     for setting in config.settings:
         for variant in variants:
-            for seed in range(config.seeds):
+            for seed in seeds:
                 keys.append((setting, variant.name))
                 tasks.append(make_task(setting, variant, chosen[(setting, variant.name)], seed, config.rounds,
                                        config.objective_every))
@@ -452,16 +500,17 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
             "config": _jsonable_config(config),
             "algorithm": {v.name: v.algorithm for v in variants},
             "beta": {v.name: chosen[(setting, v.name)] for v in variants},
-            "tuning": {
-                v.name: {repr(b): float(np.mean(s)) for b, s in scores.get((setting, v.name), {}).items()}
-                for v in variants
-            },
+            "tuning": {v.name: tuning[(setting, v.name)]["scores"] for v in variants if (setting, v.name) in tuning},
+            "beta_at_grid_edge": {v.name: tuning[(setting, v.name)]["at_edge"]
+                                  for v in variants if (setting, v.name) in tuning},
             "runs": {v.name: runs[(setting, v.name)] for v in variants},
         }
         results[setting] = result
         path = out / f"{config.figure}_{setting}.json"
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(result, handle)
+        run_set = RunSet({f"{v.name}/seed={h['config']['seed']}": History.from_dict(h)
+                          for v in variants for h in result["runs"][v.name]},
+                         metadata={k: val for k, val in result.items() if k != "runs"})
+        run_set.save(path)
         files.append(path)
         rows.extend(_summary_rows(config.figure, setting, result))
     png = out / f"{config.figure}.png"
@@ -469,12 +518,12 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
     files.append(png)
     headers = ["setting", "curve", "beta", "runs ok", "objective t=0", "objective t=T",
                "E^s | E^s,p (tail)", "E^p,s | E^p (tail)", "s/run"]
-    summary = format_table(headers, rows)
-    summary += (f"\n(mean ± std over {config.seeds} seeds; 'tail' = mean over the last 10% of "
-                f"{config.rounds} rounds; total {time.perf_counter() - started:.0f} s)")
-    summary_path = out / f"{config.figure}_summary.txt"
-    summary_path.write_text(summary + "\n", encoding="utf-8")
-    files.append(summary_path)
+    notes = (f"(mean ± std over {config.seeds} seeds; 'tail' = mean over the last 10% of {config.rounds} rounds; "
+             f"beta: 'tuned' = best of the grid by the mean objective over the last quarter of "
+             f"{config.tune_rounds} tuning rounds, 'edge' = at the edge of its grid; "
+             f"total {time.perf_counter() - started:.0f} s)")
+    summary, summary_files = write_summary(out, config.figure, headers, rows, notes=notes)
+    files.extend(summary_files)
     return {"summary": summary, "files": [str(f) for f in files], "results": results}
 
 
@@ -502,8 +551,12 @@ def _summary_rows(figure: str, setting: str, result: dict) -> list[list[str]]:
         ok = [h for h in histories if "failure" not in h["config"]]
         failed = [h["config"]["failed_round"] for h in histories if "failure" in h["config"]]
         status = f"{len(ok)}/{len(histories)}" + (f" (failed at rounds {failed})" if failed else "")
+        beta = f"{result['beta'][name]:g}"
+        if name in result.get("tuning", {}):
+            edge = result.get("beta_at_grid_edge", {}).get(name)
+            beta += " (tuned" + (f", {edge} edge of grid)" if edge else ")")
         if not ok:
-            rows.append([setting, name, f"{result['beta'][name]:g}", status] + ["-"] * 5)
+            rows.append([setting, name, beta, status] + ["-"] * 5)
             continue
 
         def tail_mean(field: str) -> list[float]:
@@ -520,14 +573,19 @@ def _summary_rows(figure: str, setting: str, result: dict) -> list[list[str]]:
 
         initial = [h["config"].get("initial_objective", np.nan) for h in ok]
         seconds = [h["records"][-1].get("wall_time", np.nan) for h in ok]
-        rows.append([setting, name, f"{result['beta'][name]:g}", status, _mean_std(initial),
-                     _mean_std(final("objective")), _mean_std(tail_mean(panels[2][1][algorithm])),
-                     _mean_std(tail_mean(panels[1][1][algorithm])), f"{np.mean(seconds):.2f}"])
+        rows.append([setting, name, beta, status, _mean_std(initial),
+                     _mean_std(final("objective")), _mean_std(tail_mean(panels[2][2][algorithm])),
+                     _mean_std(tail_mean(panels[1][2][algorithm])), f"{np.mean(seconds):.2f}"])
     return rows
 
 
 def plot_figure(figure: str, results: dict[str, dict], path: str | os.PathLike) -> None:
-    """The paper's figure layout: one row per setting; objective, E^p-type and E^s-type columns."""
+    """The paper's figure layout: one row per setting; objective, E^p-type and E^s-type columns.
+
+    Every panel has a title naming its setting, y labels in words, log
+    scales, a legend, and distinct line styles and markers per curve; the
+    caption under the figure says what the lines and bands are.
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -535,118 +593,143 @@ def plot_figure(figure: str, results: dict[str, dict], path: str | os.PathLike) 
 
     panels = _PANELS[figure]
     settings = list(results)
-    fig, axes = plt.subplots(len(settings), 3, figsize=(13.5, 3.3 * len(settings)), squeeze=False)
+    fig, axes = plt.subplots(len(settings), 3, figsize=(15, 3.9 * len(settings) + 0.6), squeeze=False)
+    n_seeds = 0
     for row, setting in enumerate(settings):
         result = results[setting]
-        for col, (title, fields) in enumerate(panels):
+        for col, (title, ylabel, fields) in enumerate(panels):
             ax = axes[row, col]
-            for name, histories in result["runs"].items():
+            for style, (name, histories) in enumerate(result["runs"].items()):
                 label = f"{name} (β={result['beta'][name]:g})"
                 field = fields[result["algorithm"][name]]
                 curves = [_column(h, field, result["config"]["rounds"]) for h in histories]
-                plot_band(ax, curves, label=label, log=col > 0)
-            ax.set_title(title if row == 0 else "", fontsize=10)
+                n_seeds = max(n_seeds, len(curves))
+                plot_band(ax, curves, label=label, log=True, style=style)
+            ax.set_title(f"{setting}: {title}", fontsize=10)
             ax.set_xlabel("communication round t")
-            ax.grid(alpha=0.3)
-            if col == 0:
-                ax.set_ylabel(setting)
-                ax.legend(fontsize=8)
-    fig.suptitle({"fig1": "Impact of the aggregation space (FedMM paper, Figure 1)",
-                  "fig2": "Impact of the control variates (FedMM paper, Figure 2)"}[figure])
-    fig.tight_layout()
+            ax.set_ylabel(ylabel, fontsize=9)
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=8)
+            tidy_log_axis(ax)
+    fig.suptitle({"fig1": "Impact of the aggregation space: FedMM vs ParameterAveraging (FedMM paper, Figure 1)",
+                  "fig2": "Impact of the control variates: FedMM with α = 0 vs α > 0 (FedMM paper, Figure 2)"}[figure])
+    band = "shaded band: ± 1 standard deviation over the seeds" if n_seeds > 1 else "one seed, no band"
+    fig.text(0.5, 0.005, f"Lines: mean over {n_seeds} seed(s); {band}. Log-scale y axes; "
+             "markers only distinguish the curves.", ha="center", va="bottom", fontsize=9)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 # --------------------------------------------------------------------------- command line
-_OPTION_KEYS = ("settings", "seeds", "rounds", "jobs", "beta", "beta_grid", "tune_rounds", "tune_seeds",
-                "objective_every", "data_seed", "p", "K", "n_samples", "ratings_path", "n_clients",
-                "active_clients", "batch_size", "alpha")
+#: Options of fig1/fig2 whose destination is a :class:`DictionaryConfig` field (also the TOML keys).
+_OPTION_KEYS = ("settings", "seeds", "first_seed", "rounds", "jobs", "beta", "beta_grid", "extend_grid",
+                "tune_rounds", "tune_seeds", "objective_every", "data_seed", "p", "K", "n_samples", "ratings_path",
+                "n_clients", "active_clients", "batch_size", "bits", "alpha", "lam", "eta")
 
 
 def add_dictionary_parser(subparsers: Any) -> None:
     """Register ``fedmm experiment fig1`` and ``fedmm experiment fig2``."""
     helps = {
-        "fig1": "FedMM paper Figure 1: FedMM vs parameter averaging (objective, E^p/E^{p,s}, E^s/E^{s,p})",
+        "fig1": "FedMM paper Figure 1: FedMM vs ParameterAveraging (objective, E^p/E^{p,s}, E^s/E^{s,p})",
         "fig2": "FedMM paper Figure 2: control variates alpha=0 vs alpha=0.01, full local batches",
     }
+    d = DictionaryConfig()
     for figure in FIGURES:
         parser = subparsers.add_parser(figure, help=helps[figure], description=helps[figure] + ". "
                                        "Options given here override the --config file, which overrides "
                                        "the paper's defaults.")
-        parser.add_argument("--setting", dest="settings", nargs="+", choices=SETTINGS, default=None,
+        add_common_options(parser, name=figure, seeds=d.seeds, rounds=d.rounds)
+        parser.add_argument("--setting", dest="settings", nargs="+", choices=SETTINGS, default=list(d.settings),
                             metavar="SETTING",
                             help=f"data settings, rows of the figure, among {', '.join(SETTINGS)} "
-                            "(default: homogeneous heterogeneous patches)")
-        parser.add_argument("--seeds", metavar="N", type=int, default=None, help="independent runs per curve (default 10)")
-        parser.add_argument("--rounds", metavar="R", type=int, default=None, help="communication rounds (default 300)")
-        parser.add_argument("--out", metavar="DIR", default=None, help="output directory for JSON, PNG and summary (required)")
-        parser.add_argument("--jobs", metavar="J", type=int, default=None, help="worker processes for seeds in parallel")
-        parser.add_argument("--config", metavar="FILE.toml", default=None, help="TOML file with any of the options (see examples/)")
-        parser.add_argument("--beta", metavar="BETA", type=float, default=None,
-                            help="fixed step parameter beta of gamma_t = beta/sqrt(beta+t) (default: tuned)")
-        parser.add_argument("--beta-grid", metavar="B1,B2,...", type=_float_list, default=None,
-                            help="comma-separated tuning grid (default 0.001,0.002,0.005,0.01,0.02,0.05)")
-        parser.add_argument("--tune-rounds", metavar="R", type=int, default=None, help="rounds of each tuning run (default 50)")
-        parser.add_argument("--tune-seeds", metavar="N", type=int, default=None, help="seeds per tuning candidate (default 1)")
-        parser.add_argument("--objective-every", metavar="K", type=int, default=None,
-                            help="evaluate the objective every k rounds (default 1)")
-        parser.add_argument("--data-seed", metavar="SEED", type=int, default=None, help="seed of the data set (default 0)")
-        parser.add_argument("--p", metavar="P", type=int, default=None, help="synthetic dimension (default 20)")
-        parser.add_argument("--K", metavar="K", type=int, default=None, help="number of atoms (default 15; 50 for MovieLens ratings)")
-        parser.add_argument("--n-samples", metavar="N", type=int, default=None, help="total number of samples")
-        parser.add_argument("--ratings", metavar="FILE", dest="ratings_path", default=None,
-                            help="MovieLens ratings.dat for the 'ratings' setting")
-        parser.add_argument("--n-clients", metavar="N", type=int, default=None, help="number of clients (default 20)")
-        parser.add_argument("--active-clients", metavar="M", type=int, default=None, help="active clients per round (default 10)")
-        parser.add_argument("--batch-size", metavar="B", type=int, default=None, help="local minibatch of Figure 1 (default 50)")
-        parser.add_argument("--alpha", metavar="ALPHA", type=float, default=None, help="control-variate step (default 0.01)")
-        parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-        parser.set_defaults(func=_command, figure=figure)
-
-
-def _float_list(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        import argparse
-
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+                            "(default: %(default)s)")
+        parser.add_argument("--beta", metavar="BETA", type=positive_float, default=None,
+                            help="fixed step parameter beta of gamma_t = beta/sqrt(beta+t) for every curve "
+                            "(default: tuned on --beta-grid)")
+        parser.add_argument("--beta-grid", metavar="B", nargs="+", type=positive_float_list,
+                            default=list(d.beta_grid),
+                            help="tuning grid of beta, space- or comma-separated (default: %(default)s)")
+        parser.add_argument("--extend-grid", metavar="N", type=nonneg_int, default=d.extend_grid,
+                            help="when the best beta is at an edge of the grid, extend the grid past that edge "
+                            "(by the ratio of its two edge values) at most N times (default: %(default)s: "
+                            "only warn)")
+        parser.add_argument("--tune-rounds", metavar="N", type=positive_int, default=d.tune_rounds,
+                            help="rounds of each tuning run (default: %(default)s)")
+        parser.add_argument("--tune-seeds", metavar="N", type=positive_int, default=d.tune_seeds,
+                            help="seeds per tuning candidate, 10000.. (default: %(default)s)")
+        parser.add_argument("--objective-every", metavar="N", type=positive_int, default=d.objective_every,
+                            help="evaluate the objective every N rounds (default: %(default)s)")
+        parser.add_argument("--data-seed", metavar="SEED", type=nonneg_int, default=d.data_seed,
+                            help="seed of the data set (default: %(default)s)")
+        parser.add_argument("--p", metavar="P", type=positive_int, default=None,
+                            help="dimension of the synthetic signals (default: 20; 64 for patches)")
+        parser.add_argument("--K", metavar="K", type=positive_int, default=None,
+                            help="number of atoms (default: 15; 50 for MovieLens ratings)")
+        parser.add_argument("--samples", dest="n_samples", metavar="N", type=positive_int, default=None,
+                            help="total number of samples (default: 250 homogeneous, 5000 otherwise)")
+        parser.add_argument("--ratings", metavar="FILE", dest="ratings_path", type=existing_file, default=None,
+                            help="MovieLens ratings.dat for the 'ratings' setting (default: none)")
+        parser.add_argument("--clients", dest="n_clients", metavar="N", type=positive_int, default=d.n_clients,
+                            help="number of clients (default: %(default)s)")
+        parser.add_argument("--active-clients", metavar="M", type=positive_int, default=d.active_clients,
+                            help="active clients per round, at most --clients (default: %(default)s)")
+        parser.add_argument("--batch-size", metavar="B", type=positive_int, default=d.batch_size,
+                            help="local minibatch of Figure 1 (default: %(default)s)")
+        parser.add_argument("--bits", metavar="B", type=positive_int, default=d.bits,
+                            help="bits per coordinate of Figure 1's stochastic rounding, 2..32 (default: %(default)s)")
+        parser.add_argument("--alpha", metavar="ALPHA", type=nonneg_float, default=d.alpha,
+                            help="control-variate step (default: %(default)s)")
+        parser.add_argument("--lam", metavar="LAMBDA", type=nonneg_float, default=d.lam,
+                            help="l1 weight lambda of problem (28) (default: %(default)s)")
+        parser.add_argument("--eta", metavar="ETA", type=nonneg_float, default=d.eta,
+                            help="ridge weight eta of problem (28) (default: %(default)s)")
+        add_deprecated_alias(parser, "--n-clients", dest="n_clients", replacement="--clients", type=positive_int)
+        add_deprecated_alias(parser, "--n-samples", dest="n_samples", replacement="--samples", type=positive_int)
+        parser.set_defaults(func=_command, figure=figure, config_fixed={"figure": figure})
 
 
 def config_from_args(args: Any) -> tuple[DictionaryConfig, str]:
-    """Merge defaults < ``--config`` TOML < command-line options; returns (config, out_dir)."""
-    values: dict[str, Any] = {}
-    out_dir = None
-    if args.config is not None:
-        values = dict(read_toml(args.config))
-        out_dir = values.pop("out", None)
-        if values.get("figure", args.figure) != args.figure:
-            raise ExperimentError(f"{args.config}: figure = {values['figure']!r} but the command is {args.figure!r}")
-        values.pop("figure", None)
-        values = {("settings" if k == "setting" else k): v for k, v in values.items()}
-    for key in _OPTION_KEYS:
-        value = getattr(args, key, None)
-        if value is not None:
-            values[key] = value
-    if args.out is not None:
-        out_dir = args.out
-    if out_dir is None:
-        raise ExperimentError("an output directory is required: --out DIR (or 'out' in the config file)")
-    config = DictionaryConfig.from_mapping({"figure": args.figure, **values},
-                                           source=args.config or "options")
-    return config.validated(), str(out_dir)
+    """The :class:`DictionaryConfig` and output directory of parsed ``fig1``/``fig2`` options.
+
+    ``args`` is the namespace of a parse in which ``--config`` was already
+    applied (:func:`fedmm.experiments._common.apply_config`, done by
+    :func:`fedmm.cli.main`).
+
+    Raises
+    ------
+    ExperimentError
+        A value that is wrong only together with another one, naming the option.
+    """
+    values = {key: getattr(args, key) for key in _OPTION_KEYS if getattr(args, key, None) is not None}
+    if "beta_grid" in values:
+        values["beta_grid"] = tuple(b for part in values["beta_grid"]
+                                    for b in (part if isinstance(part, tuple) else (part,)))
+    if args.active_clients > args.n_clients:
+        raise ExperimentError(f"expected at most --clients = {args.n_clients} active clients, "
+                              f"got {args.active_clients}", option="--active-clients")
+    if not 2 <= args.bits <= 32:
+        raise ExperimentError(f"expected 2..32 bits, got {args.bits}", option="--bits")
+    if "ratings" in args.settings and args.ratings_path is None:
+        raise ExperimentError("the 'ratings' setting needs a MovieLens ratings.dat file (--ratings FILE); "
+                              "MovieLens 1M cannot be downloaded here — use the 'patches' setting for a bundled "
+                              "real-data stand-in", option="--setting")
+    samples = args.n_samples
+    if samples is not None and samples < args.n_clients:
+        raise ExperimentError(f"expected at least --clients = {args.n_clients} samples, got {samples}",
+                              option="--samples")
+    config = DictionaryConfig.from_mapping({"figure": args.figure, **values}, source="options")
+    return config.validated(), str(args.out)
 
 
 def _command(args: Any) -> int:
     import sys
 
-    try:
-        config, out_dir = config_from_args(args)
-    except ExperimentError as exc:
-        print(f"fedmm experiment {args.figure}: error: {exc}", file=sys.stderr)
-        return 2
-    result = run_dictionary_figure(config, out_dir, progress=not args.no_progress)
-    print(result["summary"])
-    print("wrote " + ", ".join(result["files"]))
+    config, out_dir = config_from_args(args)
+    prog = f"fedmm experiment {args.figure}"
+    result = run_dictionary_figure(config, out_dir, progress=resolve_progress(args), log=make_log(args),
+                                   warn=lambda text: print(f"{prog}: warning: {text}", file=sys.stderr))
+    log = make_log(args)
+    log(result["summary"])
+    log("wrote " + ", ".join(result["files"]))
     return 0

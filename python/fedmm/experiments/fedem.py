@@ -39,12 +39,27 @@ a SPIDER refresh ``N_i``.
 """
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+import sys
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from fedmm._validation import check_int, check_real
+from fedmm.experiments._common import (
+    add_common_options,
+    add_deprecated_alias,
+    make_log,
+    positive_float,
+    positive_int,
+    resolve_progress,
+    run_tasks,
+    seed_list,
+    tidy_log_axis,
+    write_summary,
+)
+from fedmm.history import History, RunSet
 
 __all__ = [
     "Fig1Config",
@@ -57,6 +72,8 @@ __all__ = [
     "run_fedmissem",
     "epochs_per_round",
     "add_fedem_parser",
+    "write_result",
+    "write_results",
 ]
 
 FIG1_WEIGHTS = (0.35, 0.65)
@@ -78,6 +95,7 @@ class Fig1Config:
     vr_batch_size: int = 5
     k_in: int = 20
     epochs: float = 50.0
+    rounds: int | None = None  # overrides the rounds derived from ``epochs``
     monitor_every: int = 1
     projection: str | None = None
     seed: int = 0
@@ -98,6 +116,7 @@ class DigitsConfig:
     vr_batch_size: int = 5
     k_in: int = 20
     epochs: float = 100.0
+    rounds: int | None = None  # overrides the rounds derived from ``epochs``
     monitor_every: int = 5
     reg_covar: float = 1e-6
     projection: str | None = "euclidean"
@@ -121,6 +140,7 @@ class MissConfig:
     block_size: int = 4
     batch_size: int = 5
     epochs: float = 40.0
+    rounds: int | None = None  # overrides the rounds derived from ``epochs``
     monitor_every: int = 5
     projection: str | None = "euclidean"
     reference_iters: int = 100  # iterations of the centralized (full-batch) EM reference
@@ -208,6 +228,9 @@ def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, m
     from fedmm.algorithms import Cadence, FedMM
     from fedmm.compression import BlockQuantizer, Identity
 
+    n_rounds = check_int(n_rounds, "rounds", low=1)
+    monitor_every = check_int(monitor_every, "monitor_every", low=1)
+    check_real(step, "step", low=0.0, low_open=True)
     compressor = Identity() if block_size is None else BlockQuantizer(block_size=block_size, norm=2)
     algo = FedMM(model, participation_prob=participation, compressor=compressor, alpha=alpha, step=step,
                  batch_size=batch_size, oracle=oracle, k_in=k_in, projection=projection)
@@ -227,6 +250,15 @@ def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, m
     h0 = float(np.sum(_mean_field(model, datas, mu, init) ** 2))
     history = algo.run(datas, n_rounds, seed=seed, init=init, callback=callback)
     epochs = np.cumsum(epochs_per_round(history, sizes, oracle if batch_size else "full", batch_size, k_in))
+    # The monitored quantities go into the History too, so that the run's JSON is self-contained.
+    history.config.update(h2_initial=h0, oracle=oracle, batch_size=batch_size, k_in=k_in, step=step)
+    for record, e in zip(history.records, epochs):
+        record["epochs"] = float(e)
+    for k, (t, h2) in enumerate(zip(monitored["round"], monitored["h2"])):
+        history.records[t - 1]["h2"] = h2
+        if extra_monitor is not None:
+            extra = monitored["extra"][k]
+            history.records[t - 1].update(extra if isinstance(extra, dict) else {"extra": extra})
     return {
         "algorithm": "VR-FedEM" if oracle == "spider" else "FedEM",
         "n_rounds": n_rounds,
@@ -259,16 +291,20 @@ def _tail_stats(run: dict[str, Any], fraction: float = 0.5) -> dict[str, float]:
 def _fedem_and_vr_fedem(model: Any, datas: Sequence[Any], S0: np.ndarray, cfg: Any) -> dict[str, Any]:
     """FedEM (minibatch oracle) and VR-FedEM (SPIDER oracle) on the same clients, start and epoch budget.
 
-    ``cfg`` is a :class:`Fig1Config` or :class:`DigitsConfig` (same field names).
+    ``cfg`` is a :class:`Fig1Config` or :class:`DigitsConfig` (same field names).  The monitor
+    records the mixture weights and the mean log-likelihood per example of all the data.
     """
     sizes = [d.shape[0] for d in datas]
+    Y = np.concatenate(datas)
     common = dict(init=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
                   step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
-                  extra_monitor=lambda S, theta: theta.weights.tolist())
+                  extra_monitor=lambda S, theta: {"weights": theta.weights.tolist(),
+                                                  "log_likelihood": -float(model.objective(Y, theta))})
     runs = {}
+    check_real(cfg.epochs, "epochs", low=0.0, low_open=True)
     for name, oracle, b, k_in in (("FedEM", "minibatch", cfg.batch_size, None),
                                   ("VR-FedEM", "spider", cfg.vr_batch_size, cfg.k_in)):
-        n_rounds = _expected_rounds(cfg.epochs, sizes, cfg.participation, oracle, b, k_in)
+        n_rounds = cfg.rounds or _expected_rounds(cfg.epochs, sizes, cfg.participation, oracle, b, k_in)
         runs[name] = _run(model, datas, n_rounds=n_rounds, oracle=oracle, batch_size=b, k_in=k_in, **common)
     return runs
 
@@ -304,13 +340,13 @@ def run_digits(cfg: DigitsConfig | None = None) -> dict[str, Any]:
     Y = np.concatenate(datas)
     runs = _fedem_and_vr_fedem(model, datas, S0, cfg)
     for run in runs.values():
-        run["final_log_likelihood"] = -model.objective(Y, model.T(np.asarray(run["final_S"])))
+        run["final_log_likelihood"] = -float(model.objective(Y, model.T(np.asarray(run["final_S"]))))
     sk = SkGaussianMixture(cfg.n_components, covariance_type="tied", reg_covar=cfg.reg_covar,
                            random_state=cfg.seed, max_iter=500).fit(Y)
     return {
         "experiment": "fedem-digits",
         "config": asdict(cfg),
-        "initial_log_likelihood": -model.objective(Y, model.T(S0)),
+        "initial_log_likelihood": -float(model.objective(Y, model.T(S0))),
         "sklearn_em_log_likelihood": float(sk.score(Y)),
         "runs": runs,
         "summary": {name: {**_tail_stats(run), "final_log_likelihood": run["final_log_likelihood"]}
@@ -339,7 +375,8 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
                 "rmse_mean": model.reconstruction_error(theta, true_mean, masks)}
 
     sizes = [model.n_samples(d) for d in datas]
-    n_rounds = _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", cfg.batch_size, None)
+    check_real(cfg.epochs, "epochs", low=0.0, low_open=True)
+    n_rounds = cfg.rounds or _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", cfg.batch_size, None)
     run = _run(model, datas, init=S0, n_rounds=n_rounds, monitor_every=cfg.monitor_every, seed=cfg.seed,
                oracle="minibatch", batch_size=cfg.batch_size, k_in=None, participation=cfg.participation,
                step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
@@ -366,116 +403,238 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- output
-def _to_json(result: dict[str, Any]) -> dict[str, Any]:
-    out = dict(result)
-    out["runs"] = {k: _strip(v) for k, v in result["runs"].items()}
+_SCALARS = ("algorithm", "n_rounds", "h2_initial", "bytes_up", "wall_time", "final_log_likelihood")
+
+
+def _metadata(result: dict[str, Any]) -> dict[str, Any]:
+    """Everything of a result but the per-round arrays (those are in the Histories)."""
+    out = {k: v for k, v in result.items() if k != "runs"}
+    out["runs"] = {name: {k: run[k] for k in _SCALARS if k in run} for name, run in result["runs"].items()}
+    if "fedmissem" in out:
+        out["fedmissem"] = {k: v for k, v in out["fedmissem"].items() if not k.startswith("trajectory")}
     return out
 
 
+def run_set(results: Sequence[dict[str, Any]]) -> RunSet:
+    """The runs of one experiment over seeds as a :class:`fedmm.RunSet`.
+
+    Runs are named ``"<algorithm>/seed=<s>"``; each :class:`fedmm.History`
+    holds per round ``epochs`` and, every ``monitor_every`` rounds, ``h2``
+    (``‖h(Ŝ)‖²``) with ``weights`` and ``log_likelihood`` (GMMs) or
+    ``rmse_hidden`` and ``rmse_mean`` (FedMissEM).  The metadata holds
+    ``experiment``, ``seeds`` and per seed the result without its arrays
+    (config, references, summaries).
+    """
+    runs = {f"{name}/seed={r['config']['seed']}": run["history"]
+            for r in results for name, run in r["runs"].items()}
+    return RunSet(runs, metadata={"experiment": results[0]["experiment"],
+                                  "seeds": [r["config"]["seed"] for r in results],
+                                  "results": [_metadata(r) for r in results]})
+
+
+def _summary(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]], str]:
+    kind = results[0]["experiment"]
+    if kind == "fedmissem":
+        headers = ["seed", "method", "RMSE vs hidden values", "RMSE vs true means", "rounds", "MB up"]
+        rows = []
+        for r in results:
+            run = r["runs"]["FedMissEM"]
+            rows.append([r["config"]["seed"], "FedMissEM", f"{r['fedmissem']['rmse_hidden']:.4f}",
+                         f"{r['fedmissem']['rmse_mean']:.4f}", run["n_rounds"], f"{run['bytes_up'] / 1e6:.3f}"])
+            for key, label in (("centralized_em", "centralized EM"), ("mean_imputation", "mean imputation")):
+                rows.append([r["config"]["seed"], label, f"{r[key]['rmse_hidden']:.4f}",
+                             f"{r[key]['rmse_mean']:.4f}", "-", "-"])
+        notes = (f"(RMSE over the missing entries; missing fraction {results[0]['missing_fraction']:.2f}; "
+                 "centralized EM: full-batch EM on all clients' data)")
+        return headers, rows, notes
+    headers = ["seed", "algorithm", "rounds", "epochs", "var ‖H‖² (last half)", "last ‖h(Ŝ)‖²", "MB up", "s/run"]
+    if kind == "fedem-digits":
+        headers.insert(6, "final log-lik.")
+    rows = []
+    for r in results:
+        for name, run in r["runs"].items():
+            s = r["summary"][name]
+            row = [r["config"]["seed"], name, run["n_rounds"], f"{run['epochs'][-1]:.1f}", f"{s['H2_var']:.3e}",
+                   f"{s['h2_last']:.3e}", f"{run['bytes_up'] / 1e6:.3f}", f"{run['wall_time']:.2f}"]
+            if kind == "fedem-digits":
+                row.insert(6, f"{run['final_log_likelihood']:.4f}")
+            rows.append(row)
+    notes = "(‖H_k‖² = ‖Ŝ_{k+1} − Ŝ_k‖²/γ², ‖h(Ŝ)‖² the mean field at the last monitored round)"
+    if kind == "fedem-digits":
+        notes += (f"\n(mean log-likelihood per example: start {results[0]['initial_log_likelihood']:.4f}, "
+                  f"scikit-learn EM {results[0]['sklearn_em_log_likelihood']:.4f}, seed {results[0]['config']['seed']})")
+    return headers, rows, notes
+
+
+def write_results(results: Sequence[dict[str, Any]], out_dir: str | os.PathLike, name: str) -> tuple[str, list[str]]:
+    """Write ``<name>.json`` (a :class:`fedmm.RunSet`), ``<name>.png`` and ``<name>_summary.txt/.json``.
+
+    Parameters
+    ----------
+    results : sequence of dict
+        What :func:`run_fig1`, :func:`run_digits` or :func:`run_fedmissem`
+        return, one per seed.
+    out_dir : path-like
+    name : str
+
+    Returns
+    -------
+    summary : str
+        The summary table as printed.
+    files : list of str
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    json_path = os.path.join(out_dir, f"{name}.json")
+    run_set(results).save(json_path)
+    png_path = os.path.join(out_dir, f"{name}.png")
+    plot_results(results, png_path)
+    headers, rows, notes = _summary(results)
+    summary, summary_files = write_summary(out_dir, name, headers, rows, notes=notes)
+    return summary, [json_path, png_path, *(str(f) for f in summary_files)]
+
+
 def write_result(result: dict[str, Any], out_dir: str, name: str) -> tuple[str, str]:
-    """Write ``<out_dir>/<name>.json`` and ``<out_dir>/<name>.png``; return both paths."""
+    """One seed's :func:`write_results`; returns the JSON and PNG paths."""
+    _, files = write_results([result], out_dir, name)
+    return files[0], files[1]
+
+
+_DISPLAY = {"FedEM": "FedEM (minibatch oracle)", "VR-FedEM": "VR-FedEM (SPIDER oracle)"}
+
+
+def plot_results(results: Sequence[dict[str, Any]], path: str | os.PathLike) -> None:
+    """The experiment's figure, one line per seed (thin when there are several seeds)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    os.makedirs(out_dir, exist_ok=True)
-    json_path = os.path.join(out_dir, f"{name}.json")
-    with open(json_path, "w") as fh:
-        json.dump(_to_json(result), fh, indent=1)
-    runs = result["runs"]
-    kind = result["experiment"]
+    kind = results[0]["experiment"]
+    n = len(results)
+    lw = 1.4 if n == 1 else 0.8
+    seeds_text = f"{n} seed{'s' if n > 1 else ''} (one line per seed)" if n > 1 else "one seed"
     if kind == "fedmissem":
-        fig, ax = plt.subplots(1, 1, figsize=(6, 4))
-        run = runs["FedMissEM"]
-        ep = np.asarray(run["epochs"])
-        x = ep[np.asarray(run["h2_round"]) - 1]
-        ax.plot(x, [e["rmse_hidden"] for e in run["extra"]], label="FedMissEM vs hidden values")
-        ax.plot(x, [e["rmse_mean"] for e in run["extra"]], label="FedMissEM vs true means")
-        ax.axhline(result["mean_imputation"]["rmse_hidden"], ls=":", c="k", label="mean imputation")
-        ax.axhline(result["centralized_em"]["rmse_hidden"], ls="--", c="g", label="centralized EM")
-        ax.set_xlabel("epochs")
-        ax.set_ylabel("RMSE on missing entries")
+        fig, ax = plt.subplots(1, 1, figsize=(7.5, 4.8))
+        for k, r in enumerate(results):
+            run = r["runs"]["FedMissEM"]
+            ep = np.asarray(run["epochs"])
+            x = ep[np.asarray(run["h2_round"]) - 1]
+            label = (lambda text: text if k == 0 else None)
+            ax.plot(x, [e["rmse_hidden"] for e in run["extra"]], c="C0", lw=lw, marker="o", markersize=3,
+                    label=label("FedMissEM, vs hidden values"))
+            ax.plot(x, [e["rmse_mean"] for e in run["extra"]], c="C1", lw=lw, ls="--", marker="s", markersize=3,
+                    label=label("FedMissEM, vs true means"))
+            ax.axhline(r["mean_imputation"]["rmse_hidden"], ls=":", c="k", lw=1, label=label("mean imputation, vs hidden values"))
+            ax.axhline(r["centralized_em"]["rmse_hidden"], ls="-.", c="g", lw=1,
+                       label=label("centralized EM (full batch), vs hidden values"))
+        ax.set_xlabel("epochs (passes over all observers)")
+        ax.set_ylabel("RMSE on the missing entries, lower is better")
+        ax.set_title(f"FedMissEM imputation, {results[0]['config']['family']} low-rank data, {seeds_text}",
+                     fontsize=10)
+        ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     else:
-        ncol = 2 if kind == "fedem-fig1" else 4
-        fig, axes = plt.subplots(1, ncol, figsize=(5 * ncol, 4))
-        for j, (name_, run) in enumerate(runs.items()):
-            ep = np.asarray(run["epochs"])
-            xh = ep[np.asarray(run["h2_round"]) - 1]
-            ax = axes[j if kind == "fedem-fig1" else 2 * j + 1]
-            ax.semilogy(ep, np.maximum(run["H2"], 1e-300), c="r", lw=0.5, label=r"$\|H_k\|^2$")
-            ax.semilogy(xh, np.maximum(run["h2"], 1e-300), c="b", label=r"$\|h(\hat S_k)\|^2$")
-            ax.set_title(name_)
-            ax.set_xlabel("epochs")
-            ax.legend()
-            if kind != "fedem-fig1":
-                axw = axes[2 * j]
-                axw.plot(xh, np.asarray(run["extra"]))
-                axw.set_title(f"{name_}: weights")
-                axw.set_xlabel("epochs")
+        digits = kind == "fedem-digits"
+        ncol = 3 if digits else 2
+        fig, axes = plt.subplots(1, ncol, figsize=(5.2 * ncol, 4.4))
+        norm_axes = list(axes[1:] if digits else axes)
+        norm_axes[1].sharey(norm_axes[0])
+        for k, r in enumerate(results):
+            label = (lambda text: text if k == 0 else None)
+            for ax, (name, run) in zip(norm_axes, r["runs"].items()):
+                ep = np.asarray(run["epochs"])
+                xh = ep[np.asarray(run["h2_round"]) - 1]
+                ax.semilogy(ep, np.maximum(run["H2"], 1e-300), c="C3", lw=0.5, alpha=0.8,
+                            label=label(r"$\|H_k\|^2 = \|\hat S_{k+1}-\hat S_k\|^2/\gamma^2$ (every round)"))
+                ax.semilogy(xh, np.maximum(run["h2"], 1e-300), c="C0", lw=lw, marker="o", markersize=3,
+                            label=label(r"$\|h(\hat S_k)\|^2$, mean field (full pass)"))
+                ax.set_title(_DISPLAY.get(name, name), fontsize=10)
+                ax.set_xlabel("epochs (passes over the N examples)")
+                ax.set_ylabel("squared norm (log scale), lower is better")
+                ax.grid(alpha=0.3, which="both")
+                ax.legend(fontsize=8)
+            if digits:
+                ax = axes[0]
+                for j, (name, run) in enumerate(r["runs"].items()):
+                    ep = np.asarray(run["epochs"])
+                    xh = np.concatenate([[0.0], ep[np.asarray(run["h2_round"]) - 1]])
+                    ll = [r["initial_log_likelihood"]] + [e["log_likelihood"] for e in run["extra"]]
+                    ax.plot(xh, ll, c=f"C{j}", lw=lw, ls=("-", "--")[j % 2], marker=("o", "s")[j % 2], markersize=3,
+                            label=label(_DISPLAY.get(name, name)))
+                ax.axhline(r["sklearn_em_log_likelihood"], c="k", ls=":", lw=1,
+                           label=label("scikit-learn EM (centralized, converged)"))
+        if digits:
+            ax = axes[0]
+            ax.set_title("mean log-likelihood per example", fontsize=10)
+            ax.set_xlabel("epochs (passes over the N examples)")
+            ax.set_ylabel("log-likelihood per example, higher is better")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        for ax in norm_axes:
+            tidy_log_axis(ax)
+        title = ("FedEM paper Fig. 1: FedEM vs VR-FedEM, synthetic 2-D Gaussian mixture" if not digits else
+                 "FedEM paper Fig. 3 setting: FedEM vs VR-FedEM, tied GMM on PCA-reduced load_digits")
+        fig.suptitle(f"{title}, {seeds_text}", fontsize=11)
     fig.tight_layout()
-    png_path = os.path.join(out_dir, f"{name}.png")
-    fig.savefig(png_path, dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return json_path, png_path
 
 
 # --------------------------------------------------------------------------- CLI
-def _cli_fig1(args: Any) -> int:
-    cfg = Fig1Config(epochs=args.epochs, seed=args.seed, monitor_every=args.monitor_every,
-                     step=args.step or Fig1Config.step)
-    result = run_fig1(cfg)
-    paths = write_result(result, args.out, "fedem_fig1")
-    for name, s in result["summary"].items():
-        print(f"{name}: var(‖H‖²) over the last half = {s['H2_var']:.3e}, last ‖h(Ŝ)‖² = {s['h2_last']:.3e}")
-    print("wrote", *paths)
-    return 0
+_RUNNERS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "fedem-fig1": run_fig1, "fedem-digits": run_digits, "fedmissem": run_fedmissem}
+_CONFIGS = {"fedem-fig1": Fig1Config, "fedem-digits": DigitsConfig, "fedmissem": MissConfig}
+_FILES = {"fedem-fig1": "fedem_fig1", "fedem-digits": "fedem_digits", "fedmissem": "fedmissem"}
 
 
-def _cli_digits(args: Any) -> int:
-    cfg = DigitsConfig(epochs=args.epochs, seed=args.seed, monitor_every=args.monitor_every,
-                       step=args.step or DigitsConfig.step)
-    result = run_digits(cfg)
-    paths = write_result(result, args.out, "fedem_digits")
-    print(f"initial log-likelihood {result['initial_log_likelihood']:.4f}, "
-          f"scikit-learn EM {result['sklearn_em_log_likelihood']:.4f}")
-    for name, s in result["summary"].items():
-        print(f"{name}: final log-likelihood {s['final_log_likelihood']:.4f}, last ‖h(Ŝ)‖² = {s['h2_last']:.3e}")
-    print("wrote", *paths)
-    return 0
+def _seed_task(task: tuple[str, Any], tick: Callable[[int], None]) -> dict[str, Any]:
+    name, cfg = task
+    result = _RUNNERS[name](cfg)
+    tick(1)
+    return result
 
 
-def _cli_missem(args: Any) -> int:
-    cfg = MissConfig(epochs=args.epochs, seed=args.seed, family=args.family, monitor_every=args.monitor_every,
-                     step=args.step or MissConfig.step)
-    result = run_fedmissem(cfg)
-    paths = write_result(result, args.out, "fedmissem")
-    print(f"missing fraction {result['missing_fraction']:.2f}")
-    for key, what in (("rmse_hidden", "hidden values"), ("rmse_mean", "true means")):
-        print(f"RMSE on missing entries vs {what}: FedMissEM {result['fedmissem'][key]:.4f}, centralized EM "
-              f"{result['centralized_em'][key]:.4f}, mean imputation {result['mean_imputation'][key]:.4f}")
-    print("wrote", *paths)
+def _command(args: Any) -> int:
+    name = args.experiment_name
+    base = _CONFIGS[name]()
+    changes = dict(epochs=args.epochs, rounds=args.rounds, monitor_every=args.monitor_every, step=args.step)
+    if name == "fedmissem":
+        changes["family"] = args.family
+    tasks = [(name, replace(base, seed=seed, **changes)) for seed in seed_list(args)]
+    results = run_tasks(_seed_task, tasks, jobs=args.jobs, total=len(tasks), desc=f"{name}: seeds",
+                        progress=resolve_progress(args))
+    summary, files = write_results(results, args.out, _FILES[name])
+    log = make_log(args)
+    log(summary)
+    log("wrote " + ", ".join(files))
     return 0
 
 
 def add_fedem_parser(subparsers: Any) -> None:
     """Register ``fedem-fig1``, ``fedem-digits`` and ``fedmissem`` on an argparse subparsers object."""
     specs = (
-        ("fedem-fig1", "FedEM vs VR-FedEM on the synthetic 2-D GMM (FedEM paper Fig. 1)", _cli_fig1,
-         Fig1Config.epochs, "paper: 500", Fig1Config.step),
+        ("fedem-fig1", "FedEM vs VR-FedEM on the synthetic 2-D GMM (FedEM paper Fig. 1)", Fig1Config,
+         "paper: 500"),
         ("fedem-digits", "FedEM vs VR-FedEM, tied GMM on PCA-reduced load_digits (FedEM paper Fig. 3)",
-         _cli_digits, DigitsConfig.epochs, "paper: 500 on MNIST", DigitsConfig.step),
+         DigitsConfig, "paper: 500 on MNIST"),
         ("fedmissem", "FedMissEM imputation on synthetic low-rank data with heterogeneous observers",
-         _cli_missem, MissConfig.epochs, "paper: 150 on eBird", MissConfig.step),
+         MissConfig, "paper: 150 on eBird"),
     )
-    for name, help_, func, epochs, note, step in specs:
-        p = subparsers.add_parser(name, help=help_, description=help_ + "; writes JSON and PNG.")
-        p.add_argument("--out", default=f"fedmm-{name}", help="output directory")
-        p.add_argument("--epochs", type=float, default=epochs, help=f"epochs per algorithm (default {epochs}; {note})")
-        p.add_argument("--seed", type=int, default=0, help="seed of the data and the algorithms")
-        p.add_argument("--step", type=float, default=None, help=f"constant step γ (default {step})")
-        p.add_argument("--monitor-every", type=int, default=5, help="rounds between full-pass ‖h(Ŝ)‖² evaluations")
+    for name, help_, config, note in specs:
+        d = config()
+        p = subparsers.add_parser(name, help=help_, description=help_ + "; writes a JSON run set, a PNG figure "
+                                  "and a summary table.")
+        add_common_options(p, name=name, seeds=1, rounds=None,
+                           rounds_help="rounds of every algorithm, overriding --epochs (default: the rounds whose "
+                           "expected cost is --epochs epochs)")
+        p.add_argument("--epochs", type=positive_float, default=d.epochs, metavar="E",
+                       help=f"budget of every algorithm in epochs, passes over the data ({note}; default: %(default)s)")
+        p.add_argument("--step", type=positive_float, default=d.step, metavar="GAMMA",
+                       help="constant step gamma (default: %(default)s)")
+        p.add_argument("--monitor-every", type=positive_int, default=5, metavar="N",
+                       help="rounds between full-pass ‖h(Ŝ)‖² evaluations (default: %(default)s)")
         if name == "fedmissem":
-            p.add_argument("--family", default="gaussian", choices=("gaussian", "poisson", "bernoulli"))
-        p.set_defaults(func=func)
+            p.add_argument("--family", default="gaussian", choices=("gaussian", "poisson", "bernoulli"),
+                           help="exponential family of the observations (default: %(default)s)")
+        add_deprecated_alias(p, "--seed", dest="first_seed", replacement="--first-seed", type=int)
+        p.set_defaults(func=_command, experiment_name=name)

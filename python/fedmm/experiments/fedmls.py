@@ -15,15 +15,18 @@ step-size rules of the paper: FedMLS ``prox_weight`` ``λ_k = λ0/k``; FedAvg
 tuning seeds; the winners run on ``n_seeds`` seeds.  ``F*`` is exact (HiGHS LP); FedMLS's ball radius defaults
 to ``2‖w*‖`` (it contains a minimizer, so ``F*_R = F*``).
 
-Outputs in ``output_dir``: ``fedmls_summary.json`` (configuration, F*, tuning
-table and winners, mean/quantile curves against rounds and against local
-steps), ``fedmls_histories.json`` (every History of the final runs) and
+Outputs in ``output_dir``: ``fedmls_summary.txt`` (the summary table),
+``fedmls_summary.json`` (the same table plus configuration, F*, tuning table
+and winners, mean/quantile curves against rounds and against local steps),
+``fedmls_histories.json`` (a :class:`fedmm.RunSet` of every final run, named
+``"<algorithm>/seed=<s>"``; read it with :func:`fedmm.load`) and
 ``fedmls_curves.png``.
 """
 from __future__ import annotations
 
-import json
+import argparse
 import os
+import sys
 import time
 import warnings
 from typing import Any, Sequence
@@ -33,6 +36,23 @@ import numpy as np
 from fedmm._validation import check_in, check_int, check_real
 from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
+from fedmm.experiments._common import (
+    ExperimentError,
+    OrderedPair,
+    ordered_pair,
+    add_common_options,
+    add_deprecated_alias,
+    make_log,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    probability,
+    resolve_progress,
+    run_tasks,
+    tune_on_grid,
+    write_summary,
+)
+from fedmm.history import RunSet
 from fedmm.models.nonsmooth import HingeSVM
 
 __all__ = ["load_breast_cancer_clients", "run_fedmls_experiment", "add_fedmls_parser", "ALGORITHMS"]
@@ -89,6 +109,16 @@ def _make(name: str, problem, value: float, *, radius, oracle: str, batch_fracti
     return Scaffnew(problem, step=value, **common)  # η_t = η0/√t, p_t = 1/√t
 
 
+def _run_task(task: tuple, tick: Any) -> Any:
+    """One run (a worker process's task when ``jobs > 1``)."""
+    name, value, seed, datas, radius, oracle, batch_fraction, n_rounds = task
+    algo = _make(name, HingeSVM(), value, radius=radius, oracle=oracle, batch_fraction=batch_fraction)
+    history = algo.run(list(datas), n_rounds, seed=seed, objective_every=1)
+    history.config.update(seed=seed, tuned_value=value)
+    tick(n_rounds)
+    return history
+
+
 def _relative(objective: np.ndarray, f_star: float) -> np.ndarray:
     return (objective - f_star) / abs(f_star)
 
@@ -143,6 +173,10 @@ def run_fedmls_experiment(
     kmeans_seed: int = 0,
     plot: bool = True,
     progress: bool = False,
+    first_seed: int = 0,
+    extend_grid: int = 0,
+    jobs: int = 1,
+    warn: Any = None,
 ) -> dict:
     """Reproduce the FedMLS paper's Figure 1 (see the module docstring).
 
@@ -155,7 +189,9 @@ def run_fedmls_experiment(
     n_rounds : int
         Communication rounds ``K`` per run.
     n_seeds : int
-        Seeds of the reported runs (0 … n_seeds − 1).
+        Seeds of the reported runs (first_seed … first_seed + n_seeds − 1).
+    first_seed : int
+        Seed of the first reported run.
     tune_seeds : int
         Seeds per grid value when tuning (10000 …, disjoint from the reported seeds).
     oracle, batch_fraction
@@ -163,6 +199,13 @@ def run_fedmls_experiment(
     prox_weight_grid, step_grid : sequence of float
         Powers of ten tried for FedMLS's ``λ0`` (``prox_weight``) and the
         baselines' ``η0`` (``step``).
+    extend_grid : int
+        When a winner is at an edge of its grid, extend the grid past that
+        edge (by the ratio of its two edge values) at most this many times.
+    jobs : int
+        Worker processes (runs in parallel).
+    warn : callable(str), optional
+        Receives a warning for every winner at the edge of its grid.
     radius : float, optional
         FedMLS's ball radius; default ``2‖w*‖``.  If the ball excludes the
         LP minimizer, ``F*`` is the ball-constrained optimum (cutting planes).
@@ -176,7 +219,7 @@ def run_fedmls_experiment(
     Returns
     -------
     dict
-        The content of ``fedmls_summary.json``.
+        The content of ``fedmls_summary.json`` (and ``"table"``: the summary table as text).
     """
     n_rounds = check_int(n_rounds, "n_rounds", low=1)
     n_seeds = check_int(n_seeds, "n_seeds", low=1)
@@ -197,37 +240,36 @@ def run_fedmls_experiment(
     radius = check_real(radius, "radius", low=0.0, low_open=True)
     optimum = problem.minimize(datas, radius)
     f_star = optimum.value
-    if not abs(f_star) > 0:
-        raise ValueError("F* = 0 (separable data): relative suboptimality is undefined; use fewer features")
+    # F(0) = N/n (every hinge term is 1 at w = 0): an F* that small relative to it is 0 up to the LP's rounding
+    f_zero = sum(A.shape[0] for A, _ in datas) / len(datas)
+    if not f_star > 1e-9 * f_zero:
+        raise ValueError(f"F* = {f_star:.3g} ≈ 0 (separable data): the relative suboptimality (F - F*)/F* is "
+                         "undefined; use fewer features")
 
     grids = {a: (prox_weight_grid if a == "FedMLS" else step_grid) for a in algorithms}
-    n_jobs = sum(len(g) * tune_seeds for g in grids.values()) + len(algorithms) * n_seeds
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    first_seed = check_int(first_seed, "first_seed", low=0)
+    common = (tuple(datas), radius, oracle, batch_fraction, n_rounds)
 
-        bar = tqdm(total=n_jobs, desc="fedmls experiment")
+    def run(name: str, values: Sequence[float], seeds: Sequence[int], desc: str) -> list:
+        tasks = [(name, value, seed, *common) for value in values for seed in seeds]
+        return run_tasks(_run_task, tasks, jobs=jobs, total=len(tasks) * n_rounds, desc=desc, progress=progress)
 
-    def run(name, value, seed):
-        algo = _make(name, problem, value, radius=radius, oracle=oracle, batch_fraction=batch_fraction)
-        h = algo.run(datas, n_rounds, seed=seed, objective_every=1)
-        if bar is not None:
-            bar.update(1)
-        return h
-
-    tuning, winners = {}, {}
+    tuning, winners, at_edge = {}, {}, {}
+    tune = range(_TUNING_SEED_OFFSET, _TUNING_SEED_OFFSET + tune_seeds)
     for name in algorithms:
-        table = {}
-        for value in grids[name]:
-            hs = [run(name, value, _TUNING_SEED_OFFSET + s) for s in range(tune_seeds)]
-            table[repr(value)] = _score(hs, f_star)
-        tuning[name] = table
-        best = min(table, key=table.get)
-        winners[name] = float(best)
+        def evaluate(values: list[float], name: str = name) -> list[float]:
+            hs = run(name, values, tune, f"fedmls: tuning {name}")
+            return [_score(hs[i * tune_seeds:(i + 1) * tune_seeds], f_star) for i in range(len(values))]
 
-    final = {name: [run(name, winners[name], s) for s in range(n_seeds)] for name in algorithms}
-    if bar is not None:
-        bar.close()
+        found = tune_on_grid(evaluate, grids[name], extend=extend_grid,
+                             name=f"{'prox_weight0' if name == 'FedMLS' else 'step0'} of {name}",
+                             option="--prox-weight-powers" if name == "FedMLS" else "--step-powers", warn=warn)
+        tuning[name] = found["scores"]
+        winners[name] = found["best"]
+        at_edge[name] = found["at_edge"]
+
+    seeds = list(range(first_seed, first_seed + n_seeds))
+    final = {name: run(name, [winners[name]], seeds, f"fedmls: {name} x {n_seeds} seeds") for name in algorithms}
 
     max_steps = max(float(h["total_local_steps"][-1]) for hs in final.values() for h in hs)
     local_step_grid = np.unique(np.geomspace(1, max_steps, 200).round())
@@ -269,14 +311,28 @@ def run_fedmls_experiment(
         "tuning_score": "mean relative suboptimality over the last 10% of rounds, mean over tuning seeds",
         "tuning": tuning,
         "winners": winners,
+        "winner_at_grid_edge": at_edge,
+        "first_seed": first_seed,
         "local_step_grid": local_step_grid.tolist(),
         "curves": curves,
         "elapsed_seconds": time.perf_counter() - started,
     }
-    with open(os.path.join(output_dir, "fedmls_summary.json"), "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=1)
-    with open(os.path.join(output_dir, "fedmls_histories.json"), "w", encoding="utf-8") as fh:
-        json.dump({name: {str(s): h.to_dict() for s, h in enumerate(hs)} for name, hs in final.items()}, fh)
+    RunSet({f"{name}/seed={seed}": h for name, hs in final.items() for seed, h in zip(seeds, hs)},
+           metadata={"experiment": "fedmls", "f_star": f_star, "winners": winners, "seeds": seeds}
+           ).save(os.path.join(output_dir, "fedmls_histories.json"))
+    headers = ["algorithm", "tuned parameter", "winner", "final rel. subopt. (mean)", "10%", "90%",
+               "local steps/client"]
+    rows = []
+    for name in algorithms:
+        c = curves[name]
+        final_rel = np.asarray(c["final_relative_suboptimality"])
+        win = f"{winners[name]:g}" + (f" ({at_edge[name]} edge of grid)" if at_edge[name] else "")
+        rows.append([name, c["parameter"], win, f"{final_rel.mean():.3e}", f"{np.quantile(final_rel, 0.1):.3e}",
+                     f"{np.quantile(final_rel, 0.9):.3e}", f"{np.mean(c['total_local_steps']):.0f}"])
+    notes = (f"(relative suboptimality (F - F*)/F* after {n_rounds} rounds over {n_seeds} seeds; F* = {f_star:.6g}; "
+             "winner: best grid value by the mean relative suboptimality over the last 10% of rounds on "
+             f"{tune_seeds} tuning seed(s))")
+    summary["table"], _ = write_summary(output_dir, "fedmls", headers, rows, notes=notes, extra=summary)
     if plot:
         plot_fedmls_curves(summary, os.path.join(output_dir, "fedmls_curves.png"))
     return summary
@@ -289,27 +345,33 @@ def plot_fedmls_curves(summary: dict, path: str | os.PathLike) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     rounds = np.arange(1, summary["n_rounds"] + 1)
     steps = np.asarray(summary["local_step_grid"])
-    for name, c in summary["curves"].items():
+    styles = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
+    for k, (name, c) in enumerate(summary["curves"].items()):
         label = f"{name} ({c['parameter']}={summary['winners'][name]:g})"
+        ls, marker = styles[k % len(styles)]
         for ax, x, key in ((axes[0], rounds, "rounds"), (axes[1], steps, "local_steps")):
             band = {q: np.array([np.nan if v is None else v for v in c[key][q]]) for q in ("mean", "q10", "q90")}
-            line, = ax.plot(x, band["mean"], label=label)
-            ax.fill_between(x, band["q10"], band["q90"], color=line.get_color(), alpha=0.2)
-    for ax, xlabel in zip(axes, ("communication rounds", "local steps per client")):
+            line, = ax.plot(x, band["mean"], label=label, ls=ls, marker=marker, markevery=max(1, len(x) // 8),
+                            markersize=4, markerfacecolor="none")
+            ax.fill_between(x, band["q10"], band["q90"], color=line.get_color(), alpha=0.2, lw=0)
+    for ax, xlabel, title in zip(axes, ("communication round k (log scale)", "local steps per client (log scale)"),
+                                 ("against communication rounds", "against local computation")):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("(F(x) − F*) / F*")
+        ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("relative suboptimality (F − F*)/F*, lower is better")
     fig.suptitle(
-        f"Hinge SVM, breast cancer, n={summary['data']['n_clients']} k-means clients, "
-        f"{summary['n_seeds']} seeds (mean, 10–90% band)"
-    )
-    fig.tight_layout()
+        f"FedMLS paper Fig. 1: hinge SVM on breast cancer, {summary['data']['n_clients']} k-means clients, "
+        f"{summary['n_seeds']} seeds", fontsize=11)
+    fig.text(0.5, 0.005, "Lines: mean over the seeds; shaded band: 10%–90% quantiles over the seeds; "
+             "parameters tuned on separate seeds.", ha="center", va="bottom", fontsize=9)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -322,45 +384,72 @@ def add_fedmls_parser(subparsers: Any) -> Any:
         help="FedMLS paper Fig. 1: FedMLS, FedAvg, Scaffold, Scaffnew on the breast-cancer SVM",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--out", "--output-dir", "-o", dest="output_dir", metavar="DIR", default="fedmm-fedmls", help="output directory for JSON and PNG")
-    parser.add_argument("--rounds", type=int, default=100, help="communication rounds K")
-    parser.add_argument("--seeds", type=int, default=20, help="seeds of the reported runs")
-    parser.add_argument("--tune-seeds", type=int, default=3, help="seeds per grid value when tuning")
-    parser.add_argument("--clients", type=int, default=10, help="number of k-means clients")
-    parser.add_argument("--features", type=int, default=10, help="first features kept (0: all 30)")
-    parser.add_argument("--oracle", choices=("minibatch", "full"), default="minibatch")
-    parser.add_argument("--batch-fraction", type=float, default=0.1)
-    parser.add_argument("--radius", type=float, default=None, help="FedMLS ball radius (default 2‖w*‖)")
-    parser.add_argument("--prox-weight-powers", "--lam-powers", dest="prox_weight_powers", type=int, nargs=2,
-                        default=(-2, 3), metavar=("LO", "HI"),
-                        help="FedMLS prox_weight λ0 grid 10^LO … 10^HI (λ_k = λ0/k)")
-    parser.add_argument("--step-powers", "--eta-powers", dest="step_powers", type=int, nargs=2, default=(-5, 0),
-                        metavar=("LO", "HI"), help="baselines' step η0 grid 10^LO … 10^HI")
-    parser.add_argument("--no-plot", action="store_true")
-    parser.add_argument("--progress", action="store_true")
+    add_common_options(parser, name="fedmls", seeds=20, rounds=100, rounds_help="communication rounds K")
+    parser.add_argument("--tune-seeds", type=positive_int, default=3, metavar="N",
+                        help="seeds per grid value when tuning (default: %(default)s)")
+    parser.add_argument("--clients", type=positive_int, default=10, metavar="N",
+                        help="number of k-means clients, at most 569 (default: %(default)s)")
+    parser.add_argument("--features", type=nonneg_int, default=10, metavar="D",
+                        help="first features kept, 0 for all 30 (default: %(default)s)")
+    parser.add_argument("--oracle", choices=("minibatch", "full"), default="minibatch",
+                        help="subgradient oracle of every algorithm (default: %(default)s)")
+    parser.add_argument("--batch-fraction", type=probability, default=0.1, metavar="F",
+                        help="minibatch size as a fraction of a client's samples (default: %(default)s)")
+    parser.add_argument("--radius", type=positive_float, default=None, metavar="R",
+                        help="FedMLS ball radius (default: 2‖w*‖)")
+    parser.add_argument("--prox-weight-powers", dest="prox_weight_powers", type=int, nargs=2, action=OrderedPair,
+                        default=[-2, 3], metavar=("LO", "HI"),
+                        help="FedMLS prox_weight λ0 grid 10^LO … 10^HI, λ_k = λ0/k (default: %(default)s)")
+    parser.add_argument("--step-powers", dest="step_powers", type=int, nargs=2, default=[-5, 0], action=OrderedPair,
+                        metavar=("LO", "HI"), help="baselines' step η0 grid 10^LO … 10^HI (default: %(default)s)")
+    parser.add_argument("--extend-grid", type=nonneg_int, default=0, metavar="N",
+                        help="when a winner is at an edge of its grid, extend the grid past that edge by "
+                        "a factor 10 at most N times (default: %(default)s: only warn)")
+    parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
+                        help="write fedmls_curves.png (default: %(default)s)")
+    add_deprecated_alias(parser, "--output-dir", dest="out", replacement="--out")
+    add_deprecated_alias(parser, "-o", dest="out", replacement="--out")
+    add_deprecated_alias(parser, "--lam-powers", dest="prox_weight_powers", replacement="--prox-weight-powers",
+                         type=int, nargs=2, convert=ordered_pair)
+    add_deprecated_alias(parser, "--eta-powers", dest="step_powers", replacement="--step-powers", type=int, nargs=2,
+                         convert=ordered_pair)
     parser.set_defaults(func=_main)
     return parser
 
 
 def _main(args: Any) -> int:
+    for option, dest in (("--prox-weight-powers", "prox_weight_powers"), ("--step-powers", "step_powers")):
+        lo, hi = getattr(args, dest)  # from a --config file, not checked by the option's action
+        if lo > hi:
+            raise ExperimentError(f"expected LO <= HI (the grid 10^LO .. 10^HI), got {lo} {hi}", option=option)
+    if args.clients > 569:
+        raise ExperimentError(f"expected at most 569 clients (the data set's samples), got {args.clients}",
+                              option="--clients")
+    if args.features > 30:
+        raise ExperimentError(f"expected at most 30 features (0 for all), got {args.features}", option="--features")
     summary = run_fedmls_experiment(
-        args.output_dir,
+        args.out,
         n_clients=args.clients,
         n_features=args.features or None,
         n_rounds=args.rounds,
         n_seeds=args.seeds,
+        first_seed=args.first_seed,
         tune_seeds=args.tune_seeds,
         oracle=args.oracle,
         batch_fraction=args.batch_fraction,
         prox_weight_grid=tuple(10.0 ** np.arange(args.prox_weight_powers[0], args.prox_weight_powers[1] + 1)),
         step_grid=tuple(10.0 ** np.arange(args.step_powers[0], args.step_powers[1] + 1)),
         radius=args.radius,
-        plot=not args.no_plot,
-        progress=args.progress,
+        plot=args.plot,
+        progress=resolve_progress(args),
+        extend_grid=args.extend_grid,
+        jobs=args.jobs,
+        warn=lambda text: print(f"fedmm experiment fedmls: warning: {text}", file=sys.stderr),
     )
-    for name, value in summary["winners"].items():
-        final = np.mean(summary["curves"][name]["final_relative_suboptimality"])
-        print(f"{name:9s} {summary['curves'][name]['parameter']}={value:g}  "
-              f"mean final relative suboptimality {final:.3e}")
-    print(f"wrote {os.path.join(args.output_dir, 'fedmls_summary.json')}")
+    log = make_log(args)
+    log(summary["table"])
+    log(f"wrote {', '.join(os.path.join(args.out, f) for f in _OUTPUTS if f.endswith('.json') or args.plot)}")
     return 0
+
+
+_OUTPUTS = ("fedmls_summary.txt", "fedmls_summary.json", "fedmls_histories.json", "fedmls_curves.png")
