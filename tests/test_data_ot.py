@@ -242,3 +242,12 @@ def test_bad_gaussian_map_arguments():
     # A nonlinear map that diverges gets an infinite score, not an exception.
     b = gaussian_benchmark(2, seed=0)
     assert b.l2_uvp(lambda x: np.full_like(x, np.inf), n_eval=10, seed=0).value == float("inf")
+
+
+def test_module_examples():
+    import doctest
+
+    import fedmm.data.ot
+
+    failures, tried = doctest.testmod(fedmm.data.ot, optionflags=doctest.ELLIPSIS)
+    assert failures == 0 and tried > 0

@@ -10,6 +10,7 @@ run time, so a new experiment needs no edit here; a module whose optional
 dependencies are missing is skipped.
 
 - :mod:`fedmm.experiments.dictionary` — FedMM paper §6, Figures 1 and 2.
+- :mod:`fedmm.experiments.ot` — FedMM paper §7.3, Figure 3 (needs the ``ot`` extra to run).
 """
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ __all__ = ["run_ot_experiment", "plot_ot_curves", "add_ot_parser", "DEFAULTS"]
 #: Defaults of :func:`run_ot_experiment` (and of the command's options).
 DEFAULTS: dict[str, Any] = {
     "dims": (16, 32, 64),
-    "n_rounds": 100,
+    "n_rounds": 300,
     "n_clients": 10,
     "n_per_client": 500,
     "n_target": 5000,
@@ -65,9 +65,9 @@ DEFAULTS: dict[str, Any] = {
     "local_lr": 0.01,
     "server_steps": 10,
     "server_lr": 1e-3,
-    "fedadam_lrs": (1e-4, 3e-4, 1e-3, 3e-3),
+    "fedadam_lrs": (1e-4, 3e-4, 1e-3),
     "identity_steps": 300,
-    "eval_every": 5,
+    "eval_every": 10,
     "n_eval": 4096,
     "benchmark_seed": 0,
 }
@@ -170,7 +170,7 @@ def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
         "warnings": warnings,
         "notes": notes,
         "histories": histories,
-        "hidden_sizes": list(problem.potential.hidden_sizes) if hasattr(problem.potential, "hidden_sizes") else None,
+        "hidden_sizes": list(problem.potential.hidden_sizes),
         "target_variance": bench.target_variance(),
         "elapsed_seconds": time.perf_counter() - started,
     }
