@@ -291,6 +291,7 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
     dims = summary["dimensions"]
     fig, axes = plt.subplots(1, len(dims), figsize=(4.6 * len(dims), 4.0), squeeze=False)
     colors = {"FedMMOT": "C0", "FedAdam": "C1"}
+    labels = {"FedMMOT": "FedMM-OT", "FedAdam": "FedAdam"}
     handles = {}
     for ax, (d, r) in zip(axes[0], dims.items()):
         x = np.asarray(r["rounds"])
@@ -299,9 +300,9 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
             curves = np.array([np.where(np.isfinite(c), c, np.nan) for c in by_seed.values()], dtype=np.float64)
             with np.errstate(all="ignore"):
                 mean, low, high = np.nanmean(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
-            cfg = summary["config"]
-            label = (f"FedMM-OT (client lr {cfg['local_lr']:g}, server θ-Adam lr {cfg['server_lr']:g})"
-                     if name == "FedMMOT" else f"FedAdam (tuned server lr {r['fedadam_lr']:g})")
+            label = (f"FedMM-OT (client lr {summary['config']['local_lr']:g}, "
+                     f"server θ-Adam lr {summary['config']['server_lr']:g})"
+                     if name == "FedMMOT" else "FedAdam (server lr tuned per d, see panel)")
             line, = ax.plot(x, mean, color=colors[name], lw=1.6, label=label)
             if curves.shape[0] > 1:
                 ax.fill_between(x, low, high, color=colors[name], alpha=0.2, lw=0)
@@ -313,9 +314,19 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
             values.append(np.array([value]))
         finite = np.concatenate(values)
         finite = finite[np.isfinite(finite) & (finite > 0)]
-        if finite.size and finite.max() / finite.min() > 30:
+        # Curves that diverge (far above the identity map) leave the scale, with a note.
+        top = 3.0 * r["references"]["identity"]["l2_uvp"]
+        off = [labels[n] for n, c in r["curves"].items()
+               if any(not np.isfinite(v) or v > top for curve in c.values() for v in curve)]
+        shown = finite[finite <= top]
+        if shown.size and shown.max() / shown.min() > 30:
             ax.set_yscale("log")
-        ax.set_title(f"d = {d}")
+        if off:
+            low = shown.min() if shown.size else top / 100
+            ax.set_ylim(low / 1.3 if ax.get_yscale() == "log" else 0.0, top)
+            ax.text(0.02, 0.97, f"off scale (diverging): {', '.join(off)}", transform=ax.transAxes, va="top",
+                    fontsize=8, color="C3")
+        ax.set_title(f"d = {d}   (FedAdam server lr {r['fedadam_lr']:g})")
         ax.set_xlabel("communication rounds")
         ax.set_ylabel("L2-UVP (% of Var(Q) unexplained)")
         ax.grid(True, which="both", alpha=0.3)
