@@ -13,6 +13,9 @@ column-sample view the kernels take).
 - :func:`load_movielens_ratings`, :func:`load_client_arrays`,
   :func:`as_client_datasets` — user files.
 - :func:`synthetic_lowrank` — low-rank matrices with heterogeneous observers and missing entries (FedMissEM).
+- :func:`known_map_benchmark`, :func:`gaussian_benchmark`, :func:`gaussian_ot_map`,
+  :func:`client_datasets` — optimal-transport benchmarks with a known map and the
+  L2-UVP metric (FedMM §7.2; NumPy/SciPy only).
 """
 from __future__ import annotations
 
@@ -22,8 +25,26 @@ from fedmm.data.partition import balanced_assignment, constrained_kmeans, split_
 from fedmm.data.synthetic import split_homogeneous, synthetic_dictionary
 
 from fedmm.data.lowrank import LowRankProblem, synthetic_lowrank
+from fedmm.data.ot import (
+    L2UVP,
+    AffineMap,
+    GaussianBenchmark,
+    KnownMapBenchmark,
+    client_datasets,
+    gaussian_benchmark,
+    gaussian_ot_map,
+    known_map_benchmark,
+)
 
 __all__ = [
+    "AffineMap",
+    "GaussianBenchmark",
+    "KnownMapBenchmark",
+    "L2UVP",
+    "client_datasets",
+    "gaussian_benchmark",
+    "gaussian_ot_map",
+    "known_map_benchmark",
     "LowRankProblem",
     "synthetic_lowrank",
     "SAMPLE_IMAGES",

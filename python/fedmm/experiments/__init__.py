@@ -19,6 +19,7 @@ and a summary table (``<name>_summary.txt`` and ``<name>_summary.json``).
 - :mod:`fedmm.experiments.dictionary` — FedMM paper §6, Figures 1 and 2.
 - :mod:`fedmm.experiments.fedem` — FedEM paper §4 (Fig. 1, Fig. 3 setting) and FedMissEM.
 - :mod:`fedmm.experiments.fedmls` — FedMLS paper §4, Figure 1.
+- :mod:`fedmm.experiments.ot` — FedMM paper §7.3, Figure 3 (needs the ``ot`` extra to run).
 """
 from __future__ import annotations
 

@@ -1,0 +1,433 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The FedMM paper's §7.3 experiment (Figure 3): FedMM-OT against FedAdam on a known-map OT benchmark.
+
+For every dimension ``d`` (default 16, 32, 64) the benchmark of
+:func:`fedmm.data.known_map_benchmark` (seed ``--benchmark-seed``) gives the
+source ``P_d`` (3-component Gaussian mixture), the target ``Q_d = ∇ψ # P_d``
+and the true map ``∇ψ``; ``n = 10`` clients hold ``P_d``'s samples split by
+equal-size k-means (``μ_i = 1/n``), everyone holds ``--n-target`` public
+samples of ``Q_d``.  Both algorithms learn dense ICNN potentials
+(:class:`fedmm.models.TransportProblem`, Korotin et al.'s MMv2 sizes unless
+``--hidden-sizes``) from the same warm start per seed (``--identity-steps``
+Adam steps fitting ``∇f ≈`` identity): FedMM-OT (Algorithm 3: one local
+gradient step on ``ω`` per client, ten server Adam steps on ``θ``) and
+FedAdam (one local step on ``(ω, θ)``, server Adam on the averaged update),
+whose server learning rate is tuned over ``--fedadam-lrs`` on the first seed
+(score: L2-UVP at the last round; that run is kept as the first seed's
+final run).  The metric is L2-UVP (percent of ``Var(Q_d)`` left
+unexplained, evaluated on ``--n-eval`` fixed points of ``P_d`` every
+``--eval-every`` rounds); the identity map and the best linear (Gaussian) map
+are reference rows.
+
+Outputs in ``--out``: ``ot_histories.json`` (a :class:`fedmm.RunSet` of every
+run, tuning runs included), ``ot_summary.txt``/``ot_summary.json`` (the
+table, the tuning scores and winners, the curves) and ``ot_curves.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fedmm._validation import check_int, check_real
+from fedmm.data.ot import client_datasets, known_map_benchmark
+from fedmm.experiments._common import (
+    ExperimentError,
+    add_common_options,
+    make_log,
+    nonneg_int,
+    positive_float,
+    positive_float_list,
+    positive_int,
+    resolve_progress,
+    run_tasks,
+    seed_list,
+    tune_on_grid,
+    write_summary,
+)
+from fedmm.history import History, RunSet
+
+__all__ = ["run_ot_experiment", "plot_ot_curves", "add_ot_parser", "DEFAULTS"]
+
+#: Defaults of :func:`run_ot_experiment` (and of the command's options).
+DEFAULTS: dict[str, Any] = {
+    "dims": (16, 32, 64),
+    "n_rounds": 300,
+    "n_clients": 10,
+    "n_per_client": 500,
+    "n_target": 5000,
+    "hidden_sizes": None,
+    "batch_size": 128,
+    "local_lr": 0.01,
+    "server_steps": 10,
+    "server_lr": 1e-3,
+    "fedadam_lrs": (1e-4, 3e-4, 1e-3),
+    "identity_steps": 300,
+    "eval_every": 10,
+    "n_eval": 4096,
+    "benchmark_seed": 0,
+}
+
+
+def _evaluated_rounds(n_rounds: int, every: int) -> list[int]:
+    """Rounds after which ``run`` evaluates: every ``every``-th and the last (round 0: the initial map)."""
+    return [0] + [t for t in range(1, n_rounds + 1) if t % every == 0 or t == n_rounds]
+
+
+def _one_run(algo: Any, datas, target, init, seed: int, n_rounds: int, every: int, evaluator,
+             tick: Callable[[int], None]) -> tuple[History | None, list[float], str | None]:
+    """Run one algorithm; on divergence (a non-finite state), keep the curve evaluated so far."""
+    values: list[float] = []
+
+    def evaluate(m):
+        est = evaluator(m)
+        values.append(est.value)
+        return {"l2_uvp": est.value, "l2_uvp_stderr": est.stderr}
+
+    done = [0]
+
+    def callback(t, omega, theta):
+        done[0] += 1
+        tick(1)
+
+    try:
+        h = algo.run(datas, n_rounds, target=target, seed=seed, init=init, evaluate=evaluate,
+                     evaluate_every=every, callback=callback)
+    except (ValueError, FloatingPointError) as exc:  # a diverging run: the state became non-finite
+        tick(n_rounds - done[0])
+        curve = values + [float("inf")] * (len(_evaluated_rounds(n_rounds, every)) - len(values))
+        return None, curve, f"diverged after {done[0]} round(s): {str(exc)[:200]}"
+    return h, values, None
+
+
+def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
+    """All runs of one dimension: benchmark, split, FedAdam tuning on the first seed, final runs."""
+    from fedmm.algorithms import FedAdam, FedMMOT  # needs the 'ot' extra (jax, optax)
+    from fedmm.models import TransportProblem
+
+    d, cfg = task["dim"], task["config"]
+    started = time.perf_counter()
+    bench = known_map_benchmark(d, seed=cfg["benchmark_seed"])
+    datas = client_datasets(bench, cfg["n_clients"], cfg["n_per_client"], seed=[cfg["benchmark_seed"], 1])
+    target = bench.sample_target(cfg["n_target"], seed=[cfg["benchmark_seed"], 2])
+    evaluator = bench.l2_uvp_evaluator(n_eval=cfg["n_eval"], seed=[cfg["benchmark_seed"], 3])
+    references = {name: evaluator(m) for name, m in (("identity", bench.identity_map()),
+                                                     ("linear", bench.linear_map()))}
+    problem = TransportProblem(d, hidden_sizes=cfg["hidden_sizes"], batch_size=cfg["batch_size"])
+    weights = [1.0 / cfg["n_clients"]] * cfg["n_clients"]
+    inits = {s: problem.init(s, identity_steps=cfg["identity_steps"]) for s in task["seeds"]}
+    rounds, every = cfg["n_rounds"], cfg["eval_every"]
+    common = {"weights": weights, "batch_size": cfg["batch_size"], "local_lr": cfg["local_lr"]}
+
+    def fedmm(seed):
+        algo = FedMMOT(problem, server_steps=cfg["server_steps"], server_lr=cfg["server_lr"], **common)
+        return _one_run(algo, datas, target, inits[seed], seed, rounds, every, evaluator, tick)
+
+    def fedadam(lr, seed):
+        return _one_run(FedAdam(problem, server_lr=lr, **common), datas, target, inits[seed], seed, rounds, every,
+                        evaluator, tick)
+
+    first = task["seeds"][0]
+    tuning_runs: dict[float, tuple] = {}
+
+    def score(values: list[float]) -> list[float]:
+        out = []
+        for lr in values:
+            tuning_runs[lr] = fedadam(lr, first)
+            final = tuning_runs[lr][1][-1]
+            out.append(final if np.isfinite(final) else float("inf"))
+        return out
+
+    warnings: list[str] = []
+    tuned = tune_on_grid(score, cfg["fedadam_lrs"], name=f"FedAdam server_lr (d={d})", option="--fedadam-lrs",
+                         warn=warnings.append)
+    best = tuned["best"]
+    runs = {"FedMMOT": {s: fedmm(s) for s in task["seeds"]},
+            "FedAdam": {s: (tuning_runs[best] if s == first else fedadam(best, s)) for s in task["seeds"]}}
+    histories, notes = {}, []
+    for lr, (h, _, failure) in tuning_runs.items():
+        if h is not None:
+            histories[f"d={d}/FedAdam(server_lr={lr:g})/seed={first}"] = h.to_dict()
+        if failure:
+            notes.append(f"d={d} FedAdam server_lr={lr:g} seed={first}: {failure}")
+    for name, by_seed in runs.items():
+        for s, (h, _, failure) in by_seed.items():
+            if h is not None:
+                histories[f"d={d}/{name}/seed={s}"] = h.to_dict()
+            if failure and not (name == "FedAdam" and s == first):
+                notes.append(f"d={d} {name} seed={s}: {failure}")
+    return {
+        "dim": d,
+        "rounds": _evaluated_rounds(rounds, every),
+        "curves": {name: {str(s): r[1] for s, r in by_seed.items()} for name, by_seed in runs.items()},
+        "references": {k: {"l2_uvp": v.value, "stderr": v.stderr} for k, v in references.items()},
+        "tuning": tuned,
+        "fedadam_lr": best,
+        "warnings": warnings,
+        "notes": notes,
+        "histories": histories,
+        "hidden_sizes": list(problem.potential.hidden_sizes),
+        "target_variance": bench.target_variance(),
+        "elapsed_seconds": time.perf_counter() - started,
+    }
+
+
+def run_ot_experiment(
+    output_dir: str | os.PathLike,
+    *,
+    seeds: Sequence[int] = (0, 1),
+    jobs: int = 1,
+    progress: bool = False,
+    plot: bool = True,
+    warn: Callable[[str], None] | None = None,
+    **options: Any,
+) -> dict:
+    """Run the experiment (see the module docstring) and write its files.
+
+    Parameters
+    ----------
+    output_dir : path
+        Created if missing.
+    seeds : sequence of int
+        Seeds of the reported runs (initial potentials, client minibatches);
+        the first also tunes FedAdam's server learning rate.
+    jobs : int
+        Worker processes, one dimension per task.
+    progress : bool
+        One progress bar (rounds) on stderr.
+    plot : bool
+        Write ``ot_curves.png``.
+    warn : callable(str), optional
+        Receives warnings (a tuned value at the edge of its grid, diverged runs).
+    **options
+        Overrides of :data:`DEFAULTS`: ``dims``, ``n_rounds``, ``n_clients``,
+        ``n_per_client``, ``n_target``, ``hidden_sizes`` (None: MMv2 sizes
+        per dimension), ``batch_size``, ``local_lr`` (clients' gradient step,
+        both algorithms), ``server_steps`` and ``server_lr`` (FedMM-OT's Adam
+        on ``θ``), ``fedadam_lrs`` (grid), ``identity_steps``,
+        ``eval_every``, ``n_eval``, ``benchmark_seed``.
+
+    Returns
+    -------
+    dict
+        The content of ``ot_summary.json``.
+    """
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        raise TypeError(f"Unknown option(s) {unknown}; expected some of {sorted(DEFAULTS)}")
+    cfg = {**DEFAULTS, **options}
+    dims = [check_int(d, "dims", low=1) for d in cfg["dims"]]
+    if not dims:
+        raise ValueError("Expected at least one dimension in 'dims'")
+    seeds = [check_int(s, "seeds", low=0) for s in seeds]
+    if not seeds:
+        raise ValueError("Expected at least one seed in 'seeds'")
+    for key in ("n_rounds", "n_clients", "n_per_client", "n_target", "batch_size", "eval_every", "n_eval"):
+        cfg[key] = check_int(cfg[key], key, low=2 if key == "n_eval" else 1)
+    cfg["identity_steps"] = check_int(cfg["identity_steps"], "identity_steps", low=0)
+    cfg["server_steps"] = check_int(cfg["server_steps"], "server_steps", low=0)
+    for key in ("local_lr", "server_lr"):
+        cfg[key] = check_real(cfg[key], key, low=0.0, low_open=True)
+    cfg["fedadam_lrs"] = [check_real(v, "fedadam_lrs", low=0.0, low_open=True) for v in cfg["fedadam_lrs"]]
+    if not cfg["fedadam_lrs"]:
+        raise ValueError("Expected at least one value in 'fedadam_lrs'")
+    if cfg["hidden_sizes"] is not None:
+        cfg["hidden_sizes"] = [check_int(h, "hidden_sizes", low=1) for h in cfg["hidden_sizes"]]
+    cfg["dims"] = dims
+    jobs = check_int(jobs, "jobs", low=1)
+    started = time.perf_counter()
+    os.makedirs(output_dir, exist_ok=True)
+
+    n_runs = len(cfg["fedadam_lrs"]) + 2 * len(seeds) - 1
+    tasks = [{"dim": d, "seeds": seeds, "config": cfg} for d in dims]
+    results = run_tasks(_dimension_task, tasks, jobs=min(jobs, len(tasks)), total=len(dims) * n_runs * cfg["n_rounds"],
+                        desc="ot experiment", progress=progress)
+    for r in results:
+        for text in r["warnings"] + r["notes"]:
+            if warn is not None:
+                warn(text)
+
+    histories = RunSet({name: History.from_dict(h) for r in results for name, h in r["histories"].items()},
+                       metadata={"experiment": "ot", "config": {**cfg, "seeds": seeds}})
+    histories.save(os.path.join(output_dir, "ot_histories.json"))
+
+    headers = ["d", "method", "server lr", f"L2-UVP % at round {cfg['n_rounds']} (mean)", "min", "max", "seeds"]
+    rows = []
+    for r in results:
+        d = r["dim"]
+        for name, lr in (("FedMM-OT", cfg["server_lr"]), ("FedAdam", r["fedadam_lr"])):
+            finals = np.array([c[-1] for c in r["curves"][name.replace("-", "")].values()], dtype=np.float64)
+            rows.append([d, name, f"{lr:g}", f"{finals.mean():.3g}", f"{finals.min():.3g}", f"{finals.max():.3g}",
+                         len(finals)])
+        for name, ref in r["references"].items():
+            rows.append([d, f"{name} map (reference)", "-", f"{ref['l2_uvp']:.3g} ± {ref['stderr']:.2g} (s.e.)",
+                         "-", "-", "-"])
+    notes = (f"L2-UVP = 100 E_P||m(X) - grad psi(X)||^2 / tr Cov(Q) on {cfg['n_eval']} fixed points of P; "
+             f"FedAdam server lr tuned over {[float(f'{v:g}') for v in cfg['fedadam_lrs']]} on seed {seeds[0]} "
+             "(L2-UVP at the last round).")
+    summary = {
+        "experiment": "ot",
+        "config": {**cfg, "seeds": seeds},
+        "dimensions": {str(r["dim"]): {k: v for k, v in r.items() if k != "histories"} for r in results},
+        "elapsed_seconds": time.perf_counter() - started,
+    }
+    summary["table"], _ = write_summary(output_dir, "ot", headers, rows, notes=notes, extra=summary)
+    if plot:
+        plot_ot_curves(summary, os.path.join(output_dir, "ot_curves.png"))
+    return summary
+
+
+def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
+    """One panel per dimension: L2-UVP against rounds, mean over seeds with a min–max band, reference lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dims = summary["dimensions"]
+    fig, axes = plt.subplots(1, len(dims), figsize=(4.6 * len(dims), 4.0), squeeze=False)
+    colors = {"FedMMOT": "C0", "FedAdam": "C1"}
+    labels = {"FedMMOT": "FedMM-OT", "FedAdam": "FedAdam"}
+    handles = {}
+    for ax, (d, r) in zip(axes[0], dims.items()):
+        x = np.asarray(r["rounds"])
+        values = []
+        for name, by_seed in r["curves"].items():
+            curves = np.array([np.where(np.isfinite(c), c, np.nan) for c in by_seed.values()], dtype=np.float64)
+            with np.errstate(all="ignore"):
+                mean, low, high = np.nanmean(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
+            label = (f"FedMM-OT (client lr {summary['config']['local_lr']:g}, "
+                     f"server θ-Adam lr {summary['config']['server_lr']:g})"
+                     if name == "FedMMOT" else "FedAdam (server lr tuned per d, see panel)")
+            line, = ax.plot(x, mean, color=colors[name], lw=1.6, label=label)
+            if curves.shape[0] > 1:
+                ax.fill_between(x, low, high, color=colors[name], alpha=0.2, lw=0)
+            handles[name] = line
+            values.append(curves[np.isfinite(curves)])
+        for ref, style in (("linear", "--"), ("identity", ":")):
+            value = r["references"][ref]["l2_uvp"]
+            handles[ref] = ax.axhline(value, color="0.35", ls=style, lw=1.2, label=f"{ref} map")
+            values.append(np.array([value]))
+        finite = np.concatenate(values)
+        finite = finite[np.isfinite(finite) & (finite > 0)]
+        # Curves that diverge (far above the identity map) leave the scale, with a note.
+        top = 3.0 * r["references"]["identity"]["l2_uvp"]
+        off = [labels[n] for n, c in r["curves"].items()
+               if any(not np.isfinite(v) or v > top for curve in c.values() for v in curve)]
+        shown = finite[finite <= top]
+        if shown.size and shown.max() / shown.min() > 30:
+            ax.set_yscale("log")
+        if off:
+            low = shown.min() if shown.size else top / 100
+            ax.set_ylim(low / 1.3 if ax.get_yscale() == "log" else 0.0, top)
+            ax.text(0.02, 0.97, f"off scale (diverging): {', '.join(off)}", transform=ax.transAxes, va="top",
+                    fontsize=8, color="C3")
+        ax.set_title(f"d = {d}   (FedAdam server lr {r['fedadam_lr']:g})")
+        ax.set_xlabel("communication rounds")
+        ax.set_ylabel("L2-UVP (% of Var(Q) unexplained)")
+        ax.grid(True, which="both", alpha=0.3)
+    cfg = summary["config"]
+    n_seeds = len(cfg["seeds"])
+    band = f"mean over {n_seeds} seeds, band = min–max over seeds" if n_seeds > 1 else "one seed"
+    fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="lower center",
+               ncol=2, frameon=False)
+    fig.suptitle(f"FedMM-OT vs FedAdam on the known-map OT benchmark: L2-UVP against rounds (lower is better)\n"
+                 f"n = {cfg['n_clients']} k-means clients, {band}", fontsize=10)
+    fig.tight_layout(rect=(0, 0.13, 1, 0.93))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# -- command line --------------------------------------------------------------------------------
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.replace(",", " ").split())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return values
+
+
+def _hidden_sizes(text: str) -> Any:
+    return "MMv2" if text.strip().lower() == "mmv2" else _int_list(text)
+
+
+def add_ot_parser(subparsers: Any) -> Any:
+    """Register ``ot`` on an ``argparse`` subparsers object (``fedmm experiment ot``)."""
+    parser = subparsers.add_parser(
+        "ot",
+        help="FedMM paper Fig. 3: FedMM-OT vs FedAdam, L2-UVP on a known-map OT benchmark (needs fedmm[ot])",
+        description=__doc__.split("\n\n")[0],
+    )
+    add_common_options(parser, name="ot", seeds=2, rounds=DEFAULTS["n_rounds"],
+                       rounds_help="communication rounds per run")
+    d = DEFAULTS
+
+    def opt(flag, default, help_text, **kwargs):
+        shown = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in default) \
+            if isinstance(default, (tuple, list)) else default
+        parser.add_argument(flag, default=default, help=f"{help_text} (default: {shown})", **kwargs)
+
+    opt("--dims", d["dims"], "dimensions d, comma-separated", type=_int_list, metavar="D,...")
+    opt("--clients", d["n_clients"], "number of k-means clients n", type=positive_int, metavar="N", dest="n_clients")
+    opt("--per-client", d["n_per_client"], "samples of P per client", type=positive_int, metavar="N",
+        dest="n_per_client")
+    opt("--n-target", d["n_target"], "public samples of Q", type=positive_int, metavar="N")
+    opt("--hidden-sizes", "MMv2", "hidden sizes of both ICNNs, comma-separated; MMv2: "
+        "[max(2d,64), max(2d,64), max(d,32)]", type=_hidden_sizes, metavar="H,...")
+    opt("--batch-size", d["batch_size"], "source and target samples per gradient step", type=positive_int,
+        metavar="B")
+    opt("--local-lr", d["local_lr"], "clients' gradient step (both algorithms)", type=positive_float, metavar="LR")
+    opt("--server-steps", d["server_steps"], "FedMM-OT: server Adam steps on theta per round", type=nonneg_int,
+        metavar="N")
+    opt("--server-lr", d["server_lr"], "FedMM-OT: server Adam learning rate on theta", type=positive_float,
+        metavar="LR")
+    opt("--fedadam-lrs", d["fedadam_lrs"], "FedAdam server learning rates tried (tuned on the first seed)",
+        type=positive_float_list, metavar="LR,...")
+    opt("--identity-steps", d["identity_steps"], "warm start: Adam steps fitting grad f = identity",
+        type=nonneg_int, metavar="N")
+    opt("--eval-every", d["eval_every"], "evaluate L2-UVP every N rounds (and the last)", type=positive_int,
+        metavar="N")
+    opt("--n-eval", d["n_eval"], "fixed points of P on which L2-UVP is evaluated", type=positive_int, metavar="N")
+    opt("--benchmark-seed", d["benchmark_seed"], "seed of the benchmark, the client split and the target samples",
+        type=nonneg_int, metavar="S")
+    parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
+                        help="write ot_curves.png (default: %(default)s)")
+    parser.set_defaults(func=_main)
+    return parser
+
+
+def _main(args: Any) -> int:
+    if args.n_eval < 2:
+        raise ExperimentError(f"expected at least 2 evaluation points, got {args.n_eval}", option="--n-eval")
+    try:
+        import jax  # noqa: F401
+        import optax  # noqa: F401
+    except ImportError as exc:
+        raise ExperimentError(f"fedmm experiment ot needs the 'ot' extra (pip install 'fedmm[ot]'): {exc}") from None
+    hidden = None if args.hidden_sizes == "MMv2" else list(args.hidden_sizes)
+    summary = run_ot_experiment(
+        args.out,
+        seeds=seed_list(args),
+        jobs=args.jobs,
+        progress=resolve_progress(args),
+        plot=args.plot,
+        warn=lambda text: print(f"fedmm experiment ot: warning: {text}", file=sys.stderr),
+        dims=args.dims, n_rounds=args.rounds, n_clients=args.n_clients, n_per_client=args.n_per_client,
+        n_target=args.n_target, hidden_sizes=hidden, batch_size=args.batch_size, local_lr=args.local_lr,
+        server_steps=args.server_steps, server_lr=args.server_lr, fedadam_lrs=args.fedadam_lrs,
+        identity_steps=args.identity_steps, eval_every=args.eval_every, n_eval=args.n_eval,
+        benchmark_seed=args.benchmark_seed,
+    )
+    log = make_log(args)
+    log(summary["table"])
+    for d, r in summary["dimensions"].items():
+        log(f"d={d}: FedAdam server lr {r['fedadam_lr']:g} won the grid {r['tuning']['grid']}")
+    files = ["ot_summary.txt", "ot_summary.json", "ot_histories.json"] + (["ot_curves.png"] if args.plot else [])
+    log(f"wrote {', '.join(os.path.join(args.out, f) for f in files)}")
+    return 0

@@ -1,0 +1,253 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""fedmm.data.ot: the known-map OT benchmark, the Gaussian case, L2-UVP and the client split."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from fedmm.data import (
+    AffineMap,
+    client_datasets,
+    gaussian_benchmark,
+    gaussian_ot_map,
+    known_map_benchmark,
+)
+
+# Statistical checks use 5 standard errors: a false failure has probability < 1e-6 per checked quantity.
+Z = 5.0
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return known_map_benchmark(6, seed=3)
+
+
+@pytest.fixture(scope="module")
+def gauss():
+    return gaussian_benchmark(5, seed=4)
+
+
+def _fd_gradient(f, x, h=1e-5):
+    """Central differences of a scalar function of each row, (n, d)."""
+    out = np.empty_like(x)
+    for k in range(x.shape[1]):
+        e = np.zeros(x.shape[1])
+        e[k] = h
+        out[:, k] = (f(x + e) - f(x - e)) / (2 * h)
+    return out
+
+
+def _fd_jacobian(T, x, h=1e-5):
+    """Central-difference Jacobian of a map at one point x of shape (d,): J[i, k] = ∂T_i/∂x_k."""
+    d = x.size
+    J = np.empty((d, d))
+    for k in range(d):
+        e = np.zeros(d)
+        e[k] = h
+        J[:, k] = (T((x + e)[None]) - T((x - e)[None]))[0] / (2 * h)
+    return J
+
+
+# -- the true map is the gradient of a strongly convex potential --------------------------------------
+def test_true_map_is_gradient_of_potential(bench):
+    x = bench.sample_source(20, seed=0)
+    np.testing.assert_allclose(bench.true_map(x), _fd_gradient(bench.potential, x), rtol=1e-6, atol=1e-6)
+
+
+def test_true_map_jacobian_symmetric_and_strongly_monotone(bench):
+    lam = bench.strong_convexity
+    for x in bench.sample_source(5, seed=1):
+        J = _fd_jacobian(bench.true_map, x)
+        np.testing.assert_allclose(J, J.T, atol=1e-6 * max(1.0, np.abs(J).max()))
+        assert np.linalg.eigvalsh(0.5 * (J + J.T)).min() >= lam * (1 - 1e-6)
+    # Monotone on random pairs: <T(x) − T(y), x − y> ≥ λ ‖x − y‖².
+    x, y = bench.sample_source(500, seed=2), bench.sample_source(500, seed=3)
+    inner = np.einsum("ij,ij->i", bench.true_map(x) - bench.true_map(y), x - y)
+    assert (inner >= lam * np.einsum("ij,ij->i", x - y, x - y) * (1 - 1e-9)).all()
+
+
+def test_true_map_is_nonlinear_and_target_standardized(bench):
+    # The benchmark would be useless if the best linear map were (nearly) exact.
+    assert bench.l2_uvp(bench.linear_map()).value > 2.0
+    assert bench.target_variance() == pytest.approx(bench.dim, rel=1e-9)
+
+
+def test_target_variance_matches_fresh_target_samples(bench):
+    n = 2**15
+    y = bench.sample_target(n, seed=11)
+    dev2 = np.einsum("ij,ij->i", y - y.mean(0), y - y.mean(0))
+    # tr Cov estimated from n fresh samples; its standard error from the spread of ‖y − ȳ‖²
+    # (plus the 2¹⁷-sample estimate inside the benchmark, half as noisy).
+    se = dev2.std(ddof=1) / np.sqrt(n) * np.sqrt(1 + 2**15 / 2**17)
+    assert abs(dev2.sum() / (n - 1) - bench.target_variance()) < Z * se
+
+
+# -- the metric -------------------------------------------------------------------------------------
+def test_l2_uvp_of_true_map_is_zero(bench, gauss):
+    for b in (bench, gauss):
+        est = b.l2_uvp(b.true_map, n_eval=1000, seed=0)
+        assert est.value == 0.0 and est.stderr == 0.0 and est.n_eval == 1000
+
+
+def test_l2_uvp_identity_matches_direct_computation(bench):
+    n = 3000
+    est = bench.l2_uvp(lambda x: x, n_eval=n, seed=7)
+    x = bench.sample_source(n, seed=7)
+    err = ((x - bench.true_map(x)) ** 2).sum(axis=1)
+    assert est.value == pytest.approx(100 * err.mean() / bench.target_variance(), rel=1e-12)
+    assert est.stderr == pytest.approx(100 * err.std(ddof=1) / np.sqrt(n) / bench.target_variance(), rel=1e-12)
+    assert bench.l2_uvp(bench.identity_map(), n_eval=n, seed=7) == est
+
+
+def test_l2_uvp_stderr_matches_spread_over_seeds(bench):
+    n_eval, reps = 400, 40
+    ests = [bench.l2_uvp(bench.identity_map(), n_eval=n_eval, seed=100 + r) for r in range(reps)]
+    spread = np.std([e.value for e in ests], ddof=1)
+    mean_se = np.mean([e.stderr for e in ests])
+    # The sample sd over 40 repetitions is within ±45% of the truth with probability > 0.999
+    # (chi-square with 39 degrees of freedom; heavier tails of the errors widen it, hence 0.5–1.6).
+    assert 0.5 < spread / mean_se < 1.6
+
+
+def test_evaluator_reuses_points(bench):
+    ev = bench.l2_uvp_evaluator(n_eval=500, seed=9)
+    lin = bench.linear_map()
+    assert ev(lin) == bench.l2_uvp(lin, n_eval=500, seed=9)
+    assert ev(lin) == ev(lin)
+
+
+# -- the Gaussian case -----------------------------------------------------------------------------
+def test_gaussian_map_matches_scipy_sqrtm_formula(gauss):
+    s1, s2 = gauss.cov_p, gauss.cov_q
+    r = np.real(scipy.linalg.sqrtm(s1))
+    ri = np.linalg.inv(r)
+    A = ri @ np.real(scipy.linalg.sqrtm(r @ s2 @ r)) @ ri
+    np.testing.assert_allclose(gauss.map.matrix, A, rtol=1e-9, atol=1e-10)
+    # The OT map's matrix is symmetric positive definite and pushes Σ_P to Σ_Q.
+    np.testing.assert_allclose(A @ s1 @ A, s2, rtol=1e-9, atol=1e-10)
+    assert np.linalg.eigvalsh(gauss.map.matrix).min() > 0
+
+
+def test_gaussian_linear_map_is_exact(gauss):
+    est = gauss.l2_uvp(gauss.linear_map(), n_eval=4000, seed=1)
+    assert est.value <= Z * est.stderr + 1e-20
+    assert est.value < 1e-18
+    assert gauss.target_variance() == pytest.approx(np.trace(gauss.cov_q), rel=1e-14)
+
+
+def test_gaussian_linear_map_pushes_p_to_q(gauss):
+    n = 20000
+    y = gauss.linear_map()(gauss.sample_source(n, seed=5))
+    m2, s2 = gauss.mean_q, gauss.cov_q
+    sd = np.sqrt(np.diag(s2))
+    assert (np.abs(y.mean(0) - m2) < Z * sd / np.sqrt(n)).all()
+    # Entry (i, j) of a Gaussian sample covariance has variance (Σ_ii Σ_jj + Σ_ij²)/n.
+    cov_se = np.sqrt((np.outer(np.diag(s2), np.diag(s2)) + s2**2) / n)
+    assert (np.abs(np.cov(y, rowvar=False) - s2) < Z * cov_se).all()
+
+
+def test_gaussian_ot_map_one_dimension():
+    T = gaussian_ot_map([1.0], [[4.0]], [-2.0], [[9.0]])
+    np.testing.assert_allclose(T(np.array([[1.0], [3.0]])), [[-2.0], [1.0]])  # x ↦ 1.5 (x − 1) − 2
+    np.testing.assert_allclose(T.inverse(np.array([[1.0]])), [[3.0]])
+
+
+def test_known_map_linear_map_matches_moments(bench):
+    n = 2**15
+    y = bench.linear_map()(bench.sample_source(n, seed=8))
+    mean_q, cov_q = bench.target_moments()
+    sd = y.std(axis=0, ddof=1)
+    # The 2¹⁷-sample estimate of m_Q adds a quarter of the variance.
+    assert (np.abs(y.mean(0) - mean_q) < Z * sd * np.sqrt(1 / n + 1 / 2**17)).all()
+
+
+# -- determinism and the split ---------------------------------------------------------------------
+def test_same_seed_same_benchmark():
+    a, b = known_map_benchmark(4, seed=1), known_map_benchmark(4, seed=1)
+    x = a.sample_source(50, seed=2)
+    np.testing.assert_array_equal(x, b.sample_source(50, seed=2))
+    np.testing.assert_array_equal(a.true_map(x), b.true_map(x))
+    np.testing.assert_array_equal(a.sample_target(50, seed=2), b.sample_target(50, seed=2))
+    c = known_map_benchmark(4, seed=2)
+    assert not np.allclose(a.true_map(x), c.true_map(x))
+    # The target stream differs from the source stream of the same seed.
+    assert not np.allclose(a.sample_target(50, seed=2), a.true_map(x))
+
+
+def test_client_split_is_balanced_and_clustered(bench):
+    datas = client_datasets(bench, n_clients=5, n_per_client=80, seed=0)
+    assert [d.shape for d in datas] == [(80, bench.dim)] * 5
+    assert all(d.dtype == np.float64 and d.flags.c_contiguous for d in datas)
+    within = sum(((d - d.mean(0)) ** 2).sum() for d in datas)
+    pooled = np.vstack(datas)
+    perm = np.random.default_rng(0).permutation(pooled.shape[0])
+    random_within = sum(((p - p.mean(0)) ** 2).sum() for p in np.split(pooled[perm], 5))
+    assert within < 0.7 * random_within  # k-means clients are heterogeneous, a random split is not
+    again = client_datasets(bench, n_clients=5, n_per_client=80, seed=0)
+    for d, e in zip(datas, again):
+        np.testing.assert_array_equal(d, e)
+
+
+# -- bad arguments ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, match", [
+    ({"dim": 0}, "dim"),
+    ({"dim": 2.5}, "dim"),
+    ({"dim": 3, "hidden_sizes": (0, 4)}, r"hidden_sizes\[0\]"),
+    ({"dim": 3, "hidden_sizes": 4}, "hidden_sizes"),
+    ({"dim": 3, "n_components": 0}, "n_components"),
+    ({"dim": 3, "sharpness": 0.0}, "sharpness"),
+    ({"dim": 3, "nonlinearity": -1.0}, "nonlinearity"),
+    ({"dim": 3, "strong_convexity": 0.0}, "strong_convexity"),
+    ({"dim": 3, "seed": -1}, "seed"),
+])
+def test_bad_benchmark_arguments(kwargs, match):
+    kwargs = {"seed": 0, **kwargs}
+    with pytest.raises((ValueError, TypeError), match=match):
+        known_map_benchmark(kwargs.pop("dim"), **kwargs)
+
+
+def test_bad_call_arguments(bench, gauss):
+    with pytest.raises(ValueError, match="'n'"):
+        bench.sample_source(0, seed=0)
+    with pytest.raises(ValueError, match=r"'x' of shape \(n, 6\)"):
+        bench.true_map(np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="finite"):
+        bench.true_map(np.full((2, 6), np.nan))
+    with pytest.raises(ValueError, match="shape"):
+        bench.l2_uvp(lambda x: x[:, :3], n_eval=10, seed=0)
+    with pytest.raises(TypeError, match="callable"):
+        bench.l2_uvp(np.zeros((10, 6)), n_eval=10, seed=0)
+    with pytest.raises(ValueError, match="n_eval"):
+        bench.l2_uvp(bench.true_map, n_eval=1, seed=0)
+    with pytest.raises(ValueError, match="dim"):
+        gaussian_benchmark(0, seed=0)
+    with pytest.raises(ValueError, match="n_clients"):
+        client_datasets(gauss, n_clients=0, n_per_client=5, seed=0)
+    with pytest.raises(ValueError, match="n_per_client"):
+        client_datasets(gauss, n_clients=2, n_per_client=0, seed=0)
+    with pytest.raises(TypeError, match="benchmark"):
+        client_datasets(np.zeros((4, 2)), n_clients=2, n_per_client=2, seed=0)
+
+
+def test_bad_gaussian_map_arguments():
+    with pytest.raises(ValueError, match="cov_p.*positive definite"):
+        gaussian_ot_map(np.zeros(2), np.diag([1.0, 0.0]), np.zeros(2), np.eye(2))
+    with pytest.raises(ValueError, match="cov_q.*symmetric"):
+        gaussian_ot_map(np.zeros(2), np.eye(2), np.zeros(2), [[1.0, 0.5], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="mean_q"):
+        gaussian_ot_map(np.zeros(2), np.eye(2), np.zeros(3), np.eye(2))
+    with pytest.raises(ValueError, match="matrix"):
+        AffineMap(np.zeros((2, 3)), np.zeros(2))
+    # A nonlinear map that diverges gets an infinite score, not an exception.
+    b = gaussian_benchmark(2, seed=0)
+    assert b.l2_uvp(lambda x: np.full_like(x, np.inf), n_eval=10, seed=0).value == float("inf")
+
+
+def test_module_examples():
+    import doctest
+
+    import fedmm.data.ot
+
+    failures, tried = doctest.testmod(fedmm.data.ot, optionflags=doctest.ELLIPSIS)
+    assert failures == 0 and tried > 0

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""``fedmm experiment ot`` (FedMM paper Fig. 3) at tiny sizes: files, tables, options and errors."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+pytest.importorskip("optax")
+
+import fedmm  # noqa: E402
+from fedmm.cli import build_parser, main  # noqa: E402
+from fedmm.data import known_map_benchmark  # noqa: E402
+from fedmm.experiments.ot import _evaluated_rounds  # noqa: E402  (own module's helper, tested directly)
+
+TINY = ["--dims", "2,3", "--rounds", "3", "--clients", "3", "--per-client", "20", "--n-target", "60",
+        "--hidden-sizes", "8,8", "--batch-size", "16", "--fedadam-lrs", "1e-3,1e-2", "--identity-steps", "5",
+        "--eval-every", "2", "--n-eval", "50"]
+
+
+def _status(argv):
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ot")
+    status = main(["experiment", "ot", *TINY, "--seeds", "2", "--first-seed", "3", "--quiet", "--out", str(out)])
+    return status, out
+
+
+def test_tiny_run_writes_loadable_runs_summary_and_figure(tiny_run):
+    status, out = tiny_run
+    assert status == 0
+    runs = fedmm.load(out / "ot_histories.json")
+    assert isinstance(runs, fedmm.RunSet)
+    # per d: 2 tuning runs of FedAdam on seed 3 (one reused as its final run), FedMM-OT on seeds 3, 4, FedAdam on 4
+    for d in (2, 3):
+        names = sorted(n for n in runs if n.startswith(f"d={d}/"))
+        assert names == sorted([f"d={d}/FedAdam(server_lr=0.001)/seed=3", f"d={d}/FedAdam(server_lr=0.01)/seed=3",
+                                f"d={d}/FedAdam/seed=3", f"d={d}/FedAdam/seed=4",
+                                f"d={d}/FedMMOT/seed=3", f"d={d}/FedMMOT/seed=4"])
+    for name, h in runs.items():
+        assert len(h) == 3 and h.config["seed"] in (3, 4), name
+        evaluated = np.asarray(h["l2_uvp"])
+        assert np.isfinite(evaluated[[1, 2]]).all() and np.isnan(evaluated[0])  # rounds 2 and 3 (the last)
+    table = json.loads((out / "ot_summary.json").read_text())
+    assert (out / "ot_summary.txt").read_text().startswith("d ")
+    methods = [(row["d"], row["method"]) for row in table["rows"]]
+    for d in (2, 3):
+        for method in ("FedMM-OT", "FedAdam", "identity map (reference)", "linear map (reference)"):
+            assert (d, method) in methods
+    assert (out / "ot_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_summary_curves_and_references_are_consistent(tiny_run):
+    _, out = tiny_run
+    summary = json.loads((out / "ot_summary.json").read_text())
+    runs = fedmm.load(out / "ot_histories.json")
+    for d in ("2", "3"):
+        r = summary["dimensions"][d]
+        assert r["rounds"] == [0, 2, 3]
+        assert r["fedadam_lr"] in (1e-3, 1e-2)
+        assert r["tuning"]["best"] == r["fedadam_lr"]
+        # the tuning score is the final L2-UVP of the winner's run, which is the first seed's FedAdam run
+        assert r["tuning"]["scores"][repr(r["fedadam_lr"])] == r["curves"]["FedAdam"]["3"][-1]
+        for name in ("FedMMOT", "FedAdam"):
+            for seed, curve in r["curves"][name].items():
+                h = runs[f"d={d}/{name}/seed={seed}"]
+                assert curve[0] == h.config["initial_evaluation"]["l2_uvp"]
+                np.testing.assert_array_equal(curve[1:], np.asarray(h["l2_uvp"])[[1, 2]])
+        # reference rows against an independent evaluation of the same benchmark on the same points
+        bench = known_map_benchmark(int(d), seed=0)
+        ref = bench.l2_uvp(bench.linear_map(), n_eval=50, seed=[0, 3])
+        assert r["references"]["linear"]["l2_uvp"] == pytest.approx(ref.value, rel=1e-12)
+
+
+def test_grid_edge_warning_and_config_file(tmp_path, capsys):
+    config = tmp_path / "ot.toml"
+    config.write_text('rounds = 2\ndims = "2"\nfedadam_lrs = "1e-3"\n')
+    argv = ["experiment", "ot", *TINY[4:], "--config", str(config), "--no-progress", "--out", str(tmp_path / "o")]
+    argv[argv.index("--fedadam-lrs") + 1:argv.index("--fedadam-lrs") + 1] = []
+    del argv[argv.index("--fedadam-lrs"):argv.index("--fedadam-lrs") + 2]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "FedAdam server lr 0.001 won the grid [0.001]" in captured.out
+    assert "warning: the best FedAdam server_lr (d=2) = 0.001 is the largest value of its grid" in captured.err
+    runs = fedmm.load(tmp_path / "o" / "ot_histories.json")
+    assert {len(h) for h in runs.values()} == {2} and all(n.startswith("d=2/") for n in runs)
+
+
+def test_help_shows_every_option_with_its_default(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["experiment", "ot", "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("--seeds", "--rounds", "--jobs", "--out", "--config", "--progress", "--no-progress", "--quiet",
+                   "--dims", "--fedadam-lrs", "results/ot"):
+        assert option in text
+    options = build_parser().parse_args(["experiment", "ot"]).command_parser.options
+    for dest, action in options.items():
+        assert action.help and "default" in action.help, dest
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--dims", "0"], "--dims"),
+    (["--dims", "16,x"], "--dims"),
+    (["--rounds", "0"], "--rounds"),
+    (["--seeds", "0"], "--seeds"),
+    (["--jobs", "0"], "--jobs"),
+    (["--fedadam-lrs", "1e-3,-1"], "--fedadam-lrs"),
+    (["--local-lr", "0"], "--local-lr"),
+    (["--hidden-sizes", "8,0"], "--hidden-sizes"),
+    (["--n-eval", "1"], "--n-eval"),
+    (["--config", "/nonexistent/ot.toml"], "--config"),
+])
+def test_bad_values_exit_2_naming_the_option(argv, option, tmp_path, capsys):
+    assert _status(["experiment", "ot", *argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert option in err and "Traceback" not in err
+
+
+def test_evaluated_rounds():
+    assert _evaluated_rounds(7, 3) == [0, 3, 6, 7]
+    assert _evaluated_rounds(4, 1) == [0, 1, 2, 3, 4]
+    assert _evaluated_rounds(2, 5) == [0, 2]
