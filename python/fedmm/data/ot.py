@@ -44,7 +44,7 @@ import numpy as np
 import scipy.linalg
 from scipy.special import expit
 
-from fedmm._validation import as_array, as_rng, check_int, check_real, check_seed
+from fedmm._validation import as_array, check_int, check_real, check_seed
 from fedmm.data.partition import split_by_constrained_kmeans
 
 __all__ = [
@@ -142,7 +142,10 @@ class AffineMap:
         return (x - self.center) @ self.matrix.T + self.offset
 
     def inverse(self, y: Any) -> np.ndarray:
-        """Solve ``A (x - c) + b = y`` for the rows of ``y`` (shape (n, d)); raises ``LinAlgError`` if ``A`` is singular."""
+        """Solve ``A (x - c) + b = y`` for the rows of ``y`` (shape (n, d)).
+
+        Raises ``LinAlgError`` if ``A`` is singular.
+        """
         y = _check_points(y, self.dim, "y")
         return np.linalg.solve(self.matrix, (y - self.offset).T).T + self.center
 
@@ -482,8 +485,9 @@ def known_map_benchmark(
     times the RMS of ``‖λX‖`` (computed on 2¹⁴ draws of a stream of the
     seed).  Finally ``ψ`` is multiplied by the ``c > 0`` that makes
     ``tr Cov(Q) = d`` (2¹⁷ draws), so that ``Q`` is standardized like ``P``;
-    ``cψ`` is still strongly convex, so ``∇(cψ)`` is still the OT map.  With the defaults the best linear map leaves roughly 5–15% of
-    ``Var(Q)`` unexplained for d = 16 … 64 and the identity 100% or more.
+    ``cψ`` is still strongly convex, so ``∇(cψ)`` is still the OT map.  With the defaults the best
+    linear map leaves roughly 5–15% of ``Var(Q)`` unexplained for d = 16 … 64 and the identity 100%
+    or more.
 
     Parameters
     ----------
