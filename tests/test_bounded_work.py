@@ -37,7 +37,9 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name == "nt"
 def _interrupted(code: str, *, wait: float = 1.0, limit: float = 10.0) -> str:
     """Run ``code`` in a child Python, send SIGINT ``wait`` s after it prints 'start', and return its
     stderr; asserts it ended with KeyboardInterrupt within ``limit`` s (the child is killed by PID)."""
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+    # the child restores Python's SIGINT handler: a shell's background job inherits SIGINT ignored
+    prologue = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    proc = subprocess.Popen([sys.executable, "-c", prologue + textwrap.dedent(code)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

@@ -238,7 +238,8 @@ def test_resume_takes_the_checkpoint_seed(checkpoint_file):
 
 # -- a real SIGINT to a child process -------------------------------------------------------------
 CHILD = """
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started from a background job
 import numpy as np
 from fedmm.algorithms import FedMM
 from fedmm.compression import StochasticRounding
