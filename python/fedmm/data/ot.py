@@ -15,7 +15,7 @@ any Wasserstein distance, with the metric of Korotin et al. (2021b)
     = \sum_k \operatorname{Var}(Y_k)
 
 (a percentage of the target's variance that the map leaves unexplained).
-``Var(Q)`` is the *trace* of ``Q``'s covariance, as issue 14 states.  The
+``Var(Q)`` is the *trace* of ``Q``'s covariance.  The
 FedMM paper's footnote says the original implementation used "the L1 norm of
 the covariance matrix"; that implementation computes
 ``sample.var(axis=0).sum()``, the sum of the coordinate variances, i.e. the

@@ -12,7 +12,7 @@ from fedmm.models.gmm import GaussianMixture, GaussianMixtureParams
 from fedmm.models.missing import LowRankParams, MissingData, MissingValues
 from fedmm.models.poisson import PoissonLatent
 
-# -- optimal transport (issue 14; JAX is imported only when these are used) --
+# -- optimal transport (FedMM paper §7; JAX is imported only when these are used) --
 from fedmm.models.ot import ICNN, TransportMap, TransportProblem
 
 __all__ = [
@@ -30,7 +30,7 @@ __all__ = [
     "MissingData",
     "MissingValues",
     "PoissonLatent",
-    # -- optimal transport (issue 14) --
+    # -- optimal transport (FedMM paper §7) --
     "ICNN",
     "TransportMap",
     "TransportProblem",
