@@ -129,3 +129,16 @@ def test_evaluated_rounds():
     assert _evaluated_rounds(7, 3) == [0, 3, 6, 7]
     assert _evaluated_rounds(4, 1) == [0, 1, 2, 3, 4]
     assert _evaluated_rounds(2, 5) == [0, 2]
+
+
+def test_extend_grid_tries_past_the_edge_of_the_fedadam_grid(tmp_path, capsys):
+    """A one-value grid is always at its edge: ``--extend-grid 1`` adds one value past it (and says so)."""
+    tiny = [a for a in TINY if a not in ("2,3", "1e-3,1e-2")]
+    tiny[tiny.index("--dims") + 1:tiny.index("--dims") + 1] = ["2"]
+    tiny[tiny.index("--fedadam-lrs") + 1:tiny.index("--fedadam-lrs") + 1] = ["1e-3"]
+    assert main(["experiment", "ot", *tiny, "--seeds", "1", "--extend-grid", "1", "--no-plot",
+                 "--out", str(tmp_path)]) == 0
+    runs = fedmm.load(tmp_path / "ot_histories.json")
+    tried = sorted(n for n in runs if n.startswith("d=2/FedAdam(server_lr="))
+    assert len(tried) == 2 and "d=2/FedAdam(server_lr=0.001)/seed=0" in tried
+    assert "after 1 extension(s)" in capsys.readouterr().err

@@ -66,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
     "server_steps": 10,
     "server_lr": 1e-3,
     "fedadam_lrs": (1e-4, 3e-4, 1e-3),
+    "extend_grid": 0,
     "identity_steps": 300,
     "eval_every": 10,
     "n_eval": 4096,
@@ -143,8 +144,8 @@ def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
         return out
 
     warnings: list[str] = []
-    tuned = tune_on_grid(score, cfg["fedadam_lrs"], name=f"FedAdam server_lr (d={d})", option="--fedadam-lrs",
-                         warn=warnings.append)
+    tuned = tune_on_grid(score, cfg["fedadam_lrs"], extend=cfg["extend_grid"], name=f"FedAdam server_lr (d={d})",
+                         option="--fedadam-lrs", warn=warnings.append)
     best = tuned["best"]
     runs = {"FedMMOT": {s: fedmm(s) for s in task["seeds"]},
             "FedAdam": {s: (tuning_runs[best] if s == first else fedadam(best, s)) for s in task["seeds"]}}
@@ -208,7 +209,8 @@ def run_ot_experiment(
         ``n_per_client``, ``n_target``, ``hidden_sizes`` (None: MMv2 sizes
         per dimension), ``batch_size``, ``local_lr`` (clients' gradient step,
         both algorithms), ``server_steps`` and ``server_lr`` (FedMM-OT's Adam
-        on ``θ``), ``fedadam_lrs`` (grid), ``identity_steps``,
+        on ``θ``), ``fedadam_lrs`` (grid), ``extend_grid`` (extensions past
+        the grid's edge, :func:`fedmm.experiments._common.tune_on_grid`), ``identity_steps``,
         ``eval_every``, ``n_eval``, ``benchmark_seed``.
 
     Returns
@@ -389,6 +391,8 @@ def add_ot_parser(subparsers: Any) -> Any:
         metavar="LR")
     opt("--fedadam-lrs", d["fedadam_lrs"], "FedAdam server learning rates tried (tuned on the first seed)",
         type=positive_float_list, metavar="LR,...")
+    opt("--extend-grid", d["extend_grid"], "extend the FedAdam grid past its edge up to N times when the best "
+        "value lies there", type=nonneg_int, metavar="N")
     opt("--identity-steps", d["identity_steps"], "warm start: Adam steps fitting grad f = identity",
         type=nonneg_int, metavar="N")
     opt("--eval-every", d["eval_every"], "evaluate L2-UVP every N rounds (and the last)", type=positive_int,
@@ -421,6 +425,7 @@ def _main(args: Any) -> int:
         dims=args.dims, n_rounds=args.rounds, n_clients=args.n_clients, n_per_client=args.n_per_client,
         n_target=args.n_target, hidden_sizes=hidden, batch_size=args.batch_size, local_lr=args.local_lr,
         server_steps=args.server_steps, server_lr=args.server_lr, fedadam_lrs=args.fedadam_lrs,
+        extend_grid=args.extend_grid,
         identity_steps=args.identity_steps, eval_every=args.eval_every, n_eval=args.n_eval,
         benchmark_seed=args.benchmark_seed,
     )
