@@ -18,6 +18,7 @@ __all__ = [
     "check_int",
     "check_real",
     "check_probability",
+    "check_participation",
     "check_in",
     "check_index",
     "index_range_error",
@@ -223,6 +224,17 @@ def check_real(
 def check_probability(value: Any, name: str) -> float:
     """Check ``value`` lies in ``(0, 1]``."""
     return check_real(value, name, low=0.0, high=1.0, low_open=True)
+
+
+def check_participation(clients_per_round: Any, participation_prob: Any) -> tuple[int | None, float | None]:
+    """Check the two ways of setting partial participation (at most one: a count ``m >= 1`` or a
+    probability in ``(0, 1]``) and return them as ``(int or None, float or None)``."""
+    if clients_per_round is not None and participation_prob is not None:
+        raise ValueError("Expected at most one of 'clients_per_round' (a count) and 'participation_prob' "
+                         f"(a probability), got {clients_per_round!r} and {participation_prob!r}")
+    count = None if clients_per_round is None else check_int(clients_per_round, "clients_per_round", low=1)
+    prob = None if participation_prob is None else check_probability(participation_prob, "participation_prob")
+    return count, prob
 
 
 def check_in(value: Any, name: str, choices: tuple) -> Any:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fedmm import _rounds
-from fedmm._validation import check_in, check_int, check_probability, check_real
+from fedmm._validation import check_in, check_int, check_participation, check_real
 from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported, record_initial
 from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
 from fedmm.engine.metrics import squared_distance, step_record, update_size
@@ -684,13 +684,8 @@ class FedMM:
         if not isinstance(model, SurrogateModel):
             raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
         self.model = model
-        if clients_per_round is not None and participation_prob is not None:
-            raise ValueError("Expected at most one of 'clients_per_round' (a count) and 'participation_prob' "
-                             f"(a probability), got {clients_per_round!r} and {participation_prob!r}")
-        self.clients_per_round = (None if clients_per_round is None
-                                  else check_int(clients_per_round, "clients_per_round", low=1))
-        self.participation_prob = (None if participation_prob is None
-                                   else check_probability(participation_prob, "participation_prob"))
+        self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
+                                                                               participation_prob)
         if compressor is None:
             compressor = Identity()
         self.compressor = compressor

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_in, check_int, check_probability, check_real
+from fedmm._validation import check_in, check_int, check_participation, check_real
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._random import (
     CLIENT_PARTY,
@@ -548,13 +548,8 @@ class _FederatedOT:
         if not isinstance(problem, TransportProblem):
             raise TypeError(f"Expected 'problem' to be a fedmm TransportProblem, got {type(problem).__name__}")
         self.problem = problem
-        if clients_per_round is not None and participation_prob is not None:
-            raise ValueError("Expected at most one of 'clients_per_round' (a count) and 'participation_prob' "
-                             f"(a probability), got {clients_per_round!r} and {participation_prob!r}")
-        self.clients_per_round = (None if clients_per_round is None
-                                  else check_int(clients_per_round, "clients_per_round", low=1))
-        self.participation_prob = (None if participation_prob is None
-                                   else check_probability(participation_prob, "participation_prob"))
+        self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
+                                                                               participation_prob)
         self.compressor = Identity() if compressor is None else compressor
         self.local_steps = check_int(local_steps, "local_steps", low=1)
         self.local_lr = check_real(local_lr, "local_lr", low=0.0, low_open=True)
