@@ -76,7 +76,19 @@ def default_hidden_sizes(dim: int) -> list[int]:
     return [max(2 * dim, 64), max(2 * dim, 64), max(dim, 32)]
 
 
-class ICNN:
+class _JitCache:
+    """Objects that cache jit-compiled functions in ``self._jit``: pickled without them (rebuilt on first use)."""
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_jit"] = {}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+
+class ICNN(_JitCache):
     r"""Dense input-convex neural network with quadratic input layers (Korotin et al. 2021a).
 
     For an input :math:`x \in \mathbb{R}^D` and hidden sizes
@@ -166,15 +178,6 @@ class ICNN:
         #: ndarray of shape (n_params,), bool: the convex-path entries (kept >= 0 by :meth:`project`).
         self.convex_mask = mask
         self._jit: dict[str, Any] = {}
-
-    # -- pickling: jitted functions are rebuilt on first use -----------------------
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_jit"] = {}
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return (f"ICNN(dim={self.dim}, hidden_sizes={list(self.hidden_sizes)}, rank={self.rank}, "
@@ -387,7 +390,7 @@ class TransportMap:
         return f"TransportMap({self.potential!r})"
 
 
-class TransportProblem:
+class TransportProblem(_JitCache):
     r"""The federated Wasserstein-2 objective (33) of the FedMM paper with two ICNN potentials.
 
     For client ``i`` with source distribution :math:`P_i` and the public target :math:`Q`:
@@ -439,14 +442,6 @@ class TransportProblem:
         self.cycle_weight = check_real(cycle_weight, "cycle_weight", low=0.0)
         self.batch_size = None if batch_size is None else check_int(batch_size, "batch_size", low=1)
         self._jit: dict[str, Any] = {}
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_jit"] = {}
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         p = self.potential
