@@ -8,8 +8,10 @@ through the same Server/Client split as FedMM: a server object
 (:class:`OTServer`, :class:`FedAdamServer`) with ``select``, ``broadcast``,
 ``aggregate`` and ``get_state``/``set_state``, and client objects
 (:class:`OTClient`) whose ``step(message)`` returns compressed ``bytes``.  A
-runtime (the in-process :class:`fedmm.engine.LocalRuntime`, or
-:class:`fedmm.runtime.RayRuntime`) moves the messages; the numbers do not
+runtime (the in-process :class:`fedmm.engine.LocalRuntime`,
+:class:`fedmm.runtime.RayRuntime`, or Flower through
+:mod:`fedmm.runtime.flower`, whose nodes build their parties with
+``build_server`` and ``build_client``) moves the messages; the numbers do not
 depend on which one, nor on threads: client ``i`` at round ``t`` draws from
 ``Philox(key_i, t)``, the server from its own keyed streams.
 

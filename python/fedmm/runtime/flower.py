@@ -451,8 +451,11 @@ class FedMMStrategy(Strategy):
         in-process runtime (``dropped`` lists clients whose reply was
         missing, late, an error or invalid; ``drop_reasons`` why).
     remote : RemoteAlgorithm
+        The algorithm as both sides see it (:func:`remote_algorithm`).
     server : server party of the algorithm
     errors : list of (round, partition id or node id, str)
+    token : str
+        Random hex string that tags the clients' state with this strategy.
     """
 
     def __init__(self, algorithm: Any, n_clients: int, *, seed: int = 0, init: Any = None,
