@@ -40,15 +40,15 @@ Client state.  ``V_{t,i}`` (and the SPIDER memory) live in
 ``context.state.array_records["fedmm"]``.  A client's update is first stored
 as *pending* for round ``t``; it becomes the client's state only when the
 server's next message to it says that the round-``t`` payload was aggregated
-(``accepted-round == t``).  The state is tagged with the strategy's token:
-state left by another strategy of the same Flower run (a ServerApp that
-runs several strategies in turn) is ignored.  A payload lost on the way, a reply after the
+(``accepted-round == t``).  A payload lost on the way, a reply after the
 timeout or a client error therefore leave ``V_{t,i}`` and the server's
 ``V_t = Σ μ_i V_{t,i}`` consistent: the client is *dropped* for that round,
 exactly as an inactive client of Algorithm 2 (lines 10-11), and listed in the
 History's ``dropped`` field with the reason in ``drop_reasons`` (the fault
 policy of :class:`fedmm.runtime.LocalRuntime`; ``on_client_error='raise'``
-propagates instead).
+propagates instead).  The state is tagged with the strategy's token: state
+left by another strategy of the same Flower run (a ServerApp that runs
+several strategies in turn) is ignored.
 
 Node IDs are kept as Python ints (never NumPy: 64-bit IDs would become floats).
 """
