@@ -24,6 +24,10 @@ Wire conventions (``fedmm/payload-v1``):
   ``partition-id`` (from ``context.node_config``), its number of samples
   (the default weights ``μ_i = N_i/N``) and, for models with
   ``local_moments``/``set_global_moments`` (the Gaussian mixture), its local moments.
+- start, message type ``train.fedmm_start`` (``start='mean_statistic'`` without
+  ``init``): the broadcast of round ``-2`` carries ``θ_0``; every node answers
+  with its full local statistic at ``θ_0`` (Identity wire format), which the
+  server averages into ``Ŝ_0`` before the set-up exchange.
 
 Client state.  ``V_{t,i}`` (and the SPIDER memory) live in
 ``context.state.array_records["fedmm"]``.  A client's update is first stored
@@ -57,6 +61,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from fedmm.algorithms import Broadcast, FedMM
+from fedmm.algorithms.federated import START_ROUND
 from fedmm._validation import check_in
 from fedmm.algorithms._random import check_seed, init_generator
 from fedmm.engine.local import CLIENT_ERROR_POLICIES
@@ -76,6 +81,7 @@ _REPLY = "fedmm.reply"
 _MOMENTS = "fedmm.moments"
 _HELLO = "query.fedmm_hello"
 _SETUP = "train.fedmm_setup"
+_START = "train.fedmm_start"
 _TRAIN = "train"
 _PENDING = "pending."
 _BROADCAST_KEYS = ("t", "statistic", "theta", "coins")
@@ -166,10 +172,13 @@ class FedMMStrategy(Strategy):
         Run seed (server sampling of its own, per-client streams); with the
         same seed and ``init`` the History equals ``algorithm.run(datas, ...)``.
     init : ndarray of shape (q,), optional
-        ``Ŝ_0``.  Default ``model.init_statistic(init_datas, rng)`` with the
-        generator ``FedMM.run`` uses (``init_datas`` default: no data, which
-        suits models whose initialization does not look at the data, e.g.
-        dictionary learning).
+        ``Ŝ_0``.  Default: the algorithm's ``start``.  With ``'model'``,
+        ``model.init_statistic(init_datas, rng)`` with the generator
+        ``FedMM.run`` uses (``init_datas`` default: no data, which suits
+        models whose initialization does not look at the data, e.g.
+        dictionary learning); with ``'mean_statistic'``, that statistic
+        gives ``θ_0`` and a start exchange (every client must answer) gives
+        ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))``, the numbers of ``FedMM.run`` bit for bit.
     init_datas : list of client data, optional
         Data the server may use for ``init_statistic`` (public or pilot data).
     objective : callable(theta) -> float, optional
@@ -214,6 +223,7 @@ class FedMMStrategy(Strategy):
             raise ValueError(f"Expected 'n_clients' >= 1, got {n_clients}")
         self.seed = seed
         self.init = init
+        self._weights: Any = None  # μ_i (or the sample counts), set by _start_server
         self.init_datas = init_datas
         self.objective = objective
         self.wait_nodes = float(wait_nodes)
@@ -284,8 +294,25 @@ class FedMMStrategy(Strategy):
                 arrays = hello[pid].array_records[_MOMENTS]
                 moments.append((int(arrays["n"].numpy()[0]), arrays["sum"].numpy(), arrays["sumsq"].numpy()))
             model.set_global_moments(moments)  # after init_statistic, which may fit pilot moments
+        self._weights = weights
         self.server = algo.build_server(self.n_clients, weights=weights, init=S0, seed=self.seed)
         self._structure = _theta_structure(self.server.theta)
+
+    def _start_from_mean_statistic(self, grid: Grid, timeout: float) -> None:
+        """``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))`` from every client's full local statistic (``start='mean_statistic'``)."""
+        message = self.server.start_message()
+        record = _broadcast_record(message)
+        messages = [Message(RecordDict({_BROADCAST: record, _CONFIG: self._config(pid)}), node, _START)
+                    for pid, node in self.node_of.items()]
+        payloads, errors = self._collect(grid.send_and_receive(messages, timeout=timeout), START_ROUND)
+        if len(payloads) != self.n_clients:
+            raise RuntimeError("start='mean_statistic' needs every client's statistic at θ_0; missing "
+                               f"{sorted(set(range(self.n_clients)) - set(payloads))}: {errors} (pass init= "
+                               "or build the FedMM with start='model')")
+        S0 = self.server.mean_statistic(payloads)
+        self.server = self.algorithm.build_server(self.n_clients, weights=self._weights, init=S0, seed=self.seed)
+        self.history.config["start_bytes_up"] = sum(len(b) for b in payloads.values())
+        self.history.config["start_bytes_down"] = self.n_clients * message.nbytes
 
     def _setup_control_variates(self, grid: Grid, timeout: float) -> None:
         record = _broadcast_record(self.server.setup_message())
@@ -333,6 +360,8 @@ class FedMMStrategy(Strategy):
         self._timeout = float(timeout)
         hello = self._hello(grid, timeout)
         self._start_server(hello)
+        if self.init is None and self.algorithm.start == "mean_statistic":
+            self._start_from_mean_statistic(grid, timeout)
         if self.algorithm.control_variates == "oracle":
             self._setup_control_variates(grid, timeout)
         else:  # V_0,i = 0 needs no exchange: each client sets it on its first round
@@ -448,7 +477,7 @@ def client_app(algorithm: FedMM | Callable[[Context], FedMM],
     Returns
     -------
     flwr.clientapp.ClientApp
-        Handles ``query.fedmm_hello``, ``train.fedmm_setup`` and ``train``.
+        Handles ``query.fedmm_hello``, ``train.fedmm_start``, ``train.fedmm_setup`` and ``train``.
     """
     app = ClientApp()
 
@@ -488,6 +517,11 @@ def client_app(algorithm: FedMM | Callable[[Context], FedMM],
             content[_MOMENTS] = ArrayRecord({"n": Array(np.array([n], dtype=np.int64)), "sum": Array(s),
                                            "sumsq": Array(ss)})
         return Message(content, reply_to=msg)
+
+    @app.train("fedmm_start")
+    def start(msg: Message, context: Context) -> Message:
+        _, client, message, _ = build(msg, context)
+        return reply(msg, client.start_statistic(message), client.index, START_ROUND)
 
     @app.train("fedmm_setup")
     def setup(msg: Message, context: Context) -> Message:
