@@ -16,8 +16,9 @@ def _gmm_clients(n_clients, seed=0):
     """Heterogeneous 2-D clients of a three-component mixture (unequal sizes, so μ_i ≠ 1/n)."""
     rng = np.random.default_rng(seed)
     centers = np.array([[-3.0, 0.0], [0.0, 3.0], [3.0, 0.0]])
-    return [centers[rng.choice(3, size=30 + 7 * i, p=np.roll([0.6, 0.3, 0.1], i))] + rng.standard_normal((30 + 7 * i, 2))
-            for i in range(n_clients)]
+    sizes = [30 + 7 * i for i in range(n_clients)]
+    return [centers[rng.choice(3, size=n, p=np.roll([0.6, 0.3, 0.1], i))] + rng.standard_normal((n, 2))
+            for i, n in enumerate(sizes)]
 
 
 def _dictionary_clients(n_clients):
@@ -144,3 +145,16 @@ def test_mean_statistic_refuses_a_missing_client():
     payloads = {c.index: c.start_statistic(message) for c in clients[:2]}
     with pytest.raises(ValueError, match=r"missing clients \[2\]"):
         server.mean_statistic(payloads)
+
+
+def test_a_client_failing_in_the_start_exchange_is_named():
+    from reference import FailingInverseToy
+
+    rng = np.random.default_rng(3)
+    datas = [rng.uniform(1, 3, 20) for _ in range(3)]
+    datas[1] = np.full(20, FailingInverseToy.FAIL_MARK)
+    with pytest.raises(RuntimeError, match=r"Client 1 failed in the start exchange .*start='model'"):
+        FedMM(FailingInverseToy(), batch_size=4).run(datas, 2, seed=0)
+    # the model's own start needs no exchange: the failing client is dropped round by round
+    h = FedMM(FailingInverseToy(), batch_size=4, start="model").run(datas, 2, seed=0)
+    assert all(r["dropped"] == [1] for r in h.records)

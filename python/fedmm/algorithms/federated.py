@@ -946,7 +946,15 @@ class FedMM:
         if start_from_mean:
             # the start exchange of every runtime: one uncompressed full pass per client at θ_0 = T(init)
             message = server.start_message()
-            payloads = {c.index: c.start_statistic(message) for c in clients}
+            payloads = {}
+            for c in clients:
+                try:
+                    payloads[c.index] = c.start_statistic(message)
+                except Exception as exc:
+                    raise RuntimeError(
+                        f"Client {c.index} failed in the start exchange ({type(exc).__name__}: {exc}); "
+                        "start='mean_statistic' needs every client's statistic at θ_0: fix the client, "
+                        "or pass init= or start='model'") from exc
             server = self.build_server(n, weights=weights, init=server.mean_statistic(payloads), seed=seed)
         return server, clients
 
