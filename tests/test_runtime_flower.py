@@ -27,7 +27,7 @@ from flwr.simulation import run_simulation  # noqa: E402
 import fedmm.runtime.flower as ff  # noqa: E402
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
 from fedmm.algorithms._random import init_generator  # noqa: E402
-from fedmm.compression import BlockQuantizer, StochasticRounding  # noqa: E402
+from fedmm.compression import BlockQuantizer, Identity, StochasticRounding  # noqa: E402
 from fedmm.data import synthetic_dictionary  # noqa: E402
 from fedmm.history import History  # noqa: E402
 from fedmm.models import GaussianMixture  # noqa: E402
@@ -144,13 +144,31 @@ def test_flower_simulation_reproduces_in_process_history():
     datas = _gmm_clients(4)
     algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, alpha=0.3, step=0.5, batch_size=8,
                  oracle="spider", k_in=2, control_variates="oracle", compressor=BlockQuantizer(4))
-    ref = algo.run(datas, 4, seed=9)
     S0 = GaussianMixture(3).init_statistic(datas, init_generator(9))
+    ref = algo.run(datas, 4, seed=9, init=S0)
     strategy = _simulate(algo, datas, 4, 9, init=S0)
     assert strategy.errors == []
     assert strategy.history.equals(ref)
     assert strategy.history.config["setup_bytes_up"] == ref.config["setup_bytes_up"] > 0
     assert [r["dropped"] for r in strategy.history.records] == [[]] * 4
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_mean_statistic_start_reproduces_in_process_history():
+    # The default start: θ_0 = T(init_statistic(init_datas)), then a start exchange gives Ŝ_0 = Π(Σ μ_i s̄_i(θ_0)),
+    # bit for bit the Ŝ_0 that FedMM.run computes in process; control variates from the oracle at that Ŝ_0.
+    datas = _gmm_clients(4)
+    algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, alpha=0.3, step=0.5, batch_size=8,
+                 control_variates="oracle", compressor=BlockQuantizer(4))
+    assert algo.start == "mean_statistic"
+    ref = algo.run(datas, 3, seed=9)
+    strategy = _simulate(algo, datas, 3, 9, init_datas=datas)
+    assert strategy.errors == []
+    assert strategy.history.equals(ref)
+    np.testing.assert_array_equal(strategy.history.state["S"], ref.state["S"])
+    one = len(Identity().encode(np.zeros(algo.model.layout.size), None))  # uncompressed, whatever the compressor
+    assert strategy.history.config["start_bytes_up"] == 4 * one
 
 
 @pytest.mark.integration
@@ -161,7 +179,7 @@ def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_clien
     Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
     datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
     algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.5, step=0.5,
-                 batch_size=10, compressor=StochasticRounding(bits=8))
+                 batch_size=10, compressor=StochasticRounding(bits=8), start="model")
     strategy = _simulate(algo, datas, 3, 7)
     rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={1})
     for rec, (ids, E_s, _) in zip(strategy.history.records, rounds):
@@ -194,7 +212,7 @@ def _faulty_dictionary_run():
     datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
     comps = [StochasticRounding(bits=8), StochasticRounding(bits=8), _NaNPayloads(bits=8)]
     algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.0, step=0.5,
-                 batch_size=10, compressor=comps)
+                 batch_size=10, compressor=comps, start="model")
     return algo, datas
 
 

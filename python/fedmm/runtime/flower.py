@@ -35,6 +35,10 @@ Wire conventions (``fedmm/payload-v1``):
   (:meth:`RemoteAlgorithm.describe_data`: its number of samples ``n-samples``,
   the default weights ``μ_i = N_i/N``, and, for models with
   ``local_moments``/``set_global_moments`` (the Gaussian mixture), its local moments).
+- start, message type ``train.fedmm_start`` (FedMM with ``start='mean_statistic'``
+  and no ``init``): the broadcast of round ``-2`` carries ``θ_0``; every node
+  answers with its full local statistic at ``θ_0`` (Identity wire format),
+  which the server averages into ``Ŝ_0`` before the set-up exchange.
 
 Client state.  ``V_{t,i}`` (and the SPIDER memory) live in
 ``context.state.array_records["fedmm"]``.  A client's update is first stored
@@ -71,6 +75,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from fedmm.algorithms import Broadcast, FedAdam, FedMM, FedMMOT
+from fedmm.algorithms.federated import START_ROUND
 from fedmm.algorithms.ot import OTBroadcast
 from fedmm._validation import check_in
 from fedmm.algorithms._random import check_seed, init_generator
@@ -92,6 +97,7 @@ _REPLY = "fedmm.reply"
 _DESCRIPTION = "fedmm.hello"
 _HELLO = "query.fedmm_hello"
 _SETUP = "train.fedmm_setup"
+_START = "train.fedmm_start"
 _TRAIN = "train"
 _PENDING = "pending."
 _N_SAMPLES = "n-samples"
@@ -182,7 +188,10 @@ class RemoteAlgorithm(Protocol):
     ``select``, ``broadcast``, ``aggregate(t, payloads, on_invalid=...)`` on the
     server, ``setup``, ``step``, ``get_state``/``set_state`` on a client.  The
     calls, in order: on each node :meth:`describe_data` (start-up); on the
-    server :meth:`build_server` with every node's description, then per round
+    server :meth:`build_server` with every node's description; when
+    :meth:`start_exchange` says so, :meth:`start_message` goes to every node,
+    which answers :meth:`start_reply`, and :meth:`restart_server` builds the
+    run's server from the answers; then per round
     the broadcast goes down as :meth:`broadcast_to_arrays` plus
     :meth:`broadcast_layout`, and each node rebuilds it with
     :meth:`broadcast_from_arrays` and its client with :meth:`build_client`
@@ -219,6 +228,24 @@ class RemoteAlgorithm(Protocol):
 
     def build_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
         """Client ``index`` on its node's ``data``: the client the in-process runtime builds for the same seed."""
+        ...
+
+    def start_exchange(self, init: Any) -> bool:
+        """Whether the server built by :meth:`build_server` (with this ``init``) needs every client's
+        answer to a start message before the set-up exchange (FedMM's ``start='mean_statistic'``)."""
+        ...
+
+    def start_message(self, server: Any) -> Any:
+        """The start broadcast (round ``-2``) when :meth:`start_exchange` is true."""
+        ...
+
+    def start_reply(self, client: Any, message: Any) -> bytes:
+        """A client's answer to the start broadcast."""
+        ...
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int) -> Any:
+        """The server of the run, built from every client's start answer ``payloads[i]``."""
         ...
 
     def broadcast_layout(self, server: Any) -> str:
@@ -298,6 +325,20 @@ class _FedMMRemote:
     def build_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
         return self.algorithm.build_client(index, data, n_clients=n_clients, seed=seed)
 
+    def start_exchange(self, init: Any) -> bool:
+        return init is None and self.algorithm.start == "mean_statistic"
+
+    def start_message(self, server: Any) -> Broadcast:
+        return server.start_message()
+
+    def start_reply(self, client: Any, message: Broadcast) -> bytes:
+        return client.start_statistic(message)
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int) -> Any:
+        return self.algorithm.build_server(n_clients, weights=_sample_weights(self.algorithm.weights, descriptions),
+                                           init=server.mean_statistic(payloads), seed=seed)
+
     def broadcast_layout(self, server: Any) -> str:
         return _theta_structure(server.theta)
 
@@ -351,6 +392,19 @@ class _OTRemote:
     def build_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
         return self.algorithm.build_client(index, data, n_clients=n_clients, target=self._target(public_data),
                                            seed=seed)
+
+    def start_exchange(self, init: Any) -> bool:
+        return False  # ω_0, θ_0 come from init or the seed
+
+    def start_message(self, server: Any) -> Any:
+        raise TypeError(f"{self.name} has no start exchange")
+
+    def start_reply(self, client: Any, message: Any) -> bytes:
+        raise TypeError(f"{self.name} has no start exchange")
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int) -> Any:
+        raise TypeError(f"{self.name} has no start exchange")
 
     def broadcast_layout(self, server: Any) -> str:
         return ""
@@ -416,11 +470,14 @@ class FedMMStrategy(Strategy):
         Run seed (server sampling of its own, per-client streams); with the
         same seed and ``init`` the History equals ``algorithm.run(datas, ...)``.
     init : optional
-        FedMM: ``Ŝ_0``, ndarray of shape (q,); default
-        ``model.init_statistic(init_datas, rng)`` with the generator
-        ``FedMM.run`` uses (``init_datas`` default: no data, which suits models
-        whose initialization does not look at the data, e.g. dictionary
-        learning).  FedMM-OT, FedAdam: ``(ω_0, θ_0)``; default
+        FedMM: ``Ŝ_0``, ndarray of shape (q,).  Default: the algorithm's
+        ``start``.  With ``'model'``, ``model.init_statistic(init_datas, rng)``
+        with the generator ``FedMM.run`` uses (``init_datas`` default: no
+        data, which suits models whose initialization does not look at the
+        data, e.g. dictionary learning); with ``'mean_statistic'``, that
+        statistic gives ``θ_0`` and a start exchange (every client must
+        answer) gives ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))``, the numbers of
+        ``FedMM.run`` bit for bit.  FedMM-OT, FedAdam: ``(ω_0, θ_0)``; default
         ``problem.init`` on the run's initialization stream, as their ``run``.
     init_datas : list of client data, optional
         FedMM only: data the server may use for ``init_statistic`` (public or pilot data).
@@ -475,6 +532,7 @@ class FedMMStrategy(Strategy):
             raise TypeError(f"Expected 'objective' to be callable, got {type(objective).__name__}")
         self.seed = seed
         self.init = init
+        self._descriptions: list[Mapping[str, np.ndarray]] = []  # every node's describe_data, by partition
         self.init_datas = init_datas
         self.public_data = public_data
         self.objective = objective
@@ -535,11 +593,26 @@ class FedMMStrategy(Strategy):
                 for pid, node in self.node_of.items()}
 
     def _start_server(self, descriptions: dict[int, dict[str, np.ndarray]]) -> None:
-        self.server = self.remote.build_server(self.n_clients, descriptions=[descriptions[i] for i in
-                                                                             range(self.n_clients)],
+        self._descriptions = [descriptions[i] for i in range(self.n_clients)]
+        self.server = self.remote.build_server(self.n_clients, descriptions=self._descriptions,
                                                seed=self.seed, init=self.init, init_datas=self.init_datas,
                                                public_data=self.public_data)
         self._layout = self.remote.broadcast_layout(self.server)
+
+    def _start_exchange(self, grid: Grid, timeout: float) -> None:
+        """The start exchange: every client's answer to the start message rebuilds the server
+        (FedMM's ``start='mean_statistic'``: ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))``)."""
+        message = self.remote.start_message(self.server)
+        messages = [self._broadcast_message(message, pid, _START) for pid in self.node_of]
+        payloads, errors = self._collect(grid.send_and_receive(messages, timeout=timeout), START_ROUND)
+        if len(payloads) != self.n_clients:
+            raise RuntimeError("start='mean_statistic' needs every client's statistic at θ_0; missing "
+                               f"{sorted(set(range(self.n_clients)) - set(payloads))}: {errors} (pass init= "
+                               "or build the FedMM with start='model')")
+        self.server = self.remote.restart_server(self.server, payloads, n_clients=self.n_clients,
+                                                 descriptions=self._descriptions, seed=self.seed)
+        self.history.config["start_bytes_up"] = sum(len(b) for b in payloads.values())
+        self.history.config["start_bytes_down"] = self.n_clients * message.nbytes
 
     def _setup_exchange(self, grid: Grid, timeout: float) -> None:
         setup = self.server.setup_message()
@@ -585,6 +658,8 @@ class FedMMStrategy(Strategy):
         """
         self._timeout = float(timeout)
         self._start_server(self._hello(grid, timeout))
+        if self.remote.start_exchange(self.init):
+            self._start_exchange(grid, timeout)
         if self.remote.setup_exchange:
             self._setup_exchange(grid, timeout)
         else:  # e.g. V_0,i = 0 needs no exchange: each client sets it on its first round
@@ -710,7 +785,7 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
     Returns
     -------
     flwr.clientapp.ClientApp
-        Handles ``query.fedmm_hello``, ``train.fedmm_setup`` and ``train``.
+        Handles ``query.fedmm_hello``, ``train.fedmm_start``, ``train.fedmm_setup`` and ``train``.
     """
     app = ClientApp()
     known = (FedMM, FedMMOT, FedAdam, RemoteAlgorithm)
@@ -748,6 +823,11 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
                               _DESCRIPTION: ArrayRecord({k: Array(np.ascontiguousarray(v))
                                                          for k, v in description.items()})})
         return Message(content, reply_to=msg)
+
+    @app.train("fedmm_start")
+    def start(msg: Message, context: Context) -> Message:
+        remote, client, message, _, _ = build(msg, context)
+        return reply(msg, remote.start_reply(client, message), client.index, START_ROUND)
 
     @app.train("fedmm_setup")
     def setup(msg: Message, context: Context) -> Message:
