@@ -472,7 +472,10 @@ cdef class WorkerPool:
     neither on ``n_threads`` nor on which thread ran which client.  A thread
     with nothing to do spins for at most ``spin_ns`` nanoseconds, then
     sleeps on a condition variable: between rounds (while the calling
-    thread aggregates) and between calls the workers use no CPU.  Workers
+    thread aggregates) and between calls the workers use no CPU.  A round
+    that took longer than the calling thread alone would have makes the
+    next 1, 2, 4, …, 256 rounds run on the calling thread alone (a worker
+    that another process keeps off its core then delays no round).  Workers
     block every signal, so Ctrl-C reaches the main thread.
 
     Parameters

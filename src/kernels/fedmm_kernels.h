@@ -686,7 +686,12 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
  * workspace), and then a job gives the same results, bit for bit, for
  * every n_threads and every interleaving.  The caller never waits for a
  * thread that has not started an item: a worker that the operating system
- * has not scheduled yet simply finds no item left.
+ * has not scheduled yet simply finds no item left.  A job that took
+ * longer than the calling thread alone would have (a worker lost its core
+ * in the middle of an item: another process keeps that core busy) makes
+ * the next 1, 2, 4, ..., 256 jobs (doubling while that goes on) run on the
+ * calling thread alone; a job that gains from the workers resets it.  Who
+ * runs an item never changes the results.
  *
  * Waits: a thread with nothing to do spins for at most spin_ns nanoseconds
  * (a CPU pause per test), then sleeps on a condition variable (a futex on

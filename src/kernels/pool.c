@@ -67,6 +67,9 @@ int fedmm_pool_run(fedmm_pool_t *pool, int64_t n_items, fedmm_pool_task_fn fn, v
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 #define FETCH_ADD(x, v) __atomic_fetch_add(&(x), (v), __ATOMIC_ACQ_REL)
 
+/* Longest stretch of jobs the caller runs alone after jobs that lost time waiting (see fedmm_pool_run). */
+#define FEDMM__POOL_SOLO_MAX 256
+
 /* the counters written by every thread, each on its own cache line pair */
 #define FEDMM__POOL_PAD 128
 
@@ -84,6 +87,9 @@ struct fedmm_pool {
     uint64_t generation; /* written under the lock; read atomically outside it */
     int shutdown;        /* written under the lock */
     int n_sleeping;      /* under the lock: workers waiting on wake */
+    /* the caller's own: jobs still to run alone, and the length of the next such stretch */
+    int64_t solo_left;
+    int64_t solo_next;
     char pad0[FEDMM__POOL_PAD];
     int64_t next; /* the next unclaimed item */
     char pad1[FEDMM__POOL_PAD];
@@ -142,12 +148,12 @@ static int spin_until_i64(const int64_t *word, int64_t target, int64_t spin_ns)
     }
 }
 
-/* Claim and run items of the job until none is left. */
-static void work_on(fedmm_pool_t *pool, fedmm_pool_task_fn fn, void *ctx, int64_t n_items, int worker)
+/* Claim and run items of the job until none is left; returns how many it ran. */
+static int64_t work_on(fedmm_pool_t *pool, fedmm_pool_task_fn fn, void *ctx, int64_t n_items, int worker)
 {
-    for (;;) {
+    for (int64_t ran = 0;; ran++) {
         int64_t k = FETCH_ADD(pool->next, 1);
-        if (k >= n_items) return;
+        if (k >= n_items) return ran;
         fn(ctx, k, worker);
         if (FETCH_ADD(pool->n_done, 1) + 1 == n_items && worker != 0) {
             pthread_mutex_lock(&pool->lock); /* the caller may sleep on done */
@@ -211,6 +217,7 @@ int fedmm_pool_create(int n_threads, int64_t spin_ns, fedmm_pool_t **pool)
     }
     p->n_threads = n_threads;
     p->spin_ns = spin_ns;
+    p->solo_next = 1;
     if (pthread_mutex_init(&p->lock, NULL) != 0) goto fail_mutex;
     if (pthread_cond_init(&p->wake, NULL) != 0) goto fail_wake;
     if (pthread_cond_init(&p->done, NULL) != 0) goto fail_done;
@@ -266,10 +273,12 @@ int fedmm_pool_size(const fedmm_pool_t *pool) { return pool == NULL ? 0 : pool->
 int fedmm_pool_run(fedmm_pool_t *pool, int64_t n_items, fedmm_pool_task_fn fn, void *ctx)
 {
     if (pool == NULL || fn == NULL || n_items < 0) return FEDMM_EINVAL;
-    if (n_items <= 1 || pool->n_threads == 1) { /* nothing to share */
+    if (n_items <= 1 || pool->n_threads == 1 || pool->solo_left > 0) { /* nothing to share, or alone */
+        if (n_items > 1 && pool->solo_left > 0) pool->solo_left--;
         for (int64_t k = 0; k < n_items; k++) fn(ctx, k, 0);
         return FEDMM_OK;
     }
+    int64_t started = now_ns();
     pthread_mutex_lock(&pool->lock);
     /* workers still registered for the previous job are past its last item: let them leave */
     while (LOAD(pool->n_registered) != 0) {
@@ -287,11 +296,24 @@ int fedmm_pool_run(fedmm_pool_t *pool, int64_t n_items, fedmm_pool_task_fn fn, v
     for (int64_t i = 0; i < wanted; i++) pthread_cond_signal(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
 
-    work_on(pool, fn, ctx, n_items, 0);
+    int64_t own = work_on(pool, fn, ctx, n_items, 0);
+    int64_t worked = now_ns();
     if (!spin_until_i64(&pool->n_done, n_items, pool->spin_ns)) {
         pthread_mutex_lock(&pool->lock);
         while (LOAD(pool->n_done) != n_items) pthread_cond_wait(&pool->done, &pool->lock);
         pthread_mutex_unlock(&pool->lock);
+    }
+    /* A job that took longer than the caller alone would have (n_items at the caller's own pace)
+     * waited on a worker that lost its core mid-item: the next solo_next jobs run here alone
+     * (1, 2, 4, ..., FEDMM__POOL_SOLO_MAX while that goes on); a job that gains resets it. */
+    if (own > 0) {
+        double alone = (double)(worked - started) / (double)own * (double)n_items;
+        if ((double)(now_ns() - started) > alone) {
+            pool->solo_left = pool->solo_next;
+            if (pool->solo_next < FEDMM__POOL_SOLO_MAX) pool->solo_next *= 2;
+        } else {
+            pool->solo_next = 1;
+        }
     }
     return FEDMM_OK;
 }

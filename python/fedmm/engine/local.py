@@ -207,8 +207,12 @@ class LocalRuntime:
     A thread with nothing to do spins for at most 20 µs, then sleeps on a
     condition variable: while the calling thread aggregates, between
     stretches and while Python runs the monitor, the workers use no CPU.
-    So ``n_threads = 2`` gains most of a second core when it is idle and
-    costs little when another process keeps it busy; the numbers of
+    A round that took longer than the calling thread alone would have (a
+    worker lost its core in the middle of a client to another process)
+    makes the next 1, 2, 4, …, 256 rounds run on the calling thread alone,
+    until a round gains from the workers again.  So ``n_threads = 2`` gains
+    most of a second core when it is idle and costs little when another
+    process keeps it busy; the numbers of
     ``extra_info`` in ``benchmarks/bench_threads.py`` measure both cases.
     More threads than cores only add waits.  The worker threads block every
     signal (Ctrl-C reaches the main thread, which defers it to the end of
