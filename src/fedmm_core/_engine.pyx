@@ -486,6 +486,13 @@ cdef class WorkerPool:
     spin_ns : int >= 0
         Longest spin of an idle thread before it sleeps.
 
+    Attributes
+    ----------
+    n_threads : int
+        Threads of a job, the calling thread included.
+    spin_ns : int
+        Longest spin of an idle thread before it sleeps, in nanoseconds.
+
     Notes
     -----
     One job at a time: a pool that is running rounds refuses another call
