@@ -429,7 +429,7 @@ class Server:
         return size + (1 if self.mode == "compress" else 0)
 
     def simulate_rounds(self, clients: Sequence[Client], t0: int, n_rounds: int, n_threads: int = 1,
-                        max_seconds: float = float("inf")) -> list[dict[str, Any]] | None:
+                        max_seconds: float = float("inf"), pool: Any = None) -> list[dict[str, Any]] | None:
         """Rounds ``t0, …, t0 + n_rounds − 1`` with all ``clients`` in this process, on the compiled backend.
 
         :meth:`select`, the contacted clients' :meth:`Client.step` and
@@ -440,8 +440,11 @@ class Server:
         with nothing changed, when the configuration has no compiled form
         (:func:`fedmm.engine.compiled_unsupported` says why).  Fewer than
         ``n_rounds`` rounds (at least one) run when they take more than ``max_seconds``.
+        The clients run on ``pool`` (a :class:`fedmm.kernels.WorkerPool` the
+        caller keeps across stretches) when given, else on ``n_threads``
+        threads started for this call.
         """
-        return compiled_rounds(self, clients, t0, n_rounds, n_threads, max_seconds)
+        return compiled_rounds(self, clients, t0, n_rounds, n_threads, max_seconds, pool=pool)
 
     # -- state as data ----------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
