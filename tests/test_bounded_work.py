@@ -363,7 +363,8 @@ int main(void)
             return 3;
         /* polled without stopping: the same codes and counts, bit for bit */
         if (memcmp(H0, H1, sizeof H0) != 0 || memcmp(it0, it1, sizeof it0) != 0 || bad0 != bad1) return 4;
-        if (method < FEDMM_LASSO_ACTIVE_SET) { /* the active set and the homotopy end in ~60 steps; the others run 20000 sweeps */
+        /* the active set and the homotopy end in ~60 steps; the others run 20000 sweeps */
+        if (method < FEDMM_LASSO_ACTIVE_SET) {
             if (never.calls < 10) return 5; /* 3 x 20000 sweeps of ~K^2 work: dozens of polls */
             counter_t third = {0, 3};
             const fedmm_interrupt_t stop = {poll, &third};
