@@ -573,12 +573,24 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
     return -1 - max_iter;
 }
 
-/* a += G_{:,S} x over the index list S[0..m), four columns per pass over a
- * (one load and store of a per four axpys). */
+/* a = G_{:,S} x over the index list S[0..m), eight columns per pass over a
+ * (one load and store of a per eight axpys). */
 static void gram_columns_times(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
                                const int *S, fedmm_blas_int m, const double *x, double *a)
 {
+    memset(a, 0, (size_t)K * sizeof(double));
     fedmm_blas_int j = 0;
+    for (; j + 8 <= m; j += 8) {
+        const double *G0 = G + (size_t)S[j] * ldg, *G1 = G + (size_t)S[j + 1] * ldg;
+        const double *G2 = G + (size_t)S[j + 2] * ldg, *G3 = G + (size_t)S[j + 3] * ldg;
+        const double *G4 = G + (size_t)S[j + 4] * ldg, *G5 = G + (size_t)S[j + 5] * ldg;
+        const double *G6 = G + (size_t)S[j + 6] * ldg, *G7 = G + (size_t)S[j + 7] * ldg;
+        const double x0 = x[j], x1 = x[j + 1], x2 = x[j + 2], x3 = x[j + 3];
+        const double x4 = x[j + 4], x5 = x[j + 5], x6 = x[j + 6], x7 = x[j + 7];
+        for (fedmm_blas_int i = 0; i < K; ++i)
+            a[i] += ((x0 * G0[i] + x1 * G1[i]) + (x2 * G2[i] + x3 * G3[i])) +
+                    ((x4 * G4[i] + x5 * G5[i]) + (x6 * G6[i] + x7 * G7[i]));
+    }
     for (; j + 4 <= m; j += 4) {
         const double *G0 = G + (size_t)S[j] * ldg, *G1 = G + (size_t)S[j + 1] * ldg;
         const double *G2 = G + (size_t)S[j + 2] * ldg, *G3 = G + (size_t)S[j + 3] * ldg;
@@ -725,7 +737,6 @@ static int lasso_homotopy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
             return -1 - it; /* the caller sees pl->stopped */
         memcpy(x, y, (size_t)m * sizeof(double));
         hom_back(m, U, K, x); /* u = G_AA^{-1} theta_A */
-        memset(a, 0, (size_t)K * sizeof(double));
         gram_columns_times(K, G, ldg, S, m, x, a);
         double gamma = t - lam;
         int event = 0; /* 0: reach lam, 1: join `who` with sign `sgn`, 2: leave position `who` */
