@@ -735,6 +735,9 @@ static int lasso_homotopy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
     for (; it < max_iter; ++it) {
         if (lasso_poll(pl, (int64_t)K * m + (int64_t)m * m + 4 * (int64_t)K))
             return -1 - it; /* the caller sees pl->stopped */
+        /* an iteration stands for at most about K^2 + 4K multiply-adds (the
+         * bound of max_iter): a step on a support above ~0.6 K counts twice */
+        if ((int64_t)m * (K + m) > (int64_t)K * K + 4 * (int64_t)K && ++it >= max_iter) break;
         memcpy(x, y, (size_t)m * sizeof(double));
         hom_back(m, U, K, x); /* u = G_AA^{-1} theta_A */
         gram_columns_times(K, G, ldg, S, m, x, a);
@@ -801,7 +804,7 @@ static int lasso_homotopy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
             ++m;
         }
     }
-    if (it == max_iter) {
+    if (it >= max_iter) {
         refresh_gradient_list(K, G, ldg, c, h, S, m, g);
         return -1 - max_iter;
     }
