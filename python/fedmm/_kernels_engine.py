@@ -19,7 +19,7 @@ CompiledModel = _engine.CompiledModel
 #: Persistent worker threads for :func:`run_rounds` (``fedmm_pool_t``), see :class:`fedmm._engine.WorkerPool`.
 WorkerPool = _engine.WorkerPool
 #: LASSO methods of the C solver, by name (``FEDMM_LASSO_*``).
-LASSO_METHODS = {"auto": 0, "cd": 1, "active_set": 2}
+LASSO_METHODS = {"auto": 0, "cd": 1, "active_set": 2, "homotopy": 3}
 #: Largest worst-case work, in multiply-adds, of one LASSO column inside a compiled round:
 #: ``max_iter · (K² + 4K)`` (a sweep or an active-set step costs at most about ``K² + 4K``).
 #: Compiled rounds run without checking for Ctrl-C, so :func:`dictionary_model` refuses a

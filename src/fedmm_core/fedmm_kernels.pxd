@@ -167,6 +167,7 @@ cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_LASSO_AUTO
     int FEDMM_LASSO_CD
     int FEDMM_LASSO_ACTIVE_SET
+    int FEDMM_LASSO_HOMOTOPY
     ctypedef struct fedmm_lasso_options_t:
         double lam
         int positive

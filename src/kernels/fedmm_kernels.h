@@ -316,15 +316,21 @@ int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
  *   method      FEDMM_LASSO_CD (coordinate descent + Newton on a stable
  *               support), FEDMM_LASSO_ACTIVE_SET (feature-sign active-set
  *               search, handing over to coordinate descent if its support
- *               matrix G_SS becomes singular) or FEDMM_LASSO_AUTO (active set
- *               while the support has at most min(24, max(4, K/2)) atoms,
- *               then coordinate descent; in fedmm_dictionary_statistics with
- *               2K > p the active set uncapped).
+ *               matrix G_SS becomes singular), FEDMM_LASSO_HOMOTOPY (LARS-
+ *               lasso path from h = 0 down to lam with Cholesky up- and
+ *               downdates, ended by an exact solve on the final support;
+ *               a nonzero warm start, a numerically dependent atom or a
+ *               failed final check hands the column to the active set) or
+ *               FEDMM_LASSO_AUTO (active set while the support has at most
+ *               min(24, max(4, K/2)) atoms, then coordinate descent; in
+ *               fedmm_dictionary_statistics the homotopy when K > p and the
+ *               active set uncapped when p < 2K <= 2p).
  * The kernels return FEDMM_EINVAL when opts is NULL or a field is out of
  * range. */
 #define FEDMM_LASSO_AUTO 0
 #define FEDMM_LASSO_CD 1
 #define FEDMM_LASSO_ACTIVE_SET 2
+#define FEDMM_LASSO_HOMOTOPY 3
 typedef struct fedmm_lasso_options {
     double lam;
     int positive;
