@@ -137,7 +137,7 @@ class AblationConfig:
     eta_sweep: tuple[float, ...] = (0.2, 0.02)
     map_points: int = 13
     minibatch_draws: int = 20
-    fixed_point_rounds: int = 600
+    fixed_point_rounds: int = 1500
     fixed_point_step: float = 0.1
     jobs: int = 1
 
@@ -338,8 +338,9 @@ def _run_one(run: _Run, tick: Callable[[int], None]) -> dict:
             snapshots[r] = np.array(theta)
         tick(1)
 
+    # monitor_every=rounds: the baseline's E_sp (a full pass over the data) only at the last round
     history = algorithm.run(datas, run.rounds, seed=run.seed, objective_every=run.every, callback=after_round,
-                            progress=False)
+                            monitor_every=run.rounds, progress=False)
     history.initial["median_atom_norm"] = norms.pop(0)
     for r, value in norms.items():
         history.records[r - 1]["median_atom_norm"] = value
@@ -564,8 +565,10 @@ def plot_ablation(config: AblationConfig, runs: Sequence[_Run], histories: dict[
                 curves = [c / np.nanmin(c) for c in curves]
             lows.append(np.nanmin([np.nanmin(c) for c in curves]))
             plot_band(ax, curves, label=label, log=log, style=style, x=np.arange(len(curves[0]), dtype=float))
-        if clip:  # the first rounds' large values would flatten the part that matters
-            ax.set_ylim(top=(1.0 + 0.6 * (min(lows) > 0)) * min(lows) if not relative else 1.25)
+        if clip and relative:
+            ax.set_ylim(0.995, 1.12)
+        elif clip:  # the first rounds' large values would flatten the part that matters
+            ax.set_ylim(0.97 * min(lows), 1.2 * min(lows))
         ax.set_xlabel("communication round t")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
@@ -577,33 +580,37 @@ def plot_ablation(config: AblationConfig, runs: Sequence[_Run], histories: dict[
     draw(axes[0, 0], panel_a, "objective", True, clip=True)
     axes[0, 0].set(title=f"(a) Figure 1 variants (β = {config.beta:g}): objective (y clipped)",
                    ylabel=objective_label)
-    draw(axes[0, 1], panel_a, "median_atom_norm", False)
+    draw(axes[0, 1], panel_a, "median_atom_norm", True)
     axes[0, 1].set(title="(a) atom norms along the runs", ylabel=norm_label)
 
     panel_b = [("as Figure 1 (10 of 20 clients, b = 50, 8 bits)", grouped[("a", "ParameterAveraging")])]
     panel_b += [(curve, group) for (panel, curve), group in grouped.items() if panel == "b"]
     draw(axes[1, 0], panel_b, "objective", True, clip=True)
     axes[1, 0].set(title="(b) ParameterAveraging: which factor makes the rise (y clipped)", ylabel=objective_label)
-    draw(axes[1, 1], panel_b, "median_atom_norm", False)
+    draw(axes[1, 1], panel_b, "median_atom_norm", True)
     axes[1, 1].set(title="(b) ParameterAveraging: atom norms", ylabel=norm_label)
 
     for col, (key, ylabel) in enumerate((("median_atom_norm", norm_label), ("objective", objective_label))):
         ax = axes[2, col]
         names = ("baseline θ itself", *MAP_NAMES)
+        values = []
         for style, name in enumerate(names):
             per_seed = [np.array([v[key] for v in m["baseline"]]) if style == 0 else np.array(m[name][key])
                         for m in maps.values()]
+            values.append(np.concatenate(per_seed))
             rounds = next(iter(maps.values()))["rounds"]
-            plot_band(ax, per_seed, label=name, log=key == "objective", style=style,
-                      x=np.asarray(rounds, dtype=float))
+            plot_band(ax, per_seed, label=name, log=True, style=style, x=np.asarray(rounds, dtype=float))
+        # the baseline's first iterates (random θ_0) would flatten the maps' curves: clip at their range
+        maps_values = np.concatenate(values[1:])
+        ax.set_ylim(0.9 * min(maps_values.min(), values[0].min()), 1.1 * maps_values.max())
         ax.set_xlabel("round t of the baseline's iterate θ_t (Figure 1 variant)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
         tidy_log_axis(ax)
     axes[2, 0].set_title(f"(c) maps at the baseline's θ_t: atom norms (minibatch b = {config.batch_size}, "
-                         f"{config.minibatch_draws} draws)")
-    axes[2, 1].set_title("(c) maps at the baseline's θ_t: objective at their output")
+                         f"{config.minibatch_draws} draws; y clipped)")
+    axes[2, 1].set_title("(c) maps at the baseline's θ_t: objective at their output (y clipped)")
 
     sweeps = _sweep_curves(config, grouped)
     draw(axes[3, 0], [(f"ParameterAveraging {c}", g) for c, g in sweeps], "objective", False, clip=True,
@@ -625,7 +632,7 @@ def plot_ablation(config: AblationConfig, runs: Sequence[_Run], histories: dict[
     axes[4, 0].set(title="(e) deterministic: full batches and participation, no compression, α = 0 (y clipped)",
                    ylabel=objective_label)
     axes[4, 0].set_xscale("log")
-    draw(axes[4, 1], panel_e, "median_atom_norm", False)
+    draw(axes[4, 1], panel_e, "median_atom_norm", True)
     axes[4, 1].set(title="(e) deterministic: atom norms", ylabel=norm_label)
     axes[4, 1].set_xscale("log")
     for ax in axes.flat:
