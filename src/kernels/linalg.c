@@ -146,8 +146,9 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
  * NB the dsytrd block size, 32 or 64 in reference LAPACK and OpenBLAS),
  * liwork >= 10K; dsytrf runs blocked with lwork >= NB K; dsyevd (jobz 'V')
  * needs 1 + 6K + 2K^2 doubles and 3 + 5K ints, plus 2K + NB K for its
- * blocked reduction. */
-#define PSD_LWORK(K) (70 * (size_t)(K) + 2 * (size_t)(K) * (size_t)(K) + 1)
+ * blocked reduction; the subspace path (negative_part_subspace, block p <=
+ * K/2 + 2) needs 5Kp + 3p^2 + 2p + K <= 3.25 K^2 + 18K + 16. */
+#define PSD_LWORK(K) (70 * (size_t)(K) + 4 * (size_t)(K) * (size_t)(K) + 16)
 #define PSD_LIWORK(K) (10 * (size_t)(K) + 3)
 
 size_t fedmm_project_psd_work(fedmm_blas_int K)
@@ -231,16 +232,19 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, doub
 
 /* ---- few negative eigenvalues: shifted inverse subspace iteration --------- */
 
-/* Guard vectors beyond the number of negative eigenvalues (convergence goes
- * with the first eigenvalue outside the block), iteration cap (then another
- * path takes over), attempts at a shift below the spectrum, how far below
- * the estimate of lambda_min the shift goes, and the order below which the
- * O(K^2 p) steps run as plain loops rather than BLAS calls (whose fixed cost
- * dominates at K = 15). */
+/* The subspace path: guard vectors beyond the number of negative
+ * eigenvalues (convergence goes with the first eigenvalue outside the
+ * block); the most negative eigenvalues it takes on (more: the tridiagonal
+ * path is cheaper); its iteration cap (slower convergence than about 10x per
+ * step: the tridiagonal path takes over); the order below which its O(K^2 p)
+ * steps run as plain loops rather than BLAS calls (whose fixed cost
+ * dominates at K = 15); its tolerances relative to ||S||_F: the certificate's
+ * margin delta and the Ritz residuals (divided by sqrt(number of negative
+ * eigenvalues)), which bound its error by (2 sqrt(2) 1e-11 + sqrt(K) 1e-12)
+ * ||S||_F. */
 #define PSD_SUBSPACE_GUARD 2
-#define PSD_SUBSPACE_MAX_ITER 40
-#define PSD_SHIFT_ATTEMPTS 3
-#define PSD_SHIFT_FACTOR 4.0
+#define PSD_SUBSPACE_MAX_NEGATIVE(K) (4 + (K) / 8)
+#define PSD_SUBSPACE_MAX_ITER 12
 #define PSD_LOOPS_MAX_K 24
 #define PSD_SUBSPACE_TOL 1e-12
 #define PSD_RESIDUAL_TOL 1e-11
@@ -497,6 +501,7 @@ static fedmm_blas_int negative_part_subspace(fedmm_blas_int K, const double *S, 
         t_inv[i] = 1.0 / theta[i];
         if (theta[i] < 0.0) ++n_negative;
     }
+    if (n_negative > PSD_SUBSPACE_MAX_NEGATIVE(K)) return -1; /* too many for this path */
     if (n_negative + PSD_SUBSPACE_GUARD < p) p = n_negative + PSD_SUBSPACE_GUARD;
     if (p < n2) p = n2;
 
@@ -639,7 +644,7 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
     const fedmm_blas_int neg_bound = K - info + 1;
     int partial = neg_bound * PSD_PARTIAL_MAX_FRACTION <= K;
     fedmm_blas_int m = 0;
-    if (partial && isfinite(sum_sq)) {
+    if (neg_bound <= PSD_SUBSPACE_MAX_NEGATIVE(K) && isfinite(sum_sq)) {
         const fedmm_blas_int n_neg = negative_part_subspace(K, out, sqrt(sum_sq), info - 1, W, V,
                                                             lapack_work, blas);
         if (n_neg >= 0) {
