@@ -116,6 +116,20 @@ def test_project_psd_matches_eigh_clip(K, kind):
     np.testing.assert_allclose(project_psd(P), P, atol=1e-12 * scale, rtol=0)  # idempotent
 
 
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e-80, 1e80, 1e200, 1e300])
+@pytest.mark.parametrize("kind", ["nearly", "arbitrary", "psd"])
+@pytest.mark.parametrize("K", [2, 15, 50])
+def test_project_psd_is_scale_equivariant(K, kind, scale):
+    """Π(c A) = c Π(A) for c > 0: matrices far from unit scale (where LAPACK's bisection and the
+    Schur-complement inertia count would square entries into under- or overflow) are projected to
+    the same relative accuracy as unit-scale ones."""
+    A = _psd_inputs(np.random.default_rng(K), K)[kind]
+    P = project_psd(scale * A)
+    expected = psd_projection_eigh(A)
+    norm = np.linalg.norm(A)
+    np.testing.assert_allclose(P / scale, expected, atol=1e-10 * norm, rtol=0)
+
+
 def _with_spectrum(rng, w):
     V = np.linalg.qr(rng.standard_normal((len(w), len(w))))[0]
     return (V * np.asarray(w)) @ V.T
