@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The papers' conventions as options: FedEM's control-variate step (α without 1/p) and FedMissEM's
+entry-wise minibatches."""
+import numpy as np
+import pytest
+
+from fedmm.algorithms import FedMM
+from fedmm.compression import BlockQuantizer
+from fedmm.engine import Checkpoint
+from fedmm.models import GaussianMixture, MissingValues
+
+
+def _gmm_clients(n_clients, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = np.array([[-3.0, 0.0], [0.0, 3.0], [3.0, 0.0]])
+    return [centers[rng.choice(3, size=40 + 5 * i, p=np.roll([0.6, 0.3, 0.1], i))] + rng.standard_normal((40 + 5 * i, 2))
+            for i in range(n_clients)]
+
+
+def _run(alpha, convention, backend, *, n_rounds=12, **participation):
+    algo = FedMM(GaussianMixture(3, n_features=2), alpha=alpha, alpha_convention=convention, step=0.5,
+                 batch_size=8, compressor=BlockQuantizer(block_size=4), backend=backend, **participation)
+    return algo.run(_gmm_clients(6), n_rounds, seed=3)
+
+
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+@pytest.mark.parametrize("participation", [dict(clients_per_round=3), dict(participation_prob=0.4)],
+                         ids=["count", "bernoulli"])
+def test_fedem_alpha_convention_is_fedmm_with_alpha_times_p(backend, participation):
+    alpha = 0.3
+    p = 3 / 6 if "clients_per_round" in participation else 0.4
+    fedem = _run(alpha, "fedem", backend, **participation)
+    fedmm = _run(alpha * p, "fedmm", backend, **participation)
+    assert fedem.config["backend"] == backend and fedem.config["alpha_convention"] == "fedem"
+    assert fedem.config["alpha"] == alpha
+    assert fedem.equals(fedmm)
+    # and it is a different run from FedMM's convention with the same α (the control variates matter here)
+    assert not np.array_equal(fedem.state["S"], _run(alpha, "fedmm", backend, **participation).state["S"])
+
+
+def test_alpha_conventions_coincide_with_full_participation():
+    assert _run(0.3, "fedem", "python").equals(_run(0.3, "fedmm", "python"))
+
+
+def test_alpha_convention_is_checked_and_in_the_checkpoint_fingerprint(tmp_path):
+    with pytest.raises(ValueError, match="alpha_convention"):
+        FedMM(GaussianMixture(3), alpha_convention="FedEM paper")
+    datas = _gmm_clients(4)
+    path = tmp_path / "run.ckpt"
+    FedMM(GaussianMixture(3, n_features=2), alpha=0.1, clients_per_round=2, batch_size=8,
+          alpha_convention="fedem").run(datas, 3, seed=0, checkpoint_path=str(path), checkpoint_every=1)
+    ckpt = Checkpoint.load(str(path))
+    assert ckpt.fingerprint["config"]["alpha_convention"] == "fedem"
+    other = FedMM(GaussianMixture(3, n_features=2), alpha=0.1, clients_per_round=2, batch_size=8)
+    with pytest.raises(ValueError, match="alpha_convention"):
+        other.run(datas, 5, seed=0, resume=str(path))
