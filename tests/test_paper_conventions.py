@@ -54,3 +54,19 @@ def test_alpha_convention_is_checked_and_in_the_checkpoint_fingerprint(tmp_path)
     other = FedMM(GaussianMixture(3, n_features=2), alpha=0.1, clients_per_round=2, batch_size=8)
     with pytest.raises(ValueError, match="alpha_convention"):
         other.run(datas, 5, seed=0, resume=str(path))
+
+
+def test_cli_fedem_experiment_alpha_convention(tmp_path, capsys):
+    import fedmm
+    from fedmm.cli import main
+
+    assert main(["experiment", "fedmissem", "--out", str(tmp_path), "--rounds", "2", "--monitor-every", "2",
+                 "--alpha-convention", "fedem"]) == 0
+    loaded = fedmm.load(tmp_path / "fedmissem.json")
+    assert loaded.metadata["results"][0]["config"]["alpha_convention"] == "fedem"
+    assert all(h.config["alpha_convention"] == "fedem" for h in loaded.values())
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["experiment", "fedem-fig1", "--alpha-convention", "paper"])
+    assert exc.value.code == 2
+    assert "--alpha-convention" in capsys.readouterr().err
