@@ -70,3 +70,66 @@ def test_cli_fedem_experiment_alpha_convention(tmp_path, capsys):
         main(["experiment", "fedem-fig1", "--alpha-convention", "paper"])
     assert exc.value.code == 2
     assert "--alpha-convention" in capsys.readouterr().err
+
+
+def _missing_client(seed=0, m=6, J=4, L=5, family="gaussian"):
+    from fedmm.data import synthetic_lowrank
+
+    return synthetic_lowrank(1, m, J, L, 2, family=family, seed=seed).datas[0]
+
+
+def _rows_statistic_reference(model, data, theta, idx):
+    """The row-wise minibatch statistic as the model computed it before the entry-wise option (formula copy)."""
+    values, mask = data[0][idx], data[1][idx]
+    b = values.shape[0]
+    observed_sum = np.where(mask, values, 0.0).sum(axis=0)
+    return (observed_sum / b + (1.0 - mask.sum(axis=0) / b) * model.mean(model._as_matrix(theta))).ravel()
+
+
+@pytest.mark.parametrize("family", ["gaussian", "bernoulli"])
+def test_entrywise_minibatch_statistic_is_unbiased_for_the_full_statistic(family):
+    from fedmm.algorithms._oracle import LocalOracle
+
+    lam = 0.0 if family == "gaussian" else 0.1
+    model = MissingValues(2, family, lam=lam, minibatch="entries")
+    data = model.check_data(_missing_client(family=family))
+    model.prepare([data])
+    m, J, L = data[0].shape
+    assert model.n_samples(data) == m * J * L
+    theta = model.T(model.init_statistic([data], np.random.default_rng(1)))
+    full = model.statistic(data, theta)
+    np.testing.assert_array_equal(full, MissingValues(2, family, lam=lam).statistic(data, theta))  # idx=None alike
+    oracle = LocalOracle(model, data, "minibatch", 7, None)
+    rng = np.random.default_rng(5)
+    draws = np.array([model.statistic(data, theta, oracle.plan(t, rng)[0]) for t in range(4000)])
+    mean, se = draws.mean(axis=0), draws.std(axis=0, ddof=1) / np.sqrt(len(draws))
+    assert se.max() > 0  # a random estimate
+    np.testing.assert_array_less(np.abs(mean - full), 5.0 * se + 1e-12)
+    # the entries that are missing for every observer carry no noise: their estimate is always ψ'(θ)
+    never = ~data[1].any(axis=0).ravel()
+    if never.any():
+        np.testing.assert_array_equal(draws[:, never], np.broadcast_to(full[never], draws[:, never].shape))
+
+
+def test_rowwise_minibatch_is_the_default_and_unchanged():
+    model = MissingValues(2)
+    assert model.minibatch == "rows"
+    data = model.check_data(_missing_client(seed=2))
+    model.prepare([data])
+    assert model.n_samples(data) == data[0].shape[0]
+    theta = model.T(model.init_statistic([data], np.random.default_rng(0)))
+    for idx in ([0, 3], [5, 1, 2]):
+        np.testing.assert_array_equal(model.statistic(data, theta, np.array(idx)),
+                                      _rows_statistic_reference(model, data, theta, np.array(idx)))
+    with pytest.raises(ValueError, match="minibatch"):
+        MissingValues(2, minibatch="cells")
+
+
+def test_fedmissem_with_entrywise_minibatches_runs_and_is_deterministic():
+    from fedmm.data import synthetic_lowrank
+
+    datas = synthetic_lowrank(3, 8, 6, 5, 2, seed=4).datas
+    runs = [FedMM(MissingValues(2, minibatch="entries"), batch_size=40, step=0.5, alpha=0.1,
+                  clients_per_round=2).run(datas, 5, seed=1) for _ in range(2)]
+    assert runs[0].equals(runs[1]) and runs[0].config["backend"] == "python"
+    assert np.isfinite(runs[0].state["S"]).all()
