@@ -133,3 +133,18 @@ def test_fedmissem_with_entrywise_minibatches_runs_and_is_deterministic():
                   clients_per_round=2).run(datas, 5, seed=1) for _ in range(2)]
     assert runs[0].equals(runs[1]) and runs[0].config["backend"] == "python"
     assert np.isfinite(runs[0].state["S"]).all()
+
+
+def test_cli_fedmissem_entrywise_minibatches(tmp_path, capsys):
+    import fedmm
+    from fedmm.cli import main
+
+    assert main(["experiment", "fedmissem", "--out", str(tmp_path), "--epochs", "3", "--monitor-every", "2",
+                 "--minibatch", "entries"]) == 0
+    result = fedmm.load(tmp_path / "fedmissem.json").metadata["results"][0]
+    assert result["config"]["minibatch"] == "entries"
+    assert result["fedmissem"]["rmse_hidden"] < result["mean_imputation"]["rmse_hidden"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["experiment", "fedmissem", "--minibatch", "cells"])
+    assert exc.value.code == 2 and "--minibatch" in capsys.readouterr().err

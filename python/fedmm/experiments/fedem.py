@@ -143,6 +143,7 @@ class MissConfig:
     alpha_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
     block_size: int = 4
     batch_size: int = 5
+    minibatch: str = "rows"  # "entries": batch_size · J · L single entries (FedEM Alg. 7), same cost
     epochs: float = 40.0
     rounds: int | None = None  # overrides the rounds derived from ``epochs``
     monitor_every: int = 5
@@ -370,7 +371,7 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
                                 family=cfg.family, seed=cfg.seed)
     datas = problem.datas
     lam = cfg.lam if cfg.family == "gaussian" or cfg.lam > 0 else 0.1
-    model = MissingValues(cfg.rank, cfg.family, lam=lam)
+    model = MissingValues(cfg.rank, cfg.family, lam=lam, minibatch=cfg.minibatch)
     S0 = model.init_statistic(datas, np.random.default_rng(cfg.seed))
     masks = np.concatenate([d[1] for d in datas])
     hidden = np.concatenate(problem.complete)
@@ -382,9 +383,11 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
 
     sizes = [model.n_samples(d) for d in datas]
     check_real(cfg.epochs, "epochs", low=0.0, low_open=True)
-    n_rounds = cfg.rounds or _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", cfg.batch_size, None)
+    # entry-wise batches hold as many entries as batch_size observers (the same cost per round)
+    batch_size = cfg.batch_size * (cfg.n_rows * cfg.n_cols if cfg.minibatch == "entries" else 1)
+    n_rounds = cfg.rounds or _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", batch_size, None)
     run = _run(model, datas, init=S0, n_rounds=n_rounds, monitor_every=cfg.monitor_every, seed=cfg.seed,
-               oracle="minibatch", batch_size=cfg.batch_size, k_in=None, participation=cfg.participation,
+               oracle="minibatch", batch_size=batch_size, k_in=None, participation=cfg.participation,
                step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
                alpha_convention=cfg.alpha_convention, extra_monitor=lambda S, theta: errors(theta))
     # references: mean imputation and centralized (deterministic, full-batch) EM
@@ -612,7 +615,7 @@ def _command(args: Any) -> int:
     changes = dict(epochs=args.epochs, rounds=args.rounds, monitor_every=args.monitor_every, step=args.step,
                    alpha_convention=args.alpha_convention)
     if name == "fedmissem":
-        changes["family"] = args.family
+        changes.update(family=args.family, minibatch=args.minibatch)
     tasks = [(name, replace(base, seed=seed, **changes)) for seed in seed_list(args)]
     results = run_tasks(_seed_task, tasks, jobs=args.jobs, total=len(tasks), desc=f"{name}: seeds",
                         progress=resolve_progress(args))
@@ -652,5 +655,8 @@ def add_fedem_parser(subparsers: Any) -> None:
         if name == "fedmissem":
             p.add_argument("--family", default="gaussian", choices=("gaussian", "poisson", "bernoulli"),
                            help="exponential family of the observations (default: %(default)s)")
+            p.add_argument("--minibatch", default="rows", choices=("rows", "entries"),
+                           help="what a minibatch samples: whole observers, or as many single matrix entries "
+                           "(FedEM Alg. 7; default: %(default)s)")
         add_deprecated_alias(p, "--seed", dest="first_seed", replacement="--first-seed", type=int)
         p.set_defaults(func=_command, experiment_name=name)
