@@ -13,8 +13,9 @@ from fedmm.models import GaussianMixture, MissingValues
 def _gmm_clients(n_clients, seed=0):
     rng = np.random.default_rng(seed)
     centers = np.array([[-3.0, 0.0], [0.0, 3.0], [3.0, 0.0]])
-    return [centers[rng.choice(3, size=40 + 5 * i, p=np.roll([0.6, 0.3, 0.1], i))] + rng.standard_normal((40 + 5 * i, 2))
-            for i in range(n_clients)]
+    sizes = [40 + 5 * i for i in range(n_clients)]
+    return [centers[rng.choice(3, size=n, p=np.roll([0.6, 0.3, 0.1], i))] + rng.standard_normal((n, 2))
+            for i, n in enumerate(sizes)]
 
 
 def _run(alpha, convention, backend, *, n_rounds=12, **participation):

@@ -305,7 +305,8 @@ def _fedem_and_vr_fedem(model: Any, datas: Sequence[Any], S0: np.ndarray, cfg: A
     Y = np.concatenate(datas)
     common = dict(init=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
                   step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
-                  alpha_convention=cfg.alpha_convention, extra_monitor=lambda S, theta: {"weights": theta.weights.tolist(),
+                  alpha_convention=cfg.alpha_convention,
+                  extra_monitor=lambda S, theta: {"weights": theta.weights.tolist(),
                                                   "log_likelihood": -float(model.objective(Y, theta))})
     runs = {}
     check_real(cfg.epochs, "epochs", low=0.0, low_open=True)

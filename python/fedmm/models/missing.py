@@ -269,10 +269,10 @@ class MissingValues(SurrogateModel):
         """``ψ'(θ) + (JL/b) Σ_{(o,j,l)∈B} 1_Ω (X − ψ'(θ))_{jl} e_{jl}`` for flat entry indices ``idx``."""
         _, J, L = values.shape
         mean = self.mean(self._as_matrix(theta))
-        o, j, l = np.unravel_index(idx, values.shape)
-        observed = mask[o, j, l]
-        residual = np.where(observed, values[o, j, l] - mean[j, l], 0.0)
-        acc = np.bincount(j * L + l, weights=residual, minlength=J * L)
+        observer, row, col = np.unravel_index(idx, values.shape)
+        observed = mask[observer, row, col]
+        residual = np.where(observed, values[observer, row, col] - mean[row, col], 0.0)
+        acc = np.bincount(row * L + col, weights=residual, minlength=J * L)
         return mean.ravel() + (J * L / idx.shape[0]) * acc
 
     # -- M-step ---------------------------------------------------------------
