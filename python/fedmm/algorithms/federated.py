@@ -42,7 +42,8 @@ from fedmm.models.base import SurrogateModel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "BACKENDS", "STARTS"]
+__all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "BACKENDS", "STARTS",
+           "ALPHA_CONVENTIONS"]
 
 #: Where clients send their updates: FedMM aggregates statistics, the baseline parameters.
 SPACES = ("statistic", "parameter")
@@ -52,6 +53,8 @@ PARTICIPATION_MODES = ("select", "compress", "compress-local")
 BACKENDS = ("auto", "python", "compiled")
 #: Where the run starts when no ``init`` is given (see :class:`FedMM`, parameter ``start``).
 STARTS = ("mean_statistic", "model")
+#: How ``alpha`` enters the control-variate updates: FedMM's ``α/p`` or FedEM's ``α`` (see :class:`FedMM`).
+ALPHA_CONVENTIONS = ("fedmm", "fedem")
 
 
 #: Retries of a failed server step, each without one more of the largest messages
@@ -701,6 +704,19 @@ class FedMM:
         ``μ_i`` (normalized to sum to one); default ``N_i/N``.
     control_variates : {'zero', 'oracle'}
         ``V_{0,i} = 0`` or ``h_i(Ŝ_0)`` (one full local pass, sent uncompressed).
+    alpha_convention : {'fedmm', 'fedem'}
+        How ``alpha`` enters the control-variate updates (Algorithm 2 lines 8
+        and 17).  ``'fedmm'`` (default): as written above, the client sets
+        ``V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ_{t+1,i})`` and the server
+        ``V_{t+1} = V_t + (α/p) Σ_{i active} μ_i Quant(Δ_{t+1,i})``.
+        ``'fedem'``: FedEM paper, Algorithm 1 lines 8 and 16, without the
+        ``1/p``: ``V_{t+1,i} = V_{t,i} + α Quant(Δ_{t+1,i})`` and
+        ``V_{t+1} = V_t + α Σ_{i active} μ_i Quant(Δ_{t+1,i})`` (FedEM's
+        ``α n⁻¹ Σ_{i active}`` with ``μ_i = 1/n``), i.e. the ``'fedmm'``
+        rounds with the effective step ``α_eff = α p``.  ``H_{t+1}``
+        and the aggregation are the same in both.  The two coincide for
+        ``p = 1``.  ``History.config`` records ``alpha`` as given and the
+        convention; the parties receive ``α_eff``.
     n_threads : int >= 1
         Threads of the in-process runtime.
     backend : {'auto', 'python', 'compiled'}
@@ -749,7 +765,7 @@ class FedMM:
                  projection: str | None = "euclidean", oracle: str = "minibatch", k_in: int | None = None,
                  weights: Sequence[float] | None = None, control_variates: str = "zero", n_threads: int = 1,
                  backend: str = "auto", participation_mode: str = "select",
-                 start: str = "mean_statistic") -> None:
+                 start: str = "mean_statistic", alpha_convention: str = "fedmm") -> None:
         if not isinstance(model, SurrogateModel):
             raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
         self.model = model
@@ -759,6 +775,7 @@ class FedMM:
             compressor = Identity()
         self.compressor = compressor
         self.alpha = check_real(alpha, "alpha", low=0.0)
+        self.alpha_convention = check_in(alpha_convention, "alpha_convention", ALPHA_CONVENTIONS)
         #: Where the step came from: ``'user'`` or ``'model default'`` (``model.default_step``).
         self.step_source = "user" if step is not None else "model default"
         self.schedule = StepSchedule(step if step is not None else model.default_step)
@@ -784,6 +801,7 @@ class FedMM:
             "participation_prob": self.participation_prob,
             "compressor": [repr(c) for c in comp] if isinstance(comp, (list, tuple)) else repr(comp),
             "alpha": self.alpha,
+            "alpha_convention": self.alpha_convention,
             "step": self.schedule.description,
             "step_source": self.step_source,
             "batch_size": self.batch_size,
@@ -852,6 +870,14 @@ class FedMM:
             return self.clients_per_round, self.clients_per_round / n
         return None, 1.0 if self.participation_prob is None else self.participation_prob
 
+    def effective_alpha(self, p: float) -> float:
+        """The control-variate step of Algorithm 2 (``α`` in ``V += (α/p) Quant(Δ)``) for participation ``p``.
+
+        ``alpha`` for ``alpha_convention='fedmm'``; ``alpha · p`` for
+        ``'fedem'`` (FedEM's ``V += α Quant(Δ)`` written in FedMM's form).
+        """
+        return self.alpha * p if self.alpha_convention == "fedem" else self.alpha
+
     def _message_size(self, S0: np.ndarray) -> int:
         model = self.model
         return model.layout.size if self.space == "statistic" else model.theta_vector(model.T(S0)).shape[0]
@@ -903,7 +929,7 @@ class FedMM:
         count, p = self._participation_for(n)
         comps = self._compressors(n, self._message_size(S0))
         return Server(self.model, n, weights=w / w.sum(), p=p, count=count, schedule=self.schedule,
-                      alpha=self.alpha, projection=self.projection, space=self.space,
+                      alpha=self.effective_alpha(p), projection=self.projection, space=self.space,
                       mode=self.participation_mode, init=S0, seed=seed, decoders=comps)
 
     def build_client(self, index: int, data: Any, *, n_clients: int,
@@ -921,7 +947,7 @@ class FedMM:
             data = self.model.check_data(data, f"datas[{index}]")
         _, p = self._participation_for(n)
         return Client(index, data, self.model, space=self.space, compressor=self._compressor_list(n)[index],
-                      alpha=self.alpha, p=p, mode=self.participation_mode, oracle=self.oracle,
+                      alpha=self.effective_alpha(p), p=p, mode=self.participation_mode, oracle=self.oracle,
                       batch_size=self.batch_size, k_in=self.k_in, seed=seed,
                       control_variates=self.control_variates)
 

@@ -91,6 +91,7 @@ class Fig1Config:
     participation: float = 0.75
     step: float = 1e-2
     alpha: float = 1e-2
+    alpha_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
     block_size: int = 4  # ω = √4 − 1 = 1
     batch_size: int = 20
     vr_batch_size: int = 5
@@ -112,6 +113,7 @@ class DigitsConfig:
     participation: float = 1.0
     step: float = 1e-3
     alpha: float = 1e-2
+    alpha_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
     block_size: int = 4
     batch_size: int = 20
     vr_batch_size: int = 5
@@ -138,8 +140,10 @@ class MissConfig:
     participation: float = 1.0
     step: float = 0.1
     alpha: float = 1e-2
+    alpha_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
     block_size: int = 4
     batch_size: int = 5
+    minibatch: str = "rows"  # "entries": batch_size · J · L single entries (FedEM Alg. 7), same cost
     epochs: float = 40.0
     rounds: int | None = None  # overrides the rounds derived from ``epochs``
     monitor_every: int = 5
@@ -224,7 +228,8 @@ def _mean_field(model: Any, datas: Sequence[Any], mu: np.ndarray, S: np.ndarray)
 
 def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, monitor_every: int, seed: int,
          oracle: str, batch_size: int, k_in: int | None, participation: float, step: float, alpha: float,
-         block_size: int | None, projection: str | None, extra_monitor: Any = None) -> dict[str, Any]:
+         block_size: int | None, projection: str | None, extra_monitor: Any = None,
+         alpha_convention: str = "fedmm") -> dict[str, Any]:
     """One FedEM / VR-FedEM run with the mean-field monitor; returns arrays as lists."""
     from fedmm.algorithms import Cadence, FedMM
     from fedmm.compression import BlockQuantizer, Identity
@@ -234,7 +239,8 @@ def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, m
     check_real(step, "step", low=0.0, low_open=True)
     compressor = Identity() if block_size is None else BlockQuantizer(block_size=block_size, norm=2)
     algo = FedMM(model, participation_prob=participation, compressor=compressor, alpha=alpha, step=step,
-                 batch_size=batch_size, oracle=oracle, k_in=k_in, projection=projection)
+                 batch_size=batch_size, oracle=oracle, k_in=k_in, projection=projection,
+                 alpha_convention=alpha_convention)
     sizes = [model.n_samples(d) for d in datas]
     mu = np.asarray(sizes, dtype=np.float64) / sum(sizes)
     monitored: dict[str, list] = {"round": [], "h2": [], "extra": []}
@@ -299,6 +305,7 @@ def _fedem_and_vr_fedem(model: Any, datas: Sequence[Any], S0: np.ndarray, cfg: A
     Y = np.concatenate(datas)
     common = dict(init=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
                   step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
+                  alpha_convention=cfg.alpha_convention,
                   extra_monitor=lambda S, theta: {"weights": theta.weights.tolist(),
                                                   "log_likelihood": -float(model.objective(Y, theta))})
     runs = {}
@@ -365,7 +372,7 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
                                 family=cfg.family, seed=cfg.seed)
     datas = problem.datas
     lam = cfg.lam if cfg.family == "gaussian" or cfg.lam > 0 else 0.1
-    model = MissingValues(cfg.rank, cfg.family, lam=lam)
+    model = MissingValues(cfg.rank, cfg.family, lam=lam, minibatch=cfg.minibatch)
     S0 = model.init_statistic(datas, np.random.default_rng(cfg.seed))
     masks = np.concatenate([d[1] for d in datas])
     hidden = np.concatenate(problem.complete)
@@ -377,11 +384,13 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
 
     sizes = [model.n_samples(d) for d in datas]
     check_real(cfg.epochs, "epochs", low=0.0, low_open=True)
-    n_rounds = cfg.rounds or _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", cfg.batch_size, None)
+    # entry-wise batches hold as many entries as batch_size observers (the same cost per round)
+    batch_size = cfg.batch_size * (cfg.n_rows * cfg.n_cols if cfg.minibatch == "entries" else 1)
+    n_rounds = cfg.rounds or _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", batch_size, None)
     run = _run(model, datas, init=S0, n_rounds=n_rounds, monitor_every=cfg.monitor_every, seed=cfg.seed,
-               oracle="minibatch", batch_size=cfg.batch_size, k_in=None, participation=cfg.participation,
+               oracle="minibatch", batch_size=batch_size, k_in=None, participation=cfg.participation,
                step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
-               extra_monitor=lambda S, theta: errors(theta))
+               alpha_convention=cfg.alpha_convention, extra_monitor=lambda S, theta: errors(theta))
     # references: mean imputation and centralized (deterministic, full-batch) EM
     observed = hidden[masks]
     fill = float(observed.mean())
@@ -604,9 +613,10 @@ def _seed_task(task: tuple[str, Any], tick: Callable[[int], None]) -> dict[str, 
 def _command(args: Any) -> int:
     name = args.experiment_name
     base = _CONFIGS[name]()
-    changes = dict(epochs=args.epochs, rounds=args.rounds, monitor_every=args.monitor_every, step=args.step)
+    changes = dict(epochs=args.epochs, rounds=args.rounds, monitor_every=args.monitor_every, step=args.step,
+                   alpha_convention=args.alpha_convention)
     if name == "fedmissem":
-        changes["family"] = args.family
+        changes.update(family=args.family, minibatch=args.minibatch)
     tasks = [(name, replace(base, seed=seed, **changes)) for seed in seed_list(args)]
     results = run_tasks(_seed_task, tasks, jobs=args.jobs, total=len(tasks), desc=f"{name}: seeds",
                         progress=resolve_progress(args))
@@ -640,8 +650,14 @@ def add_fedem_parser(subparsers: Any) -> None:
                        help="constant step gamma (default: %(default)s)")
         p.add_argument("--monitor-every", type=positive_int, default=5, metavar="N",
                        help="rounds between full-pass ‖h(Ŝ)‖² evaluations (default: %(default)s)")
+        p.add_argument("--alpha-convention", default="fedmm", choices=("fedmm", "fedem"),
+                       help="control-variate step: 'fedmm' updates V by (alpha/p) Quant(Delta) (FedMM Alg. 2), "
+                       "'fedem' by alpha Quant(Delta) (FedEM Alg. 1, i.e. FedMM with alpha*p; default: %(default)s)")
         if name == "fedmissem":
             p.add_argument("--family", default="gaussian", choices=("gaussian", "poisson", "bernoulli"),
                            help="exponential family of the observations (default: %(default)s)")
+            p.add_argument("--minibatch", default="rows", choices=("rows", "entries"),
+                           help="what a minibatch samples: whole observers, or as many single matrix entries "
+                           "(FedEM Alg. 7; default: %(default)s)")
         add_deprecated_alias(p, "--seed", dest="first_seed", replacement="--first-seed", type=int)
         p.set_defaults(func=_command, experiment_name=name)

@@ -39,6 +39,9 @@ from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["MissingValues", "MissingData", "LowRankParams"]
 
+#: What a minibatch of :class:`MissingValues` samples: whole observers or single entries.
+MINIBATCHES = ("rows", "entries")
+
 _MAX_LOG_INTENSITY = 30.0  # e^30 ≈ 1e13 counts: beyond any data; keeps Newton trial points finite
 
 
@@ -89,6 +92,26 @@ class MissingValues(SurrogateModel):
         Newton iterations of the iterative M-step.
     tol : float, default 1e-10
         Stop when the largest gradient entry is below ``tol · max(1, max|s|)``.
+    minibatch : {"rows", "entries"}, default "rows"
+        What a minibatch oracle samples.  ``"rows"``: one sample is one
+        observer (a whole ``J × L`` matrix); a batch ``B`` of ``b`` observers
+        gives ``S_B = b⁻¹ Σ_{o∈B} s̄(X_o, Ω_o; θ)``.  ``"entries"`` (FedEM
+        Alg. 7, which samples matrix entries): one sample is one entry
+        ``(o, j, l)`` of one observer, so :meth:`n_samples` is ``m J L``, and a
+        batch ``B`` of ``b`` entries drawn uniformly without replacement gives
+
+        .. math::
+
+            S_B = ψ'(θ) + \\frac{J L}{b} \\sum_{(o,j,l)∈B} 1_{(j,l)∈Ω_o}\\,
+                  (X_{o,jl} − ψ'(θ_{jl}))\\, e_{jl},
+
+        the conditional mean everywhere plus a Horvitz-Thompson estimate of
+        the observed residual: each entry is in ``B`` with probability
+        ``b/(mJL)``, so ``E[S_B] = s̄_i(θ)``, the full-data statistic, and
+        the missing entries (whose residual is zero) add no noise.  Alg. 7
+        draws a product set ``I_k × J_k`` and leaves ``Δ`` at zero outside
+        it, which is unbiased only up to the factor ``|I_k||J_k|/(IJ)``.
+        Full-batch statistics (``idx=None``) are the same in both modes.
 
     Notes
     -----
@@ -113,6 +136,7 @@ class MissingValues(SurrogateModel):
         shape: tuple[int, int] | None = None,
         max_iter: int = 500,
         tol: float = 1e-10,
+        minibatch: str = "rows",
     ) -> None:
         self.rank = check_int(rank, "rank", low=1)
         self.family = check_in(family, "family", ("gaussian", "poisson", "bernoulli"))
@@ -121,6 +145,7 @@ class MissingValues(SurrogateModel):
             raise ValueError(f"Expected 'lam' > 0 for family={self.family!r} (the M-step is unbounded otherwise)")
         self.max_iter = check_int(max_iter, "max_iter", low=1)
         self.tol = check_real(tol, "tol", low=0.0, low_open=True)
+        self.minibatch = check_in(minibatch, "minibatch", MINIBATCHES)
         self.shape: tuple[int, int] | None = None
         if shape is not None:
             self._set_shape(shape, "shape")
@@ -174,7 +199,9 @@ class MissingValues(SurrogateModel):
         return MissingData(values, mask)
 
     def n_samples(self, data: Any) -> int:
-        return int(np.shape(data[0])[0])
+        """Observers ``m`` (``minibatch="rows"``) or entries ``m J L``, observed or missing (``"entries"``)."""
+        shape = np.shape(data[0])
+        return int(np.prod(shape[:3])) if self.minibatch == "entries" else int(shape[0])
 
     # -- family -------------------------------------------------------------
     def mean(self, theta_matrix: np.ndarray) -> np.ndarray:
@@ -227,6 +254,8 @@ class MissingValues(SurrogateModel):
         if type(data) is not MissingData:  # what check_data returns passes unchecked (the hot path)
             data = self.check_data(data)
         values, mask = data
+        if self.minibatch == "entries" and idx is not None:
+            return self._entry_statistic(values, mask, theta, check_index(idx, values.size))
         idx = check_index(idx, values.shape[0])
         if idx is not None:
             values, mask = values[idx], mask[idx]
@@ -235,6 +264,16 @@ class MissingValues(SurrogateModel):
         missing_frac = 1.0 - mask.sum(axis=0) / b
         filled = observed_sum / b + missing_frac * self.mean(self._as_matrix(theta))
         return filled.ravel()
+
+    def _entry_statistic(self, values: np.ndarray, mask: np.ndarray, theta: Any, idx: np.ndarray) -> np.ndarray:
+        """``ψ'(θ) + (JL/b) Σ_{(o,j,l)∈B} 1_Ω (X − ψ'(θ))_{jl} e_{jl}`` for flat entry indices ``idx``."""
+        _, J, L = values.shape
+        mean = self.mean(self._as_matrix(theta))
+        observer, row, col = np.unravel_index(idx, values.shape)
+        observed = mask[observer, row, col]
+        residual = np.where(observed, values[observer, row, col] - mean[row, col], 0.0)
+        acc = np.bincount(row * L + col, weights=residual, minlength=J * L)
+        return mean.ravel() + (J * L / idx.shape[0]) * acc
 
     # -- M-step ---------------------------------------------------------------
     def T(self, s: np.ndarray) -> LowRankParams:
