@@ -242,7 +242,7 @@ def test_digits_result_has_the_same_start_sklearn_reference(tmp_path):
     from fedmm.experiments.fedem import DigitsConfig, run_digits, write_results
 
     result = run_digits(DigitsConfig(rounds=4, monitor_every=2))
-    assert result["config"]["step"] == 5e-2  # the default step: the stand-in moves (see the module docstring)
+    assert result["config"]["step"] == 2e-2  # the default step: the stand-in moves (see the module docstring)
     for key in ("sklearn_em_log_likelihood", "sklearn_em_kmeans_log_likelihood"):
         assert result[key] > result["initial_log_likelihood"]
     summary, files = write_results([result], tmp_path, "digits")
