@@ -225,11 +225,11 @@ def test_summary_reports_failed_runs(fig1_run):
 
 def test_beta_tuning_defaults_to_the_reported_horizon_and_an_extending_grid():
     config = DictionaryConfig(rounds=123).validated()
-    assert config.tune_rounds == 123 and config.extend_grid == 3
+    assert config.tune_rounds == 123 and config.extend_grid == 4
     assert DictionaryConfig(rounds=123, tune_rounds=40).validated().tune_rounds == 40
     args = build_parser().parse_args(["experiment", "fig1", "--rounds", "77"])
     config, _ = config_from_args(args)
-    assert config.tune_rounds == 77 and config.extend_grid == 3
+    assert config.tune_rounds == 77 and config.extend_grid == 4
 
 
 def test_tuning_score_is_the_mean_objective_over_the_last_tenth_of_the_rounds():
@@ -244,7 +244,7 @@ def test_tuning_score_is_the_mean_objective_over_the_last_tenth_of_the_rounds():
 
 
 def test_fig1_default_grid_extends_past_its_top_edge(tmp_path):
-    # one grid value is always at an edge: the default extension tries 3 more (ratio 2), on 3 tuning rounds
+    # one grid value is always at an edge: the default extension tries 4 more (ratio 2), on 3 tuning rounds
     status = main(["experiment", "fig1", "--setting", "homogeneous", "--rounds", "3", "--seeds", "1",
                    "--beta-grid", "0.05", "--out", str(tmp_path), *SMALL])
     assert status == 0
@@ -254,5 +254,5 @@ def test_fig1_default_grid_extends_past_its_top_edge(tmp_path):
         powers = np.log2(np.array([float(b) for b in scores]) / 0.05)
         np.testing.assert_allclose(powers, np.round(powers), atol=1e-9)  # 0.05 · 2^k
         best = np.log2(result["beta"][name] / 0.05)
-        # three extensions, or fewer when the best value got inside the grid tried
-        assert len(scores) == 4 or powers.min() < best < powers.max()
+        # four extensions, or fewer when the best value got inside the grid tried
+        assert len(scores) == 5 or powers.min() < best < powers.max()
