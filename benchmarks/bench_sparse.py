@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Batched LASSO: fedmm vs scikit-learn ``sparse_encode(algorithm="lasso_cd")`` and NumPy FISTA.
+"""Batched LASSO: fedmm vs scikit-learn ``sparse_encode`` (``lasso_cd``, and ``lasso_lars`` as a LARS
+reference), NumPy FISTA, and SPAMS's LARS-homotopy ``spams.lasso`` when installed (skipped otherwise).
 
 Run single-threaded (the figures of issue 3 are single-thread figures)::
 
@@ -73,6 +74,24 @@ def _sklearn(D, Z, lam):
     return sparse_encode(Z.T, D.T, algorithm="lasso_cd", alpha=lam, max_iter=10_000).T
 
 
+def _sklearn_lars(D, Z, lam):
+    from sklearn.decomposition import sparse_encode
+
+    # the LARS-lasso path (LassoLars on the Gram matrix); like lasso_cd it divides alpha by p itself
+    return sparse_encode(Z.T, D.T, algorithm="lasso_lars", alpha=lam).T
+
+
+def _spams(D, Z, lam):
+    import spams
+
+    # mode=2: min 1/2 ||z - D h||^2 + lambda1 ||h||_1, SPAMS's LARS-homotopy with Cholesky updates
+    return spams.lasso(np.asfortranarray(Z), D=np.asfortranarray(D), lambda1=lam, mode=2,
+                       numThreads=1).toarray()
+
+
+REFERENCES = {"sklearn": _sklearn, "sklearn-lars": _sklearn_lars, "fista": fista, "spams": _spams}
+
+
 def _columns_per_s(benchmark, b):
     """From the median; None when timing is off (``--benchmark-disable`` smoke runs)."""
     return per_second(b, benchmark)
@@ -85,7 +104,9 @@ def _record(benchmark, D, Z, H, b):
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "p{}-K{}-b{}".format(*s))
-@pytest.mark.parametrize("impl", ["fedmm", "fedmm-cd", "fedmm-active_set", "sklearn", "fista"])
+@pytest.mark.parametrize(
+    "impl", ["fedmm", "fedmm-cd", "fedmm-active_set", "fedmm-homotopy", "sklearn", "sklearn-lars", "fista", "spams"]
+)
 def test_lasso(benchmark, shape, impl):
     p, K, b = shape
     benchmark.group = f"lasso p={p} K={K} b={b}"
@@ -99,10 +120,15 @@ def test_lasso(benchmark, shape, impl):
             H = benchmark.pedantic(lasso, args=(D, Z, LAM), kwargs={"method": method}, rounds=1)
         else:
             H = benchmark(lasso, D, Z, LAM, method=method)
+    elif impl == "spams":  # compiled: all columns, like fedmm
+        pytest.importorskip("spams")
+        Z = np.asfortranarray(data.T)
+        fn = REFERENCES[impl]
+        H = benchmark.pedantic(fn, args=(D, Z, LAM), rounds=1 if K > p else 5)
     else:
         Z = np.asfortranarray(data[: REFERENCE_COLUMNS if K <= p else 40].T)
         b = Z.shape[1]
-        fn = _sklearn if impl == "sklearn" else fista
+        fn = REFERENCES[impl]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # sklearn's ConvergenceWarning on hard shapes
             H = benchmark.pedantic(fn, args=(D, Z, LAM), rounds=3 if K <= p else 1)

@@ -7,13 +7,13 @@ of 50, 8-bit stochastic rounding, α = 0.01; p = 20 (not stated in the paper).
 Our round is timed on both backends, with 1 and 2 threads: ``compiled``,
 where whole stretches of rounds run in one call of ``engine.c`` (server
 selection, every active client's round — minibatch draw, warm-started LASSO,
-statistics, quantization, control variate — on OpenMP threads, then the
+statistics, quantization, control variate — on a ``WorkerPool``'s threads, then the
 aggregation, SA step, projection and ridge ``T``), and ``python``, one
 ``Client.step`` per client (bytes encoded and decoded) on a thread pool with
 the server step in Python.  A plain NumPy + scikit-learn implementation of the
 same round (``sparse_encode``, ``numpy.linalg``) is timed in the same run.
 ``extra_info`` holds client-rounds per second.  Timings with 2 threads need
-two idle cores: a busy core stalls OpenMP's fork/join at every round.
+two idle cores (``bench_threads.py`` measures them on a busy machine too).
 
 Run: ``python -m pytest benchmarks/test_rounds.py --benchmark-only``
 (``--benchmark-json FILE`` keeps ``extra_info``: client-rounds per second and

@@ -265,7 +265,7 @@ def _lasso_cases():
 
 
 @pytest.mark.parametrize("positive", [False, True])
-@pytest.mark.parametrize("method", ["cd", "active_set", "auto"])
+@pytest.mark.parametrize("method", ["cd", "active_set", "homotopy", "auto"])
 def test_polling_for_ctrl_c_leaves_the_lasso_results_bit_for_bit(method, positive):
     """The kernels poll only in the main thread: a worker thread's call is the unpolled reference.
 
@@ -352,7 +352,7 @@ int main(void)
             C[j * K + a] = acc;
         }
     if (fedmm_lasso_gram_work(K) > sizeof work / sizeof work[0]) return 1;
-    for (int method = 0; method <= 2; ++method) {
+    for (int method = 0; method <= FEDMM_LASSO_HOMOTOPY; ++method) {
         const fedmm_lasso_options_t opts = {1e-6, 0, 0.0, 20000, 0, method};
         int64_t bad0 = 0, bad1 = 0;
         if (fedmm_lasso_gram(K, B, G, K, C, K, NULL, &opts, H0, K, it0, &bad0, work) != FEDMM_OK) return 2;
@@ -363,7 +363,8 @@ int main(void)
             return 3;
         /* polled without stopping: the same codes and counts, bit for bit */
         if (memcmp(H0, H1, sizeof H0) != 0 || memcmp(it0, it1, sizeof it0) != 0 || bad0 != bad1) return 4;
-        if (method != FEDMM_LASSO_ACTIVE_SET) { /* the active set ends in ~60 steps; the others run 20000 sweeps */
+        /* the active set and the homotopy end in ~60 steps; the others run 20000 sweeps */
+        if (method < FEDMM_LASSO_ACTIVE_SET) {
             if (never.calls < 10) return 5; /* 3 x 20000 sweeps of ~K^2 work: dozens of polls */
             counter_t third = {0, 3};
             const fedmm_interrupt_t stop = {poll, &third};

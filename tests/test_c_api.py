@@ -124,3 +124,40 @@ def test_decoder_never_reads_out_of_bounds_under_asan(tmp_path):
     )
     words = out.split()
     assert words[0] == "OK" and int(words[1]) > 0 and int(words[2]) > 0, out
+
+
+POOL_SOURCE = Path(__file__).parent / "c_api" / "pool_stress.c"
+POOL_KERNEL_SOURCE = Path(__file__).parents[1] / "src" / "kernels" / "pool.c"
+
+
+def test_c_program_runs_jobs_on_the_installed_worker_pool(tmp_path):
+    # every item once, on a valid worker, its writes visible after fedmm_pool_run
+    exe = tmp_path / "pool"
+    out = _build_and_run(
+        [_compiler(), "-std=c99", "-O1", "-Wall", "-Werror", "-pthread", "-I", fedmm.get_include(),
+         str(POOL_SOURCE), "-L", fedmm.get_library_dir(), "-lfedmm_kernels", "-lm", "-o", str(exe)], exe)
+    assert out == "OK 4"
+
+
+@pytest.mark.parametrize("flags", [("-fsanitize=thread",), ("-DFEDMM_NO_THREADS",)], ids=["tsan", "no-threads"])
+def test_worker_pool_from_source_is_race_free_and_has_a_serial_build(tmp_path, flags):
+    # ThreadSanitizer aborts on any data race of the pool's protocol; the build without threads runs
+    # every job on the calling thread (a pool of size 1)
+    if not POOL_KERNEL_SOURCE.is_file():
+        pytest.skip("kernel sources not available (not a source checkout)")
+    cc = _compiler()
+    exe = tmp_path / "pool"
+    if flags[0] == "-fsanitize=thread":
+        probe = subprocess.run([cc, "-fsanitize=thread", "-x", "c", "-", "-o", str(tmp_path / "probe")],
+                               input="int main(void){return 0;}", capture_output=True, text=True, timeout=60)
+        if probe.returncode != 0:
+            pytest.skip("the C compiler has no ThreadSanitizer runtime")
+    cmd = [cc, "-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror", *flags, "-D_POSIX_C_SOURCE=200809L",
+           "-pthread", "-I", str(POOL_KERNEL_SOURCE.parent), str(POOL_SOURCE), str(POOL_KERNEL_SOURCE),
+           "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TSAN_OPTIONS="halt_on_error=1"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == ("OK 1" if "-DFEDMM_NO_THREADS" in flags else "OK 4")

@@ -91,7 +91,7 @@ class _RecordingToy(InverseToy):
 def test_sassmm_one_over_t_is_running_mean_of_oracles(toy_datas):
     model = _RecordingToy()
     means = []
-    h = SASSMM(model, step="1/t", batch_size=5).run(
+    h = SASSMM(model, step="1/t", batch_size=5, start="model").run(
         toy_datas[0], 50, seed=7, callback=lambda t, S, theta: means.append(S.copy()))
     oracles = np.array(model.seen)[:, 0]
     assert oracles.std() > 0  # genuinely stochastic oracles

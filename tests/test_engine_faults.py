@@ -35,7 +35,7 @@ def _invariant_gap(server, clients):
 def test_a_raising_client_is_dropped_and_the_run_equals_algorithm_2_without_it(n_threads):
     datas = _toy_datas()
     algo = FedMM(FailingInverseToy(), participation_prob=1.0, alpha=0.5, step=0.5, batch_size=5,
-                 n_threads=n_threads)
+                 n_threads=n_threads, start="model")  # the mean-statistic start would need client 4's statistic
     h = algo.run(datas, 4, seed=7)
     assert h.config["backend"] == "python"  # the subclass overrides statistic: no compiled form
     rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 4, 7, failing={4})
@@ -267,7 +267,8 @@ def test_absurd_statistics_are_dropped_alike_on_both_backends(alpha):
     datas = _absurd_toy_datas()
     runs = {}
     for backend in ("python", "compiled"):
-        algo = FedMM(InverseToy(), clients_per_round=2, alpha=alpha, step=0.5, batch_size=4, backend=backend)
+        algo = FedMM(InverseToy(), clients_per_round=2, alpha=alpha, step=0.5, batch_size=4, backend=backend,
+                     start="model")  # client 9's absurd statistic is for the rounds, not the start exchange
         server, clients = algo.build(datas, seed=7)
         h = LocalRuntime(compiled=backend == "compiled").run(server, clients, 12, history=History("FedMM"))
         assert _invariant_gap(server, clients) < 1e-14
@@ -283,5 +284,5 @@ def test_absurd_statistics_are_dropped_alike_on_both_backends(alpha):
         for key in ("t", "active", "dropped", "drop_reasons", "gamma", "E_s", "E_ps"):
             assert rec.get(key) == rec_c.get(key), (rec["t"], key)
     _assert_same_state(state, state_c)
-    algo = FedMM(InverseToy(), clients_per_round=2, alpha=alpha, step=0.5, batch_size=4)
+    algo = FedMM(InverseToy(), clients_per_round=2, alpha=alpha, step=0.5, batch_size=4, start="model")
     assert algo.run(datas, 12, seed=7).config["backend"] == "compiled"

@@ -115,6 +115,7 @@ def test_help_shows_every_option_with_its_default(capsys):
     (["--jobs", "0"], "--jobs"),
     (["--fedadam-lrs", "1e-3,-1"], "--fedadam-lrs"),
     (["--local-lr", "0"], "--local-lr"),
+    (["--cycle-weight", "-1"], "--cycle-weight"),
     (["--hidden-sizes", "8,0"], "--hidden-sizes"),
     (["--n-eval", "1"], "--n-eval"),
     (["--config", "/nonexistent/ot.toml"], "--config"),
@@ -142,3 +143,16 @@ def test_extend_grid_tries_past_the_edge_of_the_fedadam_grid(tmp_path, capsys):
     tried = sorted(n for n in runs if n.startswith("d=2/FedAdam(server_lr="))
     assert len(tried) == 2 and "d=2/FedAdam(server_lr=0.001)/seed=0" in tried
     assert "after 1 extension(s)" in capsys.readouterr().err
+
+
+def test_cycle_weight_is_the_lambda_of_every_run(tmp_path):
+    """``--cycle-weight`` is the ``λ`` of objective (33) of both algorithms' problem (default 1)."""
+    tiny = [a for a in TINY if a != "2,3"]
+    tiny[tiny.index("--dims") + 1:tiny.index("--dims") + 1] = ["2"]
+    assert main(["experiment", "ot", *tiny, "--seeds", "1", "--cycle-weight", "2.5", "--no-plot", "--quiet",
+                 "--out", str(tmp_path)]) == 0
+    runs = fedmm.load(tmp_path / "ot_histories.json")
+    assert {h.config["problem"]["cycle_weight"] for h in runs.values()} == {2.5}
+    summary = json.loads((tmp_path / "ot_summary.json").read_text())
+    assert summary["config"]["cycle_weight"] == 2.5
+    assert build_parser().parse_args(["experiment", "ot"]).cycle_weight == 1.0

@@ -36,7 +36,7 @@ def _check_against_sklearn(D, Z, lam, H, positive=False):
     assert np.all(ours <= theirs * (1 + 1e-12))
 
 
-@pytest.mark.parametrize("method", ["auto", "cd", "active_set"])
+@pytest.mark.parametrize("method", ["auto", "cd", "active_set", "homotopy"])
 @pytest.mark.parametrize(
     "p, K, lam, cond",
     [(20, 8, 0.1, None), (30, 15, 0.5, None), (20, 8, 0.05, 1e3), (12, 30, 0.2, None),
@@ -51,10 +51,11 @@ def test_lasso_matches_sklearn(p, K, lam, cond, method):
     _check_against_sklearn(D, Z, lam, H)
 
 
-def test_lasso_overcomplete_k256_converges():
+@pytest.mark.parametrize("method", ["auto", "active_set", "homotopy"])
+def test_lasso_overcomplete_k256_converges(method):
     rng = np.random.default_rng(1)
     D, Z = _problem(rng, 64, 256, 3)
-    H, n_iter = lasso(D, Z, 0.1, return_n_iter=True)
+    H, n_iter = lasso(D, Z, 0.1, return_n_iter=True, method=method)
     assert (H != 0).sum(axis=0).max() <= 64  # a LASSO support never exceeds p here
     assert lasso_kkt_violation(D, Z, H, 0.1).max() <= KKT_TOL
     assert (n_iter < 1000).all()
@@ -67,7 +68,7 @@ def test_lasso_overcomplete_k256_converges():
     )
 
 
-@pytest.mark.parametrize("method", ["cd", "active_set"])
+@pytest.mark.parametrize("method", ["cd", "active_set", "homotopy"])
 def test_positive_lasso(method):
     rng = np.random.default_rng(2)
     D, Z = _problem(rng, 20, 10, 10)
@@ -76,23 +77,24 @@ def test_positive_lasso(method):
     _check_against_sklearn(D, Z, 0.1, H, positive=True)
 
 
-def test_zero_columns_and_lambda_above_lambda_max():
+@pytest.mark.parametrize("method", ["auto", "homotopy"])
+def test_zero_columns_and_lambda_above_lambda_max(method):
     rng = np.random.default_rng(3)
     D, Z = _problem(rng, 16, 6, 5)
     Z[:, 2] = 0.0
-    H = lasso(D, Z, 0.1)
+    H = lasso(D, Z, 0.1, method=method)
     assert (H[:, 2] == 0).all()
     lam_max = np.abs(D.T @ Z).max()
-    assert (lasso(D, Z, lam_max) == 0).all()
-    assert (lasso(D, Z, 2 * lam_max) == 0).all()
-    assert (lasso(D, Z, 0.999 * lam_max) != 0).any()
+    assert (lasso(D, Z, lam_max, method=method) == 0).all()
+    assert (lasso(D, Z, 2 * lam_max, method=method) == 0).all()
+    assert (lasso(D, Z, 0.999 * lam_max, method=method) != 0).any()
 
 
 def test_duplicated_and_zero_atoms():
     rng = np.random.default_rng(4)
     D, Z = _problem(rng, 16, 6, 8)
     D_degenerate = np.column_stack([D, D[:, 1], np.zeros(16), D[:, 3]])
-    for method in ("cd", "active_set"):
+    for method in ("cd", "active_set", "homotopy"):
         H = lasso(D_degenerate, Z, 0.1, method=method)
         assert (H[7] == 0).all()  # the zero atom is never used
         assert lasso_kkt_violation(D_degenerate, Z, H, 0.1).max() <= KKT_TOL
@@ -104,7 +106,7 @@ def test_duplicated_and_zero_atoms():
         )
 
 
-@pytest.mark.parametrize("method", ["cd", "active_set"])
+@pytest.mark.parametrize("method", ["cd", "active_set", "homotopy"])
 def test_warm_start_same_solution_fewer_iterations(method):
     rng = np.random.default_rng(6)
     D, Z = _problem(rng, 40, 20, 30)
@@ -264,3 +266,67 @@ def test_bad_inputs():
     almost[0, 1] *= 1 + 1e-9
     with pytest.raises(ValueError, match="'G' to be symmetric"):
         lasso_gram(almost, 1e3 * D.T @ Z, 0.1)
+
+
+def _lars_lasso_path_reference(D, Z, lam):
+    """scikit-learn's LARS-lasso path (``lars_path``, Gram form) evaluated at ``lam``, column by column.
+
+    ``lars_path`` scales the penalty by the number of samples: alpha = lam / p."""
+    from sklearn.linear_model import lars_path
+
+    p, K = D.shape
+    H = np.zeros((K, Z.shape[1]))
+    for j in range(Z.shape[1]):
+        alphas, _, coefs = lars_path(D, Z[:, j], Gram=D.T @ D, method="lasso", alpha_min=lam / p,
+                                     max_iter=10 * K)
+        # the path ends at alpha_min (or at the last kink above it): interpolate linearly in alpha
+        target = lam / p
+        if alphas[-1] > target * (1 + 1e-12):
+            raise AssertionError("lars_path stopped before lam")
+        k = np.searchsorted(-alphas, -target)
+        if alphas[k] == target or k == 0:
+            H[:, j] = coefs[:, k]
+        else:
+            w = (alphas[k - 1] - target) / (alphas[k - 1] - alphas[k])
+            H[:, j] = (1 - w) * coefs[:, k - 1] + w * coefs[:, k]
+    return H
+
+
+@pytest.mark.parametrize("positive", [False, True])
+@pytest.mark.parametrize("p, K", [(64, 256), (40, 12)], ids=["overcomplete", "undercomplete"])
+def test_homotopy_equals_lars_path(p, K, positive):
+    """The homotopy against an independent LARS-lasso path (scikit-learn's ``lars_path``): the same
+    minimizer, objective to 1e-9 relative; its KKT conditions hold to rounding error; it takes fewer
+    steps than the active set on the overcomplete shape (one per kink instead of about two per atom)."""
+    rng = np.random.default_rng(21)
+    D, Z = _problem(rng, p, K, 4)
+    lam = 0.1
+    H, n_iter = lasso(D, Z, lam, method="homotopy", positive=positive, return_n_iter=True)
+    assert lasso_kkt_violation(D, Z, H, lam, positive).max() <= 1e-10
+    # scikit-learn's positive lars_path does not reach the minimizer (its objective is higher than
+    # ours, which satisfies KKT); its positive Lasso (coordinate descent) is the reference there
+    ref = (lasso_sklearn(D, Z, lam, positive=True) if positive
+           else _lars_lasso_path_reference(D, Z, lam))
+    np.testing.assert_allclose(lasso_objective(D, Z, H, lam), lasso_objective(D, Z, ref, lam),
+                               rtol=OBJ_RTOL)
+    if positive:
+        assert (H >= 0).all()
+    _, n_iter_active = lasso(D, Z, lam, method="active_set", positive=positive, return_n_iter=True)
+    if K > p:
+        assert (H != 0).sum(axis=0).max() <= p
+        assert n_iter.sum() < n_iter_active.sum()
+
+
+def test_homotopy_is_the_overcomplete_auto_choice_and_gram_form_agrees():
+    """``auto`` runs the homotopy when K > p (same codes bit for bit), and ``lasso_gram`` with
+    ``method="homotopy"`` solves the same problems from G and C."""
+    rng = np.random.default_rng(22)
+    D, Z = _problem(rng, 20, 50, 6)
+    H = lasso(D, Z, 0.05, method="homotopy")
+    np.testing.assert_array_equal(lasso(D, Z, 0.05), H)
+    Hg = lasso_gram(D.T @ D, D.T @ Z, 0.05, method="homotopy", znorm2=(Z * Z).sum(axis=0))
+    np.testing.assert_allclose(lasso_objective(D, Z, Hg, 0.05), lasso_objective(D, Z, H, 0.05),
+                               rtol=OBJ_RTOL)
+    # dictionary statistics use the same solver (codes equal to lasso's bit for bit)
+    _, _, Hs = dictionary_statistics(D, Z, 0.05, return_codes=True)
+    np.testing.assert_array_equal(Hs, H)

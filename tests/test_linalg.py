@@ -190,3 +190,58 @@ def test_linalg_threads_equal_serial():
                     list(pool.map(lambda s: dictionary_update(*s, eta=0.2), stats)))
     for a, b in zip(serial[0] + serial[1], parallel[0] + parallel[1]):
         np.testing.assert_array_equal(a, b)
+
+
+def _projection_paths(A):
+    """The per-matrix path codes of the compiled kernel (4: subspace iteration)."""
+    from fedmm import _linalg
+
+    return _linalg.project_psd(np.ascontiguousarray(A, dtype=np.float64), None, True)[1]
+
+
+@pytest.mark.parametrize("K", [2, 3, 8, 15, 24, 25, 50, 120])
+def test_project_psd_subspace_path_matches_eigh_clip(K):
+    """Few small negative eigenvalues next to a positive spectrum (statistics that are PSD up to
+    compression noise) take the subspace-iteration path; the result is within 1e-10 ||A||_F of
+    eigh + clip on random spectra, clusters, negative and positive eigenvalues near zero, and
+    spectra where the path must hand over (slow convergence, too many negatives)."""
+    rng = np.random.default_rng(100 + K)
+    took_subspace = 0
+    for trial in range(12):
+        positive = np.abs(rng.standard_normal(K)) + 0.1
+        n_neg = 1 + trial % min(K - 1, 4)
+        spectra = {
+            "random": np.concatenate([-(10.0 ** rng.uniform(-8, -1, n_neg)), positive[n_neg:]]),
+            "cluster": np.concatenate([[-1e-3] * n_neg, positive[n_neg:]]),
+            "near_zero": np.concatenate([[-1e-3, -1e-14, 1e-13, 1e-11][: min(K, 4)], positive[4:]]),
+            "spread": np.concatenate([[-1.0, -1e-6, -1e-12][: min(K - 1, 3)], positive[3:]]),
+            "many": np.concatenate([-np.abs(rng.standard_normal(K // 2)), positive[K // 2:]]),
+        }
+        for name, w in spectra.items():
+            A = _with_spectrum(rng, w[:K])
+            P = project_psd(A)
+            scale = np.linalg.norm(A)
+            np.testing.assert_array_equal(P, P.T)
+            np.testing.assert_allclose(P, psd_projection_eigh(A), atol=1e-10 * scale, rtol=0,
+                                       err_msg=f"{name} K={K}")
+            took_subspace += int(_projection_paths(A)[0] == 4)
+    if K >= 8:  # the path is exercised, not only its fallbacks
+        assert took_subspace >= 12
+
+
+def test_project_psd_subspace_path_noisy_statistics_and_stack():
+    """A PSD statistic plus symmetric noise (the FedMM server's compressed aggregate), one at a
+    time and stacked: same results as eigh + clip, the stack equal to the one-by-one results."""
+    rng = np.random.default_rng(7)
+    K = 15
+    stack = []
+    for _ in range(40):
+        H = rng.standard_normal((K, 2 * K))
+        E = 1e-3 * rng.standard_normal((K, K))
+        stack.append(H @ H.T / (2 * K) + E + E.T)
+    stack = np.stack(stack)
+    P = project_psd(stack)
+    for s in range(len(stack)):
+        np.testing.assert_allclose(P[s], psd_projection_eigh(stack[s]),
+                                   atol=1e-10 * np.linalg.norm(stack[s]), rtol=0)
+        np.testing.assert_array_equal(P[s], project_psd(stack[s]))

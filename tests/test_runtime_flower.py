@@ -27,7 +27,7 @@ from flwr.simulation import run_simulation  # noqa: E402
 import fedmm.runtime.flower as ff  # noqa: E402
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
 from fedmm.algorithms._random import init_generator  # noqa: E402
-from fedmm.compression import BlockQuantizer, StochasticRounding  # noqa: E402
+from fedmm.compression import BlockQuantizer, Identity, StochasticRounding  # noqa: E402
 from fedmm.data import synthetic_dictionary  # noqa: E402
 from fedmm.history import History  # noqa: E402
 from fedmm.models import GaussianMixture  # noqa: E402
@@ -144,13 +144,31 @@ def test_flower_simulation_reproduces_in_process_history():
     datas = _gmm_clients(4)
     algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, alpha=0.3, step=0.5, batch_size=8,
                  oracle="spider", k_in=2, control_variates="oracle", compressor=BlockQuantizer(4))
-    ref = algo.run(datas, 4, seed=9)
     S0 = GaussianMixture(3).init_statistic(datas, init_generator(9))
+    ref = algo.run(datas, 4, seed=9, init=S0)
     strategy = _simulate(algo, datas, 4, 9, init=S0)
     assert strategy.errors == []
     assert strategy.history.equals(ref)
     assert strategy.history.config["setup_bytes_up"] == ref.config["setup_bytes_up"] > 0
     assert [r["dropped"] for r in strategy.history.records] == [[]] * 4
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_mean_statistic_start_reproduces_in_process_history():
+    # The default start: θ_0 = T(init_statistic(init_datas)), then a start exchange gives Ŝ_0 = Π(Σ μ_i s̄_i(θ_0)),
+    # bit for bit the Ŝ_0 that FedMM.run computes in process; control variates from the oracle at that Ŝ_0.
+    datas = _gmm_clients(4)
+    algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, alpha=0.3, step=0.5, batch_size=8,
+                 control_variates="oracle", compressor=BlockQuantizer(4))
+    assert algo.start == "mean_statistic"
+    ref = algo.run(datas, 3, seed=9)
+    strategy = _simulate(algo, datas, 3, 9, init_datas=datas)
+    assert strategy.errors == []
+    assert strategy.history.equals(ref)
+    np.testing.assert_array_equal(strategy.history.state["S"], ref.state["S"])
+    one = len(Identity().encode(np.zeros(algo.model.layout.size), None))  # uncompressed, whatever the compressor
+    assert strategy.history.config["start_bytes_up"] == 4 * one
 
 
 @pytest.mark.integration
@@ -161,7 +179,7 @@ def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_clien
     Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
     datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
     algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.5, step=0.5,
-                 batch_size=10, compressor=StochasticRounding(bits=8))
+                 batch_size=10, compressor=StochasticRounding(bits=8), start="model")
     strategy = _simulate(algo, datas, 3, 7)
     rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={1})
     for rec, (ids, E_s, _) in zip(strategy.history.records, rounds):
@@ -194,7 +212,7 @@ def _faulty_dictionary_run():
     datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
     comps = [StochasticRounding(bits=8), StochasticRounding(bits=8), _NaNPayloads(bits=8)]
     algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.0, step=0.5,
-                 batch_size=10, compressor=comps)
+                 batch_size=10, compressor=comps, start="model")
     return algo, datas
 
 
@@ -348,3 +366,144 @@ def test_loopback_deployment_superlink_three_supernodes_flwr_run(tmp_path):
     ref = algo.run(datas, 2, seed=5, init=S0)
     assert got.equals(ref)
     assert [r["active"] for r in got.records] == [[0, 1, 2], [0, 1, 2]]
+
+
+# --------------------------------------------------------------------------- FedMM-OT and FedAdam
+def test_remote_algorithm_views_and_their_errors():
+    from fedmm.algorithms import FedAdam, FedMMOT
+    from fedmm.models import TransportProblem
+
+    problem = TransportProblem(2, hidden_sizes=[4], batch_size=8)
+    for algo in (FedMM(FailingInverseToy()), FedMMOT(problem), FedAdam(problem)):
+        remote = ff.remote_algorithm(algo)
+        assert isinstance(remote, ff.RemoteAlgorithm) and remote.name == algo.name
+        assert ff.remote_algorithm(remote) is remote  # an implementation is used as is
+    assert ff.remote_algorithm(FedMM(FailingInverseToy(), control_variates="oracle")).setup_exchange
+    assert not ff.remote_algorithm(FedMMOT(problem)).setup_exchange
+    data = np.zeros((5, 2))
+    assert ff.remote_algorithm(FedMMOT(problem)).describe_data(data, 0)["n-samples"].tolist() == [5]
+    with pytest.raises(ValueError, match="partition 3"):
+        ff.remote_algorithm(FedAdam(problem)).describe_data(np.zeros((5, 3)), 3)
+    ot = ff.remote_algorithm(FedAdam(problem, identity_steps=0))
+    with pytest.raises(ValueError, match="public_data"):
+        ot.build_client(0, data, n_clients=2, seed=0)
+    with pytest.raises(ValueError, match="public_data"):
+        ot.build_server(2, descriptions=[{"n-samples": np.array([5])}] * 2, seed=0)
+    with pytest.raises(TypeError, match="init_datas"):
+        ot.build_server(2, descriptions=[{"n-samples": np.array([5])}] * 2, seed=0, init_datas=[data],
+                        public_data=data)
+    with pytest.raises(TypeError, match="public_data"):
+        ff.remote_algorithm(FedMM(FailingInverseToy())).build_server(
+            1, descriptions=[{"n-samples": np.array([3])}], seed=0, init=np.array([1.0, 1.0]), public_data=data)
+    with pytest.raises(TypeError, match="FedMMOT"):
+        ff.remote_algorithm(object())
+
+
+def test_ot_remote_build_server_and_client_equal_the_in_process_parties():
+    # The parties a Flower run builds (from sample counts, one client at a time) are those of algo.build.
+    from fedmm.algorithms import FedMMOT
+    from fedmm.models import TransportProblem
+
+    rng = np.random.default_rng(0)
+    datas = [rng.normal(size=(6 + i, 2)) for i in range(3)]
+    target = rng.normal(size=(7, 2))
+    algo = FedMMOT(TransportProblem(2, hidden_sizes=[4], batch_size=4), clients_per_round=2, identity_steps=0,
+                   compressor=StochasticRounding(bits=8))
+    server, clients = algo.build(datas, target=target, seed=3)
+    remote = ff.remote_algorithm(algo)
+    got = remote.build_server(3, descriptions=[remote.describe_data(d, i) for i, d in enumerate(datas)], seed=3,
+                              public_data=target)
+    np.testing.assert_array_equal(got.weights, server.weights)
+    for k, v in server.get_state().items():
+        np.testing.assert_array_equal(got.get_state()[k], v)
+    assert got.select(0) == server.select(0)
+    message = remote.broadcast_from_arrays(remote.broadcast_to_arrays(server.broadcast(0)),
+                                           remote.broadcast_layout(server))
+    for i, c in enumerate(clients):
+        mine = remote.build_client(i, datas[i], n_clients=3, seed=3, public_data=target)
+        assert (mine.p, mine.alpha) == (c.p, c.alpha)
+        np.testing.assert_array_equal(mine.target, c.target)
+        assert mine.step(message) == c.step(server.broadcast(0))  # same payload bytes
+
+
+_OT_FLOWER_SCRIPT = """
+import gc, os, warnings
+for k, v in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
+             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}.items():
+    os.environ[k] = v
+warnings.simplefilter("ignore")
+import numpy as np
+from flwr.serverapp import ServerApp
+from flwr.simulation import run_simulation
+import fedmm.runtime.flower as ff
+from fedmm.algorithms import FedAdam, FedMMOT
+from fedmm.compression import Identity, StochasticRounding
+from fedmm.models import TransportProblem
+
+
+class NaNPayloads(StochasticRounding):
+    # 8-bit rounding whose payloads decode to NaN (a corrupted client); the set-up probe (zeros) passes
+    def encode(self, x, rng=None):
+        payload = super().encode(x, rng)
+        if not np.any(x):
+            return payload
+        head = Identity().encode(np.zeros(len(x)))
+        return head[:len(head) - 8 * len(x)] + np.full(len(x), np.nan).tobytes()
+
+    def __repr__(self):
+        return "NaNPayloads()"
+
+
+rng = np.random.default_rng(3)
+datas = [rng.normal(loc=i, size=(30 + 5 * i, 2)) for i in range(3)]
+target = rng.normal(loc=1.0, scale=0.7, size=(40, 2))
+problem = TransportProblem(2, hidden_sizes=[8, 8], batch_size=16)
+runs = [
+    # FedMM-OT: 2 of 3 clients per round, control variates (alpha > 0), 8-bit stochastic rounding; two
+    # strategies in turn in one Flower run (seeds 4, 6): the second ignores the client state of the first
+    (FedMMOT(problem, clients_per_round=2, alpha=0.5, step=0.8, local_steps=2, local_lr=0.05, server_steps=2,
+             compressor=StochasticRounding(bits=8), identity_steps=20), [4, 6], []),
+    # FedAdam: every client, client 2 sends NaN payloads: dropped with the server's reason, as in process
+    (FedAdam(problem, server_lr=0.01, local_lr=0.05, identity_steps=20,
+             compressor=[StochasticRounding(bits=8), StochasticRounding(bits=8), NaNPayloads(bits=8)]), [5], [2]),
+]
+backend = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
+           "client_resources": {"num_cpus": 1}}
+got = []
+for algo, seeds, failing in runs:  # one simulation per algorithm: a ClientApp runs one algorithm
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid, context, algo=algo, seeds=seeds, failing=failing):
+        for seed in seeds:
+            strategy = ff.FedMMStrategy(algo, len(datas), seed=seed, public_data=target)
+            got.append((algo, seed, failing, strategy.run(grid, 3, timeout=300.0)))
+
+    run_simulation(server_app, ff.client_app(algo, lambda pid, context: datas[pid], public_data=target),
+                   len(datas), backend_config=backend)
+    gc.collect()
+assert [(a.name, seed) for a, seed, _, _ in got] == [("FedMMOT", 4), ("FedMMOT", 6), ("FedAdam", 5)], got
+for algo, seed, failing, h in got:  # JAX runs in this process only after Ray's start
+    ref = algo.run(datas, 3, target=target, seed=seed)
+    assert h.equals(ref), (algo.name, seed)
+    for k in ("omega", "theta"):
+        assert np.array_equal(h.state[k], ref.state[k]), algo.name
+    assert h.transport_map(target[:3]).shape == (3, 2)
+    assert [r["dropped"] for r in h.records] == [failing] * 3, (algo.name, [r["dropped"] for r in h.records])
+    if failing:
+        assert all(r["drop_reasons"] == ref.records[t]["drop_reasons"] and
+                   r["drop_reasons"][0].startswith("invalid payload: ") for t, r in enumerate(h.records))
+    print(algo.name, seed, [r["active"] for r in h.records])
+print("ok")
+"""
+
+
+@pytest.mark.integration
+def test_flower_simulation_carries_fedmmot_and_fedadam_with_the_in_process_history():
+    # Flower's simulation runs the OT strategy and ClientApps on Ray; the History (every ω_t, θ_t, E_omega,
+    # E_theta, active/dropped set, bytes) equals the in-process run.  In a fresh process: Ray must start
+    # before JAX runs in the driver (JAX's threads and fork do not mix), as for the Ray runtime's test.
+    out = subprocess.run([sys.executable, "-c", _OT_FLOWER_SCRIPT],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    assert out.stdout.strip().endswith("ok"), out.stdout[-2000:]

@@ -11,13 +11,15 @@ from fedmm._validation import check_int, check_real
 
 __all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model",
            "gaussian_mixture_responsibilities", "poisson_latent_model",
-           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "LASSO_METHODS",
-           "DICTIONARY_MODEL_MAX_WORK", "dictionary_model_max_iter"]
+           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "WorkerPool",
+           "LASSO_METHODS", "DICTIONARY_MODEL_MAX_WORK", "dictionary_model_max_iter"]
 
 #: The compiled model handle (``fedmm_model_t`` with its context), see :class:`fedmm._engine.CompiledModel`.
 CompiledModel = _engine.CompiledModel
+#: Persistent worker threads for :func:`run_rounds` (``fedmm_pool_t``), see :class:`fedmm._engine.WorkerPool`.
+WorkerPool = _engine.WorkerPool
 #: LASSO methods of the C solver, by name (``FEDMM_LASSO_*``).
-LASSO_METHODS = {"auto": 0, "cd": 1, "active_set": 2}
+LASSO_METHODS = {"auto": 0, "cd": 1, "active_set": 2, "homotopy": 3}
 #: Largest worst-case work, in multiply-adds, of one LASSO column inside a compiled round:
 #: ``max_iter · (K² + 4K)`` (a sweep or an active-set step costs at most about ``K² + 4K``).
 #: Compiled rounds run without checking for Ctrl-C, so :func:`dictionary_model` refuses a

@@ -174,17 +174,28 @@ def lasso(
         checked (Python runs signal handlers in the main thread only).
     positive : bool, default False
         Constrain :math:`H \ge 0` (non-negative LASSO).
-    method : {"auto", "cd", "active_set"}, default "auto"
+    method : {"auto", "cd", "active_set", "homotopy"}, default "auto"
         ``"cd"``: cyclic coordinate descent on :math:`G` with a Newton step
         on a stable support; ``"active_set"``: feature-sign active-set search
         (Lee et al. 2007), exact after finitely many steps, handing over to
-        ``"cd"`` if its support matrix becomes singular; ``"auto"`` runs the
+        ``"cd"`` if its support matrix becomes singular; ``"homotopy"``: the
+        LARS-lasso path (Osborne et al. 2000, Efron et al. 2004) from
+        :math:`h = 0` at :math:`\lambda_0 = \|D^\top z\|_\infty` down to
+        :math:`\lambda`, piecewise linear in :math:`\lambda`: on the active
+        set :math:`A` with signs :math:`s_A`,
+        :math:`h_A(t) = G_{AA}^{-1}(c_A - t\, s_A)` until an atom's
+        correlation reaches :math:`t` (it joins) or a coefficient reaches 0
+        (it leaves), with Cholesky up- and downdates of :math:`G_{AA}` and a
+        final exact solve at :math:`\lambda`; a nonzero warm start, a
+        numerically dependent atom (duplicates) or a failed final KKT/gap check
+        hands the column to ``"active_set"``.  ``"auto"`` runs the
         active set while the support has at most min(24, max(4, K/2)) atoms and
         continues with ``"cd"`` beyond (dense codes), except when
-        :math:`2K > p` (nearly square or overcomplete ``D``, where ``"cd"``
-        crawls) where the active set runs alone; :func:`lasso_gram` (p
-        unknown) always uses the former, so pass ``method="active_set"`` for
-        an overcomplete Gram matrix.  Measured in ``benchmarks/bench_sparse.py``.
+        :math:`2K > p` (nearly square ``D``, where ``"cd"`` crawls) where the
+        active set runs alone, and :math:`K > p` (overcomplete ``D``, large
+        supports) where it runs the homotopy; :func:`lasso_gram` (p unknown)
+        always uses the first rule, so pass ``method="homotopy"`` for an
+        overcomplete Gram matrix.  Measured in ``benchmarks/bench_sparse.py``.
     return_n_iter : bool, default False
         Also return the number of iterations used per column.
 
@@ -505,9 +516,21 @@ def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     :math:`\Pi` of the first statistic block in FedMM §6,
     :math:`\mathcal S = \mathbb M_K^+ \times \mathbb R^{p\times K}`).
     Positive definite input is detected by a Cholesky attempt and returned
-    symmetrized; otherwise the inertia (LDLᵀ) counts the negative
-    eigenvalues, and when they are few (at most K/4) only those eigenpairs
-    are computed (LAPACK ``dsyevr``), else all of them.
+    symmetrized.  Otherwise, where Cholesky stopped, the leading block
+    :math:`S_{11}` is positive definite and the Schur complement
+    :math:`T = S_{22} - S_{21} S_{11}^{-1} S_{12}` has as many negative
+    eigenvalues as :math:`S`.  When they are few (at most :math:`4 + K/8`),
+    subspace iteration with :math:`S^{-1}` (applied through :math:`S_{11}`'s
+    Cholesky factor and :math:`T`) and Rayleigh-Ritz give the pairs
+    :math:`(\theta_i, u_i)`, :math:`\theta_i < 0`, and
+    :math:`P = S - \sum_i \theta_i u_i u_i^\top` is accepted when the
+    residuals :math:`\|S u_i - \theta_i u_i\|` are at most
+    :math:`10^{-11} \|S\|_F / \sqrt{\#\{\theta_i < 0\}}` and a Cholesky
+    factorization of :math:`P + 10^{-12} \|S\|_F I` succeeds; then
+    :math:`\|P - \Pi(S)\|_F \le (2\sqrt 2 \cdot 10^{-11} + \sqrt K
+    \cdot 10^{-12}) \|S\|_F`.  Otherwise, when few negative eigenvalues
+    remain possible (at most K/4), only those eigenpairs are computed
+    (tridiagonal reduction, bisection, inverse iteration), else all of them.
 
     Parameters
     ----------

@@ -35,6 +35,7 @@ from fedmm._kernels_engine import (  # noqa: F401
     project_capped_simplex,
     run_rounds,
     sample_model,
+    WorkerPool,
 )
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "poisson_latent_model",
     "inverse_toy_model",
     "run_rounds",
+    "WorkerPool",
     # EM-family linear algebra
     "project_capped_simplex",
     "floor_eigenvalues",

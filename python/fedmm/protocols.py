@@ -323,7 +323,9 @@ class ServerParty(Protocol):
     Optional hook of the in-process runtime:
     ``simulate_rounds(clients, t0, n_rounds, n_threads, max_seconds)`` runs a
     stretch of rounds in one compiled call, or returns None (see
-    ``fedmm.runtime.LocalRuntime``).
+    ``fedmm.runtime.LocalRuntime``); when it also takes a ``pool`` keyword,
+    the runtime passes the :class:`fedmm.kernels.WorkerPool` it keeps for
+    the run.
     """
 
     def setup_message(self) -> Message:

@@ -9,7 +9,6 @@ from numpy.linalg import LinAlgError
 
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint8_t, uint64_t, uintptr_t
 from libc.string cimport memcpy, memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -460,6 +459,131 @@ def _aligned_empty(shape, dtype):
     return raw[start:start + size].view(dtype).reshape(shape)
 
 
+#: How long an idle thread of a :class:`WorkerPool` spins before it sleeps, in nanoseconds.
+DEFAULT_SPIN_NS = 20_000
+
+
+cdef class WorkerPool:
+    """``n_threads − 1`` persistent worker threads for :func:`run_rounds` (``fedmm_pool_t``).
+
+    A job (one round's contacted clients) is shared by the calling thread
+    and the workers through one atomic item counter (a dynamic schedule);
+    each client's round writes only its own outputs, so the numbers depend
+    neither on ``n_threads`` nor on which thread ran which client.  A thread
+    with nothing to do spins for at most ``spin_ns`` nanoseconds, then
+    sleeps on a condition variable: between rounds (while the calling
+    thread aggregates) and between calls the workers use no CPU.  A round
+    that took longer than the calling thread alone would have makes the
+    next 1, 2, 4, …, 256 rounds run on the calling thread alone (a worker
+    that another process keeps off its core then delays no round).  Workers
+    block every signal, so Ctrl-C reaches the main thread.
+
+    Parameters
+    ----------
+    n_threads : int >= 1
+        Threads of a job, the calling thread included.  Builds without POSIX
+        threads have ``n_threads == 1`` whatever was asked.
+    spin_ns : int >= 0
+        Longest spin of an idle thread before it sleeps.
+
+    Attributes
+    ----------
+    n_threads : int
+        Threads of a job, the calling thread included.
+    spin_ns : int
+        Longest spin of an idle thread before it sleeps, in nanoseconds.
+
+    Notes
+    -----
+    One job at a time: a pool that is running rounds refuses another call
+    (:class:`RuntimeError`).  :meth:`close` (or the end of a ``with`` block,
+    or garbage collection) joins the workers.
+    """
+    cdef fedmm_pool_t *pool
+    cdef readonly int n_threads
+    cdef readonly int64_t spin_ns
+    cdef bint busy
+
+    def __cinit__(self, n_threads=1, spin_ns=DEFAULT_SPIN_NS):
+        if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
+            raise ValueError(f"Expected 'n_threads' to be an int >= 1, got {n_threads!r}")
+        if isinstance(spin_ns, bool) or not isinstance(spin_ns, int) or spin_ns < 0:
+            raise ValueError(f"Expected 'spin_ns' to be an int >= 0, got {spin_ns!r}")
+        if n_threads > 4096:
+            raise ValueError(f"Expected 'n_threads' <= 4096, got {n_threads}")
+        cdef int status = fedmm_pool_create(n_threads, spin_ns, &self.pool)
+        if status != FEDMM_OK:
+            raise RuntimeError(f"Could not start a pool of {n_threads} threads: {fedmm_strerror(status).decode()}")
+        self.n_threads = fedmm_pool_size(self.pool)
+        self.spin_ns = spin_ns
+
+    def __dealloc__(self):
+        if self.pool != NULL:
+            with nogil:
+                fedmm_pool_destroy(self.pool)
+            self.pool = NULL
+
+    def close(self):
+        """Join the worker threads (idempotent); the pool cannot run rounds afterwards."""
+        if self.busy:
+            raise RuntimeError("Cannot close a WorkerPool while it runs rounds")
+        if self.pool != NULL:
+            with nogil:
+                fedmm_pool_destroy(self.pool)
+            self.pool = NULL
+
+    @property
+    def closed(self):
+        """Whether :meth:`close` has joined the workers."""
+        return self.pool == NULL
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        raise TypeError("A WorkerPool holds threads and cannot be pickled; make a new one")
+
+    def __repr__(self):
+        state = "closed" if self.pool == NULL else "open"
+        return f"WorkerPool(n_threads={self.n_threads}, spin_ns={self.spin_ns}, {state})"
+
+
+cdef struct _RoundTask:
+    # one round's client work: item k is the k-th contacted client, ids[k]
+    const fedmm_model_t *model
+    const fedmm_round_config_t *cfg
+    fedmm_client_t *clients
+    const int64_t *ids
+    const uint8_t *coins
+    bint compress
+    uint64_t t
+    const double *theta
+    const double *ref
+    double *values
+    Py_ssize_t values_stride
+    int *sent
+    int64_t *n_bad
+    int *status
+    double *work
+    Py_ssize_t work_stride
+    int64_t *iwork
+    Py_ssize_t iwork_stride
+
+
+cdef void _client_task(void *ctx, int64_t k, int worker) noexcept nogil:
+    """Item ``k`` of a round: the ``k``-th contacted client's round, on ``worker``'s workspace."""
+    cdef _RoundTask *task = <_RoundTask *>ctx
+    cdef int64_t i = task.ids[k]
+    task.status[k] = fedmm_client_round(task.model, task.cfg, &task.clients[i], task.t,
+                                        task.coins[i] if task.compress else 1, task.theta, task.ref,
+                                        task.values + k * task.values_stride, &task.sent[k], &task.n_bad[k],
+                                        task.work + worker * task.work_stride,
+                                        task.iwork + worker * task.iwork_stride)
+
+
 cdef class _Clients:
     """``n`` clients as ``fedmm_client_t`` records pointing into arrays the caller keeps alive."""
     cdef fedmm_client_t *items
@@ -523,12 +647,14 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
                double alpha, int64_t count, const double[::1] weights, const uint64_t[::1] server_key,
                list datas, list memories, list Vs, const uint64_t[:, ::1] keys, const int64_t[:, ::1] quantizers,
                S, double[::1] V, double[::1] theta, double[::1] theta_prev, uint64_t t0,
-               const double[::1] gammas, int n_threads=1, double max_seconds=float("inf")):
+               const double[::1] gammas, int n_threads=1, double max_seconds=float("inf"),
+               WorkerPool pool=None):
     """Whole FedMM rounds ``t0, …, t0 + R − 1`` (``R = len(gammas)``) in one GIL-free call.
 
     Per round ``t``: ``fedmm_server_select``, every contacted client's
-    ``fedmm_client_round`` on ``n_threads`` OpenMP threads (one workspace
-    per thread), then ``fedmm_server_step`` on the senders' messages in
+    ``fedmm_client_round`` on the threads of ``pool`` (one workspace per
+    thread; without a pool, on a :class:`WorkerPool` of ``n_threads`` made
+    for this call, or on the calling thread when ``n_threads == 1``), then ``fedmm_server_step`` on the senders' messages in
     client order with ``weights[i] = μ_i / p``.  The server state ``S``
     (S-space; None in Θ-space), ``V`` and ``theta`` (compiled parameter) is
     updated in place, and the clients' ``Vs`` and ``memories``; ``theta_prev``
@@ -582,6 +708,36 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
         raise ValueError(f"Expected 'count' <= {n}, got {count}")
     cdef _Clients clients = _Clients(n)
     clients.fill(model, datas, memories, Vs, keys, quantizers, msg)
+    cdef WorkerPool own_pool = None
+    if pool is None and n_threads > 1:
+        pool = own_pool = WorkerPool(n_threads)
+    elif pool is not None:
+        if pool.pool == NULL:
+            raise ValueError("Expected an open 'pool', got a closed WorkerPool")
+        if pool.busy:
+            raise RuntimeError("The WorkerPool is running other rounds (one call at a time)")
+    try:
+        if pool is not None:
+            pool.busy = True
+        return _run_rounds(mdl, &cfg, clients, weights, server_key, count, S_ptr, V, theta, theta_prev, t0,
+                           gammas, max_seconds, pool, n, R, msg)
+    finally:
+        if pool is not None:
+            pool.busy = False
+        if own_pool is not None:
+            own_pool.close()
+
+
+cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clients clients,
+                       const double[::1] weights, const uint64_t[::1] server_key, int64_t count, double *S_ptr,
+                       double[::1] V, double[::1] theta, double[::1] theta_prev, uint64_t t0,
+                       const double[::1] gammas, double max_seconds, WorkerPool pool, Py_ssize_t n, Py_ssize_t R,
+                       Py_ssize_t msg):
+    """The rounds of :func:`run_rounds` once its arguments are checked (``pool``: None for one thread)."""
+    cdef fedmm_round_config_t cfg = cfg_ptr[0]
+    cdef Py_ssize_t r, k
+    cdef fedmm_pool_t *cpool = NULL if pool is None else pool.pool
+    cdef int n_threads = 1 if pool is None else pool.n_threads
     senders = np.zeros((R, n), dtype=np.int64)
     n_senders = np.zeros(R, dtype=np.int64)
     n_contacted = np.zeros(R, dtype=np.int64)
@@ -603,26 +759,42 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
     cdef int[::1] status = np.zeros(n, dtype=np.intc)
     cdef int[::1] sent = np.zeros(n, dtype=np.intc)
     cdef double[::1] server_work = np.empty(fedmm_server_step_work(mdl, &cfg, n), dtype=np.float64)
-    n_threads = max(1, n_threads)
     cdef Py_ssize_t work_stride = _padded(fedmm_client_round_work(mdl, &cfg, clients.max_n_samples))
     cdef Py_ssize_t iwork_stride = _padded(fedmm_client_round_iwork(clients.max_n_samples))
     cdef double[:, ::1] thread_work = _aligned_empty((n_threads, work_stride), np.float64)
     cdef int64_t[:, ::1] thread_iwork = _aligned_empty((n_threads, iwork_stride), np.int64)
     cdef const double *ref = S_ptr if cfg.space == FEDMM_SPACE_STATISTIC else &theta[0]
-    cdef int tid, coin
+    cdef _RoundTask task
     cdef int64_t m = 0, m_sent, total_bad = 0
     cdef int failed = FEDMM_OK, select_status = FEDMM_OK, server_status = FEDMM_OK
     cdef Py_ssize_t failed_client = -1, n_run = 0
     cdef uint64_t t = t0
     cdef double clock, started
     cdef bint compress = cfg.mode == FEDMM_MODE_COMPRESS
+    task.model = mdl
+    task.cfg = &cfg
+    task.clients = clients.items
+    task.ids = &ids[0]
+    task.coins = &coins[0]
+    task.compress = compress
+    task.theta = &theta[0]
+    task.ref = ref
+    task.values = &values[0, 0]
+    task.values_stride = values.shape[1]
+    task.sent = &sent[0]
+    task.n_bad = &n_bad[0]
+    task.status = &status[0]
+    task.work = &thread_work[0, 0]
+    task.work_stride = work_stride
+    task.iwork = &thread_iwork[0, 0]
+    task.iwork_stride = iwork_stride
     with nogil:
         clock = _seconds()
         started = clock
         for r in range(R):
             t = t0 + r
             # Algorithm 2 line 2 (or Algorithm 4's coins)
-            select_status = fedmm_server_select(&server_key[0], t, n, count, p, cfg.mode, &ids[0], &m,
+            select_status = fedmm_server_select(&server_key[0], t, n, count, cfg.p, cfg.mode, &ids[0], &m,
                                                 &coins[0], &sel_work[0])
             if select_status != FEDMM_OK:
                 break
@@ -632,12 +804,12 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
                 sent[k] = 0
                 memcpy(&V_saved[k, 0], clients.items[ids[k]].V, msg * sizeof(double))
             # lines 5-11 on every contacted client
-            for k in prange(m, num_threads=n_threads, schedule="dynamic"):
-                tid = threadid()
-                status[k] = fedmm_client_round(mdl, &cfg, &clients.items[ids[k]], t,
-                                               coins[ids[k]] if compress else 1, &theta[0], ref,
-                                               &values[k, 0], &sent[k], &n_bad[k], &thread_work[tid, 0],
-                                               &thread_iwork[tid, 0])
+            task.t = t
+            if cpool == NULL:
+                for k in range(m):
+                    _client_task(&task, k, 0)
+            else:
+                fedmm_pool_run(cpool, m, _client_task, &task)
             m_sent = 0
             for k in range(m):
                 total_bad = total_bad + n_bad[k]

@@ -25,7 +25,12 @@ from fedmm_kernels cimport *
 include "blas_table.pxi"
 
 
-METHODS = {"auto": FEDMM_LASSO_AUTO, "cd": FEDMM_LASSO_CD, "active_set": FEDMM_LASSO_ACTIVE_SET}
+METHODS = {
+    "auto": FEDMM_LASSO_AUTO,
+    "cd": FEDMM_LASSO_CD,
+    "active_set": FEDMM_LASSO_ACTIVE_SET,
+    "homotopy": FEDMM_LASSO_HOMOTOPY,
+}
 
 
 cdef extern from "Python.h":

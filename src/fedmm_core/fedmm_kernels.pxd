@@ -167,6 +167,7 @@ cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_LASSO_AUTO
     int FEDMM_LASSO_CD
     int FEDMM_LASSO_ACTIVE_SET
+    int FEDMM_LASSO_HOMOTOPY
     ctypedef struct fedmm_lasso_options_t:
         double lam
         int positive
@@ -310,6 +311,13 @@ cdef extern from "fedmm_kernels.h" nogil:
     int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cfg, int64_t m,
                           const double *weights, const double *values, double gamma, double *S,
                           double *V, double *theta, double *dist, double *work)
+    ctypedef struct fedmm_pool_t:
+        pass
+    ctypedef void (*fedmm_pool_task_fn)(void *ctx, int64_t item, int worker) noexcept nogil
+    int fedmm_pool_create(int n_threads, int64_t spin_ns, fedmm_pool_t **pool)
+    void fedmm_pool_destroy(fedmm_pool_t *pool)
+    int fedmm_pool_size(const fedmm_pool_t *pool)
+    int fedmm_pool_run(fedmm_pool_t *pool, int64_t n_items, fedmm_pool_task_fn fn, void *ctx)
 
     ctypedef struct fedmm_dictionary_model_t:
         fedmm_blas_int p

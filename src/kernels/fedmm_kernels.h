@@ -316,15 +316,21 @@ int fedmm_wire_decode(const uint8_t *payload, size_t nbytes, double *out,
  *   method      FEDMM_LASSO_CD (coordinate descent + Newton on a stable
  *               support), FEDMM_LASSO_ACTIVE_SET (feature-sign active-set
  *               search, handing over to coordinate descent if its support
- *               matrix G_SS becomes singular) or FEDMM_LASSO_AUTO (active set
- *               while the support has at most min(24, max(4, K/2)) atoms,
- *               then coordinate descent; in fedmm_dictionary_statistics with
- *               2K > p the active set uncapped).
+ *               matrix G_SS becomes singular), FEDMM_LASSO_HOMOTOPY (LARS-
+ *               lasso path from h = 0 down to lam with Cholesky up- and
+ *               downdates, ended by an exact solve on the final support;
+ *               a nonzero warm start, a numerically dependent atom or a
+ *               failed final check hands the column to the active set) or
+ *               FEDMM_LASSO_AUTO (active set while the support has at most
+ *               min(24, max(4, K/2)) atoms, then coordinate descent; in
+ *               fedmm_dictionary_statistics the homotopy when K > p and the
+ *               active set uncapped when p < 2K <= 2p).
  * The kernels return FEDMM_EINVAL when opts is NULL or a field is out of
  * range. */
 #define FEDMM_LASSO_AUTO 0
 #define FEDMM_LASSO_CD 1
 #define FEDMM_LASSO_ACTIVE_SET 2
+#define FEDMM_LASSO_HOMOTOPY 3
 typedef struct fedmm_lasso_options {
     double lam;
     int positive;
@@ -478,13 +484,21 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
  * out = sum_i max(lambda_i, 0) v_i v_i^T.  Paths (recorded in path[s] when
  * path != NULL): 0 -- Cholesky succeeds, sym(A) is returned (positive
  * definite); otherwise Cholesky's stopping column c bounds the number of
- * negative eigenvalues by K - c + 1 (Cauchy interlacing) and: 2 -- when that
- * bound is <= K/4, only the negative eigenpairs are computed (dsyevr,
- * RANGE='V' on (-inf, 0]) and out = sym(A) - sum_{lambda_i<0} lambda_i v_i
- * v_i^T; 1 -- that range held no eigenvalue (singular PSD), sym(A) is
- * returned; 3 -- otherwise all eigenpairs (dsyevd or dsyevr by size) and the
- * update uses the smaller side of the spectrum.  The result is exactly
- * symmetric.  FEDMM_ENONFINITE on NaN/inf, FEDMM_ELAPACK when LAPACK fails.
+ * negative eigenvalues by K - c + 1 (Cauchy interlacing) and: 4 -- when that
+ * bound is <= 4 + K/8 and so is the number of negative eigenvalues (the
+ * inertia of the Schur complement of the leading (c-1) x (c-1) block), the
+ * negative eigenpairs come from subspace iteration with sym(A)^{-1} (through
+ * that Schur complement) and Rayleigh-Ritz, out = sym(A) - sum_{theta_i<0}
+ * theta_i u_i u_i^T, accepted only when the Ritz residuals are small and a
+ * Cholesky factorization of out + 1e-12 ||sym(A)||_F I succeeds (then out is
+ * within (2 sqrt(2) 1e-11 + sqrt(K) 1e-12) ||sym(A)||_F of the projection in
+ * the Frobenius norm); otherwise 2 -- when the bound is <= K/4, only the
+ * negative eigenpairs are computed (tridiagonal reduction, bisection and
+ * inverse iteration, or dsyevr RANGE='V' on (-inf, 0]) and out = sym(A) -
+ * sum_{lambda_i<0} lambda_i v_i v_i^T; 1 -- that range held no eigenvalue
+ * (singular PSD), sym(A) is returned; 3 -- otherwise all eigenpairs (dsyevd
+ * or dsyevr by size) and the update uses the smaller side of the spectrum.
+ * The result is exactly symmetric.  FEDMM_ENONFINITE on NaN/inf, FEDMM_ELAPACK when LAPACK fails.
  * work: fedmm_project_psd_work(K) doubles, iwork: fedmm_project_psd_iwork(K)
  * ints (sizes from the LAPACK documentation, no workspace query needed). */
 size_t fedmm_project_psd_work(fedmm_blas_int K);
@@ -674,6 +688,49 @@ size_t fedmm_server_step_work(const fedmm_model_t *model, const fedmm_round_conf
 int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cfg, int64_t m,
                       const double *weights, const double *values, double gamma, double *S,
                       double *V, double *theta, double *dist, double *work);
+
+/* ---- worker pool (pool.c) ------------------------------------------------ */
+/* A small pool of persistent worker threads that run the items 0..n_items-1
+ * of a job: fedmm_pool_run(pool, n_items, fn, ctx) calls fn(ctx, k, worker)
+ * once for every k, on the calling thread (worker 0) and the pool's
+ * n_threads - 1 threads (workers 1..n_threads-1), and returns when every
+ * call has returned.  Items go to whichever thread asks next (one shared
+ * atomic counter: a dynamic schedule); fn must therefore make its results
+ * depend on k only, never on worker (worker only picks a per-thread
+ * workspace), and then a job gives the same results, bit for bit, for
+ * every n_threads and every interleaving.  The caller never waits for a
+ * thread that has not started an item: a worker that the operating system
+ * has not scheduled yet simply finds no item left.  A job that took
+ * longer than the calling thread alone would have (a worker lost its core
+ * in the middle of an item: another process keeps that core busy) makes
+ * the next 1, 2, 4, ..., 256 jobs (doubling while that goes on) run on the
+ * calling thread alone; a job that gains from the workers resets it.  Who
+ * runs an item never changes the results.
+ *
+ * Waits: a thread with nothing to do spins for at most spin_ns nanoseconds
+ * (a CPU pause per test), then sleeps on a condition variable (a futex on
+ * Linux) and uses no CPU until the next job or the end of the job it waits
+ * for.  So idle workers between the jobs of a busy caller cost nothing to
+ * a process on another core, and a short spin_ns (a few microseconds)
+ * keeps the wake-up latency of back-to-back jobs low.
+ *
+ * Worker threads block every signal: signals go to the other threads of
+ * the process (a Python program's main thread gets Ctrl-C).  A pool may
+ * serve one job at a time: fedmm_pool_run must not be called concurrently
+ * on one pool, nor from inside fn.  Builds without POSIX threads (the meson
+ * option threads=none) run every job on the calling thread, and
+ * fedmm_pool_size is then 1.
+ *
+ * fedmm_pool_create: n_threads >= 1 (the caller included), spin_ns >= 0;
+ * FEDMM_EINVAL otherwise, FEDMM_ENOMEM when a thread cannot be started (no
+ * pool is then left behind).  fedmm_pool_destroy(NULL) does nothing; it
+ * joins the workers, so none outlives it. */
+typedef struct fedmm_pool fedmm_pool_t;
+typedef void (*fedmm_pool_task_fn)(void *ctx, int64_t item, int worker);
+int fedmm_pool_create(int n_threads, int64_t spin_ns, fedmm_pool_t **pool);
+void fedmm_pool_destroy(fedmm_pool_t *pool);
+int fedmm_pool_size(const fedmm_pool_t *pool);
+int fedmm_pool_run(fedmm_pool_t *pool, int64_t n_items, fedmm_pool_task_fn fn, void *ctx);
 
 /* Dictionary learning as a compiled model (FedMM paper §2.3, §6 with the ridge
  * T of weight eta): q = K*K + p*K (blocks A then B, row-major), d = p*K (the

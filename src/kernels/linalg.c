@@ -146,8 +146,9 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
  * NB the dsytrd block size, 32 or 64 in reference LAPACK and OpenBLAS),
  * liwork >= 10K; dsytrf runs blocked with lwork >= NB K; dsyevd (jobz 'V')
  * needs 1 + 6K + 2K^2 doubles and 3 + 5K ints, plus 2K + NB K for its
- * blocked reduction. */
-#define PSD_LWORK(K) (70 * (size_t)(K) + 2 * (size_t)(K) * (size_t)(K) + 1)
+ * blocked reduction; the subspace path (negative_part_subspace, block p <=
+ * K/2 + 2) needs 5Kp + 3p^2 + 2p + K <= 3.25 K^2 + 18K + 16. */
+#define PSD_LWORK(K) (70 * (size_t)(K) + 4 * (size_t)(K) * (size_t)(K) + 16)
 #define PSD_LIWORK(K) (10 * (size_t)(K) + 3)
 
 size_t fedmm_project_psd_work(fedmm_blas_int K)
@@ -229,6 +230,376 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, doub
     return m;
 }
 
+/* ---- few negative eigenvalues: shifted inverse subspace iteration --------- */
+
+/* The subspace path: guard vectors beyond the number of negative
+ * eigenvalues (convergence goes with the first eigenvalue outside the
+ * block); the most negative eigenvalues it takes on (more: the tridiagonal
+ * path is cheaper); its iteration cap (slower convergence than about 10x per
+ * step: the tridiagonal path takes over); the order below which its O(K^2 p)
+ * steps run as plain loops rather than BLAS calls (whose fixed cost
+ * dominates at K = 15); its tolerances relative to ||S||_F: the certificate's
+ * margin delta and the Ritz residuals (divided by sqrt(number of negative
+ * eigenvalues)), which bound its error by (2 sqrt(2) 1e-11 + sqrt(K) 1e-12)
+ * ||S||_F. */
+#define PSD_SUBSPACE_GUARD 2
+#define PSD_SUBSPACE_MAX_NEGATIVE(K) (4 + (K) / 8)
+#define PSD_SUBSPACE_MAX_ITER 12
+#define PSD_LOOPS_MAX_K 24
+#define PSD_SUBSPACE_TOL 1e-12
+#define PSD_RESIDUAL_TOL 1e-11
+
+/* All eigenpairs of the small symmetric n x n matrix H (column-major, full;
+ * destroyed) by cyclic Jacobi rotations: eigenvalues ascending in theta,
+ * orthonormal eigenvectors in the columns of Z (n x n). */
+static void jacobi_eigh(fedmm_blas_int n, double *H, double *Z, double *theta)
+{
+    for (fedmm_blas_int j = 0; j < n; ++j)
+        for (fedmm_blas_int i = 0; i < n; ++i) Z[(size_t)j * n + i] = i == j ? 1.0 : 0.0;
+    for (int sweep = 0; sweep < 60; ++sweep) {
+        double off = 0.0, total = 0.0;
+        for (fedmm_blas_int j = 0; j < n; ++j)
+            for (fedmm_blas_int i = 0; i < n; ++i) {
+                const double h = H[(size_t)j * n + i];
+                total += h * h;
+                if (i != j) off += h * h;
+            }
+        if (!(off > 1e-36 * total)) break;
+        for (fedmm_blas_int p = 0; p + 1 < n; ++p) {
+            for (fedmm_blas_int q = p + 1; q < n; ++q) {
+                const double apq = H[(size_t)q * n + p];
+                if (apq == 0.0) continue;
+                const double app = H[(size_t)p * n + p], aqq = H[(size_t)q * n + q];
+                const double tau = (aqq - app) / (2.0 * apq);
+                const double t = (tau >= 0.0 ? 1.0 : -1.0) / (fabs(tau) + sqrt(1.0 + tau * tau));
+                const double c = 1.0 / sqrt(1.0 + t * t), s = t * c;
+                for (fedmm_blas_int k = 0; k < n; ++k) { /* H <- H J */
+                    const double hp = H[(size_t)p * n + k], hq = H[(size_t)q * n + k];
+                    H[(size_t)p * n + k] = c * hp - s * hq;
+                    H[(size_t)q * n + k] = s * hp + c * hq;
+                }
+                for (fedmm_blas_int k = 0; k < n; ++k) { /* H <- J^T H */
+                    const double hp = H[(size_t)k * n + p], hq = H[(size_t)k * n + q];
+                    H[(size_t)k * n + p] = c * hp - s * hq;
+                    H[(size_t)k * n + q] = s * hp + c * hq;
+                }
+                H[(size_t)q * n + p] = 0.0;
+                H[(size_t)p * n + q] = 0.0;
+                for (fedmm_blas_int k = 0; k < n; ++k) { /* Z <- Z J */
+                    const double zp = Z[(size_t)p * n + k], zq = Z[(size_t)q * n + k];
+                    Z[(size_t)p * n + k] = c * zp - s * zq;
+                    Z[(size_t)q * n + k] = s * zp + c * zq;
+                }
+            }
+        }
+    }
+    for (fedmm_blas_int i = 0; i < n; ++i) theta[i] = H[(size_t)i * n + i];
+    for (fedmm_blas_int a = 0; a + 1 < n; ++a) { /* ascending, n small */
+        fedmm_blas_int best = a;
+        for (fedmm_blas_int b = a + 1; b < n; ++b)
+            if (theta[b] < theta[best]) best = b;
+        if (best == a) continue;
+        const double tw = theta[a];
+        theta[a] = theta[best];
+        theta[best] = tw;
+        for (fedmm_blas_int i = 0; i < n; ++i) {
+            const double tz = Z[(size_t)a * n + i];
+            Z[(size_t)a * n + i] = Z[(size_t)best * n + i];
+            Z[(size_t)best * n + i] = tz;
+        }
+    }
+}
+
+/* Orthonormalize the K x p block Y in place (Gram-Schmidt, each column twice
+ * against the previous ones); 0 when a column is (numerically) dependent. */
+static int orthonormalize(fedmm_blas_int K, fedmm_blas_int p, double *Y)
+{
+    for (fedmm_blas_int c = 0; c < p; ++c) {
+        double *y = Y + (size_t)c * K;
+        double before = 0.0;
+        for (fedmm_blas_int i = 0; i < K; ++i) before += y[i] * y[i];
+        for (int pass = 0; pass < 2; ++pass) {
+            for (fedmm_blas_int b = 0; b < c; ++b) {
+                const double *q = Y + (size_t)b * K;
+                double t = 0.0;
+                for (fedmm_blas_int i = 0; i < K; ++i) t += q[i] * y[i];
+                for (fedmm_blas_int i = 0; i < K; ++i) y[i] -= t * q[i];
+            }
+        }
+        double after = 0.0;
+        for (fedmm_blas_int i = 0; i < K; ++i) after += y[i] * y[i];
+        if (!(after > 1e-20 * before) || !(after > 0.0) || !isfinite(after)) return 0;
+        const double inv = 1.0 / sqrt(after);
+        for (fedmm_blas_int i = 0; i < K; ++i) y[i] *= inv;
+    }
+    return 1;
+}
+
+/* SX = S X for the full symmetric K x K S and a K x p block X. */
+static void symmetric_times(fedmm_blas_int K, fedmm_blas_int p, const double *S, const double *X,
+                            double *SX, const fedmm_blas_t *blas)
+{
+    if (K >= PSD_LOOPS_MAX_K) {
+        const double one = 1.0, zero = 0.0;
+        blas->dgemm("N", "N", &K, &p, &K, &one, S, &K, X, &K, &zero, SX, &K);
+        return;
+    }
+    for (fedmm_blas_int c = 0; c < p; ++c) {
+        double *sx = SX + (size_t)c * K;
+        const double *x = X + (size_t)c * K;
+        for (fedmm_blas_int i = 0; i < K; ++i) sx[i] = 0.0;
+        for (fedmm_blas_int j = 0; j < K; ++j) {
+            const double xj = x[j];
+            const double *s = S + (size_t)j * K;
+            for (fedmm_blas_int i = 0; i < K; ++i) sx[i] += s[i] * xj;
+        }
+    }
+}
+
+/* Y <- (L L^T)^{-1} Y for the Cholesky factor L (lower triangle of W, n x n,
+ * leading dimension K) and an n x p block Y (leading dimension K); rdiag: the
+ * n reciprocals of L's diagonal. */
+static int cholesky_solve(fedmm_blas_int K, fedmm_blas_int n, fedmm_blas_int p, const double *W,
+                          const double *rdiag, double *Y, const fedmm_blas_t *blas)
+{
+    if (n >= PSD_LOOPS_MAX_K) {
+        fedmm_blas_int info = 0;
+        blas->dpotrs("L", &n, &p, W, &K, Y, &K, &info);
+        return info == 0;
+    }
+    for (fedmm_blas_int c = 0; c < p; ++c) {
+        double *y = Y + (size_t)c * K;
+        for (fedmm_blas_int j = 0; j < n; ++j) { /* L z = y, column-oriented */
+            const double *l = W + (size_t)j * K;
+            const double zj = y[j] * rdiag[j];
+            y[j] = zj;
+            for (fedmm_blas_int i = j + 1; i < n; ++i) y[i] -= l[i] * zj;
+        }
+    }
+    /* L^T y = z: the dot products of the p columns side by side */
+    for (fedmm_blas_int j = n - 1; j >= 0; --j) {
+        const double *l = W + (size_t)j * K;
+        for (fedmm_blas_int c = 0; c < p; ++c) {
+            double *y = Y + (size_t)c * K;
+            double t0 = y[j], t1 = 0.0;
+            fedmm_blas_int i = j + 1;
+            for (; i + 1 < n; i += 2) {
+                t0 -= l[i] * y[i];
+                t1 -= l[i + 1] * y[i + 1];
+            }
+            if (i < n) t0 -= l[i] * y[i];
+            y[j] = (t0 + t1) * rdiag[j];
+        }
+    }
+    return 1;
+}
+
+/* Rayleigh-Ritz of S on the orthonormal K x p block Q with SQ = S Q: the Ritz
+ * values ascend in theta; X = Q Z holds the Ritz vectors and SX = (S Q) Z.
+ * H, Z: p x p. */
+static void rayleigh_ritz(fedmm_blas_int K, fedmm_blas_int p, const double *Q, const double *SQ,
+                          double *H, double *Z, double *theta, double *X, double *SX)
+{
+    for (fedmm_blas_int b = 0; b < p; ++b)
+        for (fedmm_blas_int a = b; a < p; ++a) {
+            const double *qa = Q + (size_t)a * K, *sqb = SQ + (size_t)b * K;
+            const double *qb = Q + (size_t)b * K, *sqa = SQ + (size_t)a * K;
+            double t = 0.0, u = 0.0;
+            for (fedmm_blas_int i = 0; i < K; ++i) {
+                t += qa[i] * sqb[i];
+                u += qb[i] * sqa[i];
+            }
+            H[(size_t)b * p + a] = H[(size_t)a * p + b] = 0.5 * (t + u);
+        }
+    jacobi_eigh(p, H, Z, theta);
+    for (fedmm_blas_int c = 0; c < p; ++c) {
+        double *x = X + (size_t)c * K, *sx = SX + (size_t)c * K;
+        for (fedmm_blas_int i = 0; i < K; ++i) x[i] = sx[i] = 0.0;
+        for (fedmm_blas_int b = 0; b < p; ++b) {
+            const double z = Z[(size_t)c * p + b];
+            const double *q = Q + (size_t)b * K, *sq = SQ + (size_t)b * K;
+            for (fedmm_blas_int i = 0; i < K; ++i) {
+                x[i] += z * q[i];
+                sx[i] += z * sq[i];
+            }
+        }
+    }
+}
+
+/* The negative part of the symmetric S (full, K x K) when Cholesky of S
+ * stopped at 0-based column jj (the leading jj x jj factor L11 of S11 in W):
+ * returns the number m of Ritz pairs (theta_i, u_i) with theta_i < -tau, sets
+ * V = [sqrt(-theta_i) u_i] (K x m), or returns -1 when the path cannot vouch
+ * for its result (the caller then takes another path).
+ *
+ * Accuracy: out = S - sum theta_i u_i u_i^T is within 2 sqrt(2) ||R||_F +
+ * sqrt(K) delta of the projection of S (Frobenius norm), R = [S u_i - theta_i
+ * u_i]: the projection is 1-Lipschitz, S is within sqrt(2) ||R||_F of the
+ * block-diagonal diag(Theta, C) (C: S compressed to the complement of the
+ * u_i), whose projection is diag(0, C_+), and C >= -delta I because out +
+ * delta I = [[delta I, R^T], [R, C + delta I]] (in the basis [U, U_perp]) has a
+ * Cholesky factorization, which is checked.
+ *
+ * Method: with G = S11^{-1} S12 and the Schur complement T = S22 - S21 G
+ * (order n2 = K - jj, small), S = [[I, 0], [G^T, I]] diag(S11, T) [[I, G], [0,
+ * I]], so S^{-1} costs two triangular solves with L11 and a solve with T, and
+ * S has as many negative eigenvalues as T (S11 is positive definite).
+ * Subspace iteration with S^{-1} on max(n2, (number of negative eigenvalues)
+ * + 2) vectors, started from [-G; I] (= S^{-1} [0; T]) and generic vectors, with Rayleigh-Ritz on S each step,
+ * converges to the eigenvalues of S nearest zero, like (|lambda_i| /
+ * |lambda_{p+1}|)^iter: fast when the negative eigenvalues are small next to
+ * the positive spectrum.  W: K x K; work: 5Kp + 3p^2 + 2p + K doubles with
+ * p = min(K, n2 + 2). */
+static fedmm_blas_int negative_part_subspace(fedmm_blas_int K, const double *S, double norm_f,
+                                             fedmm_blas_int jj, double *W, double *V,
+                                             double *work, const fedmm_blas_t *blas)
+{
+    const fedmm_blas_int n2 = K - jj;
+    fedmm_blas_int p = n2 + PSD_SUBSPACE_GUARD;
+    if (p > K) p = K;
+    if (jj < 1) return -1;
+    double *X = work;                      /* K x p: Ritz vectors */
+    double *SX = X + (size_t)K * p;        /* K x p: S X */
+    double *Q = SX + (size_t)K * p;        /* K x p: the next block */
+    double *SQ = Q + (size_t)K * p;        /* K x p: S Q */
+    double *G = SQ + (size_t)K * p;        /* jj x n2 (leading dimension K): S11^{-1} S12 */
+    double *H = G + (size_t)K * n2;        /* p x p */
+    double *Z = H + (size_t)p * p;         /* p x p: Ritz coefficients; T's eigenvectors */
+    double *T = Z + (size_t)p * p;         /* n2 x n2 (<= p x p) */
+    double *theta = T + (size_t)p * p;     /* p */
+    double *t_inv = theta + p;             /* p: reciprocals of T's eigenvalues */
+    double *rdiag = t_inv + p;             /* jj: reciprocals of L11's diagonal */
+    double *Zt = V;                        /* n2 x n2: T's eigenvectors (V is free until the end) */
+    double *r = V + (size_t)n2 * n2;       /* n2 x p */
+    const double one = 1.0;
+    fedmm_blas_int info = 0;
+
+    for (fedmm_blas_int j = 0; j < jj; ++j) {
+        const double d = W[(size_t)j * K + j];
+        if (!(d > 0.0)) return -1;
+        rdiag[j] = 1.0 / d;
+    }
+    /* G = S11^{-1} S12 and T = S22 - S21 G */
+    for (fedmm_blas_int c = 0; c < n2; ++c)
+        memcpy(G + (size_t)c * K, S + (size_t)(jj + c) * K, (size_t)jj * sizeof(double));
+    if (!cholesky_solve(K, jj, n2, W, rdiag, G, blas)) return -1;
+    for (fedmm_blas_int b = 0; b < n2; ++b)
+        for (fedmm_blas_int a = 0; a < n2; ++a) {
+            const double *s21 = S + (size_t)(jj + a) * K, *g = G + (size_t)b * K;
+            double t = S[(size_t)(jj + b) * K + jj + a];
+            for (fedmm_blas_int i = 0; i < jj; ++i) t -= s21[i] * g[i];
+            T[(size_t)b * n2 + a] = t;
+        }
+    for (fedmm_blas_int b = 0; b < n2; ++b)
+        for (fedmm_blas_int a = b + 1; a < n2; ++a)
+            T[(size_t)b * n2 + a] = T[(size_t)a * n2 + b] =
+                0.5 * (T[(size_t)b * n2 + a] + T[(size_t)a * n2 + b]);
+    jacobi_eigh(n2, T, Zt, theta);
+    fedmm_blas_int n_negative = 0; /* = the number of negative eigenvalues of S */
+    for (fedmm_blas_int i = 0; i < n2; ++i) {
+        if (!(fabs(theta[i]) > 1e-15 * norm_f)) return -1; /* S (nearly) singular */
+        t_inv[i] = 1.0 / theta[i];
+        if (theta[i] < 0.0) ++n_negative;
+    }
+    if (n_negative > PSD_SUBSPACE_MAX_NEGATIVE(K)) return -1; /* too many for this path */
+    if (n_negative + PSD_SUBSPACE_GUARD < p) p = n_negative + PSD_SUBSPACE_GUARD;
+    if (p < n2) p = n2;
+
+    /* start block: [-G; I] Zt (T's eigenvectors, most negative first), then
+     * generic vectors (an additive recurrence: no random numbers, the result
+     * is deterministic) */
+    for (fedmm_blas_int c = 0; c < n2; ++c) {
+        double *q = Q + (size_t)c * K;
+        const double *zt = Zt + (size_t)c * n2;
+        for (fedmm_blas_int i = 0; i < jj; ++i) q[i] = 0.0;
+        for (fedmm_blas_int b = 0; b < n2; ++b) {
+            const double *g = G + (size_t)b * K;
+            for (fedmm_blas_int i = 0; i < jj; ++i) q[i] -= g[i] * zt[b];
+            q[jj + b] = zt[b];
+        }
+    }
+    for (fedmm_blas_int c = n2; c < p; ++c) {
+        const double alpha = 0.6180339887498949 * (double)(c + 1) + 0.4142135623730950;
+        double t = 0.0;
+        for (fedmm_blas_int i = 0; i < K; ++i) {
+            t += alpha;
+            t -= floor(t);
+            Q[(size_t)c * K + i] = t - 0.5;
+        }
+    }
+    const double res_tol = PSD_RESIDUAL_TOL * norm_f / sqrt((double)(n_negative > 0 ? n_negative : 1));
+    const double delta = PSD_SUBSPACE_TOL * norm_f;
+    const double tau = 0.5 * delta;
+    fedmm_blas_int m = 0;
+    int converged = n_negative == 0;
+    for (int it = 0; it <= PSD_SUBSPACE_MAX_ITER && !converged; ++it) {
+        if (it > 0) { /* Q = S^{-1} X by block elimination (X: Q's last value, or Ritz vectors) */
+            memcpy(Q, X, (size_t)K * p * sizeof(double));
+            if (!cholesky_solve(K, jj, p, W, rdiag, Q, blas)) return -1; /* S11^{-1} X1 */
+            for (fedmm_blas_int c = 0; c < p; ++c) { /* r = Zt^T (X2 - S21 S11^{-1} X1) / t */
+                const double *q = Q + (size_t)c * K;
+                double *rc = r + (size_t)c * n2;
+                for (fedmm_blas_int a = 0; a < n2; ++a) {
+                    const double *s21 = S + (size_t)(jj + a) * K;
+                    double t = q[jj + a];
+                    for (fedmm_blas_int i = 0; i < jj; ++i) t -= s21[i] * q[i];
+                    rc[a] = t;
+                }
+                for (fedmm_blas_int b = 0; b < n2; ++b) {
+                    const double *zt = Zt + (size_t)b * n2;
+                    double t = 0.0;
+                    for (fedmm_blas_int a = 0; a < n2; ++a) t += zt[a] * rc[a];
+                    H[b] = t * t_inv[b]; /* H: scratch of >= n2 doubles */
+                }
+                double *q2 = Q + (size_t)c * K;
+                for (fedmm_blas_int a = 0; a < n2; ++a) { /* Y2 = Zt (.) */
+                    double t = 0.0;
+                    for (fedmm_blas_int b = 0; b < n2; ++b) t += Zt[(size_t)b * n2 + a] * H[b];
+                    q2[jj + a] = t;
+                }
+                for (fedmm_blas_int b = 0; b < n2; ++b) { /* Y1 = S11^{-1} X1 - G Y2 */
+                    const double *g = G + (size_t)b * K;
+                    const double y = q2[jj + b];
+                    for (fedmm_blas_int i = 0; i < jj; ++i) q2[i] -= g[i] * y;
+                }
+            }
+        }
+        if (!orthonormalize(K, p, Q)) return -1;
+        if (it < 2) { /* the subspace alone matters until convergence is checked */
+            memcpy(X, Q, (size_t)K * p * sizeof(double));
+            continue;
+        }
+        symmetric_times(K, p, S, Q, SQ, blas);
+        rayleigh_ritz(K, p, Q, SQ, H, Z, theta, X, SX);
+        m = 0;
+        converged = 1;
+        for (; m < p && theta[m] < -tau; ++m) {
+            const double *x = X + (size_t)m * K, *sx = SX + (size_t)m * K;
+            double r2 = 0.0;
+            for (fedmm_blas_int i = 0; i < K; ++i) {
+                const double d = sx[i] - theta[m] * x[i];
+                r2 += d * d;
+            }
+            if (!(sqrt(r2) <= res_tol)) converged = 0;
+        }
+        if (m == p) return -1; /* the block may not reach the positive spectrum */
+    }
+    if (!converged) return -1;
+    for (fedmm_blas_int c = 0; c < m; ++c) {
+        const double scale = sqrt(-theta[c]);
+        for (fedmm_blas_int i = 0; i < K; ++i) V[(size_t)c * K + i] = scale * X[(size_t)c * K + i];
+    }
+    /* the certificate: Cholesky of S - sum theta_i u_i u_i^T + delta I */
+    for (fedmm_blas_int j = 0; j < K; ++j) {
+        memcpy(W + (size_t)j * K + j, S + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
+        W[(size_t)j * K + j] += delta;
+    }
+    if (m > 0) blas->dsyrk("L", "N", &K, &m, &one, V, &K, &one, W, &K);
+    blas->dpotrf("L", &K, W, &K, &info);
+    if (info != 0) return -1;
+    return m;
+}
+
 /* One K x K matrix (column-major, leading dimension K). */
 static int project_psd_one(fedmm_blas_int K, const double *A, double *out, double *work,
                            fedmm_blas_int *iwork, int *path, const fedmm_blas_t *blas)
@@ -243,7 +614,7 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
     fedmm_blas_int *lapack_iwork = iwork + 2 * (size_t)K;
 
     /* out = (A + A^T) / 2, pairwise so that out may alias A */
-    double max_abs = 0.0;
+    double max_abs = 0.0, sum_sq = 0.0;
     for (fedmm_blas_int j = 0; j < K; ++j) {
         for (fedmm_blas_int i = j; i < K; ++i) {
             const double s = 0.5 * (A[(size_t)j * K + i] + A[(size_t)i * K + j]);
@@ -251,6 +622,7 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
             out[(size_t)j * K + i] = s;
             out[(size_t)i * K + j] = s;
             if (fabs(s) > max_abs) max_abs = fabs(s);
+            sum_sq += (i == j ? 1.0 : 2.0) * s * s;
         }
     }
     /* positive definite: Cholesky succeeds and the matrix is its own projection */
@@ -272,6 +644,18 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
     const fedmm_blas_int neg_bound = K - info + 1;
     int partial = neg_bound * PSD_PARTIAL_MAX_FRACTION <= K;
     fedmm_blas_int m = 0;
+    if (neg_bound <= PSD_SUBSPACE_MAX_NEGATIVE(K) && isfinite(sum_sq)) {
+        const fedmm_blas_int n_neg = negative_part_subspace(K, out, sqrt(sum_sq), info - 1, W, V,
+                                                            lapack_work, blas);
+        if (n_neg >= 0) {
+            const double one = 1.0;
+            if (n_neg > 0) blas->dsyrk("L", "N", &K, &n_neg, &one, V, &K, &one, out, &K);
+            for (fedmm_blas_int j = 0; j < K; ++j)
+                for (fedmm_blas_int i = j + 1; i < K; ++i) out[(size_t)i * K + j] = out[(size_t)j * K + i];
+            *path = 4;
+            return FEDMM_OK;
+        }
+    }
     for (fedmm_blas_int j = 0; j < K; ++j)
         memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
     if (partial && blas->dsytrd != NULL && blas->dstebz != NULL && blas->dstein != NULL &&

@@ -36,7 +36,7 @@ int main(void)
     double *work = (double *)malloc(fedmm_lasso_gram_work(K) * sizeof(double));
     CHECK(work != NULL);
 
-    for (int method = FEDMM_LASSO_AUTO; method <= FEDMM_LASSO_ACTIVE_SET; ++method)
+    for (int method = FEDMM_LASSO_AUTO; method <= FEDMM_LASSO_HOMOTOPY; ++method)
         for (int positive = 0; positive <= 1; ++positive) {
             const fedmm_lasso_options_t opts = {0.5, positive, 1e-12, 100, 0, method};
             CHECK(fedmm_lasso_gram(K, B, G, K, C, K, NULL, &opts, H, K, n_iter, &n_bad, work) ==
@@ -56,7 +56,7 @@ int main(void)
     fedmm_lasso_options_t bad = {0.0, 0, 1e-12, 100, 0, FEDMM_LASSO_CD}; /* lam must be > 0 */
     CHECK(fedmm_lasso_gram(K, B, G, K, C, K, NULL, &bad, H, K, NULL, NULL, work) == FEDMM_EINVAL);
     bad.lam = 0.5;
-    bad.method = 3;
+    bad.method = FEDMM_LASSO_HOMOTOPY + 1;
     CHECK(fedmm_lasso_gram(K, B, G, K, C, K, NULL, &bad, H, K, NULL, NULL, work) == FEDMM_EINVAL);
     bad.method = FEDMM_LASSO_CD;
     bad.tol = -1.0;

@@ -42,7 +42,7 @@ from fedmm.models.base import SurrogateModel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "BACKENDS"]
+__all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "BACKENDS", "STARTS"]
 
 #: Where clients send their updates: FedMM aggregates statistics, the baseline parameters.
 SPACES = ("statistic", "parameter")
@@ -50,14 +50,19 @@ SPACES = ("statistic", "parameter")
 PARTICIPATION_MODES = ("select", "compress", "compress-local")
 #: Which backend runs the rounds: the compiled one when the model and compressors support it.
 BACKENDS = ("auto", "python", "compiled")
+#: Where the run starts when no ``init`` is given (see :class:`FedMM`, parameter ``start``).
+STARTS = ("mean_statistic", "model")
 
 
 #: Retries of a failed server step, each without one more of the largest messages
 #: (:meth:`Server.step_without_failing_messages`), before the round goes on with no message.
 MAX_STEP_RETRIES = 3
 
-#: The set-up exchange sends V_{0,i} uncompressed, in the Identity wire format, whatever the compressors.
+#: The set-up exchanges send V_{0,i} and the start statistics uncompressed, in the Identity wire format,
+#: whatever the compressors.
 _SETUP_CODEC = Identity()
+#: Round index of the start broadcast (``start='mean_statistic'``), before the set-up broadcast (``-1``).
+START_ROUND = -2
 
 
 # --------------------------------------------------------------------------- messages
@@ -207,6 +212,18 @@ class Client:
         self.V = self._local_value(full) - ref
         return _SETUP_CODEC.encode(self.V, None)
 
+    def start_statistic(self, message: Broadcast) -> bytes:
+        """The client's full local statistic ``s̄_i(θ_0) = E_{π_i}[S̄(Z, θ_0)]`` at the start broadcast's ``θ_0``.
+
+        One uncompressed pass over the local data (``Identity`` wire
+        format, whatever the compressor); the server averages these into
+        ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))`` (:meth:`Server.mean_statistic`).  The
+        client's state (control variate, oracle memory, random stream) is
+        not touched.
+        """
+        full = self.oracle.statistic(message.theta, None)
+        return _SETUP_CODEC.encode(np.asarray(full, dtype=np.float64), None)
+
     # -- state transfer (runtimes whose workers do not keep Client objects) ----
     def get_state(self) -> dict[str, np.ndarray]:
         """The client's mutable state as float64/int64 arrays: ``V`` and the oracle's memory.
@@ -318,6 +335,7 @@ class Server:
             raise ValueError(f"Expected one decoder per client ({self.n_clients}), got {len(self.decoders)}")
         self.stream = RoundStream(party_seed(seed, SERVER_PARTY, 0))
         self.S: np.ndarray | None = np.array(init, dtype=np.float64, copy=True)
+        self._init = self.S  # Ŝ_0 (the baseline keeps it only for start_message)
         self.theta = model.T(self.S)
         self._theta_like = self.theta
         self.theta_vector = model.theta_vector(self.theta)
@@ -335,6 +353,41 @@ class Server:
     def setup_message(self) -> Broadcast:
         """The set-up broadcast (round ``-1``) carrying ``Ŝ_0`` and ``θ_0``."""
         return Broadcast(-1, None if self.S is None else self.S, self.theta, self.theta_vector)
+
+    def start_message(self) -> Broadcast:
+        """The start broadcast (round ``START_ROUND = -2``) carrying the provisional ``Ŝ_0`` and ``θ_0 = T(Ŝ_0)``.
+
+        Sent before :meth:`setup_message` when the run starts from the mean
+        statistic: every client answers with :meth:`Client.start_statistic`.
+        """
+        return Broadcast(START_ROUND, self._init, self.theta, self.theta_vector)
+
+    def mean_statistic(self, payloads: dict[int, bytes]) -> np.ndarray:
+        """``Π(Σ_i μ_i s̄_i(θ_0))`` from every client's :meth:`Client.start_statistic` payload.
+
+        The sum runs over the clients in increasing index order whatever
+        the order of ``payloads``, so every runtime gets the same bits.  The
+        server's state does not change: build the run's server with this
+        statistic as ``init``.
+
+        Raises
+        ------
+        ValueError
+            A client is missing, or a payload has the wrong length or non-finite values.
+        """
+        missing = sorted(set(range(self.n_clients)) - set(payloads))
+        if missing:
+            raise ValueError(f"The mean-statistic start needs every client's statistic; missing clients {missing}")
+        size = self.model.layout.size
+        total = np.zeros(size, dtype=np.float64)
+        for i in range(self.n_clients):
+            values = _SETUP_CODEC.decode(payloads[i])
+            if values.shape != (size,):
+                raise ValueError(f"Client {i} sent a start statistic of length {values.shape}, expected ({size},)")
+            if not np.isfinite(values).all():
+                raise ValueError(f"Client {i} sent a start statistic with non-finite values")
+            total += self.weights[i] * values
+        return np.asarray(self.model.project(total), dtype=np.float64)
 
     def setup_aggregate(self, payloads: dict[int, bytes]) -> None:
         """``V_0 = Σ μ_i V_{0,i}`` from the clients' uncompressed initial control variates."""
@@ -376,7 +429,7 @@ class Server:
         return size + (1 if self.mode == "compress" else 0)
 
     def simulate_rounds(self, clients: Sequence[Client], t0: int, n_rounds: int, n_threads: int = 1,
-                        max_seconds: float = float("inf")) -> list[dict[str, Any]] | None:
+                        max_seconds: float = float("inf"), pool: Any = None) -> list[dict[str, Any]] | None:
         """Rounds ``t0, …, t0 + n_rounds − 1`` with all ``clients`` in this process, on the compiled backend.
 
         :meth:`select`, the contacted clients' :meth:`Client.step` and
@@ -387,8 +440,11 @@ class Server:
         with nothing changed, when the configuration has no compiled form
         (:func:`fedmm.engine.compiled_unsupported` says why).  Fewer than
         ``n_rounds`` rounds (at least one) run when they take more than ``max_seconds``.
+        The clients run on ``pool`` (a :class:`fedmm.kernels.WorkerPool` the
+        caller keeps across stretches) when given, else on ``n_threads``
+        threads started for this call.
         """
-        return compiled_rounds(self, clients, t0, n_rounds, n_threads, max_seconds)
+        return compiled_rounds(self, clients, t0, n_rounds, n_threads, max_seconds, pool=pool)
 
     # -- state as data ----------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
@@ -658,6 +714,18 @@ class FedMM:
         (and ``'backend_reason'`` why not the compiled one).
     participation_mode : {'select', 'compress', 'compress-local'}
         Algorithm 2, or Algorithm 4 with server-drawn (coupled) or client-drawn coins.
+    start : {'mean_statistic', 'model'}
+        ``Ŝ_0`` when :meth:`run` gets no ``init``.  ``'model'``:
+        ``Ŝ_0 = model.init_statistic(datas, rng)`` (a statistic chosen by the
+        model, e.g. random unit-norm atoms for dictionary learning).
+        ``'mean_statistic'`` (default): with ``θ_0 = T(model.init_statistic(...))``,
+        ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))`` where ``s̄_i(θ) = E_{π_i}[S̄(Z, θ)]``:
+        one full, uncompressed pass of every client at ``θ_0`` (a start
+        exchange before the first round, in every runtime), so that
+        ``T(Ŝ_0)`` is one exact MM step from ``θ_0``: the first rounds
+        then average statistics of the data instead of pulling an arbitrary
+        ``Ŝ_0`` along with ``γ_t``.  The Θ-space baseline starts at
+        ``T(Ŝ_0)`` with the same ``Ŝ_0``, so both algorithms start at the same point.
 
     Examples
     --------
@@ -680,7 +748,8 @@ class FedMM:
                  alpha: float = 0.0, step: Any = None, batch_size: int | None = None,
                  projection: str | None = "euclidean", oracle: str = "minibatch", k_in: int | None = None,
                  weights: Sequence[float] | None = None, control_variates: str = "zero", n_threads: int = 1,
-                 backend: str = "auto", participation_mode: str = "select") -> None:
+                 backend: str = "auto", participation_mode: str = "select",
+                 start: str = "mean_statistic") -> None:
         if not isinstance(model, SurrogateModel):
             raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
         self.model = model
@@ -700,6 +769,7 @@ class FedMM:
         self.n_threads = check_int(n_threads, "n_threads", low=1)
         self.backend = check_in(backend, "backend", BACKENDS)
         self.participation_mode = check_in(participation_mode, "participation_mode", PARTICIPATION_MODES)
+        self.start = check_in(start, "start", STARTS)
         if self.participation_mode == "compress-local" and self.clients_per_round is not None:
             raise ValueError("participation_mode='compress-local' draws independent Bernoulli(p) coins: "
                              "pass 'participation_prob', not 'clients_per_round'")
@@ -722,6 +792,7 @@ class FedMM:
             "k_in": self.k_in,
             "control_variates": self.control_variates,
             "participation_mode": self.participation_mode,
+            "start": self.start,
             "n_threads": self.n_threads,
             "backend": self.backend,
         }
@@ -856,17 +927,38 @@ class FedMM:
 
     def build(self, datas: Sequence[Any], *, seed: int | np.random.SeedSequence = 0,
               init: np.ndarray | None = None) -> tuple[Server, list[Client]]:
-        """Validated :class:`Server` and :class:`Client` objects for ``datas`` (used by every runtime)."""
+        """Validated :class:`Server` and :class:`Client` objects for ``datas`` (used by every runtime).
+
+        ``init`` (an array) is ``Ŝ_0``; None takes the start chosen by
+        ``start`` (see :class:`FedMM`): with ``'mean_statistic'`` the clients'
+        full local statistics at ``θ_0 = T(model.init_statistic(...))`` are
+        averaged here, in process (:meth:`Client.start_statistic`,
+        :meth:`Server.mean_statistic`), before any runtime takes over.
+        """
         seed = check_seed(seed)
         datas = self._check_datas(datas)
         model = self.model
         model.prepare(datas)  # what the model learns from the data (dimensions, global moments)
         n = len(datas)
         weights = self._weights(datas)
+        start_from_mean = init is None and self.start == "mean_statistic"
         if init is None:
             init = model.init_statistic(datas, init_generator(seed))
         server = self.build_server(n, weights=weights, init=init, seed=seed)
         clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
+        if start_from_mean:
+            # the start exchange of every runtime: one uncompressed full pass per client at θ_0 = T(init)
+            message = server.start_message()
+            payloads = {}
+            for c in clients:
+                try:
+                    payloads[c.index] = c.start_statistic(message)
+                except Exception as exc:
+                    raise RuntimeError(
+                        f"Client {c.index} failed in the start exchange ({type(exc).__name__}: {exc}); "
+                        "start='mean_statistic' needs every client's statistic at θ_0: fix the client, "
+                        "or pass init= or start='model'") from exc
+            server = self.build_server(n, weights=weights, init=server.mean_statistic(payloads), seed=seed)
         return server, clients
 
     def _fingerprint(self, server: Server, datas: Sequence[Any], seed: Any, objective_every: int,
@@ -897,7 +989,7 @@ class FedMM:
             drawn from, None takes fresh OS entropy); a run is reproducible bit
             for bit from ``History.config["seed"]`` (``seed_from_repr``).
         init : ndarray of shape (q,), optional
-            The initial statistic ``Ŝ_0`` (default ``model.init_statistic``).
+            The initial statistic ``Ŝ_0`` (default: the start chosen by ``start``).
         objective_every : int
             Record ``objective`` (``Σ_i μ_i f_i(θ) + g(θ)`` on the clients' data,
             or ``f + g`` on ``objective_data``) every this many rounds and at

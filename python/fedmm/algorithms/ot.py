@@ -8,8 +8,10 @@ through the same Server/Client split as FedMM: a server object
 (:class:`OTServer`, :class:`FedAdamServer`) with ``select``, ``broadcast``,
 ``aggregate`` and ``get_state``/``set_state``, and client objects
 (:class:`OTClient`) whose ``step(message)`` returns compressed ``bytes``.  A
-runtime (the in-process :class:`fedmm.engine.LocalRuntime`, or
-:class:`fedmm.runtime.RayRuntime`) moves the messages; the numbers do not
+runtime (the in-process :class:`fedmm.engine.LocalRuntime`,
+:class:`fedmm.runtime.RayRuntime`, or Flower through
+:mod:`fedmm.runtime.flower`, whose nodes build their parties with
+``build_server`` and ``build_client``) moves the messages; the numbers do not
 depend on which one, nor on threads: client ``i`` at round ``t`` draws from
 ``Philox(key_i, t)``, the server from its own keyed streams.
 
@@ -587,12 +589,15 @@ class _FederatedOT:
             raise ValueError("Expected at least one client in 'datas', got an empty list")
         return [self.problem.check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
 
-    def _weights(self, datas: Sequence[np.ndarray]) -> np.ndarray:
-        n = len(datas)
+    def _raw_weights(self, datas: Sequence[np.ndarray]) -> np.ndarray:
+        """``μ_i`` before normalization: the user's ``weights``, else the sample counts ``N_i``."""
         if self.weights is None:
-            sizes = np.array([d.shape[0] for d in datas], dtype=np.float64)
-            return sizes / sizes.sum()
-        w = np.asarray(self.weights, dtype=np.float64)
+            return np.array([d.shape[0] for d in datas], dtype=np.float64)
+        return np.asarray(self.weights, dtype=np.float64)
+
+    @staticmethod
+    def _normalized_weights(weights: Any, n: int) -> np.ndarray:
+        w = np.asarray(weights, dtype=np.float64)
         if w.shape != (n,):
             raise ValueError(f"Expected 'weights' of length n_clients={n}, got shape {w.shape}")
         if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
@@ -606,11 +611,15 @@ class _FederatedOT:
             return self.clients_per_round, self.clients_per_round / n
         return None, 1.0 if self.participation_prob is None else self.participation_prob
 
-    def _compressors(self, n: int, size: int) -> list[Any]:
+    def _compressor_list(self, n: int) -> list[Any]:
         comp = self.compressor
         comps = list(comp) if isinstance(comp, (list, tuple)) else [comp] * n
         if len(comps) != n:
             raise ValueError(f"Expected one compressor per client (n_clients={n}), got {len(comps)}")
+        return comps
+
+    def _compressors(self, n: int, size: int) -> list[Any]:
+        comps = self._compressor_list(n)
         seen: set[int] = set()
         for i, c in enumerate(comps):
             if id(c) in seen:
@@ -642,6 +651,57 @@ class _FederatedOT:
                 comps: list[Any]) -> _OTServerBase:
         raise NotImplementedError
 
+    @property
+    def message_size(self) -> int:
+        """Length of a client's message: ``n_params`` (FedMM-OT: ``ω``) or ``2 n_params`` (FedAdam: ``(ω, θ)``)."""
+        return self.problem.n_params * (1 if self.kind == "fedmm" else 2)
+
+    def build_server(self, n_clients: int, *, weights: Any, target: Any, init: Any = None,
+                     seed: Any = 0) -> _OTServerBase:
+        """The server alone, for runtimes where the data stay with remote clients (Flower).
+
+        Parameters
+        ----------
+        n_clients : int >= 1
+        weights : array_like of shape (n_clients,)
+            ``μ_i`` (normalized here), e.g. the clients' reported sample counts.
+        target : ndarray of shape (M, d)
+            The public target samples (the server's Adam steps on ``θ`` draw from them).
+        init : pair of ndarray, optional
+            ``(ω_0, θ_0)`` in ``Θ²``; default ``problem.init`` on the run's
+            initialization stream (as :meth:`run`).
+        seed : int or SeedSequence
+            The run seed; with the same seed, the server :meth:`build` creates.
+        """
+        seed = check_seed(seed)
+        n = check_int(n_clients, "n_clients", low=1)
+        w = self._normalized_weights(weights, n)
+        target = self.problem.check_target(target)
+        count, p = self._participation(n)
+        comps = self._compressors(n, self.message_size)
+        omega, theta = self._init(seed, init)
+        return self._server(n, w, count, p, omega, theta, target, seed, comps)
+
+    def build_client(self, index: int, data: Any, *, n_clients: int, target: Any, seed: Any = 0,
+                     check: bool = True) -> OTClient:
+        """Client ``index`` of ``n_clients`` on its own source samples ``data`` (what a remote worker builds).
+
+        With the same ``seed`` it is the client :meth:`build` creates, so a
+        remote client reproduces the in-process numbers.  ``check=False``
+        skips the validation of ``data`` and ``target`` (already checked).
+        """
+        seed = check_seed(seed)
+        n = check_int(n_clients, "n_clients", low=1)
+        index = check_int(index, "index", low=0, high=n - 1)
+        if check:
+            data = self.problem.check_data(data, f"datas[{index}]")
+            target = self.problem.check_target(target)
+        _, p = self._participation(n)
+        return OTClient(index, data, target, self.steps, kind=self.kind, compressor=self._compressor_list(n)[index],
+                        alpha=getattr(self, "alpha", 0.0), p=p, local_steps=self.local_steps,
+                        local_lr=self.local_lr, batch_size=self.batch_size,
+                        target_batch_size=self.target_batch_size, seed=seed)
+
     def build(self, datas: Sequence[Any], *, target: Any, seed: Any = 0,
               init: Any = None) -> tuple[_OTServerBase, list[OTClient]]:
         """Validated server and :class:`OTClient` objects for ``datas`` (used by every runtime)."""
@@ -649,16 +709,8 @@ class _FederatedOT:
         datas = self._check_datas(datas)
         target = self.problem.check_target(target)
         n = len(datas)
-        weights = self._weights(datas)
-        count, p = self._participation(n)
-        size = self.problem.n_params * (1 if self.kind == "fedmm" else 2)
-        comps = self._compressors(n, size)
-        omega, theta = self._init(seed, init)
-        server = self._server(n, weights, count, p, omega, theta, target, seed, comps)
-        clients = [OTClient(i, d, target, self.steps, kind=self.kind, compressor=comps[i],
-                            alpha=getattr(self, "alpha", 0.0), p=p, local_steps=self.local_steps,
-                            local_lr=self.local_lr, batch_size=self.batch_size,
-                            target_batch_size=self.target_batch_size, seed=seed)
+        server = self.build_server(n, weights=self._raw_weights(datas), target=target, init=init, seed=seed)
+        clients = [self.build_client(i, d, n_clients=n, target=target, seed=seed, check=False)
                    for i, d in enumerate(datas)]
         return server, clients
 

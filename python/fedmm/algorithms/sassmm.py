@@ -14,6 +14,7 @@ from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import CLIENT_PARTY, RoundStream, check_seed, init_generator, party_seed, seed_repr
 from fedmm.algorithms._schedule import StepSchedule
+from fedmm.algorithms.federated import STARTS
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
 
@@ -62,6 +63,12 @@ class SASSMM:
     projection : {'euclidean', None}
         Apply ``model.project`` after each update.  Algorithm 1 needs none
         (``𝒮`` is convex and ``γ_t ∈ (0, 1]``), but SPIDER oracles may leave ``𝒮``.
+    start : {'mean_statistic', 'model'}
+        ``Ŝ_0`` when :meth:`run` gets no ``init``: ``'model'`` takes
+        ``model.init_statistic``; ``'mean_statistic'`` (default) takes
+        ``Ŝ_0 = Π(E_π[S̄(Z, θ_0)])`` with ``θ_0 = T(model.init_statistic(...))``,
+        one full pass over the data, so that ``T(Ŝ_0)`` is one exact MM step
+        from ``θ_0`` (as :class:`fedmm.algorithms.FedMM` with one client).
 
     Examples
     --------
@@ -78,7 +85,7 @@ class SASSMM:
 
     def __init__(self, model: SurrogateModel, *, step: Any = None, batch_size: int | None = None,
                  oracle: str = "minibatch", k_in: int | None = None,
-                 projection: str | None = "euclidean") -> None:
+                 projection: str | None = "euclidean", start: str = "mean_statistic") -> None:
         if not isinstance(model, SurrogateModel):
             raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
         self.model = model
@@ -87,6 +94,7 @@ class SASSMM:
             step = DETERMINISTIC_STEP if self.oracle == "full" else STOCHASTIC_STEP  # no batch_size: 'full'
         self.schedule = StepSchedule(step)
         self.projection = check_in(projection, "projection", ("euclidean", None))
+        self.start = check_in(start, "start", STARTS)
 
     def run(self, data: Any, n_iter: int, *, seed: Any = None,
             init: np.ndarray | None = None, objective_every: int = 0,
@@ -101,7 +109,7 @@ class SASSMM:
             All randomness (initial statistic, minibatches) derives from it
             (normalized as NumPy does; recorded in ``History.config["seed"]``).
         init : ndarray of shape (layout.size,), optional
-            The initial statistic ``Ŝ_0`` (default ``model.init_statistic``).
+            The initial statistic ``Ŝ_0`` (default: the start chosen by ``start``).
         objective_every : int
             Record ``objective`` every this many iterations and at the last one
             (0: never); its value at ``θ_0`` goes to ``history.initial``.
@@ -134,10 +142,15 @@ class SASSMM:
         if not model.in_domain(S):
             raise ValueError("Expected 'init' in the surrogate domain 𝒮 (model.project(init) != init)")
         oracle = LocalOracle(model, data, self.oracle, self.batch_size, self.k_in)
+        if init is None and self.start == "mean_statistic":
+            # Ŝ_0 = Π(E_π[S̄(Z, θ_0)]): one full pass at θ_0 = T(init_statistic)
+            full = LocalOracle(model, data, "full", None, None).statistic(model.T(S), None)
+            S = np.array(model.project(np.asarray(full, dtype=np.float64)), dtype=np.float64, copy=True)
         stream = RoundStream(party_seed(seed, CLIENT_PARTY, 0))
         history = History("SASSMM", {
             "model": repr(model), "step": self.schedule.description, "batch_size": self.batch_size,
-            "oracle": self.oracle, "k_in": self.k_in, "projection": self.projection, "seed": seed_repr(seed),
+            "oracle": self.oracle, "k_in": self.k_in, "projection": self.projection, "start": self.start,
+            "seed": seed_repr(seed),
             "n_iter": n_iter,
         })
         theta = model.T(S)

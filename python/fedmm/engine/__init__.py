@@ -8,7 +8,7 @@ A round is defined twice, once per backend, and both give the same numbers:
   bytes through the compressors' ``encode``/``decode``, then
   :meth:`Server.aggregate`; any model, any compressor, any runtime.
 - **Compiled backend** — :func:`compiled_rounds` runs whole stretches of
-  rounds (selection, every contacted client's round on OpenMP threads,
+  rounds (selection, every contacted client's round on a WorkerPool's threads,
   aggregation, SA step, projection, ``T``, control variates) in one GIL-free
   call of ``engine.c``, for models whose :meth:`~fedmm.models.SurrogateModel.compiled_model`
   returns a :class:`fedmm.kernels.CompiledModel` and compressors whose

@@ -62,7 +62,8 @@ def compiled_unsupported(server: Any, clients: Sequence[Any]) -> str | None:
 
 
 def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int, n_threads: int = 1,
-                    max_seconds: float = float("inf")) -> list[dict[str, Any]] | None:
+                    max_seconds: float = float("inf"), pool: kernels.WorkerPool | None = None
+                    ) -> list[dict[str, Any]] | None:
     """Rounds ``t0, …, t0 + n_rounds − 1`` of ``server`` with all its ``clients``, in one compiled call.
 
     Returns one dict per round run (``record``: what :meth:`Server.aggregate`
@@ -76,7 +77,14 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
     step), round ``t`` having left the server and the clients' control
     variates as they were; the caller reruns it on the Python backend,
     which applies its fault policy.
+
+    The contacted clients of a round run on ``pool`` when given (its
+    threads persist across calls; ``n_threads`` is then ignored), else on a
+    :class:`fedmm.kernels.WorkerPool` of ``n_threads`` made for this call
+    (none for one thread).  The numbers do not depend on either.
     """
+    if pool is not None and not isinstance(pool, kernels.WorkerPool):
+        raise TypeError(f"Expected 'pool' to be a fedmm.kernels.WorkerPool or None, got {type(pool).__name__}")
     if n_rounds < 1 or compiled_unsupported(server, clients) is not None or any(c.V is None for c in clients):
         return None
     model = server.model
@@ -105,7 +113,7 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
         compiled, server.space, server.mode, first.kind, server.projection == "euclidean", batch, server.p,
         server.alpha, -1 if server.count is None else server.count, server.weights / server.p,
         np.ascontiguousarray(server.stream.key, dtype=np.uint64), datas, memories, Vs, keys, quantizers, S, V,
-        theta, theta_prev, t0, gammas, n_threads, max_seconds)
+        theta, theta_prev, t0, gammas, n_threads, max_seconds, pool)
     if n_bad:
         warnings.warn(f"{n_bad} inner-solver columns hit their iteration cap in the compiled rounds "
                       f"{t0}..{t0 + len(n_senders) - 1}", kernels.ConvergenceWarning, stacklevel=3)

@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
+from fedmm import kernels
 from fedmm._progress import progress_bar
 from fedmm._validation import check_in, check_int
 from fedmm.history import History
@@ -171,8 +172,10 @@ class LocalRuntime:
     Parameters
     ----------
     n_threads : int >= 1
-        Worker threads: OpenMP threads of the compiled backend, or the
-        calling thread and ``n_threads − 1`` pool threads of the Python backend.
+        Threads that run the contacted clients of a round: the calling
+        thread and ``n_threads − 1`` workers (a :class:`fedmm.kernels.WorkerPool`
+        kept for the run on the compiled backend, a thread pool on the
+        Python backend).
     compiled : bool
         Use the compiled backend when the configuration allows it.
     batched : bool
@@ -198,9 +201,22 @@ class LocalRuntime:
 
     Notes
     -----
-    Keep ``n_threads`` at most the number of idle cores: OpenMP threads spin
-    for a while at the end of each round's parallel region, and a thread that
-    has to share its core with another busy process stalls every round.
+    On the compiled backend the clients of a round go to whichever thread
+    asks next (one shared counter), the calling thread included, and the
+    calling thread never waits for a worker that has not started a client.
+    A thread with nothing to do spins for at most 20 µs, then sleeps on a
+    condition variable: while the calling thread aggregates, between
+    stretches and while Python runs the monitor, the workers use no CPU.
+    A round that took longer than the calling thread alone would have (a
+    worker lost its core in the middle of a client to another process)
+    makes the next 1, 2, 4, …, 256 rounds run on the calling thread alone,
+    until a round gains from the workers again.  So ``n_threads = 2`` gains
+    most of a second core when it is idle and costs little when another
+    process keeps it busy; the numbers of
+    ``extra_info`` in ``benchmarks/bench_threads.py`` measure both cases.
+    More threads than cores only add waits.  The worker threads block every
+    signal (Ctrl-C reaches the main thread, which defers it to the end of
+    the stretch) and are joined when :meth:`run` returns or raises.
 
     On the Python backend each client's step is a sequence of small NumPy
     calls that hold the GIL, so extra pool threads mostly wait for it: on
@@ -325,7 +341,8 @@ class LocalRuntime:
             raise ValueError(f"Expected a History of {start} records to continue from round {start}, "
                              f"got {len(history.records)}")
         bar = progress_bar(progress, total=n_rounds, initial=start, desc=history.algorithm or "rounds")
-        pool = None
+        pool = None  # the Python backend's thread pool
+        workers = None  # the compiled backend's kernels.WorkerPool
         elapsed = float(history.records[-1].get("wall_time", 0.0)) if start else 0.0
         user_callback = callback  # only a user's callback forces one-round compiled stretches
         if checkpoint is not None:
@@ -347,6 +364,12 @@ class LocalRuntime:
             # Compiled: whole stretches of rounds in one call when the server has them for this
             # configuration (same numbers; Python runs only between stretches).
             compiled = self.compiled and hasattr(server, "simulate_rounds")
+            # the compiled stretches share one set of worker threads for the run, when the server takes it
+            stretch_kwargs = {}
+            if (compiled and self.n_threads > 1
+                    and "pool" in inspect.signature(server.simulate_rounds).parameters):
+                workers = kernels.WorkerPool(self.n_threads)
+                stretch_kwargs["pool"] = workers
             t = start
             while t < n_rounds:
                 if compiled:
@@ -355,7 +378,8 @@ class LocalRuntime:
                     # server and clients hold its rounds as soon as the call returns, so their records
                     # must reach the History before KeyboardInterrupt can leave them inconsistent.
                     with _interrupts_deferred():
-                        done = server.simulate_rounds(clients, t, end - t, self.n_threads, _STRETCH_SECONDS)
+                        done = server.simulate_rounds(clients, t, end - t, self.n_threads, _STRETCH_SECONDS,
+                                                      **stretch_kwargs)
                         if done is None:
                             compiled = False
                             continue
@@ -397,6 +421,8 @@ class LocalRuntime:
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)
+            if workers is not None:
+                workers.close()  # joins the threads: none outlives the run
             if bar is not None:
                 bar.close()
         return history

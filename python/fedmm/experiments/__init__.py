@@ -16,6 +16,7 @@ Every command shares the options of
 :class:`fedmm.RunSet` JSON file (read with :func:`fedmm.load`), PNG figures
 and a summary table (``<name>_summary.txt`` and ``<name>_summary.json``).
 
+- :mod:`fedmm.experiments.ablation` — why the Θ-space baseline of FedMM paper §6, Figure 1 rises.
 - :mod:`fedmm.experiments.dictionary` — FedMM paper §6, Figures 1 and 2.
 - :mod:`fedmm.experiments.fedem` — FedEM paper §4 (Fig. 1, Fig. 3 setting) and FedMissEM.
 - :mod:`fedmm.experiments.fedmls` — FedMLS paper §4, Figure 1.

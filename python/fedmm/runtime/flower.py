@@ -1,29 +1,44 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""FedMM on Flower (Message API, ``flwr>=1.41,<1.42``): a server strategy and a ClientApp factory.
+"""fedmm algorithms on Flower (Message API, ``flwr>=1.41,<1.42``): a server strategy and a ClientApp factory.
 
-The server side (:class:`FedMMStrategy`) runs a :class:`fedmm.algorithms.Server`;
-each Flower node runs a :class:`fedmm.algorithms.Client` built by the
-ClientApp of :func:`client_app`.  Nothing mathematical happens here: the
-strategy moves the server's :class:`~fedmm.algorithms.Broadcast` down as
-float64 arrays and the clients' compressed payloads up as bytes.
+The server side (:class:`FedMMStrategy`) runs an algorithm's server party
+(:class:`fedmm.algorithms.Server` for FedMM, :class:`fedmm.algorithms.ot.OTServer`
+for FedMM-OT, :class:`fedmm.algorithms.ot.FedAdamServer` for FedAdam); each
+Flower node runs the matching client party, built by the ClientApp of
+:func:`client_app`.  Nothing mathematical happens here: the strategy moves the
+server's broadcast down as arrays and the clients' compressed payloads up as
+bytes.  Both sides talk to the algorithm only through the
+:class:`RemoteAlgorithm` protocol (:func:`remote_algorithm` gives it for
+:class:`~fedmm.algorithms.FedMM`, :class:`~fedmm.algorithms.FedMMOT` and
+:class:`~fedmm.algorithms.FedAdam`; another algorithm may implement it).
 
 Wire conventions (``fedmm/payload-v1``):
 
-- down, message type ``train`` (``train.fedmm_setup`` for the initial control
-  variates): an ``ArrayRecord`` ``"fedmm.broadcast"`` with arrays ``t``
-  (int64, shape (1,)), ``statistic`` (``Ŝ_t``), ``theta`` (``θ_t`` flattened by
-  ``model.theta_vector``), ``coins`` (Algorithm 4) and a ``ConfigRecord``
-  ``"fedmm.config"`` with the client's ``index``, ``n-clients``, the run
-  ``seed`` (decimal string), the parameter's structure and ``accepted-round``
-  (see below);
+- down, message type ``train`` (``train.fedmm_setup`` for a set-up exchange
+  such as FedMM's oracle control variates): an ``ArrayRecord``
+  ``"fedmm.broadcast"`` with the arrays of the broadcast's ``to_arrays()``
+  under the keys ``"0"``, ``"1"``, ... (FedMM: ``t`` as int64 of shape (1,),
+  ``Ŝ_t``, ``θ_t`` flattened by ``model.theta_vector``, the coins of
+  Algorithm 4; FedMM-OT and FedAdam: ``t``, ``ω_t``, ``θ_t``) and a
+  ``ConfigRecord`` ``"fedmm.config"`` with the client's ``index``,
+  ``n-clients``, the run ``seed`` (decimal string), the broadcast's
+  ``layout`` (FedMM: the parameter's structure), ``accepted-round`` (see
+  below) and the strategy's ``strategy-token`` (a random hex string per
+  strategy object);
 - up: an ``ArrayRecord`` ``"fedmm.payload"`` holding one
   ``Array(dtype="uint8", shape=(n,), stype="fedmm/payload-v1", data=payload)``
   (the compressor's self-describing bytes, ``docs/wire-format.md``) and a
   ``ConfigRecord`` ``"fedmm.reply"`` with the client's ``partition-id`` and round.
 - start-up, message type ``query.fedmm_hello``: every node answers with its
-  ``partition-id`` (from ``context.node_config``), its number of samples
-  (the default weights ``μ_i = N_i/N``) and, for models with
-  ``local_moments``/``set_global_moments`` (the Gaussian mixture), its local moments.
+  ``partition-id`` (from ``context.node_config``) and an ``ArrayRecord``
+  ``"fedmm.hello"``, the algorithm's description of its data
+  (:meth:`RemoteAlgorithm.describe_data`: its number of samples ``n-samples``,
+  the default weights ``μ_i = N_i/N``, and, for models with
+  ``local_moments``/``set_global_moments`` (the Gaussian mixture), its local moments).
+- start, message type ``train.fedmm_start`` (FedMM with ``start='mean_statistic'``
+  and no ``init``): the broadcast of round ``-2`` carries ``θ_0``; every node
+  answers with its full local statistic at ``θ_0`` (Identity wire format),
+  which the server averages into ``Ŝ_0`` before the set-up exchange.
 
 Client state.  ``V_{t,i}`` (and the SPIDER memory) live in
 ``context.state.array_records["fedmm"]``.  A client's update is first stored
@@ -35,14 +50,17 @@ timeout or a client error therefore leave ``V_{t,i}`` and the server's
 exactly as an inactive client of Algorithm 2 (lines 10-11), and listed in the
 History's ``dropped`` field with the reason in ``drop_reasons`` (the fault
 policy of :class:`fedmm.runtime.LocalRuntime`; ``on_client_error='raise'``
-propagates instead).
+propagates instead).  The state is tagged with the strategy's token: state
+left by another strategy of the same Flower run (a ServerApp that runs
+several strategies in turn) is ignored.
 
 Node IDs are kept as Python ints (never NumPy: 64-bit IDs would become floats).
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable, Sequence
+import uuid
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -56,14 +74,17 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         f"fedmm.runtime.flower needs Flower: pip install 'fedmm[flower]' (flwr>=1.41,<1.42) ({exc})"
     ) from exc
 
-from fedmm.algorithms import Broadcast, FedMM
+from fedmm.algorithms import Broadcast, FedAdam, FedMM, FedMMOT
+from fedmm.algorithms.federated import START_ROUND
+from fedmm.algorithms.ot import OTBroadcast
 from fedmm._validation import check_in
 from fedmm.algorithms._random import check_seed, init_generator
 from fedmm.engine.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
 from fedmm.runtime.local import record_initial, round_record, run_monitor
 
-__all__ = ["FedMMStrategy", "client_app", "PAYLOAD_STYPE", "STATE_KEY", "payload_array", "payload_bytes"]
+__all__ = ["FedMMStrategy", "client_app", "RemoteAlgorithm", "remote_algorithm", "PAYLOAD_STYPE", "STATE_KEY",
+           "payload_array", "payload_bytes"]
 
 #: ``stype`` of the Array that carries a client's payload bytes.
 PAYLOAD_STYPE = "fedmm/payload-v1"
@@ -73,12 +94,14 @@ _BROADCAST = "fedmm.broadcast"
 _CONFIG = "fedmm.config"
 _PAYLOAD = "fedmm.payload"
 _REPLY = "fedmm.reply"
-_MOMENTS = "fedmm.moments"
+_DESCRIPTION = "fedmm.hello"
 _HELLO = "query.fedmm_hello"
 _SETUP = "train.fedmm_setup"
+_START = "train.fedmm_start"
 _TRAIN = "train"
 _PENDING = "pending."
-_BROADCAST_KEYS = ("t", "statistic", "theta", "coins")
+_N_SAMPLES = "n-samples"
+_TOKEN = "strategy-token"
 
 
 # --------------------------------------------------------------------------- wire helpers
@@ -133,11 +156,17 @@ def _theta_template(structure: str) -> Any:
     raise ValueError(f"Unknown parameter structure {structure!r} in a fedmm message")
 
 
-def _broadcast_record(message: Broadcast) -> ArrayRecord:
-    record = ArrayRecord()
-    for key, arr in zip(_BROADCAST_KEYS, message.to_arrays()):
-        record[key] = Array(np.ascontiguousarray(arr))
-    return record
+def _arrays_record(arrays: Sequence[np.ndarray]) -> ArrayRecord:
+    """A broadcast's arrays under the keys ``"0"``, ``"1"``, ..."""
+    return ArrayRecord({str(k): Array(np.ascontiguousarray(a)) for k, a in enumerate(arrays)})
+
+
+def _record_arrays(record: ArrayRecord) -> list[np.ndarray]:
+    """Inverse of :func:`_arrays_record`."""
+    n = len(record)
+    if sorted(record) != sorted(str(k) for k in range(n)):
+        raise ValueError(f"Expected broadcast arrays keyed '0'..'{n - 1}', got {sorted(record)}")
+    return [record[str(k)].numpy() for k in range(n)]
 
 
 def _last_line(text: str, limit: int = 300) -> str:
@@ -149,32 +178,316 @@ def _last_line(text: str, limit: int = 300) -> str:
     return (prefix + lines[-1])[:limit]
 
 
-# --------------------------------------------------------------------------- server
-class FedMMStrategy(Strategy):
-    """A Flower Message-API strategy that runs the FedMM server (Algorithm 2 / 4).
+# --------------------------------------------------------------------------- the algorithm's side
+@runtime_checkable
+class RemoteAlgorithm(Protocol):
+    """What :class:`FedMMStrategy` and :func:`client_app` call on an algorithm.
+
+    The server and client parties it builds are those of every runtime
+    (:class:`fedmm.protocols.ServerParty`, :class:`fedmm.protocols.StatefulClientParty`):
+    ``select``, ``broadcast``, ``aggregate(t, payloads, on_invalid=...)`` on the
+    server, ``setup``, ``step``, ``get_state``/``set_state`` on a client.  The
+    calls, in order: on each node :meth:`describe_data` (start-up); on the
+    server :meth:`build_server` with every node's description; when
+    :meth:`start_exchange` says so, :meth:`start_message` goes to every node,
+    which answers :meth:`start_reply`, and :meth:`restart_server` builds the
+    run's server from the answers; then per round
+    the broadcast goes down as :meth:`broadcast_to_arrays` plus
+    :meth:`broadcast_layout`, and each node rebuilds it with
+    :meth:`broadcast_from_arrays` and its client with :meth:`build_client`
+    (fresh on every message: the client's state comes from the node's
+    context); after the last round :meth:`finish` fills the History.
+    :func:`remote_algorithm` gives it for the built-in algorithms.
+
+    Attributes
+    ----------
+    name : str
+        The History's algorithm name.
+    setup_exchange : bool
+        Whether every client must answer the set-up message before round 0
+        (FedMM with oracle control variates); otherwise a client answers it
+        locally on its first round (``setup`` of a client without state).
+    """
+
+    name: str
+    setup_exchange: bool
+
+    def config(self) -> dict[str, Any]:
+        """JSON-friendly hyper-parameters (``History.config``)."""
+        ...
+
+    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
+        """What a node tells the server at start-up about its (validated) data: at least
+        ``"n-samples"`` (int64, shape (1,)); every array reaches :meth:`build_server`."""
+        ...
+
+    def build_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                     init: Any = None, init_datas: Sequence[Any] | None = None, public_data: Any = None) -> Any:
+        """The server party (``descriptions[i]``: partition ``i``'s :meth:`describe_data`)."""
+        ...
+
+    def build_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
+        """Client ``index`` on its node's ``data``: the client the in-process runtime builds for the same seed."""
+        ...
+
+    def start_exchange(self, init: Any) -> bool:
+        """Whether the server built by :meth:`build_server` (with this ``init``) needs every client's
+        answer to a start message before the set-up exchange (FedMM's ``start='mean_statistic'``)."""
+        ...
+
+    def start_message(self, server: Any) -> Any:
+        """The start broadcast (round ``-2``) when :meth:`start_exchange` is true."""
+        ...
+
+    def start_reply(self, client: Any, message: Any) -> bytes:
+        """A client's answer to the start broadcast."""
+        ...
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int) -> Any:
+        """The server of the run, built from every client's start answer ``payloads[i]``."""
+        ...
+
+    def broadcast_layout(self, server: Any) -> str:
+        """What a node needs, besides the arrays, to rebuild a broadcast of ``server`` (may be empty)."""
+        ...
+
+    def broadcast_to_arrays(self, message: Any) -> list[np.ndarray]:
+        """The server's message as arrays."""
+        ...
+
+    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> Any:
+        """Inverse of :meth:`broadcast_to_arrays`."""
+        ...
+
+    def estimate(self, server: Any) -> Any:
+        """The server's current estimate, the argument of the strategy's ``objective``."""
+        ...
+
+    def finish(self, server: Any, history: History) -> None:
+        """Put the final state into ``history`` (``state``, ``params``, ...) as the in-process ``run`` does."""
+        ...
+
+
+def _n_samples(n: int) -> np.ndarray:
+    return np.array([n], dtype=np.int64)
+
+
+def _sample_weights(weights: Any, descriptions: Sequence[Mapping[str, np.ndarray]]) -> Any:
+    """The algorithm's ``weights`` if set, else the nodes' sample counts (``μ_i = N_i/N`` once normalized)."""
+    if weights is not None:
+        return weights
+    return [float(np.asarray(d[_N_SAMPLES]).reshape(-1)[0]) for d in descriptions]
+
+
+class _FedMMRemote:
+    """:class:`RemoteAlgorithm` for :class:`fedmm.algorithms.FedMM` (surrogate-space aggregation)."""
+
+    def __init__(self, algorithm: FedMM) -> None:
+        if algorithm.space != "statistic":
+            raise TypeError("Expected a FedMM with surrogate-space aggregation (use fedmm.runtime.RayRuntime "
+                            f"for the Θ-space baseline), got {type(algorithm).__name__}")
+        self.algorithm = algorithm
+        self.name = algorithm.name
+        self.setup_exchange = algorithm.control_variates == "oracle"
+
+    def config(self) -> dict[str, Any]:
+        return self.algorithm.config()
+
+    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
+        model = self.algorithm.model
+        data = model.check_data(data, f"partition {partition_id}")
+        out = {_N_SAMPLES: _n_samples(int(model.n_samples(data)))}
+        if hasattr(model, "local_moments"):
+            n, total, total_sq = model.local_moments(data)
+            out.update({"moments-n": _n_samples(int(n)), "moments-sum": np.asarray(total, dtype=np.float64),
+                        "moments-sumsq": np.asarray(total_sq, dtype=np.float64)})
+        return out
+
+    def build_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                     init: Any = None, init_datas: Sequence[Any] | None = None, public_data: Any = None) -> Any:
+        if public_data is not None:
+            raise TypeError("FedMM takes no 'public_data' (pass a pilot sample as 'init_datas')")
+        model = self.algorithm.model
+        S0 = init
+        if S0 is None:
+            try:
+                S0 = model.init_statistic(list(init_datas or []), init_generator(seed))
+            except Exception as exc:
+                raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass init= or init_datas= "
+                                 "to FedMMStrategy") from exc
+        if hasattr(model, "set_global_moments"):  # after init_statistic, which may fit pilot moments
+            model.set_global_moments([(int(d["moments-n"][0]), d["moments-sum"], d["moments-sumsq"])
+                                      for d in descriptions])
+        return self.algorithm.build_server(n_clients, weights=_sample_weights(self.algorithm.weights, descriptions),
+                                           init=S0, seed=seed)
+
+    def build_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
+        return self.algorithm.build_client(index, data, n_clients=n_clients, seed=seed)
+
+    def start_exchange(self, init: Any) -> bool:
+        return init is None and self.algorithm.start == "mean_statistic"
+
+    def start_message(self, server: Any) -> Broadcast:
+        return server.start_message()
+
+    def start_reply(self, client: Any, message: Broadcast) -> bytes:
+        return client.start_statistic(message)
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int) -> Any:
+        return self.algorithm.build_server(n_clients, weights=_sample_weights(self.algorithm.weights, descriptions),
+                                           init=server.mean_statistic(payloads), seed=seed)
+
+    def broadcast_layout(self, server: Any) -> str:
+        return _theta_structure(server.theta)
+
+    def broadcast_to_arrays(self, message: Broadcast) -> list[np.ndarray]:
+        return message.to_arrays()
+
+    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> Broadcast:
+        return Broadcast.from_arrays(arrays, self.algorithm.model, _theta_template(layout))
+
+    def estimate(self, server: Any) -> Any:
+        return server.theta
+
+    def finish(self, server: Any, history: History) -> None:
+        history.state["S"] = server.S
+        history.state["theta"] = server.theta_vector
+        history.params = self.algorithm.model.theta_to_dict(server.theta)
+        history.theta = server.theta
+
+
+class _OTRemote:
+    """:class:`RemoteAlgorithm` for :class:`fedmm.algorithms.FedMMOT` and :class:`fedmm.algorithms.FedAdam`:
+    ``public_data`` is the public target sample every party holds."""
+
+    setup_exchange = False  # V_{0,i} = 0: each client sets it on its first round
+
+    def __init__(self, algorithm: FedMMOT | FedAdam) -> None:
+        self.algorithm = algorithm
+        self.name = algorithm.name
+
+    def config(self) -> dict[str, Any]:
+        return self.algorithm.config()
+
+    @staticmethod
+    def _target(public_data: Any) -> Any:
+        if public_data is None:
+            raise ValueError("FedMM-OT and FedAdam need the public target samples: pass them as 'public_data' "
+                             "to FedMMStrategy and to client_app")
+        return public_data
+
+    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
+        data = self.algorithm.problem.check_data(data, f"partition {partition_id}")
+        return {_N_SAMPLES: _n_samples(data.shape[0])}
+
+    def build_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                     init: Any = None, init_datas: Sequence[Any] | None = None, public_data: Any = None) -> Any:
+        if init_datas is not None:
+            raise TypeError("FedMM-OT and FedAdam take no 'init_datas' (ω_0, θ_0 come from 'init' or the seed)")
+        return self.algorithm.build_server(n_clients, weights=_sample_weights(self.algorithm.weights, descriptions),
+                                           target=self._target(public_data), init=init, seed=seed)
+
+    def build_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
+        return self.algorithm.build_client(index, data, n_clients=n_clients, target=self._target(public_data),
+                                           seed=seed)
+
+    def start_exchange(self, init: Any) -> bool:
+        return False  # ω_0, θ_0 come from init or the seed
+
+    def start_message(self, server: Any) -> Any:
+        raise TypeError(f"{self.name} has no start exchange")
+
+    def start_reply(self, client: Any, message: Any) -> bytes:
+        raise TypeError(f"{self.name} has no start exchange")
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int) -> Any:
+        raise TypeError(f"{self.name} has no start exchange")
+
+    def broadcast_layout(self, server: Any) -> str:
+        return ""
+
+    def broadcast_to_arrays(self, message: OTBroadcast) -> list[np.ndarray]:
+        return message.to_arrays()
+
+    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> OTBroadcast:
+        return OTBroadcast.from_arrays(arrays)
+
+    def estimate(self, server: Any) -> Any:
+        return server.transport_map()
+
+    def finish(self, server: Any, history: History) -> None:
+        history.state["omega"] = server.omega.copy()
+        history.state["theta"] = server.theta.copy()
+        history.transport_map = server.transport_map()
+        history.theta = history.transport_map
+
+
+def remote_algorithm(algorithm: Any) -> RemoteAlgorithm:
+    """The :class:`RemoteAlgorithm` view of ``algorithm``.
 
     Parameters
     ----------
-    algorithm : FedMM
-        The algorithm's configuration (model, participation, compressor,
-        alpha, step, oracle, control variates, ...); the same object the
-        clients are built from.  Only the surrogate-space FedMM is supported
-        (clients need ``Ŝ_t`` to rebuild ``θ_t``'s structure).
+    algorithm : FedMM, FedMMOT, FedAdam or RemoteAlgorithm
+        A FedMM with surrogate-space aggregation (any model), FedMM-OT or
+        FedAdam (their clients and server also need the public target
+        samples, ``public_data``), or an object that implements the
+        protocol itself (returned as is).
+
+    Raises
+    ------
+    TypeError
+        For anything else (the Θ-space ``ParameterAveraging`` runs on
+        ``fedmm.runtime.RayRuntime``).
+    """
+    if isinstance(algorithm, FedMM):
+        return _FedMMRemote(algorithm)
+    if isinstance(algorithm, (FedMMOT, FedAdam)):
+        return _OTRemote(algorithm)
+    if isinstance(algorithm, RemoteAlgorithm):
+        return algorithm
+    raise TypeError("Expected 'algorithm' to be a fedmm FedMM, FedMMOT or FedAdam instance (or a RemoteAlgorithm), "
+                    f"got {type(algorithm).__name__}")
+
+
+# --------------------------------------------------------------------------- server
+class FedMMStrategy(Strategy):
+    """A Flower Message-API strategy that runs the server of FedMM (Algorithm 2 / 4), FedMM-OT or FedAdam.
+
+    Parameters
+    ----------
+    algorithm : FedMM, FedMMOT, FedAdam or RemoteAlgorithm
+        The algorithm's configuration (model or transport problem,
+        participation, compressor, steps, ...); the same object the clients
+        are built from (:func:`remote_algorithm`).  FedMM must aggregate in
+        the surrogate space (clients need ``Ŝ_t`` to rebuild ``θ_t``'s
+        structure).
     n_clients : int
         Nodes to wait for; their ``partition-id`` must be ``0..n_clients-1``.
     seed : int
         Run seed (server sampling of its own, per-client streams); with the
         same seed and ``init`` the History equals ``algorithm.run(datas, ...)``.
-    init : ndarray of shape (q,), optional
-        ``Ŝ_0``.  Default ``model.init_statistic(init_datas, rng)`` with the
-        generator ``FedMM.run`` uses (``init_datas`` default: no data, which
-        suits models whose initialization does not look at the data, e.g.
-        dictionary learning).
+    init : optional
+        FedMM: ``Ŝ_0``, ndarray of shape (q,).  Default: the algorithm's
+        ``start``.  With ``'model'``, ``model.init_statistic(init_datas, rng)``
+        with the generator ``FedMM.run`` uses (``init_datas`` default: no
+        data, which suits models whose initialization does not look at the
+        data, e.g. dictionary learning); with ``'mean_statistic'``, that
+        statistic gives ``θ_0`` and a start exchange (every client must
+        answer) gives ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))``, the numbers of
+        ``FedMM.run`` bit for bit.  FedMM-OT, FedAdam: ``(ω_0, θ_0)``; default
+        ``problem.init`` on the run's initialization stream, as their ``run``.
     init_datas : list of client data, optional
-        Data the server may use for ``init_statistic`` (public or pilot data).
-    objective : callable(theta) -> float, optional
-        Evaluated on the server after each round (e.g. on held-out data) and
-        recorded as ``objective``.
+        FedMM only: data the server may use for ``init_statistic`` (public or pilot data).
+    public_data : optional
+        Data every party holds: FedMM-OT and FedAdam need the public target
+        samples ``(M, d)`` here (and in :func:`client_app`); FedMM takes none.
+    objective : callable, optional
+        Evaluated on the server after each round on the current estimate
+        (FedMM: ``θ``; FedMM-OT, FedAdam: the :class:`~fedmm.models.TransportMap`)
+        and recorded as ``objective``.
     wait_nodes : float
         Seconds to wait for ``n_clients`` nodes to connect.
     on_client_error : {'drop', 'raise'}
@@ -194,16 +507,19 @@ class FedMMStrategy(Strategy):
         Filled by :meth:`run`, one record per round with the fields of the
         in-process runtime (``dropped`` lists clients whose reply was
         missing, late, an error or invalid; ``drop_reasons`` why).
-    server : fedmm.algorithms.Server
+    remote : RemoteAlgorithm
+        The algorithm as both sides see it (:func:`remote_algorithm`).
+    server : server party of the algorithm
     errors : list of (round, partition id or node id, str)
+    token : str
+        Random hex string that tags the clients' state with this strategy.
     """
 
-    def __init__(self, algorithm: FedMM, n_clients: int, *, seed: int = 0, init: Any = None,
-                 init_datas: Sequence[Any] | None = None, objective: Callable[[Any], float] | None = None,
-                 wait_nodes: float = 120.0, on_client_error: str = "drop") -> None:
-        if not isinstance(algorithm, FedMM) or algorithm.space != "statistic":
-            raise TypeError("Expected 'algorithm' to be a fedmm FedMM instance (surrogate-space aggregation; "
-                            f"use fedmm.runtime.RayRuntime for the Θ-space baseline), got {type(algorithm).__name__}")
+    def __init__(self, algorithm: Any, n_clients: int, *, seed: int = 0, init: Any = None,
+                 init_datas: Sequence[Any] | None = None, public_data: Any = None,
+                 objective: Callable[[Any], float] | None = None, wait_nodes: float = 120.0,
+                 on_client_error: str = "drop") -> None:
+        self.remote = remote_algorithm(algorithm)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError("Expected 'seed' to be an int for Flower (it travels as a decimal string)")
         check_seed(seed)  # non-negative
@@ -212,31 +528,42 @@ class FedMMStrategy(Strategy):
         self.n_clients = int(n_clients)
         if self.n_clients < 1:
             raise ValueError(f"Expected 'n_clients' >= 1, got {n_clients}")
+        if objective is not None and not callable(objective):
+            raise TypeError(f"Expected 'objective' to be callable, got {type(objective).__name__}")
         self.seed = seed
         self.init = init
+        self._descriptions: list[Mapping[str, np.ndarray]] = []  # every node's describe_data, by partition
         self.init_datas = init_datas
+        self.public_data = public_data
         self.objective = objective
         self.wait_nodes = float(wait_nodes)
         self.on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
         self._timeout = 0.0
-        self.history = History(algorithm.name, {**algorithm.config(), "seed": seed,
-                                                 "n_clients": self.n_clients, "runtime": "flower"})
+        self.history = History(self.remote.name, {**self.remote.config(), "seed": seed,
+                                                   "n_clients": self.n_clients, "runtime": "flower"})
         self.server: Any = None
         self.errors: list[tuple[int, int, str]] = []
         self.node_of: dict[int, int] = {}  # partition id -> node id (Python ints)
         self._partition_of: dict[int, int] = {}
         self._accepted_round: dict[int, int] = {}
-        self._structure = ""
+        self._layout = ""
+        #: Tags the clients' state with this strategy (not the numbers: only which state belongs to the run).
+        self.token = uuid.uuid4().hex
         self._round: dict[str, Any] = {}
         self._elapsed = 0.0
 
     # -- start-up -----------------------------------------------------------
     def _config(self, index: int, **extra: Any) -> ConfigRecord:
         return ConfigRecord({"index": index, "n-clients": self.n_clients, "seed": str(self.seed),
-                             "theta-structure": self._structure,
+                             "layout": self._layout, "strategy-token": self.token,
                              "accepted-round": self._accepted_round.get(index, -1), **extra})
 
-    def _hello(self, grid: Grid, timeout: float) -> dict[int, ConfigRecord]:
+    def _broadcast_message(self, message: Any, index: int, message_type: str, **kwargs: Any) -> Message:
+        record = _arrays_record(self.remote.broadcast_to_arrays(message))
+        return Message(RecordDict({_BROADCAST: record, _CONFIG: self._config(index)}), self.node_of[index],
+                       message_type, **kwargs)
+
+    def _hello(self, grid: Grid, timeout: float) -> dict[int, dict[str, np.ndarray]]:
         deadline = time.monotonic() + self.wait_nodes
         node_ids = [int(n) for n in grid.get_node_ids()]
         while len(node_ids) < self.n_clients and time.monotonic() < deadline:
@@ -261,45 +588,44 @@ class FedMMStrategy(Strategy):
             self._partition_of[node_id] = pid
         missing = sorted(set(range(self.n_clients)) - set(self.node_of))
         if missing:
-            raise RuntimeError(f"No Flower node answered for partition ids {missing}")
-        return {pid: replies[node] for pid, node in self.node_of.items()}
+            raise RuntimeError(f"No Flower node answered for partition ids {missing}: {self.errors}")
+        return {pid: {k: v.numpy() for k, v in replies[node].array_records[_DESCRIPTION].items()}
+                for pid, node in self.node_of.items()}
 
-    def _start_server(self, hello: dict[int, RecordDict]) -> None:
-        algo = self.algorithm
-        model = algo.model
-        if algo.weights is None:
-            weights = [float(hello[pid].config_records[_REPLY]["n-samples"]) for pid in range(self.n_clients)]
-        else:
-            weights = algo.weights
-        S0 = self.init
-        if S0 is None:
-            try:
-                S0 = model.init_statistic(list(self.init_datas or []), init_generator(self.seed))
-            except Exception as exc:
-                raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass init= or init_datas= "
-                                 "to FedMMStrategy") from exc
-        if hasattr(model, "set_global_moments"):
-            moments = []
-            for pid in range(self.n_clients):
-                arrays = hello[pid].array_records[_MOMENTS]
-                moments.append((int(arrays["n"].numpy()[0]), arrays["sum"].numpy(), arrays["sumsq"].numpy()))
-            model.set_global_moments(moments)  # after init_statistic, which may fit pilot moments
-        self.server = algo.build_server(self.n_clients, weights=weights, init=S0, seed=self.seed)
-        self._structure = _theta_structure(self.server.theta)
+    def _start_server(self, descriptions: dict[int, dict[str, np.ndarray]]) -> None:
+        self._descriptions = [descriptions[i] for i in range(self.n_clients)]
+        self.server = self.remote.build_server(self.n_clients, descriptions=self._descriptions,
+                                               seed=self.seed, init=self.init, init_datas=self.init_datas,
+                                               public_data=self.public_data)
+        self._layout = self.remote.broadcast_layout(self.server)
 
-    def _setup_control_variates(self, grid: Grid, timeout: float) -> None:
-        record = _broadcast_record(self.server.setup_message())
-        messages = [Message(RecordDict({_BROADCAST: record, _CONFIG: self._config(pid)}), node, _SETUP)
-                    for pid, node in self.node_of.items()]
+    def _start_exchange(self, grid: Grid, timeout: float) -> None:
+        """The start exchange: every client's answer to the start message rebuilds the server
+        (FedMM's ``start='mean_statistic'``: ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))``)."""
+        message = self.remote.start_message(self.server)
+        messages = [self._broadcast_message(message, pid, _START) for pid in self.node_of]
+        payloads, errors = self._collect(grid.send_and_receive(messages, timeout=timeout), START_ROUND)
+        if len(payloads) != self.n_clients:
+            raise RuntimeError("start='mean_statistic' needs every client's statistic at θ_0; missing "
+                               f"{sorted(set(range(self.n_clients)) - set(payloads))}: {errors} (pass init= "
+                               "or build the FedMM with start='model')")
+        self.server = self.remote.restart_server(self.server, payloads, n_clients=self.n_clients,
+                                                 descriptions=self._descriptions, seed=self.seed)
+        self.history.config["start_bytes_up"] = sum(len(b) for b in payloads.values())
+        self.history.config["start_bytes_down"] = self.n_clients * message.nbytes
+
+    def _setup_exchange(self, grid: Grid, timeout: float) -> None:
+        setup = self.server.setup_message()
+        messages = [self._broadcast_message(setup, pid, _SETUP) for pid in self.node_of]
         payloads, errors = self._collect(grid.send_and_receive(messages, timeout=timeout), -1)
         if len(payloads) != self.n_clients:
-            raise RuntimeError("control_variates='oracle' needs every client's V_0,i; missing "
-                               f"{sorted(set(range(self.n_clients)) - set(payloads))}: {errors}")
+            raise RuntimeError("The set-up exchange (e.g. control_variates='oracle') needs every client's answer; "
+                               f"missing {sorted(set(range(self.n_clients)) - set(payloads))}: {errors}")
         self.server.setup_aggregate(payloads)
         for pid in payloads:
             self._accepted_round[pid] = -1
         self.history.config["setup_bytes_up"] = sum(len(b) for b in payloads.values())
-        self.history.config["setup_bytes_down"] = self.n_clients * self.server.setup_message().nbytes
+        self.history.config["setup_bytes_down"] = self.n_clients * setup.nbytes
 
     def _collect(self, replies: Iterable[Message], t: int) -> tuple[dict[int, bytes], list]:
         payloads: dict[int, bytes] = {}
@@ -331,23 +657,24 @@ class FedMMStrategy(Strategy):
             exchange); clients whose reply comes later are dropped.
         """
         self._timeout = float(timeout)
-        hello = self._hello(grid, timeout)
-        self._start_server(hello)
-        if self.algorithm.control_variates == "oracle":
-            self._setup_control_variates(grid, timeout)
-        else:  # V_0,i = 0 needs no exchange: each client sets it on its first round
+        self._start_server(self._hello(grid, timeout))
+        if self.remote.start_exchange(self.init):
+            self._start_exchange(grid, timeout)
+        if self.remote.setup_exchange:
+            self._setup_exchange(grid, timeout)
+        else:  # e.g. V_0,i = 0 needs no exchange: each client sets it on its first round
             self.history.config["setup_bytes_up"] = 0
             self.history.config["setup_bytes_down"] = 0
-        record_initial(self.history, None if self.objective is None else (lambda: self.objective(self.server.theta)))
+        record_initial(self.history, None if self.objective is None else
+                       (lambda: self.objective(self.remote.estimate(self.server))))
         self.start(grid, self._state_record(), num_rounds=int(n_rounds), timeout=timeout)
-        self.history.state["S"] = self.server.S
-        self.history.state["theta"] = self.server.theta_vector
-        self.history.params = self.algorithm.model.theta_to_dict(self.server.theta)
-        self.history.theta = self.server.theta
+        self.remote.finish(self.server, self.history)
         return self.history
 
     def _state_record(self) -> ArrayRecord:
-        return ArrayRecord({"S": Array(self.server.S), "theta": Array(self.server.theta_vector)})
+        """The server's state (``get_state``) for Flower's bookkeeping of the rounds."""
+        state = self.server.get_state() if hasattr(self.server, "get_state") else {}
+        return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
 
     # -- Strategy interface -----------------------------------------------------
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
@@ -357,10 +684,8 @@ class FedMMStrategy(Strategy):
         start = time.perf_counter()
         ids = self.server.select(t)
         message = self.server.broadcast(t)
-        record = _broadcast_record(message)
         self._round = {"t": t, "ids": ids, "message": message, "start": start}
-        return [Message(RecordDict({_BROADCAST: record, _CONFIG: self._config(i)}), self.node_of[i], _TRAIN,
-                        group_id=str(t)) for i in ids]
+        return [self._broadcast_message(message, i, _TRAIN, group_id=str(t)) for i in ids]
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
@@ -394,12 +719,17 @@ class FedMMStrategy(Strategy):
         record = round_record(t, server_record, ids, ordered, message, self._elapsed, reasons)
         record.update(run_monitor(self._monitor, t, record["gamma"], self.history, due=self.objective is not None))
         self.history.append(**record)
-        metrics = MetricRecord({"E_s": record["E_s"], "n_dropped": len(record["dropped"])})
+        # the server's scalar record fields (FedMM: gamma, E_s, E_ps; FedMM-OT: gamma, E_omega, E_theta)
+        metrics = MetricRecord({**{k: float(v) for k, v in server_record.items()
+                                   if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)},
+                                "n_dropped": len(record["dropped"])})
         return self._state_record(), metrics
 
     def _monitor(self, t: int, gamma: float) -> dict:
-        """The round's monitored fields: ``objective`` at the server's ``θ`` when an objective was given."""
-        return {} if self.objective is None else {"objective": float(self.objective(self.server.theta))}
+        """The round's monitored fields: ``objective`` at the server's estimate when an objective was given."""
+        if self.objective is None:
+            return {}
+        return {"objective": float(self.objective(self.remote.estimate(self.server)))}
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
@@ -415,14 +745,18 @@ class FedMMStrategy(Strategy):
 
 
 # --------------------------------------------------------------------------- client
-def _load_state(context: Context) -> dict[str, np.ndarray]:
+def _load_state(context: Context, token: str) -> dict[str, np.ndarray]:
+    """The node's stored client state, or {} when there is none or another strategy left it."""
     record = context.state.array_records.get(STATE_KEY)
-    return {} if record is None else {k: record[k].numpy() for k in record}
+    if record is None or _TOKEN not in record or bytes(record[_TOKEN].numpy()).decode() != token:
+        return {}
+    return {k: record[k].numpy() for k in record if k != _TOKEN}
 
 
-def _save_state(context: Context, state: dict[str, np.ndarray]) -> None:
-    context.state.array_records[STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
-                                                          for k, v in state.items()})
+def _save_state(context: Context, state: dict[str, np.ndarray], token: str) -> None:
+    arrays = {k: Array(np.ascontiguousarray(v)) for k, v in state.items()}
+    arrays[_TOKEN] = Array(np.frombuffer(token.encode(), dtype=np.uint8).copy())
+    context.state.array_records[STATE_KEY] = ArrayRecord(arrays)
 
 
 def _partition_id(context: Context) -> int:
@@ -433,43 +767,47 @@ def _partition_id(context: Context) -> int:
     return int(node_config["partition-id"])
 
 
-def client_app(algorithm: FedMM | Callable[[Context], FedMM],
-               load_data: Callable[[int, Context], Any]) -> ClientApp:
-    """A Flower ClientApp that runs a FedMM client on this node's data.
+def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, public_data: Any = None) -> ClientApp:
+    """A Flower ClientApp that runs a client of FedMM, FedMM-OT or FedAdam on this node's data.
 
     Parameters
     ----------
-    algorithm : FedMM or callable(context) -> FedMM
+    algorithm : FedMM, FedMMOT, FedAdam, RemoteAlgorithm, or callable(context) -> one of them
         The same configuration as the server's (a callable is called on
         every message, e.g. to read ``context.run_config``).
     load_data : callable(partition_id, context) -> client data
-        The node's data (in the model's format) for its ``partition-id``.
+        The node's data (in the model's format; FedMM-OT, FedAdam: its
+        ``(N_i, d)`` source samples) for its ``partition-id``.
+    public_data : object or callable(context) -> object, optional
+        Data every party holds: the public target samples ``(M, d)`` of
+        FedMM-OT and FedAdam (the same as the strategy's ``public_data``).
 
     Returns
     -------
     flwr.clientapp.ClientApp
-        Handles ``query.fedmm_hello``, ``train.fedmm_setup`` and ``train``.
+        Handles ``query.fedmm_hello``, ``train.fedmm_start``, ``train.fedmm_setup`` and ``train``.
     """
     app = ClientApp()
+    known = (FedMM, FedMMOT, FedAdam, RemoteAlgorithm)
 
-    def get_algorithm(context: Context) -> FedMM:
-        algo = algorithm(context) if callable(algorithm) and not isinstance(algorithm, FedMM) else algorithm
-        if not isinstance(algo, FedMM):
-            raise TypeError(f"Expected the ClientApp's algorithm to be a FedMM, got {type(algo).__name__}")
-        return algo
+    def get_remote(context: Context) -> RemoteAlgorithm:
+        algo = algorithm if isinstance(algorithm, known) or not callable(algorithm) else algorithm(context)
+        return remote_algorithm(algo)
 
-    def build(msg: Message, context: Context) -> tuple[FedMM, Any, Broadcast, int]:
-        algo = get_algorithm(context)
+    def get_public(context: Context) -> Any:
+        return public_data(context) if callable(public_data) else public_data
+
+    def build(msg: Message, context: Context) -> tuple[RemoteAlgorithm, Any, Any, int, str]:
+        remote = get_remote(context)
         config = msg.content.config_records[_CONFIG]
         pid = _partition_id(context)
         if int(config["index"]) != pid:
             raise ValueError(f"Message for client {config['index']} reached the node of partition {pid}")
-        record = msg.content.array_records[_BROADCAST]
-        arrays = [record[k].numpy() for k in _BROADCAST_KEYS]
-        message = Broadcast.from_arrays(arrays, algo.model, _theta_template(str(config["theta-structure"])))
-        client = algo.build_client(pid, load_data(pid, context), n_clients=int(config["n-clients"]),
-                                   seed=int(str(config["seed"])))
-        return algo, client, message, int(config["accepted-round"])
+        message = remote.broadcast_from_arrays(_record_arrays(msg.content.array_records[_BROADCAST]),
+                                               str(config["layout"]))
+        client = remote.build_client(pid, load_data(pid, context), n_clients=int(config["n-clients"]),
+                                     seed=int(str(config["seed"])), public_data=get_public(context))
+        return remote, client, message, int(config["accepted-round"]), str(config["strategy-token"])
 
     def reply(msg: Message, payload: bytes, pid: int, t: int) -> Message:
         content = RecordDict({_PAYLOAD: ArrayRecord({"payload": payload_array(payload)}),
@@ -478,42 +816,44 @@ def client_app(algorithm: FedMM | Callable[[Context], FedMM],
 
     @app.query("fedmm_hello")
     def hello(msg: Message, context: Context) -> Message:
-        algo = get_algorithm(context)
+        remote = get_remote(context)
         pid = _partition_id(context)
-        data = algo.model.check_data(load_data(pid, context), f"partition {pid}")
-        content = RecordDict({_REPLY: ConfigRecord({"partition-id": pid,
-                                                    "n-samples": int(algo.model.n_samples(data))})})
-        if hasattr(algo.model, "local_moments"):
-            n, s, ss = algo.model.local_moments(data)
-            content[_MOMENTS] = ArrayRecord({"n": Array(np.array([n], dtype=np.int64)), "sum": Array(s),
-                                           "sumsq": Array(ss)})
+        description = remote.describe_data(load_data(pid, context), pid)
+        content = RecordDict({_REPLY: ConfigRecord({"partition-id": pid}),
+                              _DESCRIPTION: ArrayRecord({k: Array(np.ascontiguousarray(v))
+                                                         for k, v in description.items()})})
         return Message(content, reply_to=msg)
+
+    @app.train("fedmm_start")
+    def start(msg: Message, context: Context) -> Message:
+        remote, client, message, _, _ = build(msg, context)
+        return reply(msg, remote.start_reply(client, message), client.index, START_ROUND)
 
     @app.train("fedmm_setup")
     def setup(msg: Message, context: Context) -> Message:
-        _, client, message, _ = build(msg, context)
+        _, client, message, _, token = build(msg, context)
         payload = client.setup(message)
-        _save_state(context, client.get_state())
+        _save_state(context, client.get_state(), token)
         return reply(msg, payload, client.index, -1)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        algo, client, message, accepted = build(msg, context)
-        stored = _load_state(context)
+        remote, client, message, accepted, token = build(msg, context)
+        stored = _load_state(context, token)
         committed = {k: v for k, v in stored.items() if not k.startswith(_PENDING)}
         pending = {k[len(_PENDING):]: v for k, v in stored.items() if k.startswith(_PENDING)}
         if pending and int(pending.pop("t")[0]) == accepted:
             committed = pending  # the server aggregated that round's payload: the update stands
-        if "V" not in committed:
-            if algo.control_variates != "zero":
-                raise RuntimeError("This node has no control variate V_0,i (its state was lost): "
-                                   "control_variates='oracle' needs the set-up exchange")
-            client.setup(message)  # V_0,i = 0: no set-up exchange was needed
+        if not committed:
+            if remote.setup_exchange:
+                raise RuntimeError("This node has no client state (e.g. V_0,i; it was lost): "
+                                   "this configuration needs the set-up exchange (control_variates='oracle')")
+            client.setup(message)  # e.g. V_0,i = 0: no set-up exchange was needed
         client.set_state(committed, message.theta)
         payload = client.step(message)
         new_state = {**committed, **{_PENDING + k: v for k, v in client.get_state().items()},
                      _PENDING + "t": np.array([message.t], dtype=np.int64)}
-        _save_state(context, new_state)
+        _save_state(context, new_state, token)
         return reply(msg, payload, client.index, message.t)
 
     return app
