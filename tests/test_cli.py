@@ -116,12 +116,12 @@ TINY = {
                              "--clients", "4", "--active-clients", "2", "--batch-size", "5", "--beta", "0.05"],
     ("experiment", "fig2"): ["--setting", "homogeneous", "heterogeneous", "--rounds", "3", "--samples", "40", "--p",
                              "5", "--K", "3", "--clients", "4", "--active-clients", "2", "--beta-grid", "0.05",
-                             "--tune-rounds", "2"],
+                             "--tune-rounds", "2", "--extend-grid", "0"],
     ("experiment", "fedem-fig1"): ["--rounds", "6", "--monitor-every", "2"],
     ("experiment", "fedem-digits"): ["--rounds", "4", "--monitor-every", "2"],
     ("experiment", "fedmissem"): ["--rounds", "4", "--monitor-every", "2"],
     ("experiment", "fedmls"): ["--rounds", "3", "--tune-seeds", "1", "--prox-weight-powers", "0", "0",
-                               "--step-powers", "-2", "-2"],
+                               "--step-powers", "-2", "-2", "--extend-grid", "0"],
 }
 
 

@@ -95,7 +95,8 @@ def test_seeds_in_parallel_processes_give_the_same_runs(fig1_run, tmp_path):
 def test_fig2_full_batches_and_beta_tuning(tmp_path):
     out = tmp_path / "fig2"
     status = main(["experiment", "fig2", "--setting", "homogeneous", "--rounds", "6", "--seeds", "1",
-                   "--tune-rounds", "4", "--beta-grid", "0.005,0.05", "--out", str(out), *SMALL])
+                   "--tune-rounds", "4", "--beta-grid", "0.005,0.05", "--extend-grid", "0", "--out", str(out),
+                   *SMALL])
     assert status == 0
     result = _load(out / "fig2_homogeneous.json")
     assert set(result["runs"]) == {"alpha=0", "alpha=0.01"}
@@ -220,3 +221,38 @@ def test_summary_reports_failed_runs(fig1_run):
     assert rows["FedMM"][3] == "2/2"
     assert rows["ParameterAveraging"][3] == "1/2 (failed at rounds [7])"
     assert "±" in rows["ParameterAveraging"][5]
+
+
+def test_beta_tuning_defaults_to_the_reported_horizon_and_an_extending_grid():
+    config = DictionaryConfig(rounds=123).validated()
+    assert config.tune_rounds == 123 and config.extend_grid == 4
+    assert DictionaryConfig(rounds=123, tune_rounds=40).validated().tune_rounds == 40
+    args = build_parser().parse_args(["experiment", "fig1", "--rounds", "77"])
+    config, _ = config_from_args(args)
+    assert config.tune_rounds == 77 and config.extend_grid == 4
+
+
+def test_tuning_score_is_the_mean_objective_over_the_last_tenth_of_the_rounds():
+    from fedmm.experiments.dictionary import _tail_objective
+
+    # 100 rounds, objective every 5 rounds: the last 10% are rounds 95 and 100
+    records = [{"t": t, **({"objective": float(t)} if (t + 1) % 5 == 0 else {})} for t in range(100)]
+    assert _tail_objective({"config": {}, "records": records}) == pytest.approx((95 + 100 - 2) / 2)
+    records[50]["objective"] = {"__float__": "inf"}  # a diverged evaluation anywhere disqualifies the run
+    assert _tail_objective({"config": {}, "records": records}) == float("inf")
+    assert _tail_objective({"config": {"failure": "x"}, "records": []}) == float("inf")
+
+
+def test_fig1_default_grid_extends_past_its_top_edge(tmp_path):
+    # one grid value is always at an edge: the default extension tries 4 more (ratio 2), on 3 tuning rounds
+    status = main(["experiment", "fig1", "--setting", "homogeneous", "--rounds", "3", "--seeds", "1",
+                   "--beta-grid", "0.05", "--out", str(tmp_path), *SMALL])
+    assert status == 0
+    result = _load(tmp_path / "fig1_homogeneous.json")
+    assert result["config"]["tune_rounds"] == 3
+    for name, scores in result["tuning"].items():
+        powers = np.log2(np.array([float(b) for b in scores]) / 0.05)
+        np.testing.assert_allclose(powers, np.round(powers), atol=1e-9)  # 0.05 · 2^k
+        best = np.log2(result["beta"][name] / 0.05)
+        # four extensions, or fewer when the best value got inside the grid tried
+        assert len(scores) == 5 or powers.min() < best < powers.max()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -211,3 +212,38 @@ def test_fedem_threads_and_batching_give_identical_runs():
     for other in runs[1:]:
         assert runs[0].equals(other)
         np.testing.assert_array_equal(runs[0].state["S"], other.state["S"])
+
+
+def test_sklearn_em_reference_from_the_same_start_is_textbook_em():
+    """The same-start reference is where textbook EM from θ₀ = T(Ŝ₀) converges, not sklearn's own start."""
+    from fedmm.experiments.fedem import sklearn_em_reference
+
+    rng = np.random.default_rng(3)
+    Y = _mixture(rng, n=400, p=2, G=3)
+    model = GaussianMixture(3, reg_covar=0.0)
+    theta0 = model.T(model.init_statistic([Y], rng))
+    weights, means, cov = theta0.weights, theta0.means, theta0.covariance
+    for _ in range(3000):
+        weights, means, cov = gmm_tied_em_step(Y, weights, means, cov)
+    expected = gmm_tied_loglik(Y, weights, means, cov)
+    found = sklearn_em_reference(Y, theta0, reg_covar=1e-12, tol=1e-12, max_iter=5000)
+    # both are EM fixed points from one start; their likelihoods agree to the convergence tolerance
+    assert found["same_init"] == pytest.approx(expected, abs=1e-6)
+    assert found["same_init_iterations"] >= 2
+    # and no worse than the start (EM increases the likelihood)
+    assert found["same_init"] >= gmm_tied_loglik(Y, theta0.weights, theta0.means, theta0.covariance)
+    assert np.isfinite(found["kmeans_init"])
+    full = SimpleNamespace(weights=weights, means=means, covariance=np.stack([cov] * 3))
+    with pytest.raises(ValueError, match="tied covariance .* 'theta0'"):
+        sklearn_em_reference(Y, full)
+
+
+def test_digits_result_has_the_same_start_sklearn_reference(tmp_path):
+    from fedmm.experiments.fedem import DigitsConfig, run_digits, write_results
+
+    result = run_digits(DigitsConfig(rounds=4, monitor_every=2))
+    assert result["config"]["step"] == 2e-2  # the default step: the stand-in moves (see the module docstring)
+    for key in ("sklearn_em_log_likelihood", "sklearn_em_kmeans_log_likelihood"):
+        assert result[key] > result["initial_log_likelihood"]
+    summary, files = write_results([result], tmp_path, "digits")
+    assert "same start" in summary and any(f.endswith(".png") for f in files)

@@ -174,7 +174,7 @@ def run_fedmls_experiment(
     plot: bool = True,
     progress: bool | None = None,
     first_seed: int = 0,
-    extend_grid: int = 0,
+    extend_grid: int = 3,
     jobs: int = 1,
     warn: Any = None,
 ) -> dict:
@@ -201,7 +201,8 @@ def run_fedmls_experiment(
         baselines' ``η0`` (``step``).
     extend_grid : int
         When a winner is at an edge of its grid, extend the grid past that
-        edge (by the ratio of its two edge values) at most this many times.
+        edge (by the ratio of its two edge values, 10 for the default
+        grids) at most this many times (0: only warn; default 3).
     jobs : int
         Worker processes (runs in parallel).
     warn : callable(str), optional
@@ -403,9 +404,9 @@ def add_fedmls_parser(subparsers: Any) -> Any:
                         help="FedMLS prox_weight λ0 grid 10^LO … 10^HI, λ_k = λ0/k (default: %(default)s)")
     parser.add_argument("--step-powers", dest="step_powers", type=int, nargs=2, default=[-5, 0], action=OrderedPair,
                         metavar=("LO", "HI"), help="baselines' step η0 grid 10^LO … 10^HI (default: %(default)s)")
-    parser.add_argument("--extend-grid", type=nonneg_int, default=0, metavar="N",
+    parser.add_argument("--extend-grid", type=nonneg_int, default=3, metavar="N",
                         help="when a winner is at an edge of its grid, extend the grid past that edge by "
-                        "a factor 10 at most N times (default: %(default)s: only warn)")
+                        "a factor 10 at most N times; 0 only warns (default: %(default)s)")
     parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
                         help="write fedmls_curves.png (default: %(default)s)")
     add_deprecated_alias(parser, "--output-dir", dest="out", replacement="--out")
