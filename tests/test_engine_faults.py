@@ -188,9 +188,7 @@ def test_with_on_invalid_the_step_goes_on_without_the_failing_messages(n_bad):
     record = server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
     assert [i for i, _ in dropped] == sorted(bad_ids)
     for _, reason in dropped:  # each names the failure, the retry and its message's size (‖(μ_i/p) Δ_i‖ ~ 1e300)
-        # the failure: T's Cholesky at 1e300, or (the projection removing the negative part) a step too large
-        assert re.search(f"(LinAlgError|step's size).*without the {n_bad} largest of the 6 messages.*about 1e30[01]",
-                         reason)
+        assert re.search(f"LinAlgError.*without the {n_bad} largest of the 6 messages.*about 1e30[01]", reason)
     # bit for bit the step of the honest messages alone
     ref, _ = fresh()
     assert ref.aggregate(0, {i: b for i, b in payloads.items() if i not in bad_ids}) == record
@@ -239,10 +237,8 @@ def test_a_step_that_fails_without_any_message_raises_and_drops_nobody():
     _assert_same_state(server.get_state(), before)
 
 
-def test_a_step_whose_size_overflows_is_refused_and_its_sender_dropped():
-    """A finite step whose E_s = ‖ΔŜ‖²/γ² exceeds the largest float64 is refused like a non-finite one: without
-    ``on_invalid`` the aggregate raises and the state is unchanged; with it, the sender is dropped and the step
-    equals the one of the other messages."""
+def test_an_update_that_overflows_is_recorded_with_a_warning_not_silently():
+    """A finite step whose E_s exceeds the largest float64 commits, and E_s = inf comes with a warning."""
     rng = np.random.default_rng(0)
     datas = [rng.standard_normal((30, 2)) for _ in range(4)]
     server, clients = FedMM(GaussianMixture(2), participation_prob=1.0, batch_size=6).build(datas, seed=1)
@@ -250,19 +246,11 @@ def test_a_step_whose_size_overflows_is_refused_and_its_sender_dropped():
     server.setup_aggregate({c.index: c.setup(setup) for c in clients})
     message = server.broadcast(0)
     payloads = {c.index: c.step(message) for c in clients}
-    honest = dict(payloads)
     payloads[2] = _absurd(server)
-    before = server.get_state()
-    with pytest.raises(ValueError, match="step's size"):
-        server.aggregate(0, payloads)
-    _assert_same_state(server.get_state(), before)
-    dropped = []
-    record = server.aggregate(0, payloads, on_invalid=lambda i, reason: dropped.append(i))
-    assert dropped == [2]
-    assert np.isfinite(record["E_s"]) and np.isfinite(record["E_ps"])
-    ref, ref_clients = FedMM(GaussianMixture(2), participation_prob=1.0, batch_size=6).build(datas, seed=1)
-    ref.setup_aggregate({c.index: c.setup(setup) for c in ref_clients})
-    assert ref.aggregate(0, {i: b for i, b in honest.items() if i != 2}) == record
+    with pytest.warns(RuntimeWarning, match="update size E_s .* exceeds the largest float64"):
+        record = server.aggregate(0, payloads)
+    assert record["E_s"] == np.inf and np.isfinite(record["E_ps"])
+    assert all(np.isfinite(v).all() for v in server.get_state().values())
 
 
 def _absurd_toy_datas():

@@ -305,9 +305,6 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
         status = model->T(model->ctx, S_new, theta_new, model_work);
         if (status != FEDMM_OK) return status;
         dist[0] = fedmm_squared_distance(q, S_new, S);
-        /* a step whose recorded size ||dS||^2 / gamma^2 overflows is refused like a
-         * non-finite one (the Python backend's Server.candidate_step does the same) */
-        if (!isfinite(dist[0] / (gamma * gamma))) return FEDMM_ENONFINITE;
         memcpy(S, S_new, q * sizeof(double));
     } else {
         for (size_t j = 0; j < d; ++j) {
@@ -329,7 +326,6 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
     for (size_t j = 0; j < d; ++j)
         if (!isfinite(theta_new[j])) return FEDMM_ENONFINITE;
     dist[1] = fedmm_squared_distance(d, theta_new, theta);
-    if (!isfinite(dist[1] / (gamma * gamma))) return FEDMM_ENONFINITE;
     memcpy(theta, theta_new, theta_size * sizeof(double));
     if (cfg->alpha != 0.0)
         for (size_t j = 0; j < n; ++j) V[j] = V[j] + cfg->alpha * acc[j];

@@ -576,9 +576,8 @@ class Server:
         Raises
         ------
         ValueError
-            ``H``, ``Ŝ_{t+1}``, ``θ_{t+1}`` or ``V_{t+1}`` not finite, or the
-            step's size ``‖θ_{t+1} − θ_t‖²/γ²`` (and ``‖Ŝ_{t+1} − Ŝ_t‖²/γ²``)
-            beyond the largest float64 (an overflow), or the model's ``Π``/``T`` raised it
+            ``H``, ``Ŝ_{t+1}``, ``θ_{t+1}`` or ``V_{t+1}`` not finite (an
+            overflow of float64), or the model's ``Π``/``T`` raised it
             (``numpy.linalg.LinAlgError`` included); ``ArithmeticError`` from
             the model passes through.
         """
@@ -606,12 +605,6 @@ class Server:
             V_new = self.V + self.alpha * acc if self.alpha else self.V
             if not np.isfinite(V_new).all():
                 raise ValueError("the new control variate V_{t+1} = V_t + alpha acc is not finite")
-            # a step whose recorded size ‖Δ‖²/γ² overflows is as unusable as a non-finite one
-            sizes = [squared_distance(theta_vector, self.theta_vector)]
-            if S_new is not None:
-                sizes.append(squared_distance(S_new, self.S))
-            if not all(math.isfinite(d / gamma**2) for d in sizes):
-                raise ValueError("the step's size ‖Δ‖²/γ² exceeds the largest float64")
         return S_new, theta, theta_vector, V_new
 
     def step_without_failing_messages(self, t: int, gamma: float, ids: Sequence[int], rows: Sequence[np.ndarray],
