@@ -420,8 +420,10 @@ class TransportProblem(_JitCache):
     :math:`t` away from the inverse and only the cycle term pulls it back; near
     the inverse the second-order form in :math:`\delta t` is
     :math:`\delta t^\top(\lambda H^2 - \tfrac12 H)\delta t`,
-    :math:`H = \nabla^2 f_\omega`, so the θ-problem is unbounded below
-    wherever :math:`H \not\succeq I / (2\lambda)`, and for large
+    :math:`H = \nabla^2 f_\omega`, so the inverse is not even a local
+    minimum of the θ-problem wherever :math:`H \not\succeq I / (2\lambda)`
+    (for a quadratic :math:`f_\omega` the θ-problem is then unbounded
+    below), and for large
     :math:`\lambda` the cycle term swamps the transport signal.  Korotin et
     al. (2021a, Appendix C.1) therefore do not differentiate the middle term
     with respect to the conjugate's parameters.  ``conjugate_step='cycle'``
