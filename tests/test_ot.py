@@ -123,22 +123,77 @@ def test_icnn_gradients_match_finite_differences():
         assert abs(gp[k] - fd) <= 1e-6 * (1 + abs(fd))
 
 
-def test_objective_gradients_match_finite_differences():
-    # ∇_ω W and ∇_θ W (second-order terms: f_ω(∇f_θ(y)) and the cycle term) against central differences.
-    problem = TransportProblem(2, hidden_sizes=[6, 5], cycle_weight=0.7, strong_convexity=0.2)
+@pytest.mark.parametrize("conjugate_step", ["joint", "cycle"])
+def test_objective_gradients_match_finite_differences(conjugate_step):
+    # ∇_ω W against central differences of W (both modes); the θ-direction against central differences of
+    # W ('joint') or of λ R_Q = W_λ − W_0 ('cycle': the Fenchel-Young term is not differentiated in θ).
+    problem = TransportProblem(2, hidden_sizes=[6, 5], cycle_weight=0.7, strong_convexity=0.2,
+                               conjugate_step=conjugate_step)
+    no_cycle = TransportProblem(2, hidden_sizes=[6, 5], cycle_weight=0.0, strong_convexity=0.2,
+                                conjugate_step="joint")
     f = problem.potential
     omega, theta = _random_params(f, 0, 0.3), _random_params(f, 1, 0.3)
     rng = np.random.default_rng(5)
     x, y = rng.standard_normal((9, 2)), rng.standard_normal((11, 2)) + 1
+
+    def theta_objective(t):
+        if conjugate_step == "joint":
+            return problem.loss(omega, t, x, y)
+        return problem.loss(omega, t, x, y) - no_cycle.loss(omega, t, x, y)
+
     go, gt = problem.grad_omega(omega, theta, x, y), problem.grad_theta(omega, theta, y)
     h = 1e-6
     for k in rng.choice(f.n_params, size=10, replace=False):
         e = np.zeros(f.n_params)
         e[k] = h
         fd_o = (problem.loss(omega + e, theta, x, y) - problem.loss(omega - e, theta, x, y)) / (2 * h)
-        fd_t = (problem.loss(omega, theta + e, x, y) - problem.loss(omega, theta - e, x, y)) / (2 * h)
+        fd_t = (theta_objective(theta + e) - theta_objective(theta - e)) / (2 * h)
         assert abs(go[k] - fd_o) <= 1e-6 * (1 + abs(fd_o))
         assert abs(gt[k] - fd_t) <= 1e-6 * (1 + abs(fd_t))
+
+
+def test_conjugate_step_cycle_needs_a_cycle_weight():
+    with pytest.raises(ValueError, match="cycle_weight"):
+        TransportProblem(2, hidden_sizes=[4], cycle_weight=0.0)
+    with pytest.raises(ValueError, match="conjugate_step"):
+        TransportProblem(2, hidden_sizes=[4], conjugate_step="max")
+    assert TransportProblem(2, hidden_sizes=[4]).config()["conjugate_step"] == "cycle"
+
+
+def _theta_adam_residuals(problem, omega, theta, y, n_steps, lr=1e-2):
+    """Cycle residuals E‖∇f_ω(∇f_θ(y)) − y‖² before and after projected Adam on problem.grad_theta."""
+    f = problem.potential
+
+    def residual(t):
+        return float(np.mean(np.sum((f.gradient(omega, f.gradient(t, y)) - y) ** 2, axis=1)))
+
+    start = residual(theta)
+    m, v = np.zeros_like(theta), np.zeros_like(theta)
+    for k in range(1, n_steps + 1):
+        g = problem.grad_theta(omega, theta, y)
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        theta = f.project(theta - lr * (m / (1 - 0.9**k)) / (np.sqrt(v / (1 - 0.999**k)) + 1e-8))
+    return start, residual(theta)
+
+
+def test_theta_steps_invert_a_flat_potential():
+    # f_ω(x) = c/2 ‖x‖² (all network weights 0), c = 0.3, whose gradient's inverse is y ↦ y / c.  Along
+    # ∇f_θ(y) = t the joint θ-objective is ⟨t, y⟩ − c‖t‖²/2 + λ‖c t − y‖², with curvature c(2λc − 1) < 0
+    # for λ = 0.5 < 1/(2c): minimizing it pushes ∇f_θ away from the inverse (the cycle residual grows),
+    # which is what made the centralized scheme diverge with λ = 1 on the known-map benchmark.  The
+    # 'cycle' direction is λ∇_θ of the non-negative R_Q, zero at the inverse: Adam on it brings R_Q down.
+    c, lam = 0.3, 0.5
+    y = np.random.default_rng(7).standard_normal((64, 2))
+    residuals = {}
+    for mode in ("cycle", "joint"):
+        problem = TransportProblem(2, hidden_sizes=[4, 4], cycle_weight=lam, strong_convexity=c,
+                                   conjugate_step=mode)
+        omega, theta = np.zeros(problem.n_params), problem.potential.init(0)
+        residuals[mode] = _theta_adam_residuals(problem, omega, theta, y, 300)
+    start, end = residuals["cycle"]
+    assert end < 0.1 * start, residuals
+    start, end = residuals["joint"]
+    assert end > start, residuals
 
 
 def test_objective_value_matches_definition():

@@ -171,7 +171,11 @@ class OTSteps:
 
     def joint_steps(self, omega: np.ndarray, theta: np.ndarray, xs: np.ndarray, ys: np.ndarray,
                     lr: float) -> tuple[np.ndarray, np.ndarray]:
-        """``len(xs)`` projected gradient steps on ``(ω, θ) ↦ W_i(ω, θ)`` (both from the same point)."""
+        """``len(xs)`` projected steps along ``−(∇_ω W_i, θ-direction)`` (both from the same point).
+
+        The θ-direction is the problem's (:meth:`TransportProblem.grad_theta`: ``λ ∇_θ R_Q`` with
+        ``conjugate_step='cycle'``, ``∇_θ W_i`` with ``'joint'``).
+        """
         with x64():
             o, t = self._fn("joint_steps")(omega, theta, xs, ys, lr)
             return np.asarray(o, dtype=np.float64), np.asarray(t, dtype=np.float64)
@@ -203,7 +207,11 @@ class OTSteps:
 
     def theta_adam(self, omega: np.ndarray, theta: np.ndarray, adam: Sequence[np.ndarray],
                    ys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """``len(ys)`` Adam steps on ``θ ↦ W(ω, θ)`` (target minibatches ``ys[k]``), each followed by ``Π``."""
+        """``len(ys)`` Adam steps along the θ-direction (target minibatches ``ys[k]``), each followed by ``Π``.
+
+        The θ-direction is :meth:`TransportProblem.grad_theta` (``λ ∇_θ R_Q`` by default, ``∇_θ W`` with
+        ``conjugate_step='joint'``).
+        """
         with x64():
             theta_new, state = self._fn("theta_adam")(omega, theta, self._state(adam), ys, self._hyper())
             return np.asarray(theta_new, dtype=np.float64), self._leaves(state)
@@ -395,7 +403,8 @@ class OTServer(_OTServerBase):
     State ``ω_t``, ``θ_t``, ``V_t`` and the Adam state of the ``θ`` updates
     (warm-started across rounds).  Round ``t``: ``H = V_t + p⁻¹ Σ μ_i Quant(Δ_i)``,
     ``ω_{t+1} = Π(ω_t + γ_{t+1} H)``, then ``server_steps`` Adam steps on
-    ``θ ↦ W(ω_{t+1}, θ)`` with target minibatches (each projected on ``Θ``), and
+    ``θ ↦ W(ω_{t+1}, θ)`` (along the problem's θ-direction,
+    :meth:`TransportProblem.grad_theta`) with target minibatches (each projected on ``Θ``), and
     ``V_{t+1} = V_t + (α/p) Σ μ_i Quant(Δ_i)``.
     """
 
@@ -804,7 +813,8 @@ class FedMMOT(_FederatedOT):
       and sets ``V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ_i)`` (lines 7-9);
     - server: ``H = V_t + p⁻¹ Σ_{active} μ_i Quant(Δ_i)``,
       ``ω_{t+1} = Π(ω_t + γ_{t+1} H)`` (lines 13-15), then ``θ_{t+1}`` from
-      ``server_steps`` Adam steps on ``θ ↦ W(ω_{t+1}, θ)`` with target
+      ``server_steps`` Adam steps on ``θ ↦ W(ω_{t+1}, θ)`` (along the
+      problem's θ-direction, :meth:`TransportProblem.grad_theta`) with target
       minibatches, each projected on ``Θ``, the Adam state carried over
       rounds (line 16, relaxed as in §7.3: ten steps), and
       ``V_{t+1} = V_t + (α/p) Σ_{active} μ_i Quant(Δ_i)`` (line 17).

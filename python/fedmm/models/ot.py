@@ -29,6 +29,8 @@ __all__ = ["ICNN", "TransportProblem", "TransportMap", "default_hidden_sizes", "
 
 #: Convex, non-decreasing activations of the convex path.
 ACTIVATIONS = ("celu", "softplus")
+#: What the θ-direction of :class:`TransportProblem` differentiates (see its ``conjugate_step``).
+CONJUGATE_STEPS = ("cycle", "joint")
 
 _EXTRA_HINT = 'the optimal-transport models need JAX and optax: pip install "fedmm[ot]"'
 
@@ -409,6 +411,29 @@ class TransportProblem(_JitCache):
     decoupling §7.1 uses).  Expectations are sample means over the given
     arrays (minibatches are the caller's business).
 
+    **The θ-direction.**  For fixed :math:`\omega` the middle term is, at every
+    ``y``, the Fenchel-Young lower bound
+    :math:`\langle t, y\rangle - f_\omega(t) \le f_\omega^*(y)` at
+    :math:`t = \nabla f_\theta(y)`, tight exactly at
+    :math:`t = (\nabla f_\omega)^{-1}(y)`: a quantity to be *maximized* over
+    :math:`t`.  Minimizing :math:`W` over :math:`\theta` as written pushes
+    :math:`t` away from the inverse and only the cycle term pulls it back; near
+    the inverse the second-order form in :math:`\delta t` is
+    :math:`\delta t^\top(\lambda H^2 - \tfrac12 H)\delta t`,
+    :math:`H = \nabla^2 f_\omega`, so the inverse is not even a local
+    minimum of the θ-problem wherever :math:`H \not\succeq I / (2\lambda)`
+    (for a quadratic :math:`f_\omega` the θ-problem is then unbounded
+    below), and for large
+    :math:`\lambda` the cycle term swamps the transport signal.  Korotin et
+    al. (2021a, Appendix C.1) therefore do not differentiate the middle term
+    with respect to the conjugate's parameters.  ``conjugate_step='cycle'``
+    (the default) does the same: the θ-direction of :meth:`grad_theta`, and of
+    the algorithms' θ-steps, is :math:`\lambda \nabla_\theta R_Q`
+    (the map :math:`\nabla f_\theta(y)` inside the middle term is held
+    fixed, a ``stop_gradient``); ``'joint'`` is the full
+    :math:`\nabla_\theta W` (the literal reading of eq. (33)).  Values of
+    :math:`W` and the ω-direction are the same for both.
+
     Parameters
     ----------
     dim : int >= 1
@@ -423,6 +448,10 @@ class TransportProblem(_JitCache):
     batch_size : int >= 1 or None
         Default minibatch size of the algorithms on this problem
         (Korotin et al.: 1024); None means full batches.
+    conjugate_step : {'cycle', 'joint'}
+        The θ-direction: :math:`\lambda \nabla_\theta R_Q` (``'cycle'``,
+        needs ``cycle_weight > 0``) or :math:`\nabla_\theta W` (``'joint'``);
+        see above.
 
     Attributes
     ----------
@@ -434,27 +463,32 @@ class TransportProblem(_JitCache):
 
     def __init__(self, dim: int, *, hidden_sizes: Sequence[int] | None = None, cycle_weight: float = 1.0,
                  strong_convexity: float = 1e-4, rank: int = 1, activation: str = "celu",
-                 batch_size: int | None = 1024) -> None:
+                 batch_size: int | None = 1024, conjugate_step: str = "cycle") -> None:
         self.potential = ICNN(dim, hidden_sizes, rank=rank, strong_convexity=strong_convexity,
                               activation=activation)
         self.dim = self.potential.dim
         self.n_params = self.potential.n_params
         self.cycle_weight = check_real(cycle_weight, "cycle_weight", low=0.0)
         self.batch_size = None if batch_size is None else check_int(batch_size, "batch_size", low=1)
+        self.conjugate_step = check_in(conjugate_step, "conjugate_step", CONJUGATE_STEPS)
+        if self.conjugate_step == "cycle" and self.cycle_weight == 0:
+            raise ValueError("Expected 'cycle_weight' > 0 with conjugate_step='cycle' (the θ-direction is "
+                             "the cycle term's gradient), got cycle_weight=0; use conjugate_step='joint'")
         self._jit: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         p = self.potential
         return (f"TransportProblem(dim={self.dim}, hidden_sizes={list(p.hidden_sizes)}, "
                 f"cycle_weight={self.cycle_weight!r}, strong_convexity={p.strong_convexity!r}, rank={p.rank}, "
-                f"activation={p.activation!r}, batch_size={self.batch_size})")
+                f"activation={p.activation!r}, batch_size={self.batch_size}, "
+                f"conjugate_step={self.conjugate_step!r})")
 
     def config(self) -> dict:
         """The constructor arguments (JSON-friendly)."""
         p = self.potential
         return {"dim": self.dim, "hidden_sizes": list(p.hidden_sizes), "cycle_weight": self.cycle_weight,
                 "strong_convexity": p.strong_convexity, "rank": p.rank, "activation": p.activation,
-                "batch_size": self.batch_size}
+                "batch_size": self.batch_size, "conjugate_step": self.conjugate_step}
 
     # -- validation -------------------------------------------------------------------
     def check_data(self, data: Any, name: str = "data") -> np.ndarray:
@@ -527,11 +561,16 @@ class TransportProblem(_JitCache):
 
             \langle \nabla f_\theta(y), y\rangle - f_\omega(\nabla f_\theta(y))
             + \lambda\|\nabla f_\omega(\nabla f_\theta(y)) - y\|^2.
+
+        With ``conjugate_step='cycle'`` the first two terms see
+        :math:`\nabla f_\theta(y)` through ``stop_gradient``: same value,
+        no θ-gradient (see the class docstring).
         """
-        _, jnp = require_jax()
+        jax, jnp = require_jax()
         f = self.potential
         ty = f.apply_gradient(theta, y)
-        value = jnp.mean(jnp.sum(ty * y, axis=1) - f.apply(omega, ty))
+        t_corr = jax.lax.stop_gradient(ty) if self.conjugate_step == "cycle" else ty
+        value = jnp.mean(jnp.sum(t_corr * y, axis=1) - f.apply(omega, t_corr))
         if self.cycle_weight:
             cycle = f.apply_gradient(omega, ty) - y
             value = value + self.cycle_weight * jnp.mean(jnp.sum(cycle * cycle, axis=1))
@@ -581,7 +620,11 @@ class TransportProblem(_JitCache):
             return np.asarray(self._compiled("grad_omega")(o, t, xa, ya), dtype=np.float64)
 
     def grad_theta(self, omega: Any, theta: Any, y: Any) -> np.ndarray:
-        """:math:`\\nabla_\\theta W(ω, θ)` on target samples ``y`` only (the source term does not depend on θ)."""
+        """The θ-direction on target samples ``y`` only: float64 of shape ``(n_params,)``.
+
+        :math:`\\lambda \\nabla_\\theta R_Q(ω, θ)` with ``conjugate_step='cycle'``,
+        :math:`\\nabla_\\theta W(ω, θ)` with ``'joint'`` (the source term does not depend on θ).
+        """
         o, t = self.check_omega(omega), self.check_theta(theta)
         ya = self.check_target(y, "y")
         with x64():
