@@ -684,3 +684,14 @@ def assert_backends_agree(make_algorithm, datas, n_rounds, *, seed=0, init=None,
         for key in a:
             np.testing.assert_array_equal(b[key], a[key])
     return ref
+
+
+def cli_status(argv):
+    """Exit status of ``fedmm.cli.main(argv)``: its return value, or the code of the SystemExit it raised."""
+    from fedmm.cli import main
+
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+

@@ -12,19 +12,12 @@ from fedmm.algorithms import ParameterAveraging
 from fedmm.cli import main
 from fedmm.experiments.ablation import MAP_NAMES, map_comparison, median_atom_norm, objective_rise
 from fedmm.models import DictionaryLearning
-from reference import lasso_objective, lasso_sklearn
+from reference import cli_status, lasso_objective, lasso_sklearn
 
 #: 200 points of dimension 6 in 4 k-means clients of 50, K = 4 atoms, 2 active clients, minibatches of 10.
 TINY = ["--samples", "200", "--p", "6", "--K", "4", "--clients", "4", "--active-clients", "2", "--batch-size", "10",
         "--rounds", "8", "--objective-every", "2", "--fixed-point-rounds", "5", "--map-points", "3",
         "--minibatch-draws", "2", "--p-sweep", "5,6", "--eta-sweep", "0.2,0.05", "--no-progress"]
-
-
-def _status(argv):
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return exc.code
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +73,7 @@ def test_tiny_run_writes_runs_figure_and_summary(tiny_run):
     (["--samples", "3"], "--samples"),
 ])
 def test_bad_options_exit_2_naming_the_option(argv, option, tmp_path, capsys):
-    assert _status(["experiment", "ablation", *TINY, *argv, "--out", str(tmp_path)]) == 2
+    assert cli_status(["experiment", "ablation", *TINY, *argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"argument {option}" in err
     assert not (tmp_path / "ablation.png").exists()

@@ -12,19 +12,13 @@ pytest.importorskip("optax")
 
 import fedmm  # noqa: E402
 from fedmm.cli import build_parser, main  # noqa: E402
+from reference import cli_status  # noqa: E402
 from fedmm.data import known_map_benchmark  # noqa: E402
 from fedmm.experiments.ot import _evaluated_rounds  # noqa: E402  (own module's helper, tested directly)
 
 TINY = ["--dims", "2,3", "--rounds", "3", "--clients", "3", "--per-client", "20", "--n-target", "60",
         "--hidden-sizes", "8,8", "--batch-size", "16", "--fedadam-lrs", "1e-3,1e-2", "--identity-steps", "5",
         "--eval-every", "2", "--n-eval", "50"]
-
-
-def _status(argv):
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return exc.code
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +115,7 @@ def test_help_shows_every_option_with_its_default(capsys):
     (["--config", "/nonexistent/ot.toml"], "--config"),
 ])
 def test_bad_values_exit_2_naming_the_option(argv, option, tmp_path, capsys):
-    assert _status(["experiment", "ot", *argv, "--out", str(tmp_path)]) == 2
+    assert cli_status(["experiment", "ot", *argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert option in err and "Traceback" not in err
 
