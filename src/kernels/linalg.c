@@ -242,7 +242,7 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, doub
  * margin delta and the Ritz residuals (divided by sqrt(number of negative
  * eigenvalues)), which bound its error by (2 sqrt(2) 1e-11 + sqrt(K) 1e-12)
  * ||S||_F. */
-#define PSD_SUBSPACE_GUARD 2
+#define PSD_SUBSPACE_GUARD 1
 #define PSD_SUBSPACE_MAX_NEGATIVE(K) (4 + (K) / 8)
 #define PSD_SUBSPACE_MAX_ITER 12
 #define PSD_LOOPS_MAX_K 24
@@ -356,6 +356,56 @@ static void symmetric_times(fedmm_blas_int K, fedmm_blas_int p, const double *S,
     }
 }
 
+/* The Cholesky factor of the symmetric positive definite K x K matrix in the
+ * lower triangle of W (leading dimension K), in place; returns LAPACK's info
+ * (0, or the 1-based column j where the leading j x j block is not positive
+ * definite, with the factor of the leading j - 1 columns in W).  Below
+ * PSD_LOOPS_MAX_K a right-looking loop on contiguous columns: dpotrf's
+ * per-column BLAS calls cost more than the arithmetic at K = 15. */
+static fedmm_blas_int cholesky_lower(fedmm_blas_int K, double *W, const fedmm_blas_t *blas)
+{
+    fedmm_blas_int info = 0;
+    if (K >= PSD_LOOPS_MAX_K) {
+        blas->dpotrf("L", &K, W, &K, &info);
+        return info;
+    }
+    for (fedmm_blas_int j = 0; j < K; ++j) {
+        double *wj = W + (size_t)j * K;
+        const double d = wj[j];
+        if (!(d > 0.0)) return j + 1;
+        const double l = sqrt(d), r = 1.0 / l;
+        wj[j] = l;
+        for (fedmm_blas_int i = j + 1; i < K; ++i) wj[i] *= r;
+        for (fedmm_blas_int k = j + 1; k < K; ++k) { /* trailing update, column k */
+            double *wk = W + (size_t)k * K;
+            const double c = wj[k];
+            for (fedmm_blas_int i = k; i < K; ++i) wk[i] -= wj[i] * c;
+        }
+    }
+    return 0;
+}
+
+/* The lower triangle of out (K x K, leading dimension K) += V V^T for the
+ * K x m block V; plain loops below PSD_LOOPS_MAX_K (dsyrk's fixed cost). */
+static void add_outer_lower(fedmm_blas_int K, fedmm_blas_int m, const double *V, double *out,
+                            const fedmm_blas_t *blas)
+{
+    if (m <= 0) return;
+    if (K >= PSD_LOOPS_MAX_K) {
+        const double one = 1.0;
+        blas->dsyrk("L", "N", &K, &m, &one, V, &K, &one, out, &K);
+        return;
+    }
+    for (fedmm_blas_int c = 0; c < m; ++c) {
+        const double *v = V + (size_t)c * K;
+        for (fedmm_blas_int j = 0; j < K; ++j) {
+            double *o = out + (size_t)j * K;
+            const double vj = v[j];
+            for (fedmm_blas_int i = j; i < K; ++i) o[i] += v[i] * vj;
+        }
+    }
+}
+
 /* Y <- (L L^T)^{-1} Y for the Cholesky factor L (lower triangle of W, n x n,
  * leading dimension K) and an n x p block Y (leading dimension K); rdiag: the
  * n reciprocals of L's diagonal. */
@@ -428,11 +478,12 @@ static void rayleigh_ritz(fedmm_blas_int K, fedmm_blas_int p, const double *Q, c
 
 /* The negative part of the symmetric S (full, K x K) when Cholesky of S
  * stopped at 0-based column jj (the leading jj x jj factor L11 of S11 in W):
- * returns the number m of Ritz pairs (theta_i, u_i) with theta_i < -tau, sets
- * V = [sqrt(-theta_i) u_i] (K x m), or returns -1 when the path cannot vouch
+ * returns the number m of Ritz pairs (theta_i, u_i) with theta_i < -tau and
+ * sets V = [sqrt(-theta_i) u_i] (K x m) and the lower triangle of W to
+ * out = S - sum theta_i u_i u_i^T, or returns -1 when the path cannot vouch
  * for its result (the caller then takes another path).
  *
- * Accuracy: out = S - sum theta_i u_i u_i^T is within 2 sqrt(2) ||R||_F +
+ * Accuracy: out is within 2 sqrt(2) ||R||_F +
  * sqrt(K) delta of the projection of S (Frobenius norm), R = [S u_i - theta_i
  * u_i]: the projection is 1-Lipschitz, S is within sqrt(2) ||R||_F of the
  * block-diagonal diag(Theta, C) (C: S compressed to the complement of the
@@ -448,8 +499,8 @@ static void rayleigh_ritz(fedmm_blas_int K, fedmm_blas_int p, const double *Q, c
  * + 2) vectors, started from [-G; I] (= S^{-1} [0; T]) and generic vectors, with Rayleigh-Ritz on S each step,
  * converges to the eigenvalues of S nearest zero, like (|lambda_i| /
  * |lambda_{p+1}|)^iter: fast when the negative eigenvalues are small next to
- * the positive spectrum.  W: K x K; work: 5Kp + 3p^2 + 2p + K doubles with
- * p = min(K, n2 + 2). */
+ * the positive spectrum.  W: K x K; work: max(5Kp + 3p^2 + 2p + K, K^2)
+ * doubles with p = min(K, n2 + 2). */
 static fedmm_blas_int negative_part_subspace(fedmm_blas_int K, const double *S, double norm_f,
                                              fedmm_blas_int jj, double *W, double *V,
                                              double *work, const fedmm_blas_t *blas)
@@ -471,8 +522,6 @@ static fedmm_blas_int negative_part_subspace(fedmm_blas_int K, const double *S, 
     double *rdiag = t_inv + p;             /* jj: reciprocals of L11's diagonal */
     double *Zt = V;                        /* n2 x n2: T's eigenvectors (V is free until the end) */
     double *r = V + (size_t)n2 * n2;       /* n2 x p */
-    const double one = 1.0;
-    fedmm_blas_int info = 0;
 
     for (fedmm_blas_int j = 0; j < jj; ++j) {
         const double d = W[(size_t)j * K + j];
@@ -589,14 +638,17 @@ static fedmm_blas_int negative_part_subspace(fedmm_blas_int K, const double *S, 
         const double scale = sqrt(-theta[c]);
         for (fedmm_blas_int i = 0; i < K; ++i) V[(size_t)c * K + i] = scale * X[(size_t)c * K + i];
     }
-    /* the certificate: Cholesky of S - sum theta_i u_i u_i^T + delta I */
-    for (fedmm_blas_int j = 0; j < K; ++j) {
+    /* out = S - sum theta_i u_i u_i^T in W, and the certificate: Cholesky of
+     * out + delta I, factored in the work area (no longer needed) */
+    for (fedmm_blas_int j = 0; j < K; ++j)
         memcpy(W + (size_t)j * K + j, S + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
-        W[(size_t)j * K + j] += delta;
+    add_outer_lower(K, m, V, W, blas);
+    double *F = work;
+    for (fedmm_blas_int j = 0; j < K; ++j) {
+        memcpy(F + (size_t)j * K + j, W + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
+        F[(size_t)j * K + j] += delta;
     }
-    if (m > 0) blas->dsyrk("L", "N", &K, &m, &one, V, &K, &one, W, &K);
-    blas->dpotrf("L", &K, W, &K, &info);
-    if (info != 0) return -1;
+    if (cholesky_lower(K, F, blas) != 0) return -1;
     return m;
 }
 
@@ -640,8 +692,7 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
     /* positive definite: Cholesky succeeds and the matrix is its own projection */
     for (fedmm_blas_int j = 0; j < K; ++j)
         memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
-    fedmm_blas_int info = 0;
-    blas->dpotrf("L", &K, W, &K, &info);
+    fedmm_blas_int info = cholesky_lower(K, W, blas);
     if (info == 0) {
         *path = 0;
         return FEDMM_OK;
@@ -659,11 +710,10 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
     if (neg_bound <= PSD_SUBSPACE_MAX_NEGATIVE(K) && isfinite(sum_sq)) {
         const fedmm_blas_int n_neg = negative_part_subspace(K, out, sqrt(sum_sq), info - 1, W, V,
                                                             lapack_work, blas);
-        if (n_neg >= 0) {
-            const double one = 1.0;
-            if (n_neg > 0) blas->dsyrk("L", "N", &K, &n_neg, &one, V, &K, &one, out, &K);
+        if (n_neg >= 0) { /* the result is in W's lower triangle */
             for (fedmm_blas_int j = 0; j < K; ++j)
-                for (fedmm_blas_int i = j + 1; i < K; ++i) out[(size_t)i * K + j] = out[(size_t)j * K + i];
+                for (fedmm_blas_int i = j; i < K; ++i)
+                    out[(size_t)i * K + j] = out[(size_t)j * K + i] = W[(size_t)j * K + i];
             *path = 4;
             return FEDMM_OK;
         }
