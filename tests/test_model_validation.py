@@ -223,3 +223,14 @@ def test_theta_vector_round_trip_and_bad_vectors(name):
         _raises_naming(TypeError, "theta", model.theta_vector, "abc")
     else:
         _raises_naming(TypeError, "theta", model.theta_vector, np.zeros(3))
+
+
+def test_missing_values_repr_rebuilds_the_model():
+    """``repr`` of MissingValues is its constructor call (History.config stores it), not an address."""
+    model = MissingValues(2, "poisson", lam=0.5, shape=(6, 4), max_iter=30, tol=1e-8, minibatch="entries")
+    text = repr(model)
+    assert " at 0x" not in text
+    again = eval(text, {"MissingValues": MissingValues})
+    assert repr(again) == text
+    assert (again.rank, again.family, again.lam, again.shape, again.max_iter, again.tol, again.minibatch) == \
+        (2, "poisson", 0.5, (6, 4), 30, 1e-8, "entries")

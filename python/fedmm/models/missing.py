@@ -150,6 +150,10 @@ class MissingValues(SurrogateModel):
         if shape is not None:
             self._set_shape(shape, "shape")
 
+    def __repr__(self) -> str:
+        return (f"MissingValues(rank={self.rank}, family={self.family!r}, lam={self.lam!r}, shape={self.shape}, "
+                f"max_iter={self.max_iter}, tol={self.tol!r}, minibatch={self.minibatch!r})")
+
     def _set_shape(self, shape: Any, source: str) -> None:
         if len(shape) != 2:
             raise ValueError(f"Expected '{source}' to be (J, L), got {shape}")
