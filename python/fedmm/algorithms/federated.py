@@ -36,6 +36,13 @@ from fedmm.algorithms._random import (
     seed_repr,
 )
 from fedmm.algorithms._schedule import StepSchedule
+from fedmm.algorithms._setup import (
+    check_datas_list,
+    checked_compressors,
+    compressor_list,
+    normalized_weights,
+    participation,
+)
 from fedmm.compression import Identity
 from fedmm.history import History
 from fedmm.models.base import SurrogateModel
@@ -816,59 +823,13 @@ class FedMM:
         }
 
     def _check_datas(self, datas: Sequence[Any]) -> list[Any]:
-        if isinstance(datas, np.ndarray) or not isinstance(datas, (list, tuple)):
-            raise TypeError(f"Expected 'datas' to be a list with one data set per client, got {type(datas).__name__}")
-        if len(datas) == 0:
-            raise ValueError("Expected at least one client in 'datas', got an empty list")
+        check_datas_list(datas)
         return [self.model.check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
 
     def _weights(self, datas: Sequence[Any]) -> np.ndarray:
-        n = len(datas)
         if self.weights is None:
-            sizes = np.array([self.model.n_samples(d) for d in datas], dtype=np.float64)
-            return sizes / sizes.sum()
-        w = np.asarray(self.weights, dtype=np.float64)
-        if w.shape != (n,):
-            raise ValueError(f"Expected 'weights' of length n_clients={n}, got shape {w.shape}")
-        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-            raise ValueError("Expected 'weights' to be finite, non-negative and not all zero")
-        return w / w.sum()
-
-    @staticmethod
-    def _check_compressor(i: int, c: Any, size: int) -> None:
-        if not all(hasattr(c, m) for m in ("encode", "decode")):
-            raise TypeError(f"Expected compressor {i} to have encode/decode methods, got {type(c).__name__}")
-        probe = np.zeros(size)
-        try:
-            out = c.decode(c.encode(probe, np.random.default_rng(0)))
-        except Exception as exc:
-            raise ValueError(f"Compressor {i} ({c!r}) cannot encode messages of length {size}: {exc}") from exc
-        if np.shape(out) != (size,):
-            raise ValueError(f"Compressor {i} ({c!r}) turned a message of length {size} into shape {np.shape(out)}")
-
-    def _compressor_list(self, n: int) -> list[Any]:
-        comp = self.compressor
-        comps = list(comp) if isinstance(comp, (list, tuple)) else [comp] * n
-        if len(comps) != n:
-            raise ValueError(f"Expected one compressor per client (n_clients={n}), got {len(comps)}")
-        return comps
-
-    def _compressors(self, n: int, size: int) -> list[Any]:
-        comps = self._compressor_list(n)
-        checked: set[int] = set()
-        for i, c in enumerate(comps):
-            if id(c) not in checked:  # one compressor shared by every client is probed once
-                self._check_compressor(i, c, size)
-                checked.add(id(c))
-        return comps
-
-    def _participation_for(self, n: int) -> tuple[int | None, float]:
-        """``(count, p)``: the fixed count (or None) and the participation probability for ``n`` clients."""
-        if self.clients_per_round is not None:
-            if self.clients_per_round > n:
-                raise ValueError(f"Expected 'clients_per_round' <= n_clients={n}, got {self.clients_per_round}")
-            return self.clients_per_round, self.clients_per_round / n
-        return None, 1.0 if self.participation_prob is None else self.participation_prob
+            return normalized_weights([self.model.n_samples(d) for d in datas], len(datas))
+        return normalized_weights(self.weights, len(datas))
 
     def effective_alpha(self, p: float) -> float:
         """The control-variate step of Algorithm 2 (``α`` in ``V += (α/p) Quant(Δ)``) for participation ``p``.
@@ -916,19 +877,15 @@ class FedMM:
                 f"build_server needs the statistic layout of {type(self.model).__name__}, which it does not know "
                 f"yet ({exc}). Call model.prepare(datas) before build_server (FedMM.build and run do it), or "
                 "construct the model with its dimensions") from exc
-        w = np.asarray(weights, dtype=np.float64)
-        if w.shape != (n,):
-            raise ValueError(f"Expected 'weights' of length n_clients={n}, got shape {w.shape}")
-        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-            raise ValueError("Expected 'weights' to be finite, non-negative and not all zero")
+        w = normalized_weights(weights, n)
         S0 = np.array(self.model.layout.check(init, "init"), dtype=np.float64, copy=True)
         if not np.isfinite(S0).all():
             raise ValueError("Expected 'init' to contain only finite values")
         if not self.model.in_domain(S0):
             raise ValueError("Expected 'init' in the surrogate domain 𝒮 (model.project(init) != init)")
-        count, p = self._participation_for(n)
-        comps = self._compressors(n, self._message_size(S0))
-        return Server(self.model, n, weights=w / w.sum(), p=p, count=count, schedule=self.schedule,
+        count, p = participation(self.clients_per_round, self.participation_prob, n)
+        comps = checked_compressors(self.compressor, n, self._message_size(S0))
+        return Server(self.model, n, weights=w, p=p, count=count, schedule=self.schedule,
                       alpha=self.effective_alpha(p), projection=self.projection, space=self.space,
                       mode=self.participation_mode, init=S0, seed=seed, decoders=comps)
 
@@ -945,8 +902,8 @@ class FedMM:
         index = check_int(index, "index", low=0, high=n - 1)
         if check:
             data = self.model.check_data(data, f"datas[{index}]")
-        _, p = self._participation_for(n)
-        return Client(index, data, self.model, space=self.space, compressor=self._compressor_list(n)[index],
+        _, p = participation(self.clients_per_round, self.participation_prob, n)
+        return Client(index, data, self.model, space=self.space, compressor=compressor_list(self.compressor, n)[index],
                       alpha=self.effective_alpha(p), p=p, mode=self.participation_mode, oracle=self.oracle,
                       batch_size=self.batch_size, k_in=self.k_in, seed=seed,
                       control_variates=self.control_variates)
