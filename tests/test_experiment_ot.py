@@ -14,11 +14,11 @@ import fedmm  # noqa: E402
 from fedmm.cli import build_parser, main  # noqa: E402
 from reference import cli_status  # noqa: E402
 from fedmm.data import known_map_benchmark  # noqa: E402
-from fedmm.experiments.ot import _evaluated_rounds  # noqa: E402  (own module's helper, tested directly)
+from fedmm.experiments.ot import _evaluated_rounds, _score  # noqa: E402  (own module's helpers, tested directly)
 
 TINY = ["--dims", "2,3", "--rounds", "3", "--clients", "3", "--per-client", "20", "--n-target", "60",
-        "--hidden-sizes", "8,8", "--batch-size", "16", "--fedadam-lrs", "1e-3,1e-2", "--identity-steps", "5",
-        "--eval-every", "2", "--n-eval", "50"]
+        "--hidden-sizes", "8,8", "--batch-size", "16", "--fedadam-lrs", "1e-3,1e-2", "--fedmm-steps", "1e-3,1e-2",
+        "--extend-grid", "0", "--identity-steps", "5", "--eval-every", "2", "--n-eval", "50"]
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +33,17 @@ def test_tiny_run_writes_loadable_runs_summary_and_figure(tiny_run):
     assert status == 0
     runs = fedmm.load(out / "ot_histories.json")
     assert isinstance(runs, fedmm.RunSet)
-    # per d: 2 tuning runs of FedAdam on seed 3 (one reused as its final run), FedMM-OT on seeds 3, 4, FedAdam on 4
+    # per d and algorithm: 2 tuning runs on seed 3 (the winner's is reused as its final run), a final run on seed 4
     for d in (2, 3):
         names = sorted(n for n in runs if n.startswith(f"d={d}/"))
         assert names == sorted([f"d={d}/FedAdam(server_lr=0.001)/seed=3", f"d={d}/FedAdam(server_lr=0.01)/seed=3",
+                                f"d={d}/FedMMOT(step=0.001)/seed=3", f"d={d}/FedMMOT(step=0.01)/seed=3",
                                 f"d={d}/FedAdam/seed=3", f"d={d}/FedAdam/seed=4",
                                 f"d={d}/FedMMOT/seed=3", f"d={d}/FedMMOT/seed=4"])
+        for name, param in (("FedMMOT", "step"), ("FedAdam", "server_lr")):
+            tuned = float(runs[f"d={d}/{name}/seed=3"].config[param])  # FedMMOT's step: its description
+            assert runs[f"d={d}/{name}({param}={tuned:g})/seed=3"].to_dict() == runs[f"d={d}/{name}/seed=3"].to_dict()
+            assert float(runs[f"d={d}/{name}/seed=4"].config[param]) == tuned
     for name, h in runs.items():
         assert len(h) == 3 and h.config["seed"] in (3, 4), name
         evaluated = np.asarray(h["l2_uvp"])
@@ -59,10 +64,11 @@ def test_summary_curves_and_references_are_consistent(tiny_run):
     for d in ("2", "3"):
         r = summary["dimensions"][d]
         assert r["rounds"] == [0, 2, 3]
-        assert r["fedadam_lr"] in (1e-3, 1e-2)
-        assert r["tuning"]["best"] == r["fedadam_lr"]
-        # the tuning score is the final L2-UVP of the winner's run, which is the first seed's FedAdam run
-        assert r["tuning"]["scores"][repr(r["fedadam_lr"])] == r["curves"]["FedAdam"]["3"][-1]
+        for name, key in (("FedAdam", "fedadam_lr"), ("FedMMOT", "fedmm_step")):
+            assert r[key] in (1e-3, 1e-2)
+            assert r["tuning"][name]["best"] == r[key]
+            # the score of the winner is that of the first seed's final run (three evaluations: the last one)
+            assert r["tuning"][name]["scores"][repr(r[key])] == r["curves"][name]["3"][-1]
         for name in ("FedMMOT", "FedAdam"):
             for seed, curve in r["curves"][name].items():
                 h = runs[f"d={d}/{name}/seed={seed}"]
@@ -108,6 +114,8 @@ def test_help_shows_every_option_with_its_default(capsys):
     (["--seeds", "0"], "--seeds"),
     (["--jobs", "0"], "--jobs"),
     (["--fedadam-lrs", "1e-3,-1"], "--fedadam-lrs"),
+    (["--fedmm-steps", "0"], "--fedmm-steps"),
+    (["--omega-step", "newton"], "--omega-step"),
     (["--local-lr", "0"], "--local-lr"),
     (["--cycle-weight", "-1"], "--cycle-weight"),
     (["--hidden-sizes", "8,0"], "--hidden-sizes"),
@@ -118,6 +126,13 @@ def test_bad_values_exit_2_naming_the_option(argv, option, tmp_path, capsys):
     assert cli_status(["experiment", "ot", *argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert option in err and "Traceback" not in err
+
+
+def test_tuning_score_is_the_mean_of_the_last_tenth_and_inf_for_a_diverged_run():
+    assert _score([5.0, 4.0, 3.0]) == 3.0
+    assert _score(list(range(1, 21))) == 19.5
+    assert _score([3.0] * 15 + [np.inf]) == np.inf
+    assert _score([2.0] * 9 + [np.nan]) == np.inf
 
 
 def test_evaluated_rounds():
@@ -131,11 +146,15 @@ def test_extend_grid_tries_past_the_edge_of_the_fedadam_grid(tmp_path, capsys):
     tiny = [a for a in TINY if a not in ("2,3", "1e-3,1e-2")]
     tiny[tiny.index("--dims") + 1:tiny.index("--dims") + 1] = ["2"]
     tiny[tiny.index("--fedadam-lrs") + 1:tiny.index("--fedadam-lrs") + 1] = ["1e-3"]
+    tiny[tiny.index("--fedmm-steps") + 1:tiny.index("--fedmm-steps") + 1] = ["1e-3"]
+    del tiny[tiny.index("--extend-grid"):tiny.index("--extend-grid") + 2]
     assert main(["experiment", "ot", *tiny, "--seeds", "1", "--extend-grid", "1", "--no-plot",
                  "--out", str(tmp_path)]) == 0
     runs = fedmm.load(tmp_path / "ot_histories.json")
     tried = sorted(n for n in runs if n.startswith("d=2/FedAdam(server_lr="))
     assert len(tried) == 2 and "d=2/FedAdam(server_lr=0.001)/seed=0" in tried
+    tried = sorted(n for n in runs if n.startswith("d=2/FedMMOT(step="))
+    assert len(tried) == 2 and "d=2/FedMMOT(step=0.001)/seed=0" in tried
     assert "after 1 extension(s)" in capsys.readouterr().err
 
 

@@ -335,8 +335,8 @@ def test_fedmmot_recovers_the_gaussian_map():
         return {"l2_uvp": 100 * np.mean(np.sum((m(test_x) - truth) ** 2, axis=1)) / np.trace(S2)}
 
     problem = TransportProblem(d, hidden_sizes=[16, 16], batch_size=128)
-    algo = FedMMOT(problem, local_lr=0.05, server_steps=10, identity_steps=200)
-    h = algo.run(np.array_split(source, 4), 40, target=target, seed=0, evaluate=l2_uvp, evaluate_every=10)
+    algo = FedMMOT(problem, local_lr=0.05, server_steps=10, identity_steps=200, step=0.02)  # omega_step='adam'
+    h = algo.run(np.array_split(source, 4), 60, target=target, seed=0, evaluate=l2_uvp, evaluate_every=10)
     assert h.config["initial_evaluation"]["l2_uvp"] > 10  # the warm start (identity) is far from the map
     assert h["l2_uvp"][-1] <= 1.0
     np.testing.assert_array_equal(h.transport_map.omega, h.state["omega"])
@@ -365,7 +365,8 @@ def test_fedmmot_one_client_equals_centralized_alternating_scheme():
     x, y = rng.standard_normal((30, 2)), rng.standard_normal((25, 2)) + 1.0
     lr, K, T = 0.05, 3, 4
     init = problem.init(7, identity_steps=50)
-    h = FedMMOT(problem, local_lr=lr, server_steps=K).run([x], T, target=y, seed=7, init=init)
+    h = FedMMOT(problem, local_lr=lr, server_steps=K, omega_step="sgd").run([x], T, target=y, seed=7,
+                                                                                    init=init)
     omega, theta = init
     project = problem.potential.project
     state = (0, np.zeros_like(theta), np.zeros_like(theta))
@@ -375,6 +376,30 @@ def test_fedmmot_one_client_equals_centralized_alternating_scheme():
                                        project=project)
     np.testing.assert_allclose(h.state["omega"], omega, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(h.state["theta"], theta, rtol=1e-9, atol=1e-12)
+
+
+def test_fedmmot_adaptive_omega_step_one_client_equals_alternating_adam():
+    # omega_step='adam': ω_{t+1} = Π(ω_t − γ Adam(−H)) with H = Π(ω_t − η∇_ω W) − ω_t (the client's step), one
+    # Adam state for ω and another for θ, both kept across rounds; the θ-steps as with omega_step='sgd'.
+    problem = TransportProblem(2, hidden_sizes=[6, 5], batch_size=None)
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((30, 2)), rng.standard_normal((25, 2)) + 0.5
+    lr, gamma, K, T = 0.05, 0.02, 2, 4
+    init = problem.init(3, identity_steps=50)
+    h = FedMMOT(problem, local_lr=lr, omega_step="adam", step=gamma, server_steps=K).run([x], T, target=y, seed=3,
+                                                                                         init=init)
+    omega, theta = init
+    project = problem.potential.project
+    omega_state = (0, np.zeros_like(omega), np.zeros_like(omega))
+    theta_state = (0, np.zeros_like(theta), np.zeros_like(theta))
+    for _ in range(T):
+        H = project(omega - lr * problem.grad_omega(omega, theta, x, y)) - omega
+        omega, omega_state = _adam_reference(omega, lambda _o, g=-H: g, 1, omega_state, lr=gamma, project=project)
+        theta, theta_state = _adam_reference(theta, lambda th, o=omega: problem.grad_theta(o, th, y), K,
+                                             theta_state, project=project)
+    np.testing.assert_allclose(h.state["omega"], omega, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(h.state["theta"], theta, rtol=1e-9, atol=1e-12)
+    assert h.config["omega_step"] == "adam" and h.config["step"] == "0.02"
 
 
 def test_fedadam_one_client_equals_its_definition():
@@ -400,7 +425,7 @@ def test_fedadam_one_client_equals_its_definition():
 
 # --------------------------------------------------------------------------- reproducibility
 def _full_config(problem, **kw):
-    return FedMMOT(problem, clients_per_round=3, alpha=0.5, step=0.8, local_steps=2, local_lr=0.05,
+    return FedMMOT(problem, clients_per_round=3, alpha=0.5, step=0.8, omega_step="sgd", local_steps=2, local_lr=0.05,
                    server_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20, **kw)
 
 
@@ -472,6 +497,31 @@ def test_server_validates_payloads_before_changing_state(small_problem, small_da
     assert dropped == [ids[-1]]
 
 
+def test_adaptive_omega_step_state_round_trip(small_problem, small_data):
+    # The server's Adam state on ω is part of its state: restoring it replays a round bit for bit.
+    datas, target = small_data
+    algo = FedMMOT(small_problem, omega_step="adam", step=0.01, identity_steps=0, server_steps=1)
+    server, clients = algo.build(datas, target=target, seed=4)
+    for c in clients:
+        c.setup(server.setup_message())
+    for t in range(2):
+        server.aggregate(t, {i: clients[i].step(server.broadcast(t)) for i in server.select(t)})
+    saved = server.get_state()
+    assert {k for k in saved if k.startswith("omega_adam_")} == {"omega_adam_0", "omega_adam_1", "omega_adam_2"}
+    payloads = {i: clients[i].step(server.broadcast(2)) for i in server.select(2)}
+    server.aggregate(2, payloads)
+    first = server.get_state()
+    server.set_state(saved)
+    server.aggregate(2, payloads)
+    for k, v in server.get_state().items():
+        np.testing.assert_array_equal(v, first[k], err_msg=k)
+    broken = {k: v for k, v in saved.items() if k != "omega_adam_1"}
+    with pytest.raises(ValueError, match="omega_adam_1"):
+        server.set_state(broken)
+    with pytest.raises(ValueError, match="omega_step"):
+        FedMMOT(small_problem, omega_step="newton")
+
+
 def test_evaluate_cadence(small_problem, small_data):
     datas, target = small_data
     calls = []
@@ -506,7 +556,8 @@ datas = [rng.normal(loc=i, size=(40 + 5 * i, 2)) for i in range(4)]
 target = rng.normal(loc=1.0, scale=0.7, size=(60, 2))
 problem = TransportProblem(2, hidden_sizes=[8, 8], batch_size=16)
 with local_ray(num_cpus=2):  # Ray starts before JAX runs in this process
-    for algo in (FedMMOT(problem, clients_per_round=3, alpha=0.5, step=0.8, local_steps=2, local_lr=0.05,
+    for algo in (FedMMOT(problem, clients_per_round=3, alpha=0.5, step=0.8, omega_step="sgd", local_steps=2,
+                         local_lr=0.05,
                          server_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20),
                  FedAdam(problem, clients_per_round=3, server_lr=0.01, identity_steps=20)):
         got = algo.run(datas, 3, target=target, seed=4, runtime=RayRuntime(1))

@@ -36,6 +36,13 @@ from fedmm.algorithms._random import (
     seed_repr,
 )
 from fedmm.algorithms._schedule import StepSchedule
+from fedmm.algorithms._setup import (
+    check_datas_list,
+    checked_compressors,
+    compressor_list,
+    normalized_weights,
+    participation,
+)
 from fedmm.compression import Identity
 from fedmm.engine import LocalRuntime, record_initial
 from fedmm.engine.metrics import squared_distance, update_size
@@ -44,6 +51,8 @@ from fedmm.models.ot import TransportMap, TransportProblem, require_jax, require
 
 __all__ = ["FedMMOT", "FedAdam", "OTBroadcast", "OTClient", "OTServer", "FedAdamServer", "OTSteps"]
 
+#: FedMM-OT's server step on ω (line 14 of Algorithm 3, or an adaptive version).
+OMEGA_STEPS = ("sgd", "adam")
 #: Index of the server's stream of target minibatches (index 0 selects clients, 1 draws ω_0, θ_0).
 _TARGET_STREAM = 2
 _INIT_STREAM = 1
@@ -156,7 +165,8 @@ class OTSteps:
             def adam_step(params: Any, state: Any, direction: Any, hyper: Any) -> Any:
                 upd, st = adam(hyper).update(-direction, state, params)
                 p = optax.apply_updates(params, upd)
-                return jnp.where(both, jnp.maximum(p, 0.0), p), st
+                convex = mask if params.shape[0] == mask.shape[0] else both  # ω alone, or (ω, θ)
+                return jnp.where(convex, jnp.maximum(p, 0.0), p), st
             return jax.jit(adam_step)
         raise KeyError(name)
 
@@ -216,11 +226,15 @@ class OTSteps:
             theta_new, state = self._fn("theta_adam")(omega, theta, self._state(adam), ys, self._hyper())
             return np.asarray(theta_new, dtype=np.float64), self._leaves(state)
 
-    def adam_step(self, params: np.ndarray, adam: Sequence[np.ndarray],
-                  direction: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """One Adam step along ``direction`` (the gradient is ``−direction``) on ``(ω, θ)``, then ``Π × Π``."""
+    def adam_step(self, params: np.ndarray, adam: Sequence[np.ndarray], direction: np.ndarray,
+                  lr: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+        """One Adam step along ``direction`` (the gradient is ``−direction``) on ``ω`` or on ``(ω, θ)``
+        (``params`` of length ``n_params`` or ``2 n_params``), then ``Π`` (or ``Π × Π``).
+
+        ``lr``: the step's learning rate (default ``server_lr``)."""
+        hyper = self._hyper() if lr is None else (float(lr), self.b1, self.b2, self.eps)
         with x64():
-            p, state = self._fn("adam_step")(params, self._state(adam), direction, self._hyper())
+            p, state = self._fn("adam_step")(params, self._state(adam), direction, hyper)
             return np.asarray(p, dtype=np.float64), self._leaves(state)
 
 
@@ -327,6 +341,21 @@ class OTClient:
 
 
 # --------------------------------------------------------------------------- servers
+def _adam_leaves(state: Mapping[str, Any], prefix: str, like: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The Adam state stored under ``prefix0``, ``prefix1``, ... in ``state``, checked against ``like``
+    (shapes; finite values)."""
+    leaves = []
+    for k, leaf in enumerate(like):
+        name = f"{prefix}{k}"
+        if name not in state:
+            raise ValueError(f"Expected '{name}' in the state, got keys {sorted(state)}")
+        a = np.array(state[name], dtype=leaf.dtype, copy=True)
+        if a.shape != leaf.shape or not np.isfinite(a).all():
+            raise ValueError(f"Expected a finite '{name}' of shape {leaf.shape}, got shape {a.shape}")
+        leaves.append(a)
+    return leaves
+
+
 class _OTServerBase:
     """Selection, set-up and payload validation shared by both servers."""
 
@@ -411,9 +440,11 @@ class OTServer(_OTServerBase):
     def __init__(self, steps: OTSteps, n_clients: int, *, weights: np.ndarray, p: float, count: int | None,
                  schedule: StepSchedule, alpha: float, server_steps: int, target: np.ndarray,
                  target_batch_size: int | None, omega: np.ndarray, theta: np.ndarray,
-                 seed: np.random.SeedSequence, decoders: Sequence[Any]) -> None:
+                 seed: np.random.SeedSequence, decoders: Sequence[Any], omega_step: str = "sgd") -> None:
         super().__init__(steps, n_clients, weights=weights, p=p, count=count, omega=omega, theta=theta, seed=seed,
                          decoders=decoders, size=steps.problem.n_params)
+        self.omega_step = check_in(omega_step, "omega_step", OMEGA_STEPS)
+        self.omega_adam = steps.adam_init(self.size) if self.omega_step == "adam" else None
         self.schedule = schedule
         self.alpha = float(alpha)
         self.server_steps = int(server_steps)
@@ -434,7 +465,11 @@ class OTServer(_OTServerBase):
         """
         gamma = self.schedule(t + 1)
         acc = self._decoded(payloads, on_invalid)
-        omega = self.problem.potential.project(self.omega + gamma * (self.V + acc))
+        omega_adam = self.omega_adam
+        if omega_adam is None:
+            omega = self.problem.potential.project(self.omega + gamma * (self.V + acc))
+        else:
+            omega, omega_adam = self.steps.adam_step(self.omega, omega_adam, self.V + acc, lr=gamma)
         theta, adam = self.theta, self.adam
         if self.server_steps:
             rng = self.target_stream.at(t)
@@ -443,7 +478,7 @@ class OTServer(_OTServerBase):
         record = {"gamma": gamma,
                   "E_omega": update_size("E_omega", squared_distance(omega, self.omega), gamma),
                   "E_theta": squared_distance(theta, self.theta)}
-        self.omega, self.theta, self.adam = omega, theta, adam
+        self.omega, self.theta, self.adam, self.omega_adam = omega, theta, adam, omega_adam
         if self.alpha:
             self.V = self.V + self.alpha * acc
         return record
@@ -452,6 +487,8 @@ class OTServer(_OTServerBase):
         """``omega``, ``theta``, ``V`` and the Adam state (``adam_0``, ``adam_1``, ...), as copies."""
         state = {"omega": self.omega.copy(), "theta": self.theta.copy(), "V": self.V.copy()}
         state.update({f"adam_{k}": leaf.copy() for k, leaf in enumerate(self.adam)})
+        if self.omega_adam is not None:
+            state.update({f"omega_adam_{k}": leaf.copy() for k, leaf in enumerate(self.omega_adam)})
         return state
 
     def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
@@ -462,11 +499,10 @@ class OTServer(_OTServerBase):
             if a.shape != (self.size,) or not np.isfinite(a).all():
                 raise ValueError(f"Expected a finite '{name}' of shape ({self.size},), got shape {a.shape}")
             values[name] = a
-        adam = [np.array(state[f"adam_{k}"], dtype=leaf.dtype, copy=True) for k, leaf in enumerate(self.adam)]
-        for k, (new, old) in enumerate(zip(adam, self.adam)):
-            if new.shape != old.shape:
-                raise ValueError(f"Expected 'adam_{k}' of shape {old.shape}, got {new.shape}")
+        adam = _adam_leaves(state, "adam_", self.adam)
+        omega_adam = None if self.omega_adam is None else _adam_leaves(state, "omega_adam_", self.omega_adam)
         self.omega, self.theta, self.V, self.adam = values["omega"], values["theta"], values["V"], adam
+        self.omega_adam = omega_adam
 
 
 class FedAdamServer(_OTServerBase):
@@ -515,11 +551,7 @@ class FedAdamServer(_OTServerBase):
             if a.shape != (n,) or not np.isfinite(a).all():
                 raise ValueError(f"Expected a finite '{name}' of shape ({n},), got shape {a.shape}")
             values[name] = a
-        adam = [np.array(state[f"adam_{k}"], dtype=leaf.dtype, copy=True) for k, leaf in enumerate(self.adam)]
-        for k, (new, old) in enumerate(zip(adam, self.adam)):
-            if new.shape != old.shape:
-                raise ValueError(f"Expected 'adam_{k}' of shape {old.shape}, got {new.shape}")
-        self.omega, self.theta, self.adam = values["omega"], values["theta"], adam
+        self.omega, self.theta, self.adam = values["omega"], values["theta"], _adam_leaves(state, "adam_", self.adam)
 
 
 # --------------------------------------------------------------------------- monitoring
@@ -591,11 +623,7 @@ class _FederatedOT:
 
     # -- validation ----------------------------------------------------------------
     def _check_datas(self, datas: Sequence[Any]) -> list[np.ndarray]:
-        if isinstance(datas, np.ndarray) or not isinstance(datas, (list, tuple)):
-            raise TypeError(f"Expected 'datas' to be a list with one (N_i, d) array per client, "
-                            f"got {type(datas).__name__}")
-        if len(datas) == 0:
-            raise ValueError("Expected at least one client in 'datas', got an empty list")
+        check_datas_list(datas, "one (N_i, d) array per client")
         return [self.problem.check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
 
     def _raw_weights(self, datas: Sequence[np.ndarray]) -> np.ndarray:
@@ -603,44 +631,6 @@ class _FederatedOT:
         if self.weights is None:
             return np.array([d.shape[0] for d in datas], dtype=np.float64)
         return np.asarray(self.weights, dtype=np.float64)
-
-    @staticmethod
-    def _normalized_weights(weights: Any, n: int) -> np.ndarray:
-        w = np.asarray(weights, dtype=np.float64)
-        if w.shape != (n,):
-            raise ValueError(f"Expected 'weights' of length n_clients={n}, got shape {w.shape}")
-        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-            raise ValueError("Expected 'weights' to be finite, non-negative and not all zero")
-        return w / w.sum()
-
-    def _participation(self, n: int) -> tuple[int | None, float]:
-        if self.clients_per_round is not None:
-            if self.clients_per_round > n:
-                raise ValueError(f"Expected 'clients_per_round' <= n_clients={n}, got {self.clients_per_round}")
-            return self.clients_per_round, self.clients_per_round / n
-        return None, 1.0 if self.participation_prob is None else self.participation_prob
-
-    def _compressor_list(self, n: int) -> list[Any]:
-        comp = self.compressor
-        comps = list(comp) if isinstance(comp, (list, tuple)) else [comp] * n
-        if len(comps) != n:
-            raise ValueError(f"Expected one compressor per client (n_clients={n}), got {len(comps)}")
-        return comps
-
-    def _compressors(self, n: int, size: int) -> list[Any]:
-        comps = self._compressor_list(n)
-        seen: set[int] = set()
-        for i, c in enumerate(comps):
-            if id(c) in seen:
-                continue
-            seen.add(id(c))
-            if not all(hasattr(c, m) for m in ("encode", "decode")):
-                raise TypeError(f"Expected compressor {i} to have encode/decode methods, got {type(c).__name__}")
-            out = c.decode(c.encode(np.zeros(size), np.random.default_rng(0)))
-            if np.shape(out) != (size,):
-                raise ValueError(f"Compressor {i} ({c!r}) turned a message of length {size} into shape "
-                                 f"{np.shape(out)}")
-        return comps
 
     def _init(self, seed: np.random.SeedSequence, init: Any) -> tuple[np.ndarray, np.ndarray]:
         if init is None:
@@ -684,10 +674,10 @@ class _FederatedOT:
         """
         seed = check_seed(seed)
         n = check_int(n_clients, "n_clients", low=1)
-        w = self._normalized_weights(weights, n)
+        w = normalized_weights(weights, n)
         target = self.problem.check_target(target)
-        count, p = self._participation(n)
-        comps = self._compressors(n, self.message_size)
+        count, p = participation(self.clients_per_round, self.participation_prob, n)
+        comps = checked_compressors(self.compressor, n, self.message_size)
         omega, theta = self._init(seed, init)
         return self._server(n, w, count, p, omega, theta, target, seed, comps)
 
@@ -705,8 +695,9 @@ class _FederatedOT:
         if check:
             data = self.problem.check_data(data, f"datas[{index}]")
             target = self.problem.check_target(target)
-        _, p = self._participation(n)
-        return OTClient(index, data, target, self.steps, kind=self.kind, compressor=self._compressor_list(n)[index],
+        _, p = participation(self.clients_per_round, self.participation_prob, n)
+        return OTClient(index, data, target, self.steps, kind=self.kind,
+                        compressor=compressor_list(self.compressor, n)[index],
                         alpha=getattr(self, "alpha", 0.0), p=p, local_steps=self.local_steps,
                         local_lr=self.local_lr, batch_size=self.batch_size,
                         target_batch_size=self.target_batch_size, seed=seed)
@@ -812,7 +803,9 @@ class FedMMOT(_FederatedOT):
       experiment: one step); ``Δ_i = ω_i − ω_t − V_{t,i}``, sends ``Quant(Δ_i)``
       and sets ``V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ_i)`` (lines 7-9);
     - server: ``H = V_t + p⁻¹ Σ_{active} μ_i Quant(Δ_i)``,
-      ``ω_{t+1} = Π(ω_t + γ_{t+1} H)`` (lines 13-15), then ``θ_{t+1}`` from
+      ``ω_{t+1} = Π(ω_t + γ_{t+1} H)`` (lines 13-15; with ``omega_step='adam'``
+      ``ω_{t+1} = Π(ω_t + γ_{t+1} m̂/(√v̂ + ε))``, Adam's direction of ``H``
+      with the moments ``m̂``, ``v̂`` of the successive ``H``), then ``θ_{t+1}`` from
       ``server_steps`` Adam steps on ``θ ↦ W(ω_{t+1}, θ)`` (along the
       problem's θ-direction, :meth:`TransportProblem.grad_theta`) with target
       minibatches, each projected on ``Θ``, the Adam state carried over
@@ -830,8 +823,21 @@ class FedMMOT(_FederatedOT):
         Unbiased compressor(s) of :mod:`fedmm.compression` for ``Δ_i``.
     alpha : float >= 0
         Control-variate step ``α`` (0 disables the control variates).
-    step : float, '1/t', ('sqrt', beta) or callable
-        ``γ_t`` (:class:`~fedmm.algorithms.StepSchedule`); default 1.
+    step : float, '1/t', ('sqrt', beta) or callable, optional
+        ``γ_t``, the server's step on ``ω`` (:class:`~fedmm.algorithms.StepSchedule`);
+        default 1 with ``omega_step='sgd'``, 1e-3 (Adam's usual learning rate) with ``'adam'``.
+    omega_step : {'sgd', 'adam'}
+        The server's step on ``ω``: ``'sgd'`` is line 14 of Algorithm 3,
+        ``ω + γ H``; ``'adam'`` moves along Adam's direction of the aggregated
+        ``H`` (the server treats ``−H`` as a gradient, as FedAdam does, with
+        ``b1``, ``b2``, ``eps`` and learning rate ``γ_t``; its state is part of the
+        server's state).  With one gradient step per client, ``H`` is
+        ``−η`` times the clients' mean gradient, and the plain step is
+        gradient descent on ``ω`` at the rate ``γη`` for every coordinate of an
+        ICNN whose layers' gradients differ by orders of magnitude; Adam's
+        per-coordinate scaling is what makes it learn (measured on the
+        known-map benchmark at d = 16, 300 rounds: L2-UVP 8.9% with ``'sgd'``
+        at ``η = 0.003``, 7.6% with ``'adam'`` at ``γ = 10⁻³``; docs/guide/papers.rst).
     local_steps : int >= 1
     local_lr : float > 0
         ``η`` of the clients' gradient steps (plain projected gradient
@@ -877,26 +883,30 @@ class FedMMOT(_FederatedOT):
 
     def __init__(self, problem: TransportProblem, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None, alpha: float = 0.0,
-                 step: Any = 1.0, local_steps: int = 1, local_lr: float = 0.005, server_steps: int = 10,
+                 step: Any = None, local_steps: int = 1, local_lr: float = 0.005, server_steps: int = 10,
                  server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                  batch_size: int | None = None, target_batch_size: int | None = None,
-                 weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1) -> None:
+                 weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1,
+                 omega_step: str = "adam") -> None:
         self._common(problem, clients_per_round, participation_prob, compressor, local_steps, local_lr,
                      batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps)
+        self.omega_step = check_in(omega_step, "omega_step", OMEGA_STEPS)
         self.alpha = check_real(alpha, "alpha", low=0.0)
+        if step is None:
+            step = 1.0 if self.omega_step == "sgd" else 1e-3
         self.schedule = StepSchedule(step)
         self.server_steps = check_int(server_steps, "server_steps", low=0)
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "alpha": self.alpha, "step": self.schedule.description,
-                "server_steps": self.server_steps}
+                "server_steps": self.server_steps, "omega_step": self.omega_step}
 
     def _server(self, n: int, weights: np.ndarray, count: int | None, p: float, omega: np.ndarray,
                 theta: np.ndarray, target: np.ndarray, seed: np.random.SeedSequence,
                 comps: list[Any]) -> OTServer:
         return OTServer(self.steps, n, weights=weights, p=p, count=count, schedule=self.schedule, alpha=self.alpha,
                         server_steps=self.server_steps, target=target, target_batch_size=self.target_batch_size,
-                        omega=omega, theta=theta, seed=seed, decoders=comps)
+                        omega=omega, theta=theta, seed=seed, decoders=comps, omega_step=self.omega_step)
 
 
 class FedAdam(_FederatedOT):

@@ -10,14 +10,16 @@ samples of ``Q_d``.  Both algorithms learn dense ICNN potentials
 (:class:`fedmm.models.TransportProblem`, Korotin et al.'s MMv2 sizes unless
 ``--hidden-sizes``) from the same warm start per seed (``--identity-steps``
 Adam steps fitting ``∇f ≈`` identity): FedMM-OT (Algorithm 3: one local
-gradient step on ``ω`` per client, ten server Adam steps on ``θ``) and
-FedAdam (one local step on ``(ω, θ)``, server Adam on the averaged update),
-whose server learning rate is tuned over ``--fedadam-lrs`` on the first seed
-(score: L2-UVP at the last round; that run is kept as the first seed's
-final run).  The metric is L2-UVP (percent of ``Var(Q_d)`` left
-unexplained, evaluated on ``--n-eval`` fixed points of ``P_d`` every
-``--eval-every`` rounds); the identity map and the best linear (Gaussian) map
-are reference rows.
+gradient step on ``ω`` per client, the server's step ``γ`` on ``ω`` along
+Adam's direction of the aggregate (``--omega-step``), ``--server-steps`` Adam
+steps on ``θ``) and FedAdam (one local step on ``(ω, θ)``, server Adam on the
+averaged update).  Each algorithm's step on ``ω`` is tuned on the first seed
+over its own grid (``--fedmm-steps``, ``--fedadam-lrs``) with the same score,
+the mean L2-UVP over the last tenth of the evaluations; the winner's tuning
+run is kept as the first seed's final run.  The metric is L2-UVP (percent of
+``Var(Q_d)`` left unexplained, evaluated on ``--n-eval`` fixed points of
+``P_d`` every ``--eval-every`` rounds); the identity map and the best linear
+(Gaussian) map are reference rows.
 
 ``--cycle-weight`` is ``λ`` of objective (33) (weight of the cycle regularizer
 ``R_Q``; default 1).  ``--clients 1 --per-client 5000`` runs the centralized
@@ -34,11 +36,9 @@ linear map's L2-UVP for ``λ = 10``.
 Measured on this benchmark at d = 16 (seed 0, MMv2 sizes 64,64,32, batch 128):
 the linear map leaves 8.2% of ``Var(Q)`` unexplained, and an ICNN of these sizes
 fitted directly to the true map (supervised, 2000 Adam steps) leaves 2.4%.
-Centralized, alternating Adam (lr 1e-3) on ``ω`` with ten Adam steps on ``θ``
-per iteration and ``λ = 1`` reaches 4.9% after 4000 iterations with
-``--conjugate-step cycle``.  At 300 rounds with the defaults FedAdam (server lr
-1e-3) reaches 7.6% and FedMM-OT 9.9%, still decreasing (with ``joint``: FedAdam
-8.7%, its server lr 1e-3 diverges; FedMM-OT 9.9%).
+The paper's ten θ-steps per round leave the conjugate behind ``ω`` at the
+larger ``γ`` (L2-UVP spikes), hence ``--server-steps 30`` by default; results
+per dimension are on docs/figures/README.md.
 
 Outputs in ``--out``: ``ot_histories.json`` (a :class:`fedmm.RunSet` of every
 run, tuning runs included), ``ot_summary.txt``/``ot_summary.json`` (the
@@ -72,14 +72,17 @@ from fedmm.experiments._common import (
     write_summary,
 )
 from fedmm.history import History, RunSet
+from fedmm.algorithms.ot import OMEGA_STEPS  # JAX is imported only when the algorithms run
 from fedmm.models.ot import CONJUGATE_STEPS
+
+_LABELS = {"FedMMOT": "FedMM-OT", "FedAdam": "FedAdam"}
 
 __all__ = ["run_ot_experiment", "plot_ot_curves", "add_ot_parser", "DEFAULTS"]
 
 #: Defaults of :func:`run_ot_experiment` (and of the command's options).
 DEFAULTS: dict[str, Any] = {
     "dims": (16, 32, 64),
-    "n_rounds": 300,
+    "n_rounds": 1000,
     "n_clients": 10,
     "n_per_client": 500,
     "n_target": 5000,
@@ -87,11 +90,13 @@ DEFAULTS: dict[str, Any] = {
     "cycle_weight": 1.0,
     "conjugate_step": "cycle",
     "batch_size": 128,
-    "local_lr": 0.003,  # 0.01 made FedMM-OT unstable at d = 16..64 (docs/figures/README.md)
-    "server_steps": 10,
+    "local_lr": 0.003,  # 0.01 made FedMM-OT (omega_step='sgd') unstable at d = 16..64 (docs/figures/README.md)
+    "omega_step": "adam",
+    "fedmm_steps": (1e-3, 3e-3),
+    "server_steps": 30,  # the paper's 10 leave θ behind ω at γ = 3e-3: spikes in L2-UVP (docs/figures/README.md)
     "server_lr": 1e-3,
-    "fedadam_lrs": (1e-4, 3e-4, 1e-3),
-    "extend_grid": 0,
+    "fedadam_lrs": (1e-3, 3e-3),
+    "extend_grid": 1,
     "identity_steps": 300,
     "eval_every": 10,
     "n_eval": 4096,
@@ -130,6 +135,13 @@ def _one_run(algo: Any, datas, target, init, seed: int, n_rounds: int, every: in
     return h, values, None
 
 
+def _score(curve: Sequence[float]) -> float:
+    """Tuning score of one run: the mean L2-UVP over the last tenth of its evaluations (at least the
+    last one), so that one noisy evaluation does not decide; ``inf`` for a diverged run."""
+    tail = np.asarray(curve[-max(1, len(curve) // 10):], dtype=np.float64)
+    return float(tail.mean()) if tail.size and np.isfinite(tail).all() else float("inf")
+
+
 def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
     """All runs of one dimension: benchmark, split, FedAdam tuning on the first seed, final runs."""
     from fedmm.algorithms import FedAdam, FedMMOT  # needs the 'ot' extra (jax, optax)
@@ -150,8 +162,9 @@ def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
     rounds, every = cfg["n_rounds"], cfg["eval_every"]
     common = {"weights": weights, "batch_size": cfg["batch_size"], "local_lr": cfg["local_lr"]}
 
-    def fedmm(seed):
-        algo = FedMMOT(problem, server_steps=cfg["server_steps"], server_lr=cfg["server_lr"], **common)
+    def fedmm(step, seed):
+        algo = FedMMOT(problem, step=step, omega_step=cfg["omega_step"], server_steps=cfg["server_steps"],
+                       server_lr=cfg["server_lr"], **common)
         return _one_run(algo, datas, target, inits[seed], seed, rounds, every, evaluator, tick)
 
     def fedadam(lr, seed):
@@ -159,33 +172,39 @@ def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
                         evaluator, tick)
 
     first = task["seeds"][0]
-    tuning_runs: dict[float, tuple] = {}
-
-    def score(values: list[float]) -> list[float]:
-        out = []
-        for lr in values:
-            tuning_runs[lr] = fedadam(lr, first)
-            final = tuning_runs[lr][1][-1]
-            out.append(final if np.isfinite(final) else float("inf"))
-        return out
-
     warnings: list[str] = []
-    tuned = tune_on_grid(score, cfg["fedadam_lrs"], extend=cfg["extend_grid"], name=f"FedAdam server_lr (d={d})",
-                         option="--fedadam-lrs", warn=warnings.append)
-    best = tuned["best"]
-    runs = {"FedMMOT": {s: fedmm(s) for s in task["seeds"]},
-            "FedAdam": {s: (tuning_runs[best] if s == first else fedadam(best, s)) for s in task["seeds"]}}
+    # Each algorithm's step on ω is tuned on the first seed over its grid, with the same score.
+    algorithms = {"FedMMOT": (fedmm, "fedmm_steps", "step", "--fedmm-steps"),
+                  "FedAdam": (fedadam, "fedadam_lrs", "server_lr", "--fedadam-lrs")}
+    tuning_runs: dict[str, dict[float, tuple]] = {}
+    tuned, runs = {}, {}
+    for name, (run, key, param, option) in algorithms.items():
+        tried = tuning_runs[name] = {}
+
+        def score(values: list[float], run=run, tried=tried) -> list[float]:
+            out = []
+            for value in values:
+                tried[value] = run(value, first)
+                out.append(_score(tried[value][1]))
+            return out
+
+        tuned[name] = tune_on_grid(score, cfg[key], extend=cfg["extend_grid"], name=f"{name} {param} (d={d})",
+                                   option=option, warn=warnings.append)
+        best = tuned[name]["best"]
+        runs[name] = {s: (tried[best] if s == first else run(best, s)) for s in task["seeds"]}
     histories, notes = {}, []
-    for lr, (h, _, failure) in tuning_runs.items():
-        if h is not None:
-            histories[f"d={d}/FedAdam(server_lr={lr:g})/seed={first}"] = h.to_dict()
-        if failure:
-            notes.append(f"d={d} FedAdam server_lr={lr:g} seed={first}: {failure}")
+    for name, tried in tuning_runs.items():
+        param = algorithms[name][2]
+        for value, (h, _, failure) in tried.items():
+            if h is not None:
+                histories[f"d={d}/{name}({param}={value:g})/seed={first}"] = h.to_dict()
+            if failure:
+                notes.append(f"d={d} {name} {param}={value:g} seed={first}: {failure}")
     for name, by_seed in runs.items():
         for s, (h, _, failure) in by_seed.items():
             if h is not None:
                 histories[f"d={d}/{name}/seed={s}"] = h.to_dict()
-            if failure and not (name == "FedAdam" and s == first):
+            if failure and s != first:
                 notes.append(f"d={d} {name} seed={s}: {failure}")
     return {
         "dim": d,
@@ -193,7 +212,8 @@ def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
         "curves": {name: {str(s): r[1] for s, r in by_seed.items()} for name, by_seed in runs.items()},
         "references": {k: {"l2_uvp": v.value, "stderr": v.stderr} for k, v in references.items()},
         "tuning": tuned,
-        "fedadam_lr": best,
+        "fedadam_lr": tuned["FedAdam"]["best"],
+        "fedmm_step": tuned["FedMMOT"]["best"],
         "warnings": warnings,
         "notes": notes,
         "histories": histories,
@@ -236,8 +256,10 @@ def run_ot_experiment(
         per dimension), ``cycle_weight`` (``λ`` of eq. (33), the weight of the
         cycle regularizer ``R_Q``), ``conjugate_step`` (the θ-direction, see
         :class:`fedmm.models.TransportProblem`), ``batch_size``, ``local_lr`` (clients' gradient step,
-        both algorithms), ``server_steps`` and ``server_lr`` (FedMM-OT's Adam
-        on ``θ``), ``fedadam_lrs`` (grid), ``extend_grid`` (extensions past
+        both algorithms), ``omega_step`` (FedMM-OT's server step on ``ω``,
+        ``'sgd'`` or ``'adam'``), ``fedmm_steps`` (grid of its ``γ``),
+        ``server_steps`` and ``server_lr`` (FedMM-OT's Adam on ``θ``),
+        ``fedadam_lrs`` (grid), ``extend_grid`` (extensions past
         the grid's edge, :func:`fedmm.experiments._common.tune_on_grid`), ``identity_steps``,
         ``eval_every``, ``n_eval``, ``benchmark_seed``.
 
@@ -266,9 +288,12 @@ def run_ot_experiment(
     cfg["conjugate_step"] = check_in(cfg["conjugate_step"], "conjugate_step", CONJUGATE_STEPS)
     if cfg["conjugate_step"] == "cycle" and cfg["cycle_weight"] == 0:
         raise ValueError("Expected 'cycle_weight' > 0 with conjugate_step='cycle'")
-    cfg["fedadam_lrs"] = [check_real(v, "fedadam_lrs", low=0.0, low_open=True) for v in cfg["fedadam_lrs"]]
-    if not cfg["fedadam_lrs"]:
-        raise ValueError("Expected at least one value in 'fedadam_lrs'")
+    cfg["omega_step"] = check_in(cfg["omega_step"], "omega_step", OMEGA_STEPS)
+    for key in ("fedadam_lrs", "fedmm_steps"):
+        cfg[key] = [check_real(v, key, low=0.0, low_open=True) for v in cfg[key]]
+        if not cfg[key]:
+            raise ValueError(f"Expected at least one value in '{key}'")
+    cfg["extend_grid"] = check_int(cfg["extend_grid"], "extend_grid", low=0)
     if cfg["hidden_sizes"] is not None:
         cfg["hidden_sizes"] = [check_int(h, "hidden_sizes", low=1) for h in cfg["hidden_sizes"]]
     cfg["dims"] = dims
@@ -276,10 +301,12 @@ def run_ot_experiment(
     started = time.perf_counter()
     os.makedirs(output_dir, exist_ok=True)
 
-    n_runs = len(cfg["fedadam_lrs"]) + 2 * len(seeds) - 1
-    tasks = [{"dim": d, "seeds": seeds, "config": cfg} for d in dims]
+    n_runs = len(cfg["fedadam_lrs"]) + len(cfg["fedmm_steps"]) + 2 * (len(seeds) - 1)  # without grid extensions
+    # the largest dimension (the longest task) first, so that parallel workers finish together
+    tasks = [{"dim": d, "seeds": seeds, "config": cfg} for d in sorted(dims, reverse=True)]
     results = run_tasks(_dimension_task, tasks, jobs=min(jobs, len(tasks)), total=len(dims) * n_runs * cfg["n_rounds"],
                         desc="ot experiment", progress=progress)
+    results = sorted(results, key=lambda r: dims.index(r["dim"]))  # the order the user gave
     for r in results:
         for text in r["warnings"] + r["notes"]:
             if warn is not None:
@@ -289,20 +316,24 @@ def run_ot_experiment(
                        metadata={"experiment": "ot", "config": {**cfg, "seeds": seeds}})
     histories.save(os.path.join(output_dir, "ot_histories.json"))
 
-    headers = ["d", "method", "server lr", f"L2-UVP % at round {cfg['n_rounds']} (mean)", "min", "max", "seeds"]
+    headers = ["d", "method", "tuned step on ω", f"L2-UVP % at round {cfg['n_rounds']} (mean)", "min", "max",
+               "seeds"]
     rows = []
     for r in results:
         d = r["dim"]
-        for name, lr in (("FedMM-OT", cfg["server_lr"]), ("FedAdam", r["fedadam_lr"])):
-            finals = np.array([c[-1] for c in r["curves"][name.replace("-", "")].values()], dtype=np.float64)
-            rows.append([d, name, f"{lr:g}", f"{finals.mean():.3g}", f"{finals.min():.3g}", f"{finals.max():.3g}",
-                         len(finals)])
+        for name, label in (("FedMMOT", f"γ = {r['fedmm_step']:g}"), ("FedAdam", f"lr = {r['fedadam_lr']:g}")):
+            finals = np.array([c[-1] for c in r["curves"][name].values()], dtype=np.float64)
+            rows.append([d, _LABELS[name], label, f"{finals.mean():.3g}", f"{finals.min():.3g}",
+                         f"{finals.max():.3g}", len(finals)])
         for name, ref in r["references"].items():
             rows.append([d, f"{name} map (reference)", "-", f"{ref['l2_uvp']:.3g} ± {ref['stderr']:.2g} (s.e.)",
                          "-", "-", "-"])
-    notes = (f"L2-UVP = 100 E_P||m(X) - grad psi(X)||^2 / tr Cov(Q) on {cfg['n_eval']} fixed points of P; "
-             f"FedAdam server lr tuned over {[float(f'{v:g}') for v in cfg['fedadam_lrs']]} on seed {seeds[0]} "
-             "(L2-UVP at the last round).")
+    grid = lambda key: [float(f"{v:g}") for v in cfg[key]]  # noqa: E731
+    notes = (f"L2-UVP = 100 E_P||m(X) - grad psi(X)||^2 / tr Cov(Q) on {cfg['n_eval']} fixed points of P. "
+             f"FedMM-OT: server step gamma on omega ({cfg['omega_step']}) tuned over {grid('fedmm_steps')}, "
+             f"{cfg['server_steps']} Adam steps on theta per round (lr {cfg['server_lr']:g}); FedAdam: server lr "
+             f"tuned over {grid('fedadam_lrs')}; both on seed {seeds[0]}, score = mean L2-UVP over the last "
+             "tenth of the evaluations.")
     summary = {
         "experiment": "ot",
         "config": {**cfg, "seeds": seeds},
@@ -325,7 +356,7 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
     dims = summary["dimensions"]
     fig, axes = plt.subplots(1, len(dims), figsize=(4.6 * len(dims), 4.0), squeeze=False)
     colors = {"FedMMOT": "C0", "FedAdam": "C1"}
-    labels = {"FedMMOT": "FedMM-OT", "FedAdam": "FedAdam"}
+    labels = _LABELS
     handles = {}
     for ax, (d, r) in zip(axes[0], dims.items()):
         x = np.asarray(r["rounds"])
@@ -334,9 +365,10 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
             curves = np.array([np.where(np.isfinite(c), c, np.nan) for c in by_seed.values()], dtype=np.float64)
             with np.errstate(all="ignore"):
                 mean, low, high = np.nanmean(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
-            label = (f"FedMM-OT (client lr {summary['config']['local_lr']:g}, "
-                     f"server θ-Adam lr {summary['config']['server_lr']:g})"
-                     if name == "FedMMOT" else "FedAdam (server lr tuned per d, see panel)")
+            cfg = summary["config"]
+            label = (f"FedMM-OT (server step on ω: {cfg['omega_step']}, γ tuned per d; {cfg['server_steps']} "
+                     f"θ-Adam steps per round, lr {cfg['server_lr']:g})"
+                     if name == "FedMMOT" else "FedAdam (server lr tuned per d)")
             line, = ax.plot(x, mean, color=colors[name], lw=1.6, label=label)
             if curves.shape[0] > 1:
                 ax.fill_between(x, low, high, color=colors[name], alpha=0.2, lw=0)
@@ -360,7 +392,7 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
             ax.set_ylim(low / 1.3 if ax.get_yscale() == "log" else 0.0, top)
             ax.text(0.02, 0.97, f"off scale (diverging): {', '.join(off)}", transform=ax.transAxes, va="top",
                     fontsize=8, color="C3")
-        ax.set_title(f"d = {d}   (FedAdam server lr {r['fedadam_lr']:g})")
+        ax.set_title(f"d = {d}   (FedMM-OT γ {r['fedmm_step']:g}, FedAdam lr {r['fedadam_lr']:g})", fontsize=10)
         ax.set_xlabel("communication rounds")
         ax.set_ylabel("L2-UVP (% of Var(Q) unexplained)")
         ax.grid(True, which="both", alpha=0.3)
@@ -426,9 +458,13 @@ def add_ot_parser(subparsers: Any) -> Any:
         metavar="N")
     opt("--server-lr", d["server_lr"], "FedMM-OT: server Adam learning rate on theta", type=positive_float,
         metavar="LR")
+    opt("--omega-step", d["omega_step"], "FedMM-OT: the server's step on omega, 'sgd' = omega + gamma H "
+        "(Algorithm 3 line 14), 'adam' = gamma times Adam's direction of H", choices=list(OMEGA_STEPS))
+    opt("--fedmm-steps", d["fedmm_steps"], "FedMM-OT: server steps gamma on omega tried (tuned on the first seed)",
+        type=positive_float_list, metavar="GAMMA,...")
     opt("--fedadam-lrs", d["fedadam_lrs"], "FedAdam server learning rates tried (tuned on the first seed)",
         type=positive_float_list, metavar="LR,...")
-    opt("--extend-grid", d["extend_grid"], "extend the FedAdam grid past its edge up to N times when the best "
+    opt("--extend-grid", d["extend_grid"], "extend each grid past its edge up to N times when the best "
         "value lies there", type=nonneg_int, metavar="N")
     opt("--identity-steps", d["identity_steps"], "warm start: Adam steps fitting grad f = identity",
         type=nonneg_int, metavar="N")
@@ -463,6 +499,7 @@ def _main(args: Any) -> int:
         n_target=args.n_target, hidden_sizes=hidden, cycle_weight=args.cycle_weight, batch_size=args.batch_size,
         conjugate_step=args.conjugate_step,
         local_lr=args.local_lr,
+        omega_step=args.omega_step, fedmm_steps=args.fedmm_steps,
         server_steps=args.server_steps, server_lr=args.server_lr, fedadam_lrs=args.fedadam_lrs,
         extend_grid=args.extend_grid,
         identity_steps=args.identity_steps, eval_every=args.eval_every, n_eval=args.n_eval,
@@ -471,7 +508,8 @@ def _main(args: Any) -> int:
     log = make_log(args)
     log(summary["table"])
     for d, r in summary["dimensions"].items():
-        log(f"d={d}: FedAdam server lr {r['fedadam_lr']:g} won the grid {r['tuning']['grid']}")
+        log(f"d={d}: FedMM-OT gamma {r['fedmm_step']:g} won the grid {r['tuning']['FedMMOT']['grid']}; "
+            f"FedAdam server lr {r['fedadam_lr']:g} won the grid {r['tuning']['FedAdam']['grid']}")
     files = ["ot_summary.txt", "ot_summary.json", "ot_histories.json"] + (["ot_curves.png"] if args.plot else [])
     log(f"wrote {', '.join(os.path.join(args.out, f) for f in files)}")
     return 0
