@@ -460,7 +460,7 @@ def _aligned_empty(shape, dtype):
 
 
 #: How long an idle thread of a :class:`WorkerPool` spins before it sleeps, in nanoseconds.
-DEFAULT_SPIN_NS = 20_000
+DEFAULT_SPIN_NS = 35_000
 
 
 cdef class WorkerPool:

@@ -841,9 +841,12 @@ class FedMMOT(_FederatedOT):
     local_steps : int >= 1
     local_lr : float > 0
         ``η`` of the clients' gradient steps (plain projected gradient
-        steps: the scale matters).  The default 0.005 worked at ``d = 16``
-        with the MMv2 network (Gaussian case, 10 clients, batch 256); 0.05
-        diverged there but suits ``d = 2``.
+        steps).  With ``omega_step='sgd'`` the scale matters: the default
+        0.005 worked at ``d = 16`` with the MMv2 network (Gaussian case, 10
+        clients, batch 256); 0.05 diverged there but suits ``d = 2``.  With
+        ``'adam'`` the server's direction does not depend on the scale of
+        ``H``; ``η`` matters only through the clients' projection on ``Θ``
+        (and Adam's ``eps``).
     server_steps : int >= 0
         Adam steps on ``θ`` per round.
     server_lr, b1, b2, eps : float

@@ -204,7 +204,7 @@ class LocalRuntime:
     On the compiled backend the clients of a round go to whichever thread
     asks next (one shared counter), the calling thread included, and the
     calling thread never waits for a worker that has not started a client.
-    A thread with nothing to do spins for at most 20 µs, then sleeps on a
+    A thread with nothing to do spins for at most 35 µs, then sleeps on a
     condition variable: while the calling thread aggregates, between
     stretches and while Python runs the monitor, the workers use no CPU.
     A round that took longer than the calling thread alone would have (a
