@@ -496,11 +496,12 @@ static void rayleigh_ritz(fedmm_blas_int K, fedmm_blas_int p, const double *Q, c
  * I]], so S^{-1} costs two triangular solves with L11 and a solve with T, and
  * S has as many negative eigenvalues as T (S11 is positive definite).
  * Subspace iteration with S^{-1} on max(n2, (number of negative eigenvalues)
- * + 2) vectors, started from [-G; I] (= S^{-1} [0; T]) and generic vectors, with Rayleigh-Ritz on S each step,
+ * + PSD_SUBSPACE_GUARD) vectors, started from [-G; I] (= S^{-1} [0; T]) and
+ * generic vectors, with Rayleigh-Ritz on S each step,
  * converges to the eigenvalues of S nearest zero, like (|lambda_i| /
  * |lambda_{p+1}|)^iter: fast when the negative eigenvalues are small next to
  * the positive spectrum.  W: K x K; work: max(5Kp + 3p^2 + 2p + K, K^2)
- * doubles with p = min(K, n2 + 2). */
+ * doubles with p = min(K, n2 + PSD_SUBSPACE_GUARD). */
 static fedmm_blas_int negative_part_subspace(fedmm_blas_int K, const double *S, double norm_f,
                                              fedmm_blas_int jj, double *W, double *V,
                                              double *work, const fedmm_blas_t *blas)
