@@ -430,8 +430,11 @@ class OTServer(_OTServerBase):
     """The FedMM-OT server (Algorithm 3 lines 1-4 and 12-17).
 
     State ``ω_t``, ``θ_t``, ``V_t`` and the Adam state of the ``θ`` updates
-    (warm-started across rounds).  Round ``t``: ``H = V_t + p⁻¹ Σ μ_i Quant(Δ_i)``,
-    ``ω_{t+1} = Π(ω_t + γ_{t+1} H)``, then ``server_steps`` Adam steps on
+    (warm-started across rounds; with ``omega_step='adam'`` also the Adam state
+    of the ``ω`` updates).  Round ``t``: ``H = V_t + p⁻¹ Σ μ_i Quant(Δ_i)``,
+    ``ω_{t+1} = Π(ω_t + γ_{t+1} H)`` (``omega_step='sgd'``) or one Adam step of
+    learning rate ``γ_{t+1}`` fed the gradient ``−H``, then projected
+    (``'adam'``), then ``server_steps`` Adam steps on
     ``θ ↦ W(ω_{t+1}, θ)`` (along the problem's θ-direction,
     :meth:`TransportProblem.grad_theta`) with target minibatches (each projected on ``Θ``), and
     ``V_{t+1} = V_t + (α/p) Σ μ_i Quant(Δ_i)``.

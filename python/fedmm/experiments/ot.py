@@ -509,8 +509,9 @@ def _main(args: Any) -> int:
     log = make_log(args)
     log(summary["table"])
     for d, r in summary["dimensions"].items():
-        log(f"d={d}: FedMM-OT gamma {r['fedmm_step']:g} won the grid {r['tuning']['FedMMOT']['grid']}; "
-            f"FedAdam server lr {r['fedadam_lr']:g} won the grid {r['tuning']['FedAdam']['grid']}")
+        tried = {name: ", ".join(f"{v:g}" for v in t["grid"]) for name, t in r["tuning"].items()}
+        log(f"d={d}: FedMM-OT gamma {r['fedmm_step']:g} won the grid [{tried['FedMMOT']}]; "
+            f"FedAdam server lr {r['fedadam_lr']:g} won the grid [{tried['FedAdam']}]")
     files = ["ot_summary.txt", "ot_summary.json", "ot_histories.json"] + (["ot_curves.png"] if args.plot else [])
     log(f"wrote {', '.join(os.path.join(args.out, f) for f in files)}")
     return 0
