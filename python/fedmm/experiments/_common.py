@@ -120,6 +120,17 @@ def positive_float_list(text: str) -> tuple[float, ...]:
     return tuple(_number(x.strip(), float, "numbers > 0", lambda v: np.isfinite(v) and v > 0) for x in parts)
 
 
+def positive_int_list(text: str) -> tuple[int, ...]:
+    """argparse ``type=``: one or more integers ≥ 1, separated by commas or spaces (``"16,32,64"``)."""
+    try:
+        values = tuple(int(v) for v in text.replace(",", " ").split())
+    except ValueError:
+        values = ()
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    return values
+
+
 def existing_file(text: str) -> str:
     """argparse ``type=``: the path of an existing file."""
     if not Path(text).is_file():

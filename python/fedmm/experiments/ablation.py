@@ -56,6 +56,7 @@ from fedmm.experiments._common import (
     plot_band,
     positive_float,
     positive_int,
+    positive_int_list,
     resolve_progress,
     run_tasks,
     tidy_log_axis,
@@ -648,18 +649,6 @@ def plot_ablation(config: AblationConfig, runs: Sequence[_Run], histories: dict[
 
 
 # --------------------------------------------------------------------------- command line
-def _int_list(text: str) -> tuple[int, ...]:
-    import argparse
-
-    try:
-        values = tuple(int(v) for v in text.replace(",", " ").split())
-    except ValueError:
-        values = ()
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
-    return values
-
-
 def _float_list(text: str) -> tuple[float, ...]:
     import argparse
 
@@ -708,7 +697,7 @@ def add_ablation_parser(subparsers: Any) -> None:
     opt("--alpha", "alpha", nonneg_float, "ALPHA", "control-variate step of panels (a), (b), (d)")
     opt("--lam", "lam", positive_float, "LAMBDA", "l1 weight lambda of problem (28)")
     opt("--eta", "eta", nonneg_float, "ETA", "ridge weight eta of problem (28)")
-    opt("--p-sweep", "p_sweep", _int_list, "P,...", "dimensions of panel (d)")
+    opt("--p-sweep", "p_sweep", positive_int_list, "P,...", "dimensions of panel (d)")
     opt("--eta-sweep", "eta_sweep", _float_list, "ETA,...", "ridge weights of panel (d)")
     opt("--map-points", "map_points", positive_int, "N", "baseline iterates at which panel (c) compares the maps")
     opt("--minibatch-draws", "minibatch_draws", positive_int, "N", "minibatch draws averaged in panel (c)")

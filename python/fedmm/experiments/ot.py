@@ -65,6 +65,7 @@ from fedmm.experiments._common import (
     positive_float,
     positive_float_list,
     positive_int,
+    positive_int_list,
     resolve_progress,
     run_tasks,
     seed_list,
@@ -410,18 +411,8 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
 
 
 # -- command line --------------------------------------------------------------------------------
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.replace(",", " ").split())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    return values
-
-
 def _hidden_sizes(text: str) -> Any:
-    return "MMv2" if text.strip().lower() == "mmv2" else _int_list(text)
+    return "MMv2" if text.strip().lower() == "mmv2" else positive_int_list(text)
 
 
 def add_ot_parser(subparsers: Any) -> Any:
@@ -440,7 +431,7 @@ def add_ot_parser(subparsers: Any) -> Any:
             if isinstance(default, (tuple, list)) else default
         parser.add_argument(flag, default=default, help=f"{help_text} (default: {shown})", **kwargs)
 
-    opt("--dims", d["dims"], "dimensions d, comma-separated", type=_int_list, metavar="D,...")
+    opt("--dims", d["dims"], "dimensions d, comma-separated", type=positive_int_list, metavar="D,...")
     opt("--clients", d["n_clients"], "number of k-means clients n", type=positive_int, metavar="N", dest="n_clients")
     opt("--per-client", d["n_per_client"], "samples of P per client", type=positive_int, metavar="N",
         dest="n_per_client")
