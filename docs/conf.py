@@ -31,6 +31,8 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    # Ships MathJax 3 and points mathjax_path at the copy in _static: formulas render with no network.
+    "sphinx-mathjax-offline",
     "sphinx.ext.viewcode",
     "numpydoc",
     "sphinx_gallery.gen_gallery",

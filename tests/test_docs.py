@@ -111,7 +111,7 @@ def test_no_stale_api_entries():
 @pytest.mark.slow
 def test_sphinx_build_has_no_warnings(tmp_path):
     pytest.importorskip("sphinx", reason="the docs dependencies are in the 'test' extra")
-    for extension in ("numpydoc", "sphinx_gallery", "myst_parser"):
+    for extension in ("numpydoc", "sphinx_gallery", "myst_parser", "sphinx-mathjax-offline"):
         pytest.importorskip(extension)
     pytest.importorskip("flwr")  # the API reference documents fedmm.runtime.flower
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONWARNINGS="ignore::DeprecationWarning")
@@ -122,6 +122,12 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     assert proc.returncode == 0, f"sphinx-build failed (exit {proc.returncode}):\n{proc.stderr[-20000:]}"
     html = tmp_path / "html"
     assert (html / "api" / "generated" / "fedmm.algorithms.FedMM.html").is_file()
+    # Formulas render offline: the pages load the bundled MathJax, never a script from the network.
+    page = (html / "guide" / "aggregation.html").read_text(encoding="utf-8")
+    scripts = re.findall(r'<script[^>]*src="([^"]*)"', page)
+    assert any(s.endswith("_static/mathjax/tex-chtml.js") for s in scripts), scripts
+    assert not [s for s in scripts if "//" in s], f"pages load scripts from the network: {scripts}"
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
     gallery = sorted((html / "auto_examples").glob("plot_*.html"))
     assert gallery, "the gallery produced no pages"
     # every gallery example ran and drew its figure

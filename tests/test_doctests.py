@@ -24,6 +24,12 @@ import fedmm
 
 #: Modules that import an optional extra at import time, and that extra's module.
 OPTIONAL = {"fedmm.runtime.flower": "flwr"}
+#: Modules that import without their extra (it is imported on first use) but whose examples run it.
+EXAMPLES_NEED = {
+    "fedmm.algorithms.ot": ("jax", "optax"),  # fedmm[ot]
+    "fedmm.models.ot": ("jax", "optax"),
+    "fedmm.models.numba_model": ("numba",),  # fedmm[numba]
+}
 #: Entry points whose docstring must carry an ``Examples`` section that runs.
 MUST_HAVE_EXAMPLES = [
     "fedmm.History",
@@ -85,6 +91,8 @@ def test_walk_finds_the_package():
 @pytest.mark.parametrize("name", MODULES)
 def test_module_doctests(name):
     module = _import(name)
+    for extra in EXAMPLES_NEED.get(name, ()):
+        pytest.importorskip(extra, reason=f"the examples of {name} need the optional dependency {extra}")
     finder = doctest.DocTestFinder(exclude_empty=True)
     tests = [t for t in finder.find(module, name) if t.examples]
     failures = []
