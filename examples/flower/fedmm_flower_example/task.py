@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from fedmm.algorithms import FedMM
-from fedmm.algorithms._random import init_generator
 from fedmm.models import GaussianMixture
 
 CENTERS = np.array([[-4.0, 0.0], [0.0, 4.0], [4.0, 0.0]])
@@ -43,6 +42,6 @@ def pilot_sample(config: Any) -> np.ndarray:
 
 
 def initial_statistic(config: Any) -> np.ndarray:
-    """``Ŝ_0`` from the pilot sample (FedEM §4 initialization), drawn with the run's seed."""
+    """``Ŝ_0`` from the pilot sample (FedEM §4 initialization), drawn from a stream of the run's seed."""
     model = make_algorithm(config).model
-    return model.init_statistic([pilot_sample(config)], init_generator(int(config["seed"])))
+    return model.init_statistic([pilot_sample(config)], np.random.default_rng([int(config["seed"]), 3]))
