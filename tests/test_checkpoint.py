@@ -336,6 +336,10 @@ def test_the_next_write_removes_the_temporary_file_of_a_killed_write(tmp_path):
               ".run.ckpt.fedmm-checkpoint-abcd1234.tmp.mine", "run.ckpt.fedmm-checkpoint-abcd1234.tmp"]
     for name in others:
         (tmp_path / name).write_bytes(b"not ours to remove")
+    # names of our pattern that a write never creates: a link, a FIFO (opening it must not block)
+    (tmp_path / ".run.ckpt.fedmm-checkpoint-link0000.tmp").symlink_to(tmp_path / others[0])
+    os.mkfifo(tmp_path / ".run.ckpt.fedmm-checkpoint-fifo0000.tmp")
+    others += [".run.ckpt.fedmm-checkpoint-link0000.tmp", ".run.ckpt.fedmm-checkpoint-fifo0000.tmp"]
     _fedmm().run(_datas(), 2, seed=0, checkpoint_every=1, checkpoint_path=path)
     assert sorted(os.listdir(tmp_path)) == sorted(["run.ckpt", *others])
     assert Checkpoint.load(path).next_round == 2

@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 import zipfile
 from typing import IO, Any, Sequence
@@ -199,13 +200,14 @@ def _remove_orphans(directory: str, prefix: str) -> None:
             except OSError:
                 pass
             continue
-        try:
-            fd = os.open(tmp, os.O_RDONLY)
+        try:  # never follows a link, never waits on a FIFO
+            fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a live write (or no locks here): keep it
-            if os.path.samestat(os.stat(tmp), os.fstat(fd)):
+            opened = os.fstat(fd)
+            if stat.S_ISREG(opened.st_mode) and os.path.samestat(os.stat(tmp), opened):
                 os.unlink(tmp)
         except OSError:
             pass
