@@ -6,8 +6,11 @@ child process) hands back the History of its completed rounds and a checkpoint; 
 in memory or from the file written atomically, gives the uninterrupted run's History bit for bit,
 on either backend.  A checkpoint of another run, or a damaged file, is refused with a clear error.
 """
+import hashlib
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +24,7 @@ import pytest
 from fedmm.algorithms import FedMM, ParameterAveraging
 from fedmm.compression import StochasticRounding
 from fedmm.engine import Checkpoint, LocalRuntime
-from fedmm.history import TIMING_FIELDS
+from fedmm.history import TIMING_FIELDS, History
 from fedmm.models import GaussianMixture
 
 N_ROUNDS = 40
@@ -157,8 +160,33 @@ def test_checkpoint_of_another_run_is_refused_naming_the_difference(checkpoint_f
         _fedmm(**change).run(datas, 20, resume=checkpoint_file, **run_kw)
 
 
+TRAILER_SIZE = 90  # b"fedmm-checkpoint 2 sha256 " + 64 hex digits, the archive's comment (module docstring)
+
+
+def _sealed(members: dict, *, compressed: bool = False, version: int = 2) -> bytes:
+    """A checkpoint file of ``members`` with a valid trailer, built as the module docstring describes it:
+    what a forger (or a bug) that keeps the SHA-256 right would write, for the checks behind the digest."""
+    buffer = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(buffer, **members)
+    buffer.seek(0)
+    with zipfile.ZipFile(buffer, "a") as archive:
+        archive.comment = bytes(TRAILER_SIZE)
+    data = buffer.getvalue()[:-TRAILER_SIZE]
+    return data + b"fedmm-checkpoint %d sha256 %s" % (version, hashlib.sha256(data).hexdigest().encode())
+
+
+def _members(path) -> dict:
+    with np.load(path) as archive:  # a checkpoint is a plain .npz archive
+        return {k: archive[k] for k in archive.files}
+
+
+def _header_blob(header: dict) -> np.ndarray:
+    return np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+
+
 def test_damaged_checkpoints_are_refused(checkpoint_file, tmp_path):
     data = checkpoint_file.read_bytes()
+    assert data[-TRAILER_SIZE:].startswith(b"fedmm-checkpoint 2 sha256 ")
     truncated = tmp_path / "truncated.ckpt"
     truncated.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="corrupted or not a checkpoint"):
@@ -171,43 +199,164 @@ def test_damaged_checkpoints_are_refused(checkpoint_file, tmp_path):
     _fedmm().run(_datas(), 2, seed=1).save(history_json)
     with pytest.raises(ValueError, match="not a checkpoint"):
         Checkpoint.load(history_json)
-    # a well-formed archive whose array no longer matches its recorded digest
-    with np.load(checkpoint_file) as archive:
-        members = {k: archive[k] for k in archive.files}
-    altered = dict(members)
-    altered["server/V"] = members["server/V"] + 1e-12
-    tampered = tmp_path / "tampered.ckpt"
-    with open(tampered, "wb") as fh:
-        np.savez(fh, **altered)
-    with pytest.raises(ValueError, match="does not match its digest"):
-        Checkpoint.load(tampered)
-    # another format version
-    header = json.loads(members["header"].tobytes())
-    header["version"] = 99
-    newer = tmp_path / "newer.ckpt"
-    with open(newer, "wb") as fh:
-        np.savez(fh, **{**members, "header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)})
-    with pytest.raises(ValueError, match="format version 99"):
-        Checkpoint.load(newer)
-    # a missing array
-    missing = tmp_path / "missing.ckpt"
-    with open(missing, "wb") as fh:
-        np.savez(fh, **{k: v for k, v in members.items() if k != "server/V"})
-    with pytest.raises(ValueError, match="arrays do not match its header"):
-        Checkpoint.load(missing)
-    # other NumPy files and compressed archives
     npy = tmp_path / "array.npy"
     np.save(npy, np.zeros(3))
-    with pytest.raises(ValueError, match="not a ZIP archive"):
+    with pytest.raises(ValueError, match="not a checkpoint"):
         Checkpoint.load(npy)
+    members = _members(checkpoint_file)
+    header = json.loads(members["header"].tobytes())
+    # behind an intact digest: an array that no longer matches its recorded digest
+    tampered = tmp_path / "tampered.ckpt"
+    tampered.write_bytes(_sealed({**members, "server/V": members["server/V"] + 1e-12}))
+    with pytest.raises(ValueError, match="does not match its digest"):
+        Checkpoint.load(tampered)
+    # another format version, in the header and in the trailer
+    newer = tmp_path / "newer.ckpt"
+    newer.write_bytes(_sealed({**members, "header": _header_blob({**header, "version": 99})}))
+    with pytest.raises(ValueError, match="format version 99"):
+        Checkpoint.load(newer)
+    newer.write_bytes(_sealed(members, version=3))
+    with pytest.raises(ValueError, match=r"format version 3; this fedmm reads version 2"):
+        Checkpoint.load(newer)
+    # a missing array, compressed members, a History that is not one
+    missing = tmp_path / "missing.ckpt"
+    missing.write_bytes(_sealed({k: v for k, v in members.items() if k != "server/V"}))
+    with pytest.raises(ValueError, match="arrays do not match its header"):
+        Checkpoint.load(missing)
     compressed = tmp_path / "compressed.ckpt"
-    with open(compressed, "wb") as fh:
-        np.savez_compressed(fh, **members)
+    compressed.write_bytes(_sealed(members, compressed=True))
     with pytest.raises(ValueError, match="compressed members"):
         Checkpoint.load(compressed)
+    bad_history = tmp_path / "bad_history.ckpt"
+    bad_history.write_bytes(_sealed({**members, "header": _header_blob(
+        {**header, "history": {**header["history"], "records": "abc"}})}))
+    with pytest.raises(ValueError, match="bad History: .*field records"):
+        Checkpoint.load(bad_history)
     assert zipfile.is_zipfile(checkpoint_file)
     with pytest.raises(FileNotFoundError):
         Checkpoint.load(tmp_path / "absent.ckpt")
+    with pytest.raises(TypeError, match="'path'"):
+        Checkpoint.load(3)  # not a file descriptor
+
+
+def test_the_digest_covers_the_header(checkpoint_file, tmp_path):
+    """An edited header in a well-formed archive (ZIP checksums right) is refused, with or without the
+    original trailer; so is a checkpoint of format version 1, which had no trailer."""
+    members = _members(checkpoint_file)
+    header = json.loads(members["header"].tobytes())
+    header["fingerprint"]["seed"] = header["fingerprint"]["seed"] + 1
+    header["history"]["records"][0]["gamma"] = 0.25
+    edited = io.BytesIO()
+    np.savez(edited, **{**members, "header": _header_blob(header)})
+    path = tmp_path / "edited.ckpt"
+    path.write_bytes(edited.getvalue())
+    with pytest.raises(ValueError, match=r"edited\.ckpt.*(no integrity trailer|not a checkpoint)"):
+        Checkpoint.load(path)
+    edited.seek(0)
+    with zipfile.ZipFile(edited, "a") as archive:
+        archive.comment = checkpoint_file.read_bytes()[-TRAILER_SIZE:]  # the original file's trailer
+    path.write_bytes(edited.getvalue())
+    with pytest.raises(ValueError, match=r"edited\.ckpt' is corrupted: its SHA-256 does not match"):
+        Checkpoint.load(path)
+    old = io.BytesIO()
+    np.savez(old, **{**members, "header": _header_blob({**header, "version": 1})})
+    path = tmp_path / "version1.ckpt"
+    path.write_bytes(old.getvalue())
+    with pytest.raises(ValueError, match=r"version1\.ckpt' has format version 1 .*reads checkpoints of format "
+                                         r"version 2"):
+        Checkpoint.load(path)
+
+
+def _assert_every_flip_is_refused(path, positions):
+    data = path.read_bytes()
+    flipped = path.with_name("flipped.ckpt")
+    flipped.write_bytes(data)
+    message = re.escape(repr(str(flipped)))
+    with open(flipped, "r+b", buffering=0) as fh:
+        for bit in positions:
+            byte = int(bit) // 8
+            fh.seek(byte)
+            fh.write(bytes([data[byte] ^ (1 << (int(bit) % 8))]))
+            with pytest.raises(ValueError, match=message):
+                Checkpoint.load(flipped)
+            fh.seek(byte)
+            fh.write(data[byte:byte + 1])
+    assert Checkpoint.load(flipped).next_round >= 1  # restored: the intact file loads
+
+
+def test_every_single_bit_flip_of_a_small_checkpoint_is_refused(tmp_path):
+    history = History("FedMM", {"seed": 0})
+    history.initial.update(objective=2.5, wall_time=0.0)
+    history.append(t=0, gamma=0.5, objective=1.25, active=[0, 1], dropped=[], wall_time=0.01)
+    history.state["S"] = np.arange(3.0)
+    small = Checkpoint(fingerprint={"seed": 0}, next_round=1, server_state={"S": np.arange(3.0)},
+                       client_states=[{"V": np.ones(2)}, {}], history=history)
+    path = tmp_path / "small.ckpt"
+    small.save(path)
+    assert Checkpoint.load(path).history.equals(history)
+    _assert_every_flip_is_refused(path, range(8 * path.stat().st_size))
+
+
+def test_sampled_bit_flips_of_a_run_checkpoint_are_refused(checkpoint_file, tmp_path):
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(checkpoint_file.read_bytes())
+    n_bits = 8 * path.stat().st_size
+    rng = np.random.default_rng(27)
+    _assert_every_flip_is_refused(path, rng.choice(n_bits, size=min(n_bits, 2_000), replace=False))
+
+
+# -- temporary files of interrupted writes --------------------------------------------------------
+KILLED_WRITER = """
+import os, signal, sys
+import numpy as np
+from fedmm.engine import Checkpoint
+from fedmm.history import History
+
+def savez_then_die(fh, **arrays):
+    fh.write(b"PK\\x03\\x04 half an archive")
+    fh.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+np.savez = savez_then_die
+Checkpoint(fingerprint={}, next_round=0, server_state={"S": np.zeros(2)}, client_states=[],
+           history=History("x")).save(sys.argv[1])
+"""
+
+
+@pytest.mark.skipif(os.name == "nt", reason="SIGKILL needed")
+def test_the_next_write_removes_the_temporary_file_of_a_killed_write(tmp_path):
+    path = tmp_path / "run.ckpt"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED_WRITER), str(path)], capture_output=True,
+                          timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    orphans = list(tmp_path.glob(".run.ckpt.fedmm-checkpoint-*.tmp"))
+    assert len(orphans) == 1 and not path.exists()
+    # temporary files that are not this target's: another target's, the old unnamed pattern, a user's file
+    others = [".other.ckpt.fedmm-checkpoint-abcd1234.tmp", ".fedmm-checkpoint-abcd1234.tmp",
+              ".run.ckpt.fedmm-checkpoint-abcd1234.tmp.mine", "run.ckpt.fedmm-checkpoint-abcd1234.tmp"]
+    for name in others:
+        (tmp_path / name).write_bytes(b"not ours to remove")
+    # names of our pattern that a write never creates: a link, a FIFO (opening it must not block)
+    (tmp_path / ".run.ckpt.fedmm-checkpoint-link0000.tmp").symlink_to(tmp_path / others[0])
+    os.mkfifo(tmp_path / ".run.ckpt.fedmm-checkpoint-fifo0000.tmp")
+    others += [".run.ckpt.fedmm-checkpoint-link0000.tmp", ".run.ckpt.fedmm-checkpoint-fifo0000.tmp"]
+    _fedmm().run(_datas(), 2, seed=0, checkpoint_every=1, checkpoint_path=path)
+    assert sorted(os.listdir(tmp_path)) == sorted(["run.ckpt", *others])
+    assert Checkpoint.load(path).next_round == 2
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX file locks")
+def test_the_temporary_file_of_a_live_write_is_kept(tmp_path):
+    import fcntl
+
+    path = tmp_path / "run.ckpt"
+    live = tmp_path / ".run.ckpt.fedmm-checkpoint-live0000.tmp"
+    with open(live, "wb") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # what a write in progress holds
+        _fedmm().run(_datas(), 2, seed=0, checkpoint_every=1, checkpoint_path=path)
+        assert live.exists()
+    _fedmm().run(_datas(), 2, seed=0, checkpoint_every=1, checkpoint_path=path)  # released: an orphan now
+    assert sorted(os.listdir(tmp_path)) == ["run.ckpt"]
 
 
 def test_bad_resume_and_checkpoint_arguments(checkpoint_file, tmp_path):

@@ -7,6 +7,7 @@ received, so that a user can fix the call without reading the source.
 from __future__ import annotations
 
 import numbers
+import os
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ __all__ = [
     "check_probability",
     "check_participation",
     "check_in",
+    "check_path",
     "check_index",
     "index_range_error",
     "SampleIndexError",
@@ -242,6 +244,19 @@ def check_in(value: Any, name: str, choices: tuple) -> Any:
     if value not in choices:
         raise ValueError(f"Expected '{name}' to be one of {choices!r}, got {value!r}")
     return value
+
+
+def check_path(value: Any, name: str = "path") -> str | bytes:
+    """Check ``value`` names a file (``str``, ``bytes`` or :class:`os.PathLike`) and return ``os.fspath(value)``.
+
+    An integer is refused: ``open`` would take it for a file descriptor, read
+    the caller's descriptor and close it.
+    """
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        hint = " (file descriptors are not accepted)" if isinstance(value, numbers.Integral) else ""
+        raise TypeError(f"Expected '{name}' to be a file name (str or os.PathLike){hint}, "
+                        f"got {type(value).__name__} ({value!r})")
+    return os.fspath(value)
 
 
 def check_index(idx: Any, n: int, name: str = "idx", *, bounds: bool = True) -> np.ndarray | None:

@@ -10,6 +10,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from fedmm._validation import check_path
+
 __all__ = ["History", "RunSet", "TIMING_FIELDS", "load"]
 
 _FORMAT = "fedmm-history"
@@ -34,16 +36,152 @@ def _to_jsonable(value: Any) -> Any:
     return value
 
 
-def _from_jsonable(value: Any) -> Any:
+def _from_jsonable(value: Any, where: str = "value") -> Any:
+    """Inverse of :func:`_to_jsonable`; ``ValueError`` naming the field (``where``) of a malformed encoding."""
     if isinstance(value, dict):
         if "__ndarray__" in value:
-            return np.asarray(value["__ndarray__"], dtype=value["dtype"]).reshape(value["shape"])
+            return _ndarray_from_jsonable(value, where)
         if "__float__" in value:
-            return float(value["__float__"])
-        return {k: _from_jsonable(v) for k, v in value.items()}
+            text = value["__float__"]
+            try:
+                if not isinstance(text, str):
+                    raise TypeError
+                return float(text)
+            except (TypeError, ValueError):
+                raise _field_error(where, "an encoded float ({'__float__': 'nan'|'inf'|'-inf'})", value) from None
+        return {k: _from_jsonable(v, f"{where}[{k!r}]" if isinstance(v, (dict, list)) else where)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_from_jsonable(v) for v in value]
+        return [_from_jsonable(v, f"{where}[{i}]" if isinstance(v, (dict, list)) else where)
+                for i, v in enumerate(value)]
     return value
+
+
+def _ndarray_from_jsonable(value: dict, where: str) -> np.ndarray:
+    """An encoded array ``{"__ndarray__": nested list, "dtype": str, "shape": list of int}`` of numbers or bools."""
+    expected = "an encoded numeric array ({'__ndarray__': nested list, 'dtype': str, 'shape': list of int})"
+    dtype, shape = value.get("dtype"), value.get("shape")
+    if (not isinstance(dtype, str) or not isinstance(shape, list)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
+        raise _field_error(where, expected, value)
+    try:
+        dtype = np.dtype(dtype)
+        data = np.asarray(value["__ndarray__"])
+        if dtype.kind not in "biuf" or (data.size and data.dtype.kind not in "biuf"):
+            raise TypeError("not numbers")
+        return data.astype(dtype).reshape(shape)
+    except (TypeError, ValueError, OverflowError):
+        raise _field_error(where, expected, value) from None
+
+
+def _field_error(where: str, expected: str, value: Any) -> ValueError:
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return ValueError(f"Expected field {where} to be {expected}, got {text}")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: Types of the record (and :attr:`History.initial`) fields that History and the algorithms read:
+#: (test, what is expected); None is allowed (a value not recorded) except for ``t``.
+_FIELD_TYPES = {
+    "t": (_is_count, "a non-negative integer"),
+    **dict.fromkeys(("bytes_up", "bytes_down"), (_is_count, "a non-negative integer or None")),
+    **dict.fromkeys(("objective", "E_s", "E_ps", "E_p", "E_sp", "gamma", "wall_time", "monitor_time",
+                     "local_steps", "total_local_steps"), (_is_real, "a real number or None")),
+    **dict.fromkeys(("active", "dropped"), (lambda v: isinstance(v, list) and all(_is_count(i) for i in v),
+                                            "a list of client indices (non-negative integers)")),
+    "drop_reasons": (lambda v: isinstance(v, list) and all(isinstance(r, str) for r in v), "a list of str"),
+}
+
+
+def _check_fields(fields: Any, where: str) -> dict:
+    """``fields`` (a record or :attr:`History.initial`) as a dict whose known fields have their types."""
+    if not isinstance(fields, dict):
+        raise _field_error(where, "a dict of fields", fields)
+    for key, value in fields.items():
+        test, expected = _FIELD_TYPES.get(key, (None, ""))
+        if test is not None and not test(value) and not (value is None and key != "t"):
+            raise _field_error(f"{where}[{key!r}]", expected, value)
+    return fields
+
+
+def _check_arrays(arrays: Any, where: str) -> dict:
+    """``arrays`` (:attr:`History.state` or :attr:`History.params`) as a dict of str to numeric arrays."""
+    if not isinstance(arrays, dict):
+        raise _field_error(where, "a dict of str to arrays", arrays)
+    for key, value in arrays.items():
+        if not (isinstance(value, np.ndarray) or _is_real(value)):
+            raise _field_error(f"{where}[{key!r}]", "a numeric array", value)
+    return arrays
+
+
+#: What every History file has held since the first version (``initial`` and ``params`` came later).
+_HISTORY_KEYS = ("algorithm", "config", "records", "state")
+
+
+def _check_present(data: dict, keys: tuple, prefix: str = "") -> None:
+    missing = [f"{prefix}{k}" for k in keys if k not in data]
+    if missing:
+        raise ValueError(f"Expected field(s) {', '.join(missing)}, which every file of this format has: missing")
+
+
+def _history_from_dict(cls: type, data: Any, prefix: str = "") -> "History":
+    """:meth:`History.from_dict` with the fields named as ``prefix + name`` (a run set's ``runs[...]``)."""
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        where = f" (field {prefix[:-1]})" if prefix else ""
+        raise ValueError(f"Not a fedmm history{where}: expected format {_FORMAT!r}")
+    if data.get("version") != _FORMAT_VERSION:
+        raise ValueError(f"Unsupported fedmm history version {data.get('version')!r}; expected {_FORMAT_VERSION}")
+    _check_present(data, _HISTORY_KEYS, prefix)
+    algorithm = data["algorithm"]
+    if not isinstance(algorithm, str):
+        raise _field_error(f"{prefix}algorithm", "a str", algorithm)
+    config = _from_jsonable(data["config"], f"{prefix}config")
+    if not isinstance(config, dict):
+        raise _field_error(f"{prefix}config", "a dict", config)
+    h = cls(algorithm, config)
+    records = _from_jsonable(data["records"], f"{prefix}records")
+    if not isinstance(records, list):
+        raise _field_error(f"{prefix}records", "a list of dicts (one per round)", records)
+    h.records = [_check_fields(r, f"{prefix}records[{i}]") for i, r in enumerate(records)]
+    h.state = _check_arrays(_from_jsonable(data["state"], f"{prefix}state"), f"{prefix}state")
+    h.params = _check_arrays(_from_jsonable(data.get("params", {}), f"{prefix}params"), f"{prefix}params")
+    h.initial = _check_fields(_from_jsonable(data.get("initial", {}), f"{prefix}initial"), f"{prefix}initial")
+    if "initial" not in data and "initial_objective" in h.config:
+        value = h.config["initial_objective"]
+        if value is not None and not _is_real(value):
+            raise _field_error(f"{prefix}config['initial_objective']", "a real number or None", value)
+        h.initial["objective"] = value
+    return h
+
+
+def _read_json(path: Any) -> tuple[str | bytes, Any]:
+    """``path`` (a file name, never a descriptor) and its JSON content; ``ValueError`` naming it if unreadable."""
+    path = check_path(path)
+    with open(path, encoding="utf-8") as fh:
+        try:
+            return path, json.load(fh)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits
+            what = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {exc}"
+            raise ValueError(f"{path!r} is not a fedmm JSON file (UTF-8 JSON): {what}") from exc
+
+
+def _parse_file(path: str | bytes, parse: Any, data: Any) -> Any:
+    """``parse(data)`` with its refusal (a malformed field, nesting too deep) naming the file ``path``."""
+    try:
+        return parse(data)
+    except RecursionError as exc:
+        raise ValueError(f"{path!r} is not a valid fedmm file: it is nested too deeply") from exc
+    except ValueError as exc:
+        raise ValueError(f"{path!r} is not a valid fedmm file: {exc}") from exc
 
 
 #: Fields that measure time, ignored by :meth:`History.equals` by default.
@@ -427,36 +565,42 @@ class History:
 
     @classmethod
     def from_dict(cls, data: dict) -> "History":
-        """Inverse of :meth:`to_dict`; validates the format tag and version.
+        """Inverse of :meth:`to_dict`; validates the format tag, version and structure.
 
         Files written before :attr:`initial` existed get ``initial["objective"]``
         from ``config["initial_objective"]``.
+
+        Raises
+        ------
+        ValueError
+            ``data`` is not a fedmm History of this version, or a field has
+            the wrong type (named, e.g. ``records[3]['t']``).
         """
-        if not isinstance(data, dict) or data.get("format") != _FORMAT:
-            raise ValueError(f"Not a fedmm history: expected format {_FORMAT!r}")
-        if data.get("version") != _FORMAT_VERSION:
-            raise ValueError(
-                f"Unsupported fedmm history version {data.get('version')!r}; expected {_FORMAT_VERSION}"
-            )
-        h = cls(data.get("algorithm", ""), _from_jsonable(data.get("config", {})))
-        h.records = _from_jsonable(data.get("records", []))
-        h.state = _from_jsonable(data.get("state", {}))
-        h.params = _from_jsonable(data.get("params", {}))
-        h.initial = _from_jsonable(data.get("initial", {}))
-        if "initial" not in data and "initial_objective" in h.config:
-            h.initial["objective"] = h.config["initial_objective"]
-        return h
+        try:
+            return _history_from_dict(cls, data)
+        except RecursionError as exc:
+            raise ValueError("Not a fedmm history: nested too deeply") from exc
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the history as JSON to ``path`` (records, initial values, config, state and params)."""
-        with open(path, "w", encoding="utf-8") as fh:
+        with open(check_path(path), "w", encoding="utf-8") as fh:
             json.dump(self.to_dict(), fh)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "History":
-        """Read a history written by :meth:`save` (``theta`` is None: rebuild it from ``params``)."""
-        with open(path, encoding="utf-8") as fh:
-            return cls.from_dict(json.load(fh))
+        """Read a history written by :meth:`save` (``theta`` is None: rebuild it from ``params``).
+
+        Raises
+        ------
+        TypeError
+            ``path`` is not a file name (``str`` or ``os.PathLike``; an
+            integer is not taken for a file descriptor).
+        ValueError
+            The file is not UTF-8 JSON, not a fedmm History, or malformed
+            (the message names the file and the field).
+        """
+        path, data = _read_json(path)
+        return _parse_file(path, cls.from_dict, data)
 
 
 # --------------------------------------------------------------------------- several runs in one file
@@ -525,24 +669,34 @@ class RunSet(Mapping):
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunSet":
-        """Inverse of :meth:`to_dict`; validates the format tag and version."""
+        """Inverse of :meth:`to_dict`; validates the format tag, version and structure (``ValueError``)."""
         if not isinstance(data, dict) or data.get("format") != _RUNSET_FORMAT:
             raise ValueError(f"Not a fedmm run set: expected format {_RUNSET_FORMAT!r}")
         if data.get("version") != _RUNSET_VERSION:
             raise ValueError(f"Unsupported fedmm run set version {data.get('version')!r}; expected {_RUNSET_VERSION}")
-        runs = {name: History.from_dict(h) for name, h in data.get("runs", {}).items()}
-        return cls(runs, metadata=_from_jsonable(data.get("metadata", {})))
+        _check_present(data, ("metadata", "runs"))
+        runs = data["runs"]
+        if not isinstance(runs, dict):
+            raise _field_error("runs", "a dict of run name to History", runs)
+        try:
+            runs = {name: _history_from_dict(History, h, f"runs[{name!r}].") for name, h in runs.items()}
+            metadata = _from_jsonable(data["metadata"], "metadata")
+        except RecursionError as exc:
+            raise ValueError("Not a fedmm run set: nested too deeply") from exc
+        if not isinstance(metadata, dict):
+            raise _field_error("metadata", "a dict", metadata)
+        return cls(runs, metadata=metadata)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the run set as JSON to ``path``."""
-        with open(path, "w", encoding="utf-8") as fh:
+        with open(check_path(path), "w", encoding="utf-8") as fh:
             json.dump(self.to_dict(), fh)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "RunSet":
-        """Read a run set written by :meth:`save`."""
-        with open(path, encoding="utf-8") as fh:
-            return cls.from_dict(json.load(fh))
+        """Read a run set written by :meth:`save` (refusals as :meth:`History.load`)."""
+        path, data = _read_json(path)
+        return _parse_file(path, cls.from_dict, data)
 
 
 def load(path: str | os.PathLike) -> "History | RunSet":
@@ -559,15 +713,17 @@ def load(path: str | os.PathLike) -> "History | RunSet":
 
     Raises
     ------
+    TypeError
+        ``path`` is not a file name (``str`` or ``os.PathLike``; an integer
+        is not taken for a file descriptor).
     ValueError
-        The file is JSON of another kind.
+        The file is not UTF-8 JSON, is JSON of another kind, or is malformed
+        (the message names the file and the field).
     """
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
+    path, data = _read_json(path)
     kind = data.get("kind", data.get("format")) if isinstance(data, dict) else None
     if kind in ("runset", _RUNSET_FORMAT):
-        return RunSet.from_dict(data)
+        return _parse_file(path, RunSet.from_dict, data)
     if kind in ("history", _FORMAT):
-        return History.from_dict(data)
-    raise ValueError(f"Expected {os.fspath(path)!r} to be a fedmm History or RunSet JSON file, "
-                     f"got kind {kind!r}")
+        return _parse_file(path, History.from_dict, data)
+    raise ValueError(f"Expected {path!r} to be a fedmm History or RunSet JSON file, got kind {kind!r}")
