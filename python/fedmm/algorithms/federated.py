@@ -229,8 +229,10 @@ class Client:
         One uncompressed pass over the local data (``Identity`` wire
         format, whatever the compressor); the server averages these into
         ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))`` (:meth:`Server.mean_statistic`).  The
-        client's state (control variate, oracle memory, random stream) is
-        not touched.
+        client's control variate and random stream are not touched; a model
+        that keeps per-client memory updates it as on any statistic (e.g.
+        dictionary learning's warm-start codes, then at ``θ_0``), in every
+        runtime alike: the runtimes carry that memory with the client.
         """
         full = self.oracle.statistic(message.theta, None)
         return _SETUP_CODEC.encode(np.asarray(full, dtype=np.float64), None)
