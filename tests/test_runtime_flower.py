@@ -191,6 +191,27 @@ def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_clien
     assert all("simulated client failure" in reason for *_, reason in strategy.errors)
 
 
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_start_exchange_drops_a_failing_client():
+    # Issue 27 item 4: the default start with client 1 failing at θ_0: its error reply leaves it out of Ŝ_0
+    # (μ re-weighted over clients 0 and 2), recorded in history.initial; the numbers are those of FedMM.run.
+    Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
+    datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
+    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.5, step=0.5,
+                 batch_size=10, compressor=StochasticRounding(bits=8), backend="python")  # the override's backend
+    assert algo.start == "mean_statistic"
+    ref = algo.run(datas, 2, seed=7)
+    assert ref.initial["dropped"] == [1]
+    strategy = _simulate(algo, datas, 2, 7)
+    h = strategy.history
+    assert h.initial["dropped"] == [1] and "simulated client failure" in h.initial["drop_reasons"][0]
+    assert all(r["dropped"] == [1] for r in h.records)
+    # the reasons' wording differs between runtimes (a Flower error reply vs. the exception); the numbers do not
+    assert h.equals(ref, ignore=("wall_time", "monitor_time", "drop_reasons"))
+    assert [(t, i) for t, i, _ in strategy.errors] == [(ff.START_ROUND, 1), (0, 1), (1, 1)]
+
+
 class _NaNPayloads(StochasticRounding):
     """8-bit rounding whose payloads decode to NaN (a corrupted client); the set-up probe (zeros) passes."""
 

@@ -9,7 +9,7 @@ pytest.importorskip("ray", reason="the 'ray' extra is not installed: pip install
 
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
 from fedmm.compression import StochasticRounding  # noqa: E402
-from fedmm.models import GaussianMixture, InverseToy  # noqa: E402
+from fedmm.models import DictionaryLearning, GaussianMixture, InverseToy  # noqa: E402
 from fedmm.runtime.ray import RayRuntime, local_ray  # noqa: E402
 from reference import FailingInverseToy, fedmm_rounds_with_drops  # noqa: E402
 
@@ -43,6 +43,57 @@ def test_ray_reproduces_in_process_gmm(ray_session):
     assert got.equals(ref)
     assert all(r["dropped"] == [] for r in got.records)
     assert sum(r["bytes_up"] for r in got.records) > 0
+
+
+@pytest.mark.parametrize("model", ["dictionary", "mixture", "toy"])
+def test_ray_reproduces_in_process_with_the_defaults(ray_session, model):
+    # Issue 27 item 1: the default start and, for dictionary learning, warm-start codes that reach the actors
+    # read-only (Ray's object store) and are written by the first round.
+    if model == "dictionary":
+        datas = [np.random.default_rng(i).standard_normal((40, 8)) for i in range(4)]
+        algo = FedMM(DictionaryLearning(3, lam=0.1, eta=0.2), participation_prob=1.0, batch_size=10, step=0.5)
+    elif model == "mixture":
+        datas = _gmm_clients(4)
+        algo = FedMM(GaussianMixture(3), participation_prob=1.0, batch_size=10, step=0.5)
+    else:
+        datas = [np.random.default_rng(i).uniform(1, 3, 30) for i in range(4)]
+        algo = FedMM(InverseToy(), participation_prob=1.0, batch_size=10, step=0.5)
+    ref = algo.run(datas, 3, seed=0)
+    errors = []
+    got = algo.run(datas, 3, seed=0, runtime=RayRuntime(1, errors=errors))
+    assert errors == []
+    assert [r["dropped"] for r in got.records] == [[]] * 3 and got.initial["dropped"] == []
+    assert got.equals(ref)
+
+
+def test_ray_start_exchange_and_rounds_follow_the_fault_policy(ray_session):
+    # Issue 27 item 4 and (a), (b) on Ray: client 3 fails at θ_0 (left out of Ŝ_0, μ re-weighted) and in every
+    # round it is contacted; one client per round, so some rounds drop every contacted client.
+    rng = np.random.default_rng(3)
+    datas = [rng.uniform(1, 3, 20 + 5 * i) for i in range(4)]
+    datas[3] = np.full(35, FailingInverseToy.FAIL_MARK)
+    algo = FedMM(FailingInverseToy(), clients_per_round=1, batch_size=4, step=0.5)
+    with pytest.warns(RuntimeWarning, match="every contacted client was dropped"):
+        ref = algo.run(datas, 8, seed=4)
+    with pytest.warns(RuntimeWarning, match="every contacted client was dropped"):
+        got = algo.run(datas, 8, seed=4, runtime=RayRuntime(2))
+    assert got.equals(ref)
+    assert got.initial["dropped"] == [3] and "simulated client failure" in got.initial["drop_reasons"][0]
+    first = ref.all_dropped_rounds[0]
+    assert got.all_dropped_rounds == ref.all_dropped_rounds and first > 0
+    # 'raise': the start exchange raises; with start='model' the first failing round ends the run, and the
+    # exception carries the rounds completed before it
+    with pytest.raises(RuntimeError, match="Client 3 failed in the start exchange"):
+        algo.run(datas, 8, seed=4, runtime=RayRuntime(2, on_client_error="raise"))
+    model_start = FedMM(FailingInverseToy(), clients_per_round=1, batch_size=4, step=0.5, start="model")
+    with pytest.warns(RuntimeWarning, match="every contacted client was dropped"):
+        ref = model_start.run(datas, 8, seed=4)
+    with pytest.raises(RuntimeError, match="simulated client failure") as info:
+        model_start.run(datas, 8, seed=4, runtime=RayRuntime(2, on_client_error="raise"))
+    completed = info.value.history.records
+    assert len(completed) == ref.all_dropped_rounds[0]
+    assert [r["E_s"] for r in completed] == [r["E_s"] for r in ref.records[:len(completed)]]
+    assert info.value.checkpoint.next_round == len(completed)
 
 
 def test_ray_reproduces_parameter_averaging(ray_session):

@@ -147,14 +147,106 @@ def test_mean_statistic_refuses_a_missing_client():
         server.mean_statistic(payloads)
 
 
-def test_a_client_failing_in_the_start_exchange_is_named():
+def _failing_toy_clients(failing=(1,)):
     from reference import FailingInverseToy
 
     rng = np.random.default_rng(3)
-    datas = [rng.uniform(1, 3, 20) for _ in range(3)]
-    datas[1] = np.full(20, FailingInverseToy.FAIL_MARK)
-    with pytest.raises(RuntimeError, match=r"Client 1 failed in the start exchange .*start='model'"):
-        FedMM(FailingInverseToy(), batch_size=4).run(datas, 2, seed=0)
-    # the model's own start needs no exchange: the failing client is dropped round by round
-    h = FedMM(FailingInverseToy(), batch_size=4, start="model").run(datas, 2, seed=0)
+    datas = [rng.uniform(1, 3, 20 + 5 * i) for i in range(4)]  # unequal sizes: μ_i ≠ 1/n
+    for i in failing:
+        datas[i] = np.full(len(datas[i]), FailingInverseToy.FAIL_MARK)
+    return FailingInverseToy, datas
+
+
+def test_a_client_failing_in_the_start_exchange_is_dropped_from_the_mean():
+    # Issue 27 item 4: the start exchange follows on_client_error='drop' (the default): client 1 is left out of
+    # Ŝ_0, μ re-weighted over the clients that answered, recorded in history.initial; the run goes on.
+    model_cls, datas = _failing_toy_clients()
+    algo = FedMM(model_cls(), batch_size=4)
+    h = algo.run(datas, 3, seed=0)
+    assert h.initial["dropped"] == [1]
+    assert h.initial["drop_reasons"] == ["RuntimeError: simulated client failure"]
     assert all(r["dropped"] == [1] for r in h.records)
+    # Ŝ_0 = Π(Σ_{i≠1} μ_i s̄_i(θ_0) / Σ_{i≠1} μ_i): for InverseToy s̄_i is the local mean, Π the identity
+    mu = _sample_weights(datas)
+    answered = [0, 2, 3]
+    expected = sum(mu[i] * datas[i].mean() for i in answered) / mu[answered].sum()
+    server, _ = algo.build(datas, seed=0)
+    np.testing.assert_allclose(server.S, [expected], rtol=1e-14)
+    assert server.start_drops == {1: "RuntimeError: simulated client failure"}
+    # the same run from that Ŝ_0 given as init (no start exchange) has the same rounds
+    untimed = [{k: v for k, v in r.items() if k not in ("wall_time", "monitor_time")} for r in h.records]
+    again = algo.run(datas, 3, seed=0, init=server.S).records
+    assert [{k: v for k, v in r.items() if k not in ("wall_time", "monitor_time")} for r in again] == untimed
+    # every client answered: an empty 'dropped', no reasons, the same bits as before
+    clean = FedMM(model_cls(), batch_size=4).run(_failing_toy_clients(())[1], 1, seed=0)
+    assert clean.initial["dropped"] == [] and "drop_reasons" not in clean.initial
+
+
+def test_a_start_exchange_drop_is_the_same_on_both_backends(monkeypatch):
+    # Client 2 fails only in the start exchange: left out of Ŝ_0, it takes part in every round, which run
+    # compiled on backend='compiled' with the Python backend's numbers.
+    from fedmm.algorithms import Client
+    from fedmm.models import InverseToy
+
+    answer = Client.start_statistic
+
+    def start_statistic(self, message):
+        if self.index == 2:
+            raise OSError("link down")
+        return answer(self, message)
+
+    monkeypatch.setattr(Client, "start_statistic", start_statistic)
+    _, datas = _failing_toy_clients(())
+    runs = {b: FedMM(InverseToy(), clients_per_round=3, batch_size=4, backend=b).run(datas, 6, seed=1)
+            for b in ("python", "compiled")}
+    assert runs["compiled"].config["backend"] == "compiled"
+    assert runs["python"].equals(runs["compiled"])
+    h = runs["compiled"]
+    assert h.initial["dropped"] == [2] and h.initial["drop_reasons"] == ["OSError: link down"]
+    assert all(r["dropped"] == [] for r in h.records) and any(2 in r["active"] for r in h.records)
+
+
+def test_a_failing_start_client_still_raises_under_on_client_error_raise():
+    model_cls, datas = _failing_toy_clients()
+    with pytest.raises(RuntimeError, match=r"Client 1 failed in the start exchange .*on_client_error='raise'"):
+        FedMM(model_cls(), batch_size=4).run(datas, 2, seed=0, on_client_error="raise")
+    # the policy of a runtime given to run() decides
+    from fedmm.engine import LocalRuntime
+
+    with pytest.raises(RuntimeError, match=r"Client 1 failed in the start exchange"):
+        FedMM(model_cls(), batch_size=4).run(datas, 2, seed=0, runtime=LocalRuntime(on_client_error="raise"))
+    # the model's own start needs no exchange: the failing client is dropped round by round
+    h = FedMM(model_cls(), batch_size=4, start="model").run(datas, 2, seed=0)
+    assert all(r["dropped"] == [1] for r in h.records) and "dropped" not in h.initial
+
+
+def test_every_client_failing_the_start_exchange_is_a_clear_error():
+    model_cls, datas = _failing_toy_clients(failing=(0, 1, 2, 3))
+    with pytest.raises(RuntimeError, match=r"Every client failed in the start exchange .*start='model'"):
+        FedMM(model_cls(), batch_size=4).run(datas, 2, seed=0)
+    with pytest.raises(ValueError, match="on_client_error"):
+        FedMM(model_cls(), batch_size=4).build(datas, on_client_error="ignore")
+
+
+def test_mean_statistic_drops_invalid_and_missing_payloads_under_the_drop_policy():
+    from fault_injection import nan_payload
+
+    datas = _gmm_clients(3)
+    algo = FedMM(GaussianMixture(3), batch_size=5, start="model")
+    server, clients = algo.build(datas, seed=0)
+    message = server.start_message()
+    payloads = {c.index: c.start_statistic(message) for c in clients}
+    full = server.mean_statistic(payloads)
+    assert np.array_equal(server.mean_statistic(payloads, on_invalid=lambda i, r: None), full)  # same bits
+    invalid = {}
+    payloads[1] = nan_payload(algo.model.layout.size)
+    got = server.mean_statistic(payloads, on_invalid=invalid.__setitem__)
+    assert list(invalid) == [1] and "non-finite" in invalid[1]
+    del payloads[1]
+    assert np.array_equal(server.mean_statistic(payloads, on_invalid=invalid.__setitem__), got)  # missing: left out
+    # the re-weighted mean over clients 0 and 2
+    w = server.weights[[0, 2]] / server.weights[[0, 2]].sum()
+    stats = [clients[i].oracle.statistic(message.theta, None) for i in (0, 2)]
+    np.testing.assert_allclose(got, algo.model.project(w[0] * stats[0] + w[1] * stats[1]), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="no valid client statistic"):
+        server.mean_statistic({}, on_invalid=invalid.__setitem__)

@@ -245,7 +245,9 @@ class History:
     Each round appends one record: a dict of scalars (``objective``, ``E_s``,
     ``E_ps``, ``E_p``, ``E_sp``, ``gamma``, ``bytes_up``, ``bytes_down``,
     ``wall_time``, ``monitor_time``, ...) and small lists (``active`` client
-    indices, ``dropped`` clients).  Record ``k`` (field ``t = k``, 0-based) is
+    indices, ``dropped`` clients, with ``drop_reasons`` when there are any).
+    A round in which every contacted client was dropped also has
+    ``all_dropped = True`` (:attr:`all_dropped_rounds` lists those rounds).  Record ``k`` (field ``t = k``, 0-based) is
     the state *after* round ``t``, i.e. at ``θ_{t+1}``; the values at the
     starting point ``θ_0`` are in :attr:`initial`.  :meth:`to_pandas` and
     :meth:`series` put both together, indexed by ``round`` = the number of
@@ -285,7 +287,8 @@ class History:
     initial : dict
         Values at the starting point ``θ_0``, before the first round (e.g.
         ``objective`` when an objective cadence was asked, ``wall_time = 0``,
-        ``monitor_time``); saved by :meth:`save`.
+        ``monitor_time``; after a start exchange, ``dropped``: the clients
+        left out of ``Ŝ_0``, with ``drop_reasons``); saved by :meth:`save`.
     state : dict of str to ndarray
         Final arrays of the run (e.g. ``S`` and ``theta`` as flat float64 vectors); saved by :meth:`save`.
     params : dict of str to ndarray
@@ -330,6 +333,12 @@ class History:
     # -- reading ------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.records)
+
+    @property
+    def all_dropped_rounds(self) -> list[int]:
+        """Rounds ``t`` in which every contacted client was dropped (their records have ``all_dropped``):
+        the server aggregated no client message there.  Saved with the records; ``[]`` for older files."""
+        return [int(r.get("t", k)) for k, r in enumerate(self.records) if r.get("all_dropped")]
 
     def keys(self) -> list[str]:
         """Names present in at least one record, in first-seen order (not counting :attr:`initial`)."""

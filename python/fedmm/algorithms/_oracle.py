@@ -79,6 +79,19 @@ class LocalOracle:
         self._spider_theta: Any = None
         self._spider_epoch = -1
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickling (a Ray actor, a process pool): the memory's arrays become owned, writable copies.
+
+        Arrays deserialized from Ray's object store (or from a pickle's
+        out-of-band buffers) are read-only views; a model updates its memory
+        in place (e.g. dictionary learning's warm-start codes), so the
+        holder must own it, as after :meth:`set_state`.
+        """
+        self.__dict__.update(state)
+        if self.memory:
+            self.memory = {name: np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+                           for name, value in self.memory.items()}
+
     def get_state(self) -> dict[str, np.ndarray]:
         """The oracle's memory as arrays: the model's per-client memory (warm starts, keys
         ``memory:<name>``) and the SPIDER memory (empty when there is none).

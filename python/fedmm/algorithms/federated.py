@@ -22,6 +22,7 @@ from fedmm import _rounds
 from fedmm._validation import check_in, check_int, check_participation, check_real
 from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported, record_initial
 from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
+from fedmm.engine.local import CLIENT_ERROR_POLICIES, record_start_drops
 from fedmm.engine.metrics import squared_distance, step_record, update_size
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -228,8 +229,10 @@ class Client:
         One uncompressed pass over the local data (``Identity`` wire
         format, whatever the compressor); the server averages these into
         ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))`` (:meth:`Server.mean_statistic`).  The
-        client's state (control variate, oracle memory, random stream) is
-        not touched.
+        client's control variate and random stream are not touched; a model
+        that keeps per-client memory updates it as on any statistic (e.g.
+        dictionary learning's warm-start codes, then at ``θ_0``), in every
+        runtime alike: the runtimes carry that memory with the client.
         """
         full = self.oracle.statistic(message.theta, None)
         return _SETUP_CODEC.encode(np.asarray(full, dtype=np.float64), None)
@@ -354,6 +357,9 @@ class Server:
             self.S = None  # the baseline holds only θ_t
         self.V = np.zeros(self._size)
         self._coins: np.ndarray | None = None
+        #: Clients left out of ``Ŝ_0`` by the start exchange (client → why), in increasing order; empty when
+        #: every client answered or there was no start exchange (set by :meth:`FedMM.build`).
+        self.start_drops: dict[int, str] = {}
 
     @property
     def _size(self) -> int:
@@ -372,7 +378,8 @@ class Server:
         """
         return Broadcast(START_ROUND, self._init, self.theta, self.theta_vector)
 
-    def mean_statistic(self, payloads: dict[int, bytes]) -> np.ndarray:
+    def mean_statistic(self, payloads: dict[int, bytes],
+                       on_invalid: Callable[[int, str], None] | None = None) -> np.ndarray:
         """``Π(Σ_i μ_i s̄_i(θ_0))`` from every client's :meth:`Client.start_statistic` payload.
 
         The sum runs over the clients in increasing index order whatever
@@ -380,23 +387,58 @@ class Server:
         server's state does not change: build the run's server with this
         statistic as ``init``.
 
+        Parameters
+        ----------
+        payloads : dict of int to bytes
+            Client index → its start statistic.
+        on_invalid : callable(i, reason), optional
+            The ``'drop'`` fault policy: a payload that fails validation
+            (malformed, wrong length, non-finite values) is left out after
+            ``on_invalid(i, reason)`` is called, and clients absent from
+            ``payloads`` are left out too (the caller knows why).  The mean
+            is then re-weighted over the clients ``A`` that are left:
+            ``Ŝ_0 = Π(Σ_{i∈A} μ_i s̄_i(θ_0) / Σ_{i∈A} μ_i)`` (the same bits as
+            without the policy when every client answered).  Without it, a
+            missing client or an invalid payload raises.
+
         Raises
         ------
         ValueError
-            A client is missing, or a payload has the wrong length or non-finite values.
+            Without ``on_invalid``: a client is missing, or a payload has the
+            wrong length or non-finite values.  With it: no client (of
+            positive weight) is left.
         """
-        missing = sorted(set(range(self.n_clients)) - set(payloads))
-        if missing:
-            raise ValueError(f"The mean-statistic start needs every client's statistic; missing clients {missing}")
+        if on_invalid is None:
+            missing = sorted(set(range(self.n_clients)) - set(payloads))
+            if missing:
+                raise ValueError("The mean-statistic start needs every client's statistic; missing clients "
+                                 f"{missing}")
         size = self.model.layout.size
         total = np.zeros(size, dtype=np.float64)
+        used = []
         for i in range(self.n_clients):
-            values = _SETUP_CODEC.decode(payloads[i])
-            if values.shape != (size,):
-                raise ValueError(f"Client {i} sent a start statistic of length {values.shape}, expected ({size},)")
-            if not np.isfinite(values).all():
-                raise ValueError(f"Client {i} sent a start statistic with non-finite values")
+            if i not in payloads:
+                continue
+            try:
+                values = _SETUP_CODEC.decode(payloads[i])
+                if values.shape != (size,):
+                    raise ValueError(f"Client {i} sent a start statistic of length {values.shape}, "
+                                     f"expected ({size},)")
+                if not np.isfinite(values).all():
+                    raise ValueError(f"Client {i} sent a start statistic with non-finite values")
+            except (ValueError, TypeError) as exc:
+                if on_invalid is None:
+                    raise
+                on_invalid(i, str(exc))
+                continue
             total += self.weights[i] * values
+            used.append(i)
+        if len(used) < self.n_clients:
+            mass = float(self.weights[used].sum()) if used else 0.0
+            if not mass > 0.0:
+                raise ValueError(f"The mean-statistic start has no valid client statistic to average (clients "
+                                 f"{used} of {self.n_clients}, total weight {mass})")
+            total /= mass  # μ re-weighted over the clients that answered
         return np.asarray(self.model.project(total), dtype=np.float64)
 
     def setup_aggregate(self, payloads: dict[int, bytes]) -> None:
@@ -909,7 +951,7 @@ class FedMM:
                       control_variates=self.control_variates)
 
     def build(self, datas: Sequence[Any], *, seed: int | np.random.SeedSequence = 0,
-              init: np.ndarray | None = None) -> tuple[Server, list[Client]]:
+              init: np.ndarray | None = None, on_client_error: str = "drop") -> tuple[Server, list[Client]]:
         """Validated :class:`Server` and :class:`Client` objects for ``datas`` (used by every runtime).
 
         ``init`` (an array) is ``Ŝ_0``; None takes the start chosen by
@@ -917,7 +959,17 @@ class FedMM:
         full local statistics at ``θ_0 = T(model.init_statistic(...))`` are
         averaged here, in process (:meth:`Client.start_statistic`,
         :meth:`Server.mean_statistic`), before any runtime takes over.
+
+        The start exchange follows the fault policy ``on_client_error``:
+        with ``'drop'`` a client whose statistic raises or whose payload
+        fails validation is left out of ``Ŝ_0`` (the mean is re-weighted
+        over the clients that answered; the server's :attr:`Server.start_drops`
+        says who and why, and :meth:`run` records it in
+        ``history.initial["dropped"]`` / ``["drop_reasons"]``); the client
+        still takes part in the rounds.  With ``'raise'``, or when every
+        client fails, a ``RuntimeError`` names the client(s).
         """
+        on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
         seed = check_seed(seed)
         datas = self._check_datas(datas)
         model = self.model
@@ -933,15 +985,32 @@ class FedMM:
             # the start exchange of every runtime: one uncompressed full pass per client at θ_0 = T(init)
             message = server.start_message()
             payloads = {}
+            drops: dict[int, str] = {}
             for c in clients:
                 try:
                     payloads[c.index] = c.start_statistic(message)
                 except Exception as exc:
-                    raise RuntimeError(
-                        f"Client {c.index} failed in the start exchange ({type(exc).__name__}: {exc}); "
-                        "start='mean_statistic' needs every client's statistic at θ_0: fix the client, "
-                        "or pass init= or start='model'") from exc
-            server = self.build_server(n, weights=weights, init=server.mean_statistic(payloads), seed=seed)
+                    if on_client_error == "raise":
+                        raise RuntimeError(
+                            f"Client {c.index} failed in the start exchange ({type(exc).__name__}: {exc}); "
+                            "start='mean_statistic' with on_client_error='raise' needs every client's statistic "
+                            "at θ_0: fix the client, or pass on_client_error='drop', init= or start='model'"
+                        ) from exc
+                    drops[c.index] = f"{type(exc).__name__}: {exc}"
+
+            def on_invalid(i: int, reason: str) -> None:
+                drops[i] = f"invalid payload: {reason}"
+
+            try:
+                S0 = server.mean_statistic(payloads, on_invalid=on_invalid if on_client_error == "drop" else None)
+            except ValueError as exc:
+                if len(drops) < n:
+                    raise
+                raise RuntimeError(
+                    f"Every client failed in the start exchange ({drops}); start='mean_statistic' needs at least "
+                    "one client's statistic at θ_0: fix the clients, or pass init= or start='model'") from exc
+            server = self.build_server(n, weights=weights, init=S0, seed=seed)
+            server.start_drops = dict(sorted(drops.items()))
         return server, clients
 
     def _fingerprint(self, server: Server, datas: Sequence[Any], seed: Any, objective_every: int,
@@ -997,7 +1066,16 @@ class FedMM:
             The default runtime's fault policy: a client whose round raises or
             whose payload fails validation is dropped for that round (recorded
             in ``dropped`` / ``drop_reasons``) and the run goes on, or the
-            error propagates.
+            error propagates.  The start exchange (``start='mean_statistic'``)
+            follows it too (the policy of ``runtime`` when it has an
+            ``on_client_error``): a client that fails there is left out of
+            ``Ŝ_0``, μ re-weighted over the clients that answered, and
+            ``history.initial["dropped"]`` / ``["drop_reasons"]`` say who and
+            why (``dropped`` is ``[]`` when every client answered); only a
+            start where every client fails raises (``RuntimeError``).  A round
+            in which every contacted client is dropped is flagged
+            ``all_dropped`` in its record (:attr:`History.all_dropped_rounds`)
+            and the run ends with a ``RuntimeWarning`` naming those rounds.
         resume : Checkpoint or path, optional
             Continue the run that wrote this :class:`fedmm.engine.Checkpoint`
             (or the file :meth:`~fedmm.engine.Checkpoint.save` wrote) from its
@@ -1018,7 +1096,11 @@ class FedMM:
             ``exc.history`` (the completed rounds) and ``exc.checkpoint`` (a
             :class:`~fedmm.engine.Checkpoint` to pass as ``resume``) attached.
             Checkpoints need a runtime whose ``run`` accepts ``start`` and
-            ``checkpoint`` (the in-process runtime does).
+            ``checkpoint`` (the in-process runtime does).  Any other exception
+            that ends the run once its rounds have begun (a client error under
+            ``on_client_error='raise'``, a server step that fails, a
+            callback's error) carries ``exc.history`` and ``exc.checkpoint``
+            alike, and is written to ``checkpoint_path`` too.
 
         Returns
         -------
@@ -1050,7 +1132,10 @@ class FedMM:
             if seed is None:
                 seed = seed_from_repr(resumed.history.config.get("seed"))
         seed = check_seed(seed)  # once: a Generator is drawn from, None draws fresh entropy
-        server, clients = self.build(datas, seed=seed, init=init)
+        on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
+        # the start exchange (in this process) follows the fault policy of the runtime that runs the rounds
+        start_policy = on_client_error if runtime is None else getattr(runtime, "on_client_error", on_client_error)
+        server, clients = self.build(datas, seed=seed, init=init, on_client_error=start_policy)
         datas = [c.data for c in clients]
         if objective_data is not None:
             objective_data = self.model.check_data(objective_data, "objective_data")
@@ -1070,6 +1155,8 @@ class FedMM:
         monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
                            monitor_every if self.space == "parameter" else 0)
         if resumed is None:
+            if init is None and self.start == "mean_statistic":
+                record_start_drops(history, server.start_drops)
             record_initial(history, monitor.objective if objective_every else None)
         if runtime is None:
             reason = compiled_unsupported(server, clients)
@@ -1110,10 +1197,14 @@ class FedMM:
         try:
             runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=user_callback,
                         progress=progress, **extra)
-        except KeyboardInterrupt as exc:
+        except (Exception, KeyboardInterrupt) as exc:
             # Rounds are atomic: the server and clients hold the state after the last completed round.
             exc.history = history
-            exc.checkpoint = writer.write()
+            try:
+                exc.checkpoint = writer.write()
+            except Exception as failure:  # e.g. the disk that failed the run: the run's own error goes on
+                exc.checkpoint = None
+                exc.add_note(f"fedmm: no checkpoint of the completed rounds ({type(failure).__name__}: {failure})")
             raise
         if server.S is not None:
             history.state["S"] = server.S

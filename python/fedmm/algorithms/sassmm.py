@@ -126,6 +126,8 @@ class SASSMM:
             cadence); ``state`` holds the final ``S`` and ``theta`` (flat),
             ``params`` the final parameter as named arrays
             (``model.theta_to_dict``) and ``theta`` the model's own object.
+            An exception that ends the run (Ctrl-C included) carries the
+            completed iterations' History as ``exc.history``.
         """
         model = self.model
         n_iter = check_int(n_iter, "n_iter", low=0)
@@ -158,26 +160,31 @@ class SASSMM:
         record_initial(history, (lambda: model.objective(data, theta)) if cadence else None)
         elapsed = 0.0
         monitor_time = history.initial["monitor_time"]
-        for t in range(n_iter):
-            start = time.perf_counter()
-            gamma = self.schedule(t + 1)
-            oracle_value = oracle.evaluate(t, theta, stream.at(t))
-            # Ŝ_{t+1} = Π(Ŝ_t + γ (S̄ − Ŝ_t)) and θ = T(Ŝ_{t+1}), by the model (one compiled call where it has one)
-            S_new, theta = model.sa_step(S, oracle_value - S, gamma, self.projection is not None)
-            new_vec = model.theta_vector(theta)
-            record = {"t": t,
-                      **step_record(gamma, squared_distance(new_vec, theta_vec), squared_distance(S_new, S))}
-            S, theta_vec = S_new, new_vec
-            elapsed += time.perf_counter() - start
-            record["wall_time"] = elapsed
-            if cadence.due(t):
+        try:
+            for t in range(n_iter):
                 start = time.perf_counter()
-                record["objective"] = model.objective(data, theta)
-                monitor_time += time.perf_counter() - start
-            record["monitor_time"] = monitor_time
-            history.append(**record)
-            if callback is not None:
-                callback(t, S, theta)
+                gamma = self.schedule(t + 1)
+                oracle_value = oracle.evaluate(t, theta, stream.at(t))
+                # Ŝ_{t+1} = Π(Ŝ_t + γ (S̄ − Ŝ_t)) and θ = T(Ŝ_{t+1}), by the model (one compiled call where
+                # it has one)
+                S_new, theta = model.sa_step(S, oracle_value - S, gamma, self.projection is not None)
+                new_vec = model.theta_vector(theta)
+                record = {"t": t,
+                          **step_record(gamma, squared_distance(new_vec, theta_vec), squared_distance(S_new, S))}
+                S, theta_vec = S_new, new_vec
+                elapsed += time.perf_counter() - start
+                record["wall_time"] = elapsed
+                if cadence.due(t):
+                    start = time.perf_counter()
+                    record["objective"] = model.objective(data, theta)
+                    monitor_time += time.perf_counter() - start
+                record["monitor_time"] = monitor_time
+                history.append(**record)
+                if callback is not None:
+                    callback(t, S, theta)
+        except (Exception, KeyboardInterrupt) as exc:
+            exc.history = history  # the completed iterations, as FedMM.run
+            raise
         history.state["S"] = S
         history.state["theta"] = theta_vec
         history.params = model.theta_to_dict(theta)

@@ -12,6 +12,7 @@ import inspect
 import signal
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
@@ -20,7 +21,8 @@ from fedmm._progress import progress_bar
 from fedmm._validation import check_in, check_int
 from fedmm.history import History
 
-__all__ = ["LocalRuntime", "finish_round", "record_initial", "round_record", "run_monitor", "split_contiguous"]
+__all__ = ["LocalRuntime", "finish_round", "record_initial", "record_start_drops", "round_record", "run_monitor",
+           "split_contiguous", "warn_all_dropped"]
 
 #: What happens to a client whose round fails: dropped for the round (Algorithm 2 lines 10-11), or raise.
 CLIENT_ERROR_POLICIES = ("drop", "raise")
@@ -48,13 +50,44 @@ def round_record(t: int, server_record: dict, ids: Sequence[int], payloads: Sequ
     inactive client of Algorithm 2).  ``active`` lists the clients whose
     non-empty message was aggregated; bytes count what actually travelled.
     With ``reasons`` (client → why it was dropped) the record also gets
-    ``drop_reasons``, aligned with ``dropped``.
+    ``drop_reasons``, aligned with ``dropped``.  A round in which every
+    contacted client was dropped (at least one contacted) also gets
+    ``all_dropped = True`` (:attr:`fedmm.History.all_dropped_rounds`; the
+    runtimes warn about it at the end of the run, :func:`warn_all_dropped`).
     """
     sizes = [None if b is None else len(b) for b in payloads]
     dropped = [i for i, n in zip(ids, sizes) if n is None]
-    return _record(t, server_record, [i for i, n in zip(ids, sizes) if n], dropped,
-                   sum(n for n in sizes if n is not None), len(ids) * message.nbytes, elapsed,
-                   None if reasons is None else [reasons.get(i, "no answer") for i in dropped])
+    record = _record(t, server_record, [i for i, n in zip(ids, sizes) if n], dropped,
+                     sum(n for n in sizes if n is not None), len(ids) * message.nbytes, elapsed,
+                     None if reasons is None else [reasons.get(i, "no answer") for i in dropped])
+    if ids and len(dropped) == len(ids):
+        record["all_dropped"] = True
+    return record
+
+
+def warn_all_dropped(history: History, first: int = 0, stacklevel: int = 2) -> None:
+    """A ``RuntimeWarning`` naming the rounds from record ``first`` on in which every contacted client was
+    dropped (records flagged ``all_dropped``); nothing when there are none.
+
+    Such a round aggregated no client message (the server stepped with its
+    control variate alone), so a run made only of them is no success.
+    """
+    rounds = [r.get("t", k) for k, r in enumerate(history.records[first:], start=first) if r.get("all_dropped")]
+    if rounds:
+        shown = ", ".join(str(t) for t in rounds[:20]) + (f", ... ({len(rounds)} rounds)" if len(rounds) > 20 else "")
+        warnings.warn(f"{history.algorithm or 'run'}: every contacted client was dropped in round(s) {shown}; "
+                      "those rounds aggregated no client message (see their records' 'drop_reasons'; "
+                      "History.all_dropped_rounds lists them)", RuntimeWarning, stacklevel=stacklevel + 1)
+
+
+def record_start_drops(history: History, drops: dict[int, str]) -> None:
+    """Record the start exchange's outcome in ``history.initial``: ``dropped`` (clients left out of
+    ``Ŝ_0``, ``[]`` when every client answered) and, when there are any, ``drop_reasons`` aligned with it
+    (as a round's record)."""
+    dropped = sorted(int(i) for i in drops)
+    history.initial["dropped"] = dropped
+    if dropped:
+        history.initial["drop_reasons"] = [str(drops[i]) for i in dropped]
 
 
 def _record(t: int, server_record: dict, active: list[int], dropped: list[int], bytes_up: int, bytes_down: int,
@@ -197,7 +230,9 @@ class LocalRuntime:
     rounds before it and reruns round ``t`` on the Python backend, which
     applies ``on_client_error``.  A ``KeyboardInterrupt`` during a round
     restores the round's clients and propagates with the History of the
-    completed rounds attached as its ``history`` attribute.
+    completed rounds attached as its ``history`` attribute; so does any
+    other exception that ends :meth:`run`.  A run with rounds in which every
+    contacted client was dropped ends with a ``RuntimeWarning`` naming them.
 
     Notes
     -----
@@ -415,8 +450,8 @@ class LocalRuntime:
                 if bar is not None:
                     bar.update(1)
                 t += 1
-        except KeyboardInterrupt as exc:
-            exc.history = history  # the completed rounds; the interrupted one left no trace
+        except (Exception, KeyboardInterrupt) as exc:
+            exc.history = history  # the completed rounds; the interrupted or failed one left no trace
             raise
         finally:
             if pool is not None:
@@ -425,6 +460,7 @@ class LocalRuntime:
                 workers.close()  # joins the threads: none outlives the run
             if bar is not None:
                 bar.close()
+        warn_all_dropped(history, start)
         return history
 
     def _python_round(self, server: Any, clients: Sequence[Any], t: int, pool: ThreadPoolExecutor | None,

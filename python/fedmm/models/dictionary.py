@@ -151,6 +151,12 @@ class DictionaryLearning(SurrogateModel):
         if codes is None:
             # Zero codes are the solver's own cold start: the first call equals a cold call.
             codes = memory["codes"] = np.zeros((data.shape[0], self.n_components))
+        elif not (type(codes) is np.ndarray and codes.dtype == np.float64 and codes.flags.c_contiguous
+                  and codes.flags.writeable):
+            # The new codes are written into this array (here and by the compiled rounds): memory that came
+            # back read-only (Ray's object store, a pickle's out-of-band buffer) or in another layout is
+            # replaced by an owned, writable copy first.
+            codes = memory["codes"] = np.array(codes, dtype=np.float64, order="C")
         return codes if idx is None else codes[idx]
 
     @staticmethod

@@ -38,7 +38,11 @@ Wire conventions (``fedmm/payload-v1``):
 - start, message type ``train.fedmm_start`` (FedMM with ``start='mean_statistic'``
   and no ``init``): the broadcast of round ``-2`` carries ``θ_0``; every node
   answers with its full local statistic at ``θ_0`` (Identity wire format),
-  which the server averages into ``Ŝ_0`` before the set-up exchange.
+  which the server averages into ``Ŝ_0`` before the set-up exchange.  Under
+  ``on_client_error='drop'`` a node whose answer is an error, missing, late or
+  invalid is left out of ``Ŝ_0`` (μ re-weighted over the others) and listed in
+  ``history.initial["dropped"]`` / ``["drop_reasons"]``; the run fails only
+  when no node answers.
 
 Client state.  ``V_{t,i}`` (and the SPIDER memory) live in
 ``context.state.array_records["fedmm"]``.  A client's update is first stored
@@ -81,7 +85,7 @@ from fedmm._validation import check_in
 from fedmm.algorithms._random import check_seed, init_generator
 from fedmm.engine.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
-from fedmm.runtime.local import record_initial, round_record, run_monitor
+from fedmm.runtime.local import record_initial, record_start_drops, round_record, run_monitor, warn_all_dropped
 
 __all__ = ["FedMMStrategy", "client_app", "RemoteAlgorithm", "remote_algorithm", "PAYLOAD_STYPE", "STATE_KEY",
            "payload_array", "payload_bytes"]
@@ -244,8 +248,14 @@ class RemoteAlgorithm(Protocol):
         ...
 
     def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
-                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int) -> Any:
-        """The server of the run, built from every client's start answer ``payloads[i]``."""
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
+        """The server of the run, built from the clients' start answers ``payloads[i]``.
+
+        With ``on_invalid`` (the ``'drop'`` fault policy) ``payloads`` may
+        lack the clients that failed, and an invalid answer is left out after
+        ``on_invalid(i, reason)``; without it every client's valid answer is needed.
+        """
         ...
 
     def broadcast_layout(self, server: Any) -> str:
@@ -335,9 +345,11 @@ class _FedMMRemote:
         return client.start_statistic(message)
 
     def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
-                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int) -> Any:
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
         return self.algorithm.build_server(n_clients, weights=_sample_weights(self.algorithm.weights, descriptions),
-                                           init=server.mean_statistic(payloads), seed=seed)
+                                           init=server.mean_statistic(dict(payloads), on_invalid=on_invalid),
+                                           seed=seed)
 
     def broadcast_layout(self, server: Any) -> str:
         return _theta_structure(server.theta)
@@ -403,7 +415,8 @@ class _OTRemote:
         raise TypeError(f"{self.name} has no start exchange")
 
     def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
-                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int) -> Any:
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
         raise TypeError(f"{self.name} has no start exchange")
 
     def broadcast_layout(self, server: Any) -> str:
@@ -600,17 +613,37 @@ class FedMMStrategy(Strategy):
         self._layout = self.remote.broadcast_layout(self.server)
 
     def _start_exchange(self, grid: Grid, timeout: float) -> None:
-        """The start exchange: every client's answer to the start message rebuilds the server
-        (FedMM's ``start='mean_statistic'``: ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))``)."""
+        """The start exchange: the clients' answers to the start message rebuild the server
+        (FedMM's ``start='mean_statistic'``: ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))``).
+
+        Under ``on_client_error='drop'`` a client whose answer is an error,
+        missing, late or invalid is left out of ``Ŝ_0`` (μ re-weighted over
+        the others; ``history.initial["dropped"]`` and ``["drop_reasons"]``
+        say who and why), as :meth:`fedmm.algorithms.FedMM.build` does in process.
+        """
         message = self.remote.start_message(self.server)
         messages = [self._broadcast_message(message, pid, _START) for pid in self.node_of]
         payloads, errors = self._collect(grid.send_and_receive(messages, timeout=timeout), START_ROUND)
-        if len(payloads) != self.n_clients:
-            raise RuntimeError("start='mean_statistic' needs every client's statistic at θ_0; missing "
-                               f"{sorted(set(range(self.n_clients)) - set(payloads))}: {errors} (pass init= "
-                               "or build the FedMM with start='model')")
+        reasons = {i: _last_line(reason) for _, i, reason in errors if 0 <= i < self.n_clients}
+        for i in range(self.n_clients):
+            if i not in payloads and i not in reasons:
+                reasons[i] = f"timeout: no reply within {timeout:g} s"
+        missing = sorted(set(range(self.n_clients)) - set(payloads))
+        if missing and (self.on_client_error == "raise" or not payloads):
+            raise RuntimeError(f"start='mean_statistic' needs {'every' if payloads else 'at least one'} client's "
+                               f"statistic at θ_0; missing {missing}: {errors} (pass init= or build the FedMM "
+                               "with start='model')")
+        on_invalid = None
+        if self.on_client_error == "drop":
+            def on_invalid(i: int, reason: str) -> None:
+                reasons[i] = f"invalid payload: {reason}"
+                self.errors.append((START_ROUND, i, reasons[i]))
+
+        # the fault policy's hook only under 'drop' (a RemoteAlgorithm written before it takes none otherwise)
         self.server = self.remote.restart_server(self.server, payloads, n_clients=self.n_clients,
-                                                 descriptions=self._descriptions, seed=self.seed)
+                                                 descriptions=self._descriptions, seed=self.seed,
+                                                 **({} if on_invalid is None else {"on_invalid": on_invalid}))
+        record_start_drops(self.history, reasons)
         self.history.config["start_bytes_up"] = sum(len(b) for b in payloads.values())
         self.history.config["start_bytes_down"] = self.n_clients * message.nbytes
 
@@ -667,8 +700,13 @@ class FedMMStrategy(Strategy):
             self.history.config["setup_bytes_down"] = 0
         record_initial(self.history, None if self.objective is None else
                        (lambda: self.objective(self.remote.estimate(self.server))))
-        self.start(grid, self._state_record(), num_rounds=int(n_rounds), timeout=timeout)
+        try:
+            self.start(grid, self._state_record(), num_rounds=int(n_rounds), timeout=timeout)
+        except (Exception, KeyboardInterrupt) as exc:
+            exc.history = self.history  # the completed rounds, as the other runtimes
+            raise
         self.remote.finish(self.server, self.history)
+        warn_all_dropped(self.history)
         return self.history
 
     def _state_record(self) -> ArrayRecord:

@@ -43,7 +43,7 @@ from fedmm._progress import progress_bar, progress_enabled
 from fedmm._validation import check_in, check_int, check_real
 from fedmm.engine.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
-from fedmm.runtime.local import finish_round, split_contiguous
+from fedmm.runtime.local import finish_round, split_contiguous, warn_all_dropped
 
 __all__ = ["RayRuntime", "init_local_ray", "local_ray"]
 
@@ -360,7 +360,13 @@ class RayRuntime:
             ``setup_timeout``; with ``on_client_error='raise'``, a client missed a round's deadline.
         KeyboardInterrupt
             With the History of the completed rounds as its ``history``
-            attribute (the interrupted round left no trace).
+            attribute (the interrupted round left no trace); every other
+            exception that ends the run carries it too.
+
+        Warns
+        -----
+        RuntimeWarning
+            At the end, naming the rounds in which every contacted client was dropped.
         """
         n_rounds = check_int(n_rounds, "n_rounds", low=0)
         show_progress = progress_enabled(progress)  # validated before any actor starts
@@ -393,14 +399,15 @@ class RayRuntime:
                 down = self._replace_hung(fleet)
                 elapsed = self._round(fleet, server, t, down, history, elapsed, monitor, callback, aggregate_hook)
                 bar.update(1)
-        except KeyboardInterrupt as exc:
-            exc.history = history  # the completed rounds; the interrupted one left no trace
+        except (Exception, KeyboardInterrupt) as exc:
+            exc.history = history  # the completed rounds; the interrupted or failed one left no trace
             raise
         finally:
             bar.close()
             fleet.stop()
             if started and self.shutdown:
                 ray.shutdown()
+        warn_all_dropped(history)
         return history
 
     def _replace_hung(self, fleet: "_Fleet") -> dict[int, str]:
