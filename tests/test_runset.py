@@ -88,7 +88,7 @@ def test_to_pandas_is_every_runs_frame_with_its_labels():
 def test_to_pandas_columns_dropna_and_without_initial():
     runs = _runset()
     frame = runs.to_pandas(["objective", "E_s"], dropna=True, include_initial=False)
-    kept = {name: h.to_pandas([c for c in ("objective", "E_s") if c in h._all_keys(False)], dropna=True,
+    kept = {name: h.to_pandas([c for c in ("objective", "E_s") if c in h.keys()], dropna=True,
                               include_initial=False) for name, h in runs.items()}
     expected = pd.concat(kept, names=["run"]).reset_index()[["run", "round", "objective", "E_s"]]
     expected["run"] = expected["run"].astype(str)

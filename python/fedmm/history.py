@@ -467,6 +467,11 @@ _RUNSET_VERSION = 1
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 
 
+def _fields(history: History, include_initial: bool) -> list[str]:
+    """A run's field names, first-seen order: its records', then (optionally) those only in ``initial``."""
+    return list(dict.fromkeys([*history.keys(), *(history.initial if include_initial else ())]))
+
+
 def _label_value(text: str) -> int | float | str:
     """A label's value as an int or a float when it reads as one, else the text."""
     for kind in (int, float):
@@ -662,7 +667,7 @@ class RunSet(Mapping):
                               "(or pip install 'fedmm[analysis]')") from exc
         if isinstance(columns, str):
             raise TypeError(f"Expected 'columns' to be a sequence of field names, got the string {columns!r}")
-        fields = {name: h._all_keys(include_initial) for name, h in self.runs.items()}
+        fields = {name: _fields(h, include_initial) for name, h in self.runs.items()}
         if columns is not None:
             columns = list(columns)
             known = {f for fs in fields.values() for f in fs}
@@ -764,8 +769,8 @@ class RunSet(Mapping):
             raise TypeError(f"Expected 'logy' to be a bool or None, got {logy!r}")
         groups = self._groups(by)
         for field in {y, x} - {"round"}:
-            if not any(field in h._all_keys(True) for h in self.runs.values()):
-                known = sorted({f for h in self.runs.values() for f in h._all_keys(True)})
+            if not any(field in _fields(h, True) for h in self.runs.values()):
+                known = sorted({f for h in self.runs.values() for f in _fields(h, True)})
                 raise KeyError(f"No run has the field {field!r}; fields are {known}")
         if x != "round" and any(len(names) > 1 for names in groups.values()):
             raise ValueError(f"Expected x='round' to average groups of several runs, got x={x!r}; "
@@ -776,7 +781,7 @@ class RunSet(Mapping):
             ax = plt.gca()
         drawn = []
         for label, names in groups.items():
-            curves = [self.runs[n] for n in names if y in self.runs[n]._all_keys(True)]
+            curves = [self.runs[n] for n in names if y in _fields(self.runs[n], True)]
             if not curves:
                 continue
             if len(curves) == 1:

@@ -180,7 +180,7 @@ def choice(choices: Sequence[str]) -> Callable[[str], str]:
 
     def parse(text: str) -> str:
         if text not in choices:
-            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(choices)}")
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(map(repr, choices))})")
         return text
 
     return parse
