@@ -85,6 +85,8 @@ BAD_VALUES = [
     (["experiment", "fedmls", "--batch-fraction", "1.5"], "--batch-fraction"),
     (["experiment", "fedmls", "--extend-grid", "-1"], "--extend-grid"),
     (["experiment", "fig2", "--beta-grid", "0.1,-1"], "--beta-grid"),
+    (["experiment", "fedmls", "--prox-weight-grid", "1,0"], "--prox-weight-grid"),
+    (["experiment", "fedmls", "--step-grid", "0.1,,1"], "--step-grid"),
     (["experiment", "fig1", "--objective-every", "0"], "--objective-every"),
     (["experiment", "fig1", "--samples", "3"], "--samples"),
 ]
@@ -103,7 +105,7 @@ def test_bad_values_exit_2_naming_the_option(argv, option, tmp_path, capsys):
 def test_a_library_value_error_is_reported_without_traceback(tmp_path, capsys):
     # all 30 standardized breast-cancer features are linearly separable: F* = 0 and the run refuses
     argv = ["experiment", "fedmls", "--features", "0", "--rounds", "2", "--seeds", "1", "--tune-seeds", "1",
-            "--prox-weight-powers", "0", "0", "--step-powers", "-2", "-2", "--out", str(tmp_path)]
+            "--prox-weight-grid", "1", "--step-grid", "0.01", "--out", str(tmp_path)]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "fedmm experiment fedmls: error: F* = " in err and "≈ 0 (separable data)" in err
@@ -114,14 +116,14 @@ TINY = {
     ("demo",): ["--rounds", "4", "--samples", "120", "--clients", "4"],
     ("experiment", "fig1"): ["--setting", "homogeneous", "--rounds", "4", "--samples", "40", "--p", "5", "--K", "3",
                              "--clients", "4", "--active-clients", "2", "--batch-size", "5", "--beta", "0.05"],
-    ("experiment", "fig2"): ["--setting", "homogeneous", "heterogeneous", "--rounds", "3", "--samples", "40", "--p",
+    ("experiment", "fig2"): ["--setting", "homogeneous,heterogeneous", "--rounds", "3", "--samples", "40", "--p",
                              "5", "--K", "3", "--clients", "4", "--active-clients", "2", "--beta-grid", "0.05",
                              "--tune-rounds", "2", "--extend-grid", "0"],
     ("experiment", "fedem-fig1"): ["--rounds", "6", "--monitor-every", "2"],
     ("experiment", "fedem-digits"): ["--rounds", "4", "--monitor-every", "2"],
     ("experiment", "fedmissem"): ["--rounds", "4", "--monitor-every", "2"],
-    ("experiment", "fedmls"): ["--rounds", "3", "--tune-seeds", "1", "--prox-weight-powers", "0", "0",
-                               "--step-powers", "-2", "-2", "--extend-grid", "0"],
+    ("experiment", "fedmls"): ["--rounds", "3", "--tune-seeds", "1", "--prox-weight-grid", "1",
+                               "--step-grid", "0.01", "--extend-grid", "0"],
 }
 
 
@@ -168,9 +170,13 @@ def test_config_file_is_typed_before_the_command_line(tmp_path, capsys):
 @pytest.mark.parametrize("argv, old, new, dest, value", [
     (["experiment", "fedmls", "-o", "x"], "-o", "--out", "out", "x"),
     (["experiment", "fedmls", "--output-dir", "x"], "--output-dir", "--out", "out", "x"),
-    (["experiment", "fedmls", "--lam-powers", "-1", "2"], "--lam-powers", "--prox-weight-powers",
-     "prox_weight_powers", [-1, 2]),
-    (["experiment", "fedmls", "--eta-powers", "-3", "-1"], "--eta-powers", "--step-powers", "step_powers", [-3, -1]),
+    (["experiment", "fedmls", "--lam-powers", "-1", "2"], "--lam-powers", "--prox-weight-grid",
+     "prox_weight_grid", (0.1, 1.0, 10.0, 100.0)),
+    (["experiment", "fedmls", "--prox-weight-powers", "0", "1"], "--prox-weight-powers", "--prox-weight-grid",
+     "prox_weight_grid", (1.0, 10.0)),
+    (["experiment", "fedmls", "--eta-powers", "-3", "-1"], "--eta-powers", "--step-grid", "step_grid",
+     (0.001, 0.01, 0.1)),
+    (["experiment", "fedmls", "--step-powers", "-1", "-1"], "--step-powers", "--step-grid", "step_grid", (0.1,)),
     (["experiment", "fedem-fig1", "--seed", "4"], "--seed", "--first-seed", "first_seed", 4),
     (["demo", "--seed", "4"], "--seed", "--first-seed", "first_seed", 4),
     (["experiment", "fig1", "--n-clients", "7"], "--n-clients", "--clients", "n_clients", 7),
@@ -186,7 +192,8 @@ def test_old_spellings_are_hidden_from_help(capsys):
     with pytest.raises(SystemExit):
         main(["experiment", "fedmls", "--help"])
     text = capsys.readouterr().out
-    assert "--lam-powers" not in text and "--output-dir" not in text and "--prox-weight-powers" in text
+    assert "--lam-powers" not in text and "--output-dir" not in text and "--prox-weight-powers" not in text
+    assert "--prox-weight-grid" in text and "--step-grid" in text
 
 
 def test_progress_defaults_to_the_terminal_and_quiet_silences_it():
@@ -233,7 +240,7 @@ def test_tuning_extends_its_grid_until_the_optimum_is_inside():
 
 def test_fig2_extend_grid_reaches_past_the_grid(tmp_path, capsys):
     argv = ["experiment", "fig2", *TINY[("experiment", "fig2")], "--setting", "homogeneous", "--seeds", "1",
-            "--beta-grid", "0.002", "0.005", "--extend-grid", "1", "--out", str(tmp_path)]
+            "--beta-grid", "0.002,0.005", "--extend-grid", "1", "--out", str(tmp_path)]
     assert main(argv) == 0
     result = fedmm.load(tmp_path / "fig2_homogeneous.json").metadata
     for name, scores in result["tuning"].items():

@@ -307,7 +307,7 @@ def test_experiment_writes_curves_and_reports_winners(tmp_path):
     parser = argparse.ArgumentParser()
     add_fedmls_parser(parser.add_subparsers(dest="experiment"))
     args = parser.parse_args(["fedmls", "-o", str(tmp_path), "--rounds", "6", "--seeds", "2",
-                              "--tune-seeds", "1", "--prox-weight-powers", "0", "1", "--step-powers", "-2", "-2",
+                              "--tune-seeds", "1", "--prox-weight-grid", "1,10", "--step-grid", "0.01",
                               "--extend-grid", "0"])
     assert args.func(args) == 0
     summary = json.loads((tmp_path / "fedmls_summary.json").read_text())

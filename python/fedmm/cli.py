@@ -11,7 +11,10 @@ Every command shares the options of
 file is applied here, before the command runs, and a bad value found after
 parsing (an :class:`~fedmm.experiments._common.ExperimentError` or a
 ``ValueError`` of the library) is reported as ``fedmm ...: error: ...``
-with exit status 2, never as a traceback.
+with exit status 2, never as a traceback; so are unrecognized arguments,
+by the parser of the command that got them
+(:class:`~fedmm.experiments._common.CommandParser`), and an ``OSError``
+while the command writes its results.
 """
 from __future__ import annotations
 
@@ -42,12 +45,15 @@ def _register_experiment(subparsers: Any) -> None:
     )
     figures = parser.add_subparsers(dest="figure", metavar="FIGURE")
     add_experiment_subcommands(figures)
-    parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
+    parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1], command_parser=parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``fedmm`` parser with every registered subcommand."""
-    parser = CommandParser(prog="fedmm", description="Federated majorize-minimization (FedMM).")
+    parser = CommandParser(prog="fedmm", description="Federated majorize-minimization (FedMM).",
+                           epilog="Run 'fedmm COMMAND --help' for a command's options. An option that takes a list "
+                           "(--setting, --beta-grid, --dims, ...) takes one word of comma-separated values, e.g. "
+                           "--beta-grid 0.05,0.1; --out must name a directory you can write into (created if absent).")
     parser.add_argument("--version", action="version", version=f"fedmm {fedmm.__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     _register_demo(subparsers)
@@ -72,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(command, str(exc), exc.option)
     except ValueError as exc:  # a library check that the command-line checks did not anticipate
         return _error(command, str(exc), None)
+    except OSError as exc:  # e.g. --out became unwritable after the check, or a full disk
+        where = f": {exc.filename}" if exc.filename else ""
+        return _error(command, f"cannot write the results ({exc.strerror or exc}{where})", None)
 
 
 def _command_argv(argv: list[str], prog: str) -> list[str]:

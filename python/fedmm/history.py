@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, Iterable, Sequence
 
@@ -615,6 +616,23 @@ class History:
 # --------------------------------------------------------------------------- several runs in one file
 _RUNSET_FORMAT = "fedmm-runset"
 _RUNSET_VERSION = 1
+#: A ``key=value`` part of a run's name (a label); ``FedMMOT(step=0.001)`` is not one.
+_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
+def _fields(history: History, include_initial: bool) -> list[str]:
+    """A run's field names, first-seen order: its records', then (optionally) those only in ``initial``."""
+    return list(dict.fromkeys([*history.keys(), *(history.initial if include_initial else ())]))
+
+
+def _label_value(text: str) -> int | float | str:
+    """A label's value as an int or a float when it reads as one, else the text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 class RunSet(Mapping):
@@ -706,6 +724,290 @@ class RunSet(Mapping):
         """Read a run set written by :meth:`save` (refusals as :meth:`History.load`)."""
         path, data = _read_json(path)
         return _parse_file(path, cls.from_dict, data)
+
+    # -- analysis -----------------------------------------------------------
+    def labels(self, name: str) -> dict[str, Any]:
+        """The labels of a run, read from its name (``"d=16/FedAdam/seed=0"``: ``d``, ``curve``, ``seed``).
+
+        The name's ``/``-separated parts of the form ``key=value`` give the
+        label ``key`` (the value as an int or a float when it reads as one,
+        else a string); the last other part is the ``curve``, and the other
+        parts before it, joined by ``/``, the ``setting`` (the data setting or
+        panel of the experiments' ``"<setting>/<curve>/seed=<s>"`` names).
+
+        Parameters
+        ----------
+        name : str
+            A run's name (any string: not necessarily one of this set's runs).
+
+        Returns
+        -------
+        dict of str to int, float or str
+            In the order the labels appear in the name, ``curve`` and ``setting`` where the bare parts were.
+
+        Examples
+        --------
+        >>> RunSet().labels("homogeneous/FedMM/seed=3")
+        {'setting': 'homogeneous', 'curve': 'FedMM', 'seed': 3}
+        >>> RunSet().labels("d=16/FedMMOT(step=0.001)/seed=0")
+        {'d': 16, 'curve': 'FedMMOT(step=0.001)', 'seed': 0}
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"Expected 'name' to be a run name (str), got {type(name).__name__}")
+        parts = name.split("/")
+        bare = [i for i, part in enumerate(parts) if not _LABEL.fullmatch(part)]
+        out: dict[str, Any] = {}
+        for i, part in enumerate(parts):
+            if i not in bare:
+                key, value = part.split("=", 1)
+                out[key] = _label_value(value)
+            elif i == bare[-1]:
+                if len(bare) > 1:
+                    out["setting"] = "/".join(parts[j] for j in bare[:-1])
+                out["curve"] = part
+        return out
+
+    def to_pandas(self, columns: Sequence[str] | None = None, *, include_initial: bool = True,
+                  dropna: bool = False, labels: bool = True) -> Any:
+        """Every run's :meth:`History.to_pandas` rows in one tidy :class:`pandas.DataFrame` (needs pandas).
+
+        The frame has a ``run`` column (the run's name), one column per label
+        of the names (:meth:`labels`: e.g. ``curve``, ``seed``, ``setting``,
+        ``d``), the ``round`` column and the runs' fields: one row per run and
+        round, ready for ``groupby`` or seaborn (``hue="curve"``).  A field
+        that a run does not record (``E_s`` of ParameterAveraging, which
+        records ``E_sp``) is ``<NA>`` in that run's rows, as is a label that
+        its name does not carry.
+
+        Parameters
+        ----------
+        columns : sequence of str, optional
+            Fields to keep, in this order (default: every field of every run,
+            first-seen order); each must be a field of at least one run.
+        include_initial : bool
+            Start each run with the row of ``θ_0`` (``round`` 0).
+        dropna : bool
+            Keep only the rows where every selected column that the run
+            records has a value (as :meth:`History.to_pandas` run by run).
+        labels : bool
+            Add the label columns (default); False keeps ``run`` only.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``run``, the labels, ``round``, the fields; a fresh
+            ``RangeIndex``; the fields' dtypes as in :meth:`History.to_pandas`,
+            numeric labels likewise (``seed`` is ``Int64``), ``run`` and the
+            text labels pandas' default for strings.  An empty run
+            set gives an empty frame with the columns ``run`` and ``round``.
+
+        Raises
+        ------
+        ImportError
+            pandas is not installed.
+        KeyError
+            A name in ``columns`` is a field of no run.
+        ValueError
+            A label has the name of a field or of ``run``/``round`` (pass ``labels=False``).
+
+        Examples
+        --------
+        >>> a, b = History("FedMM"), History("FedMM")
+        >>> a.initial["objective"] = b.initial["objective"] = 4.0
+        >>> a.append(t=0, objective=2.0)
+        >>> b.append(t=0, objective=3.0)
+        >>> runs = RunSet({"FedMM/seed=0": a, "FedMM/seed=1": b})
+        >>> frame = runs.to_pandas()
+        >>> list(frame.columns)
+        ['run', 'curve', 'seed', 'round', 't', 'objective']
+        >>> frame.groupby("round")["objective"].mean().tolist()
+        [4.0, 2.5]
+        """
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("RunSet.to_pandas needs pandas: pip install pandas "
+                              "(or pip install 'fedmm[analysis]')") from exc
+        if isinstance(columns, str):
+            raise TypeError(f"Expected 'columns' to be a sequence of field names, got the string {columns!r}")
+        fields = {name: _fields(h, include_initial) for name, h in self.runs.items()}
+        if columns is not None:
+            columns = list(columns)
+            known = {f for fs in fields.values() for f in fs}
+            unknown = [c for c in columns if c not in known]
+            if unknown:
+                raise KeyError(f"No run has the field(s) {unknown}; fields are {sorted(known)}")
+        frames = {name: h.to_pandas(None if columns is None else [c for c in columns if c in fields[name]],
+                                    include_initial=include_initial, dropna=dropna)
+                  for name, h in self.runs.items()}
+        if not frames:
+            return pd.DataFrame({"run": pd.Series(dtype=object), "round": pd.Series(dtype=np.int64)})
+        frame = pd.concat(frames, names=["run"]).reset_index()
+        frame["run"] = pd.Series(frame["run"].tolist(), index=frame.index)  # pandas' default string dtype
+        if columns is not None:
+            frame = frame[["run", "round", *columns]]
+        if labels:
+            per_run = {name: self.labels(name) for name in self.runs}
+            keys = list(dict.fromkeys(k for labels_ in per_run.values() for k in labels_))
+            clash = [k for k in keys if k in frame.columns]
+            if clash:
+                raise ValueError(f"The run names' label(s) {clash} are also column names; "
+                                 "pass labels=False to keep the run names only")
+            names = frame["run"].tolist()
+            for position, key in enumerate(keys, start=1):
+                values = [per_run[n].get(key) for n in names]
+                text = all(isinstance(v, str) for v in values if v is not None)
+                column = pd.Series(values, index=frame.index) if text else _pandas_column(pd, values)
+                frame.insert(position, key, column)
+        return frame
+
+    def plot(self, y: str = "objective", *, x: str = "round", by: Any = "auto", ax: Any = None,
+             logy: bool | None = None, band: bool = True, **kwargs: Any) -> Any:
+        """Plot one field of every run with matplotlib, or its mean ± one standard deviation per group.
+
+        Parameters
+        ----------
+        y : str
+            Field on the vertical axis (default ``"objective"``).
+        x : str
+            ``"round"`` (rounds completed, 0 = ``θ_0``; default) or a field
+            such as ``"wall_time"``; with groups of several runs it must be
+            ``"round"`` (the mean is taken round by round).
+        by : "auto", None, str or sequence of str
+            How runs are grouped.  ``"auto"`` (default): the runs whose names
+            differ only in their ``seed=`` part form a group (one curve of an
+            experiment over its seeds); a run with no such sibling is a group
+            of one.  None: one line per run.  A label name or several
+            (:meth:`labels`, e.g. ``"curve"``): the runs with the same values
+            of these labels form a group.
+        ax : matplotlib.axes.Axes, optional
+            Axes to draw on (default: the current Axes, ``plt.gca()``).
+        logy : bool, optional
+            Log-scaled y axis; by default when every drawn value is positive
+            and they span at least two decades, as :meth:`History.plot`.
+        band : bool
+            Shade ± one standard deviation over a group's runs (population
+            standard deviation of the runs that have a value in that round;
+            on a log axis, clipped below at 10⁻³ × the mean).
+        **kwargs
+            Passed to ``Axes.plot`` for every line (e.g. ``marker``).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            One line per group (a group of one: its run, as :meth:`History.plot`
+            draws it), labelled by the run's name without ``seed=…`` (by
+            ``"auto"``), by the run's name (by None) or by the labels'
+            ``key=value`` (by labels), with the group's size when it is more
+            than one run (``"FedMM (3 runs)"``); points where no run of the
+            group has a value are left out.
+
+        Raises
+        ------
+        TypeError
+            ``x``, ``y`` or ``by`` of the wrong type.
+        ValueError
+            ``by`` names a label that some run lacks, or groups of several
+            runs with ``x`` other than ``"round"``.
+        KeyError
+            ``y`` (or ``x``) is a field of no run.
+
+        Examples
+        --------
+        >>> from matplotlib.figure import Figure
+        >>> runs = RunSet()
+        >>> for seed, final in enumerate([2.0, 3.0]):
+        ...     h = History("FedMM")
+        ...     h.initial["objective"] = 4.0
+        ...     h.append(t=0, objective=final)
+        ...     runs.runs[f"FedMM/seed={seed}"] = h
+        >>> ax = runs.plot("objective", ax=Figure().add_subplot())
+        >>> line, = ax.get_lines()
+        >>> line.get_label(), line.get_ydata().tolist()
+        ('FedMM (2 runs)', [4.0, 2.5])
+        """
+        if not isinstance(y, str) or not isinstance(x, str):
+            raise TypeError(f"Expected 'x' and 'y' to be field names (str), got {x!r} and {y!r}")
+        if logy is not None and not isinstance(logy, bool):
+            raise TypeError(f"Expected 'logy' to be a bool or None, got {logy!r}")
+        groups = self._groups(by)
+        for field in {y, x} - {"round"}:
+            if not any(field in _fields(h, True) for h in self.runs.values()):
+                known = sorted({f for h in self.runs.values() for f in _fields(h, True)})
+                raise KeyError(f"No run has the field {field!r}; fields are {known}")
+        if x != "round" and any(len(names) > 1 for names in groups.values()):
+            raise ValueError(f"Expected x='round' to average groups of several runs, got x={x!r}; "
+                             "pass by=None for one line per run")
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            ax = plt.gca()
+        drawn = []
+        for label, names in groups.items():
+            curves = [self.runs[n] for n in names if y in _fields(self.runs[n], True)]
+            if not curves:
+                continue
+            if len(curves) == 1:
+                h = curves[0]
+                ys = h.series(y)
+                xs = h.rounds().astype(np.float64) if x == "round" else h.series(x)
+                keep = ~(np.isnan(xs) | np.isnan(ys))
+                ax.plot(xs[keep], ys[keep], label=label, **kwargs)
+                drawn.append(ys[keep])
+                continue
+            length = max(len(h) for h in curves) + 1
+            values = np.full((len(curves), length), np.nan)
+            for i, h in enumerate(curves):
+                series = h.series(y)
+                values[i, :series.size] = series
+            finite = np.isfinite(values)
+            keep = finite.any(axis=0)
+            counts = finite[:, keep].sum(axis=0)
+            safe = np.where(finite, values, 0.0)[:, keep]
+            mean = safe.sum(axis=0) / counts
+            std = np.sqrt(np.where(finite[:, keep], (safe - mean) ** 2, 0.0).sum(axis=0) / counts)
+            xs = np.flatnonzero(keep).astype(np.float64)
+            line, = ax.plot(xs, mean, label=f"{label} ({len(curves)} runs)", **kwargs)
+            drawn.append(mean)
+            if band:
+                low = mean - std
+                if logy or (logy is None and np.all(mean > 0)):
+                    low = np.maximum(low, mean * 1e-3)
+                ax.fill_between(xs, low, mean + std, color=line.get_color(), alpha=0.2, lw=0)
+        if logy is None:
+            finite = np.concatenate(drawn) if drawn else np.empty(0)
+            finite = finite[np.isfinite(finite)]
+            logy = bool(finite.size and finite.min() > 0 and finite.max() >= 100.0 * finite.min())
+        if logy:
+            ax.set_yscale("log")
+        first = next(iter(self.runs.values()), History())
+        ax.set_xlabel(first.axis_label(x))
+        ax.set_ylabel(first.axis_label(y))
+        if drawn:
+            ax.legend()
+        return ax
+
+    def _groups(self, by: Any) -> dict[str, list[str]]:
+        """Legend label → names of the runs in the group, in the runs' order."""
+        groups: dict[str, list[str]] = {}
+        if by is None:
+            return {name: [name] for name in self.runs}
+        if isinstance(by, str) and by == "auto":
+            for name in self.runs:
+                key = "/".join(p for p in name.split("/") if not p.startswith("seed=")) or "all runs"
+                groups.setdefault(key, []).append(name)
+            return groups
+        keys = [by] if isinstance(by, str) else by
+        if not isinstance(keys, (list, tuple)) or not keys or not all(isinstance(k, str) for k in keys):
+            raise TypeError(f"Expected 'by' to be 'auto', None, a label name or a sequence of label names, got {by!r}")
+        for name in self.runs:
+            labels_ = self.labels(name)
+            missing = [k for k in keys if k not in labels_]
+            if missing:
+                raise ValueError(f"Expected every run name to carry the label(s) {keys} of 'by', but "
+                                 f"{name!r} has no {missing}; its labels are {list(labels_)}")
+            groups.setdefault(", ".join(f"{k}={labels_[k]}" for k in keys), []).append(name)
+        return groups
 
 
 def load(path: str | os.PathLike) -> "History | RunSet":

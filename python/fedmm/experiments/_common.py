@@ -4,7 +4,10 @@
 One command-line option set for every command (:func:`add_common_options`:
 ``--seeds``, ``--first-seed``, ``--rounds``, ``--jobs``, ``--out``,
 ``--config``, ``--progress/--no-progress``, ``--quiet``), argparse ``type=``
-validators whose errors name the option as typed (:func:`positive_int`, ...),
+validators whose errors name the option as typed (:func:`positive_int`, ...;
+every list option is one word of comma-separated values, :func:`comma_list`;
+``--out`` is checked by :func:`output_dir` before anything runs),
+unknown options reported by the command's own parser (:class:`CommandParser`),
 deprecated spellings kept as hidden aliases (:func:`add_deprecated_alias`),
 TOML config files applied as if their entries were typed before the
 command-line options (:func:`apply_config`), running independent tasks (one
@@ -31,8 +34,6 @@ from fedmm._progress import progress_bar
 
 __all__ = [
     "CommandParser",
-    "OrderedPair",
-    "ordered_pair",
     "ExperimentError",
     "add_common_options",
     "add_deprecated_alias",
@@ -43,6 +44,11 @@ __all__ = [
     "positive_float",
     "positive_int",
     "positive_float_list",
+    "positive_int_list",
+    "nonneg_float_list",
+    "comma_list",
+    "choice",
+    "output_dir",
     "probability",
     "resolve_progress",
     "seed_list",
@@ -112,29 +118,107 @@ def probability(text: str) -> float:
     return _number(text, float, "a probability in (0, 1]", lambda v: 0 < v <= 1)
 
 
-def positive_float_list(text: str) -> tuple[float, ...]:
-    """argparse ``type=``: one or more comma-separated numbers > 0 (``"0.01,0.02"``)."""
-    parts = [x for x in text.split(",") if x.strip()]
-    if not parts:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers > 0, got {text!r}")
-    return tuple(_number(x.strip(), float, "numbers > 0", lambda v: np.isfinite(v) and v > 0) for x in parts)
+def comma_list(item: Callable[[str], Any], what: str, example: str, *,
+               name: str | None = None) -> Callable[[str], tuple]:
+    """argparse ``type=`` of a list option: one word of comma-separated values (``"0.05,0.1"``).
+
+    The one list syntax of every ``fedmm`` command: values separated by
+    commas in one word, a single value allowed, no empty item; each value
+    is checked by ``item``.  A TOML ``--config`` list (``beta_grid = [0.05,
+    0.1]``) is joined with commas by :func:`apply_config`, which knows these
+    types by their ``comma_list`` attribute.
+
+    Parameters
+    ----------
+    item : callable(str) -> value
+        argparse ``type=`` of one value (raises ``argparse.ArgumentTypeError``).
+    what : str
+        The values in words, for the error (``"numbers > 0"``).
+    example : str
+        A valid list, for the error (``"0.05,0.1"``).
+    name : str, optional
+        ``__name__`` of the returned function.
+
+    Returns
+    -------
+    callable(str) -> tuple
+        The values, in order.
+
+    Examples
+    --------
+    >>> positive_float_list("0.05,0.1")
+    (0.05, 0.1)
+    >>> positive_int_list("16")
+    (16,)
+    >>> positive_int_list("16,,32")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected integers >= 1 separated by commas (e.g. 16,32), got '16,,32'
+    """
+
+    def parse(text: str) -> tuple:
+        syntax = f"expected {what} separated by commas (e.g. {example})"
+        parts = text.split(",")
+        if not text.strip() or any(not part.strip() for part in parts):
+            raise argparse.ArgumentTypeError(f"{syntax}, got {text!r}")
+        values = []
+        for part in parts:
+            try:
+                values.append(item(part.strip()))
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"{syntax}, got {text!r} ({exc})") from None
+        return tuple(values)
+
+    parse.comma_list = True  # type: ignore[attr-defined]
+    parse.__name__ = name or "comma_list"
+    parse.__doc__ = f"argparse ``type=``: {what} separated by commas (``{example}``)."
+    return parse
 
 
-def positive_int_list(text: str) -> tuple[int, ...]:
-    """argparse ``type=``: one or more integers ≥ 1, separated by commas or spaces (``"16,32,64"``)."""
-    try:
-        values = tuple(int(v) for v in text.replace(",", " ").split())
-    except ValueError:
-        values = ()
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
-    return values
+def choice(choices: Sequence[str]) -> Callable[[str], str]:
+    """argparse ``type=`` of one value among ``choices`` (for a :func:`comma_list` of choices)."""
+
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(map(repr, choices))})")
+        return text
+
+    return parse
+
+
+positive_int_list = comma_list(positive_int, "integers >= 1", "16,32", name="positive_int_list")
+positive_float_list = comma_list(positive_float, "numbers > 0", "0.05,0.1", name="positive_float_list")
+nonneg_float_list = comma_list(nonneg_float, "numbers >= 0", "0,0.2", name="nonneg_float_list")
 
 
 def existing_file(text: str) -> str:
     """argparse ``type=``: the path of an existing file."""
     if not Path(text).is_file():
         raise argparse.ArgumentTypeError(f"expected an existing file, got {text!r}")
+    return text
+
+
+def output_dir(text: str) -> str:
+    """argparse ``type=`` of ``--out``: a directory that exists or can be created, and written into.
+
+    Checked before anything runs: an existing file, a path below a file,
+    and a directory this user may not write into are refused.
+    """
+    if not text:
+        raise argparse.ArgumentTypeError("expected a directory (created if absent), got ''")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a directory (created if absent), got the existing file {text!r}")
+    existing = path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a directory (created if absent), got {text!r}, "
+                                         f"below the file {str(existing)!r}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "the directory" if existing == path.absolute() else f"{str(existing)!r}, where it would be created,"
+        raise argparse.ArgumentTypeError(f"expected a directory this user can write into, got {text!r}: "
+                                         f"{what} is not writable")
     return text
 
 
@@ -147,6 +231,11 @@ class CommandParser(argparse.ArgumentParser):
     uses it to turn TOML entries into the options a user would type.
     ``fedmm``'s parser is of this class, and so are its sub-command parsers
     (``add_subparsers`` builds sub-parsers of the parent's class).
+
+    :meth:`parse_args` reports unrecognized arguments from the parser of
+    the command that got them (``fedmm demo: error: unrecognized arguments:
+    --roundz 5``, with that command's usage), not from ``fedmm``'s: each
+    command names itself with ``set_defaults(command_parser=parser)``.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -158,6 +247,42 @@ class CommandParser(argparse.ArgumentParser):
         if action.option_strings and action.dest != "help" and not isinstance(action, _DeprecatedAlias):
             self.options.setdefault(action.dest, action)
         return action
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
+        """``ArgumentParser.parse_args``, with unrecognized arguments reported by the command's own parser."""
+        argv = list(sys.argv[1:] if args is None else args)
+        parsed, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            command = getattr(parsed, "command_parser", None)
+            command = command if isinstance(command, CommandParser) else self
+            command.error(command.unrecognized(extras, argv))
+        return parsed
+
+    def unrecognized(self, extras: Sequence[str], argv: Sequence[str]) -> str:
+        """The error for arguments this command does not know, with a hint where one is likely.
+
+        A word after a list option's value is a list typed with spaces
+        (``--beta-grid 0.05 0.1``: the lists are one comma-separated word);
+        an unknown option close to a known one is named (``--roundz``:
+        ``--rounds``).
+        """
+        import difflib
+
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        flags = [f for action in self.options.values() for f in action.option_strings if f.startswith("--")]
+        hints = []
+        for extra in extras:
+            if extra.startswith("--"):
+                close = difflib.get_close_matches(extra.split("=", 1)[0], flags, n=1)
+                if close:
+                    hints.append(f"did you mean {close[0]}?")
+        for action in self.options.values():
+            if not getattr(action.type, "comma_list", False):
+                continue
+            for i, word in enumerate(argv[:-2]):
+                if word in action.option_strings and argv[i + 2] in extras and not argv[i + 2].startswith("-"):
+                    hints.append(f"{word} takes one comma-separated word, e.g. {word} {argv[i + 1]},{argv[i + 2]}")
+        return message + (f" ({'; '.join(hints)})" if hints else "")
 
 
 class _DeprecatedAlias(argparse.Action):
@@ -177,24 +302,6 @@ class _DeprecatedAlias(argparse.Action):
             except argparse.ArgumentTypeError as exc:
                 parser.error(f"argument {option_string}: {exc}")
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
-
-
-def ordered_pair(values: Sequence[int]) -> list[int]:
-    """``convert`` of a two-value option ``LO HI``: checks ``LO <= HI``."""
-    lo, hi = values
-    if lo > hi:
-        raise argparse.ArgumentTypeError(f"expected LO <= HI, got {lo} {hi} (an empty range)")
-    return [lo, hi]
-
-
-class OrderedPair(argparse.Action):
-    """``action=`` of a two-value option ``LO HI`` (``nargs=2``) that rejects ``LO > HI``, naming the option."""
-
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
-        try:
-            setattr(namespace, self.dest, ordered_pair(values))
-        except argparse.ArgumentTypeError as exc:
-            parser.error(f"argument {option_string}: {exc}")
 
 
 def add_deprecated_alias(parser: argparse.ArgumentParser, flag: str, *, dest: str, replacement: str,
@@ -262,8 +369,9 @@ def add_common_options(parser: argparse.ArgumentParser, *, name: str, seeds: int
     if jobs:
         add("--jobs", type=positive_int, default=1, metavar="N",
                            help="worker processes running seeds in parallel (default: %(default)s)")
-    add("--out", metavar="DIR", default=os.path.join("results", name),
-                       help="output directory for the JSON runs, PNG figures and summary (default: %(default)s)")
+    add("--out", metavar="DIR", type=output_dir, default=os.path.join("results", name),
+        help="output directory for the JSON runs, PNG figures and summary, created if absent; an existing "
+        "file or a directory you cannot write into is refused (default: %(default)s)")
     add("--config", metavar="FILE", type=existing_file, default=None,
                        help="TOML file of option values (keys: option names with '_', e.g. rounds = 300); "
                        "options on the command line override it (default: none)")
@@ -315,14 +423,20 @@ def _config_tokens(parser: CommandParser, values: dict[str, Any], source: str) -
             if value != action.default:
                 tokens.append(flag)
         elif isinstance(value, list):
-            if action.nargs is None:
+            if not getattr(action.type, "comma_list", False):
                 raise ExperimentError(f"{source}: expected one value for {key}, got a list {value!r}")
-            tokens += [flag, *(str(v) for v in value)]
+            if any(isinstance(v, (list, dict)) for v in value):
+                raise ExperimentError(f"{source}: expected a flat list for {key}, got {value!r}")
+            tokens.append(f"{flag}={','.join(_toml_word(v) for v in value)}")  # '=': a value may start with '-'
         elif isinstance(value, dict):
             raise ExperimentError(f"{source}: expected a value or a list for {key}, got a table")
         else:
-            tokens += [flag, str(value).lower() if isinstance(value, bool) else str(value)]
+            tokens.append(f"{flag}={_toml_word(value)}")
     return tokens
+
+
+def _toml_word(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def apply_config(args: argparse.Namespace, argv: Sequence[str], *,
@@ -331,8 +445,10 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str], *,
 
     Each TOML key is an option destination (``rounds``, ``out``,
     ``settings`` ...); a value becomes the option a user would type, so it
-    is validated by the same ``type=`` checks; the command line, parsed
-    after it, wins.
+    is validated by the same ``type=`` checks (a TOML list, for a list
+    option only, becomes its comma-separated value: ``beta_grid = [0.05,
+    0.1]`` is ``--beta-grid 0.05,0.1``); the command line, parsed after
+    it, wins.
 
     Parameters
     ----------

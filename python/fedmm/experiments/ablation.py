@@ -52,6 +52,7 @@ from fedmm.experiments._common import (
     add_common_options,
     make_log,
     nonneg_float,
+    nonneg_float_list,
     nonneg_int,
     plot_band,
     positive_float,
@@ -649,15 +650,6 @@ def plot_ablation(config: AblationConfig, runs: Sequence[_Run], histories: dict[
 
 
 # --------------------------------------------------------------------------- command line
-def _float_list(text: str) -> tuple[float, ...]:
-    import argparse
-
-    values = tuple(nonneg_float(v) for v in text.replace(",", " ").split())
-    if not values:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers >= 0, got {text!r}")
-    return values
-
-
 def _step(text: str) -> float:
     import argparse
 
@@ -697,8 +689,8 @@ def add_ablation_parser(subparsers: Any) -> None:
     opt("--alpha", "alpha", nonneg_float, "ALPHA", "control-variate step of panels (a), (b), (d)")
     opt("--lam", "lam", positive_float, "LAMBDA", "l1 weight lambda of problem (28)")
     opt("--eta", "eta", nonneg_float, "ETA", "ridge weight eta of problem (28)")
-    opt("--p-sweep", "p_sweep", positive_int_list, "P,...", "dimensions of panel (d)")
-    opt("--eta-sweep", "eta_sweep", _float_list, "ETA,...", "ridge weights of panel (d)")
+    opt("--p-sweep", "p_sweep", positive_int_list, "P,...", "dimensions of panel (d), comma-separated")
+    opt("--eta-sweep", "eta_sweep", nonneg_float_list, "ETA,...", "ridge weights of panel (d), comma-separated")
     opt("--map-points", "map_points", positive_int, "N", "baseline iterates at which panel (c) compares the maps")
     opt("--minibatch-draws", "minibatch_draws", positive_int, "N", "minibatch draws averaged in panel (c)")
     opt("--fixed-point-rounds", "fixed_point_rounds", positive_int, "N", "rounds of the deterministic runs (e)")

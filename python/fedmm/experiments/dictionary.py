@@ -43,6 +43,8 @@ from fedmm.experiments._common import (
     ExperimentError,
     add_common_options,
     add_deprecated_alias,
+    choice,
+    comma_list,
     existing_file,
     make_log,
     nonneg_float,
@@ -657,6 +659,10 @@ _OPTION_KEYS = ("settings", "seeds", "first_seed", "rounds", "jobs", "beta", "be
                 "n_clients", "active_clients", "batch_size", "bits", "alpha", "lam", "eta")
 
 
+_settings = comma_list(choice(SETTINGS), f"data settings among {', '.join(SETTINGS)}", "homogeneous,patches",
+                       name="settings")
+
+
 def add_dictionary_parser(subparsers: Any) -> None:
     """Register ``fedmm experiment fig1`` and ``fedmm experiment fig2``."""
     helps = {
@@ -669,16 +675,16 @@ def add_dictionary_parser(subparsers: Any) -> None:
                                        "Options given here override the --config file, which overrides "
                                        "the paper's defaults.")
         add_common_options(parser, name=figure, seeds=d.seeds, rounds=d.rounds)
-        parser.add_argument("--setting", dest="settings", nargs="+", choices=SETTINGS, default=list(d.settings),
-                            metavar="SETTING",
-                            help=f"data settings, rows of the figure, among {', '.join(SETTINGS)} "
-                            "(default: %(default)s)")
+        parser.add_argument("--setting", dest="settings", type=_settings, default=d.settings,
+                            metavar="SETTING,...",
+                            help=f"data settings, rows of the figure, comma-separated, among {', '.join(SETTINGS)} "
+                            f"(default: {','.join(d.settings)})")
         parser.add_argument("--beta", metavar="BETA", type=positive_float, default=None,
                             help="fixed step parameter beta of gamma_t = beta/sqrt(beta+t) for every curve "
                             "(default: tuned on --beta-grid)")
-        parser.add_argument("--beta-grid", metavar="B", nargs="+", type=positive_float_list,
-                            default=list(d.beta_grid),
-                            help="tuning grid of beta, space- or comma-separated (default: %(default)s)")
+        parser.add_argument("--beta-grid", metavar="B,...", type=positive_float_list, default=d.beta_grid,
+                            help="tuning grid of beta, comma-separated "
+                            f"(default: {','.join(f'{b:g}' for b in d.beta_grid)})")
         parser.add_argument("--extend-grid", metavar="N", type=nonneg_int, default=d.extend_grid,
                             help="when the best beta is at an edge of the grid, extend the grid past that edge "
                             "(by the ratio of its two edge values) at most N times; 0 only warns "
@@ -732,9 +738,6 @@ def config_from_args(args: Any) -> tuple[DictionaryConfig, str]:
         A value that is wrong only together with another one, naming the option.
     """
     values = {key: getattr(args, key) for key in _OPTION_KEYS if getattr(args, key, None) is not None}
-    if "beta_grid" in values:
-        values["beta_grid"] = tuple(b for part in values["beta_grid"]
-                                    for b in (part if isinstance(part, tuple) else (part,)))
     if args.active_clients > args.n_clients:
         raise ExperimentError(f"expected at most --clients = {args.n_clients} active clients, "
                               f"got {args.active_clients}", option="--active-clients")

@@ -38,13 +38,13 @@ from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
 from fedmm.experiments._common import (
     ExperimentError,
-    OrderedPair,
-    ordered_pair,
     add_common_options,
     add_deprecated_alias,
     make_log,
     nonneg_int,
+    output_dir,
     positive_float,
+    positive_float_list,
     positive_int,
     probability,
     resolve_progress,
@@ -265,7 +265,7 @@ def run_fedmls_experiment(
 
         found = tune_on_grid(evaluate, grids[name], extend=extend_grid,
                              name=f"{'prox_weight0' if name == 'FedMLS' else 'step0'} of {name}",
-                             option="--prox-weight-powers" if name == "FedMLS" else "--step-powers", warn=warn)
+                             option="--prox-weight-grid" if name == "FedMLS" else "--step-grid", warn=warn)
         tuning[name] = found["scores"]
         winners[name] = found["best"]
         at_edge[name] = found["at_edge"]
@@ -379,6 +379,15 @@ def plot_fedmls_curves(summary: dict, path: str | os.PathLike) -> None:
 
 
 # -- command line --------------------------------------------------------------------------------
+#: Default tuning grids of the command line: powers of ten, 10^-2 … 10^3 for λ0 and 10^-5 … 10^0 for η0.
+_PROX_WEIGHT_GRID = tuple(10.0 ** np.arange(-2, 4))
+_STEP_GRID = tuple(10.0 ** np.arange(-5, 1))
+
+
+def _grid_text(grid: Sequence[float]) -> str:
+    return ",".join(f"{v:g}" for v in grid)
+
+
 def add_fedmls_parser(subparsers: Any) -> Any:
     """Register ``fedmls`` on an ``argparse`` subparsers object (``fedmm experiment fedmls``)."""
     parser = subparsers.add_parser(
@@ -399,31 +408,38 @@ def add_fedmls_parser(subparsers: Any) -> Any:
                         help="minibatch size as a fraction of a client's samples (default: %(default)s)")
     parser.add_argument("--radius", type=positive_float, default=None, metavar="R",
                         help="FedMLS ball radius (default: 2‖w*‖)")
-    parser.add_argument("--prox-weight-powers", dest="prox_weight_powers", type=int, nargs=2, action=OrderedPair,
-                        default=[-2, 3], metavar=("LO", "HI"),
-                        help="FedMLS prox_weight λ0 grid 10^LO … 10^HI, λ_k = λ0/k (default: %(default)s)")
-    parser.add_argument("--step-powers", dest="step_powers", type=int, nargs=2, default=[-5, 0], action=OrderedPair,
-                        metavar=("LO", "HI"), help="baselines' step η0 grid 10^LO … 10^HI (default: %(default)s)")
+    parser.add_argument("--prox-weight-grid", type=positive_float_list, default=_PROX_WEIGHT_GRID, metavar="L,...",
+                        help="FedMLS prox_weight λ0 values tried, comma-separated, λ_k = λ0/k "
+                        f"(default: {_grid_text(_PROX_WEIGHT_GRID)})")
+    parser.add_argument("--step-grid", type=positive_float_list, default=_STEP_GRID, metavar="ETA,...",
+                        help=f"baselines' step η0 values tried, comma-separated (default: {_grid_text(_STEP_GRID)})")
     parser.add_argument("--extend-grid", type=nonneg_int, default=3, metavar="N",
-                        help="when a winner is at an edge of its grid, extend the grid past that edge by "
-                        "a factor 10 at most N times; 0 only warns (default: %(default)s)")
+                        help="when a winner is at an edge of its grid, extend the grid past that edge (by the "
+                        "ratio of its two edge values, 10 for the default grids) at most N times; 0 only warns "
+                        "(default: %(default)s)")
     parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
                         help="write fedmls_curves.png (default: %(default)s)")
-    add_deprecated_alias(parser, "--output-dir", dest="out", replacement="--out")
-    add_deprecated_alias(parser, "-o", dest="out", replacement="--out")
-    add_deprecated_alias(parser, "--lam-powers", dest="prox_weight_powers", replacement="--prox-weight-powers",
-                         type=int, nargs=2, convert=ordered_pair)
-    add_deprecated_alias(parser, "--eta-powers", dest="step_powers", replacement="--step-powers", type=int, nargs=2,
-                         convert=ordered_pair)
+    add_deprecated_alias(parser, "--output-dir", dest="out", replacement="--out", type=output_dir)
+    add_deprecated_alias(parser, "-o", dest="out", replacement="--out", type=output_dir)
+    for old, dest, new in (("--prox-weight-powers", "prox_weight_grid", "--prox-weight-grid"),
+                           ("--lam-powers", "prox_weight_grid", "--prox-weight-grid"),
+                           ("--step-powers", "step_grid", "--step-grid"),
+                           ("--eta-powers", "step_grid", "--step-grid")):
+        add_deprecated_alias(parser, old, dest=dest, replacement=f"{new} (the grid's values, comma-separated)",
+                             type=int, nargs=2, convert=_powers_grid)
     parser.set_defaults(func=_main)
     return parser
 
 
+def _powers_grid(values: Sequence[int]) -> tuple[float, ...]:
+    """``convert`` of the deprecated ``--prox-weight-powers LO HI``: the grid 10^LO, …, 10^HI."""
+    lo, hi = values
+    if lo > hi:
+        raise argparse.ArgumentTypeError(f"expected LO <= HI, got {lo} {hi} (an empty range)")
+    return tuple(10.0 ** np.arange(lo, hi + 1))
+
+
 def _main(args: Any) -> int:
-    for option, dest in (("--prox-weight-powers", "prox_weight_powers"), ("--step-powers", "step_powers")):
-        lo, hi = getattr(args, dest)  # from a --config file, not checked by the option's action
-        if lo > hi:
-            raise ExperimentError(f"expected LO <= HI (the grid 10^LO .. 10^HI), got {lo} {hi}", option=option)
     if args.clients > 569:
         raise ExperimentError(f"expected at most 569 clients (the data set's samples), got {args.clients}",
                               option="--clients")
@@ -439,8 +455,8 @@ def _main(args: Any) -> int:
         tune_seeds=args.tune_seeds,
         oracle=args.oracle,
         batch_fraction=args.batch_fraction,
-        prox_weight_grid=tuple(10.0 ** np.arange(args.prox_weight_powers[0], args.prox_weight_powers[1] + 1)),
-        step_grid=tuple(10.0 ** np.arange(args.step_powers[0], args.step_powers[1] + 1)),
+        prox_weight_grid=args.prox_weight_grid,
+        step_grid=args.step_grid,
         radius=args.radius,
         plot=args.plot,
         progress=resolve_progress(args),

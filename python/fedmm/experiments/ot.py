@@ -415,6 +415,9 @@ def _hidden_sizes(text: str) -> Any:
     return "MMv2" if text.strip().lower() == "mmv2" else positive_int_list(text)
 
 
+_hidden_sizes.comma_list = True  # type: ignore[attr-defined]  # a TOML list is joined with commas (apply_config)
+
+
 def add_ot_parser(subparsers: Any) -> Any:
     """Register ``ot`` on an ``argparse`` subparsers object (``fedmm experiment ot``)."""
     parser = subparsers.add_parser(
@@ -452,9 +455,11 @@ def add_ot_parser(subparsers: Any) -> Any:
         metavar="LR")
     opt("--omega-step", d["omega_step"], "FedMM-OT: the server's step on omega, 'sgd' = omega + gamma H "
         "(Algorithm 3 line 14), 'adam' = gamma times Adam's direction of H", choices=list(OMEGA_STEPS))
-    opt("--fedmm-steps", d["fedmm_steps"], "FedMM-OT: server steps gamma on omega tried (tuned on the first seed)",
+    opt("--fedmm-steps", d["fedmm_steps"],
+        "FedMM-OT: server steps gamma on omega tried, comma-separated (tuned on the first seed)",
         type=positive_float_list, metavar="GAMMA,...")
-    opt("--fedadam-lrs", d["fedadam_lrs"], "FedAdam server learning rates tried (tuned on the first seed)",
+    opt("--fedadam-lrs", d["fedadam_lrs"],
+        "FedAdam server learning rates tried, comma-separated (tuned on the first seed)",
         type=positive_float_list, metavar="LR,...")
     opt("--extend-grid", d["extend_grid"], "extend each grid past its edge up to N times when the best "
         "value lies there", type=nonneg_int, metavar="N")
