@@ -34,6 +34,11 @@ def _message_size(server: Any) -> int:
 def compiled_unsupported(server: Any, clients: Sequence[Any]) -> str | None:
     """Why the compiled backend cannot run rounds of ``server`` and ``clients``, or None if it can."""
     model = server.model
+    # before compiled_model(): building a compiled form costs (numba), and a bypassed override must be named
+    overrides = model.compiled_overrides()
+    if overrides:
+        return (f"{type(model).__name__} overrides {', '.join(overrides)} in Python, which the compiled form it "
+                "inherits does not run (redefine compiled_model() too if it does)")
     compiled = model.compiled_model()
     if compiled is None:
         return f"{type(model).__name__} has no compiled form in this configuration (compiled_model() is None)"

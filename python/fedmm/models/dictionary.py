@@ -300,7 +300,9 @@ class DictionaryLearning(SurrogateModel):
     def compiled_model(self) -> Any:
         """:func:`fedmm.kernels.dictionary_model` for the ridge ``T`` (None for ``'unit_norm'``, whose
         iterative ``T`` runs on the Python backend, and for a ``max_iter`` above the compiled model's
-        bound ``2**32 // (K² + 4K)``: those rounds run on the interruptible Python backend)."""
+        bound ``2**32 // (K² + 4K)``: those rounds run on the interruptible Python backend).  A subclass
+        that overrides :meth:`statistic`, :meth:`T`, ... runs on the Python backend
+        (:meth:`~fedmm.models.SurrogateModel.compiled_overrides`)."""
         if (self.constraint is not None or self.n_features is None
                 or self.max_iter > dictionary_model_max_iter(self.n_components)):
             return None
