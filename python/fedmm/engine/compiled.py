@@ -118,7 +118,7 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
         compiled, server.space, server.mode, first.kind, server.projection == "euclidean", batch, server.p,
         server.alpha, -1 if server.count is None else server.count, server.weights / server.p,
         np.ascontiguousarray(server.stream.key, dtype=np.uint64), datas, memories, Vs, keys, quantizers, S, V,
-        theta, theta_prev, t0, gammas, n_threads, max_seconds, pool)
+        theta, theta_prev, t0, gammas, n_threads, max_seconds, pool, statistic_max=server.statistic_bound)
     if n_bad:
         warnings.warn(f"{n_bad} inner-solver columns hit their iteration cap in the compiled rounds "
                       f"{t0}..{t0 + len(n_senders) - 1}", kernels.ConvergenceWarning, stacklevel=3)

@@ -154,6 +154,15 @@ class SurrogateModel(ABC):
     #: on the memory beyond the inner solver's tolerance.
     uses_memory: bool = False
 
+    #: The largest magnitude of an entry of a statistic that :meth:`project` and :meth:`T` are
+    #: made for (``inf``, the default: any finite value).  The FedMM server refuses a client
+    #: message with an entry beyond it like a non-finite one, and a step whose aggregate ``H``,
+    #: ``Ŝ_{t+1}`` or ``V_{t+1}`` would hold one (both backends): let into the state, such a value
+    #: breaks a later round, where no message is at fault.  A model whose ``Π`` or ``T`` forms
+    #: squares or products of entries (eigenvalues, Cholesky factors, Frobenius norms) declares
+    #: the range where they stay finite, e.g. ``2.0**480`` for sums of up to ``2**62`` squares.
+    statistic_bound: float = float("inf")
+
     # -- client side --------------------------------------------------------
     @abstractmethod
     def statistic(self, data: Any, theta: Any, idx: np.ndarray | None = None) -> np.ndarray:
