@@ -202,7 +202,7 @@ def test_the_bound_refuses_the_first_float_beyond_it_and_accepts_the_bound():
     assert not reasons.get(3, "").startswith("Client 3 sent")  # within the bound: it reached the step
 
 
-def test_a_step_beyond_the_state_bound_fails_and_leaves_the_server_exactly_as_it_was():
+def test_a_step_beyond_the_statistic_bound_fails_and_leaves_the_server_exactly_as_it_was():
     fresh, server, payloads = _dictionary_round(p=0.05)
     bad = {**payloads, 2: _too_large_together(server, 0.9)}
     before, theta = server.get_state(), server.theta
