@@ -21,7 +21,14 @@ CAUSES = {
     "exit": "actor died",
     "nan": "invalid payload: malformed payload: identity payload holds a non-finite value",
     "truncate": "invalid payload: malformed payload: payload size does not match its header",
+    "absurd": "invalid payload: Client ",  # "... {i} sent values of magnitude up to 1e+300, beyond ..."
 }
+
+
+def absurd_payload(q: int, value: float = 1e300) -> bytes:
+    """A well-formed Identity payload of length ``q``, every value ``value``: finite, but far beyond what a
+    server state can hold (the server must refuse it like a non-finite one)."""
+    return Identity().encode(np.full(q, value))
 
 
 def nan_payload(q: int) -> bytes:
@@ -36,7 +43,8 @@ class FaultyClient:
     ``'raise'``: ``RuntimeError('injected failure')``; ``'sleep'``: sleeps
     ``sleep`` seconds, then answers (late); ``'exit'``: ``os._exit(1)`` (ends
     the process: only under Ray); ``'nan'``: runs its step, then sends a
-    payload that decodes to NaN; ``'truncate'``: its payload cut by 3 bytes.
+    payload that decodes to NaN; ``'absurd'``: runs its step, then sends
+    1e300 everywhere; ``'truncate'``: its payload cut by 3 bytes.
     Everything else is the wrapped client's.
     """
 
@@ -77,6 +85,8 @@ class FaultyClient:
         payload = self.client.step(message)
         if cause == "nan":
             return nan_payload(self.client.V.shape[0])
+        if cause == "absurd":
+            return absurd_payload(self.client.V.shape[0])
         if cause == "truncate":
             return payload[:-3]
         return payload

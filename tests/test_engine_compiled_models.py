@@ -17,7 +17,7 @@ from sklearn.mixture import GaussianMixture as SkGaussianMixture
 from fedmm import kernels
 from fedmm.algorithms import FedMM, ParameterAveraging
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
-from fedmm.models import GaussianMixture, InverseToy, PoissonLatent
+from fedmm.models import DictionaryLearning, GaussianMixture, InverseToy, PoissonLatent
 from reference import (
     assert_backends_agree,
     gmm_full_em_step,
@@ -171,17 +171,76 @@ def test_gmm_backends_agree_on_degenerate_and_larger_shapes(covariance, p, G):
     assert_backends_agree(make, datas, 6, seed=9, init=S0)
 
 
-def test_subclasses_that_override_the_math_run_on_the_python_backend():
-    """A subclass whose Python statistic differs from the compiled one must not run compiled."""
+def _dictionary_datas():
+    rng = np.random.default_rng(4)
+    return [np.ascontiguousarray(rng.standard_normal((m, 5))) for m in SIZES]
 
-    class Shifted(InverseToy):
-        def statistic(self, data, theta, idx=None):
-            return super().statistic(data, theta, idx) + 1.0
 
+# Every model with a compiled form: its class, constructor arguments and data.
+COMPILED_MODELS = {
+    "dictionary": (DictionaryLearning, (3, 0.1, 0.2), {}, _dictionary_datas),
+    "gmm": (GaussianMixture, (3,), {}, _gmm_datas),
+    "poisson": (PoissonLatent, (SUPPORT, PROBS), {"lam": 0.5}, _poisson_datas),
+    "toy": (InverseToy, (), {}, _toy_datas),
+}
+
+
+def _shifted(base):
+    """A subclass of ``base`` whose Python statistic differs from the compiled one (every entry + 0.25)."""
+
+    class Shifted(base):
+        def statistic(self, data, theta, idx=None, **kwargs):
+            return super().statistic(data, theta, idx, **kwargs) + 0.25
+
+    return Shifted
+
+
+@pytest.mark.parametrize("name", sorted(COMPILED_MODELS))
+def test_a_subclass_that_overrides_the_statistic_runs_it_on_every_backend(name):
+    """backend='auto' falls back to the Python backend, naming the override; 'compiled' refuses it."""
+    cls, args, kwargs, datas = COMPILED_MODELS[name]
+    model = _shifted(cls)(*args, **kwargs)
+    datas = datas()
+
+    def algo(backend):
+        return FedMM(model, clients_per_round=3, step=0.5, batch_size=7, backend=backend, start="model")
+
+    auto, python = algo("auto").run(datas, 4, seed=3), algo("python").run(datas, 4, seed=3)
+    assert auto.config["backend"] == "python"
+    assert auto.config["backend_reason"].startswith("Shifted overrides statistic in Python")
+    assert auto.equals(python)
+    # the override was run: its shift moves the result away from the base model's run
+    plain = FedMM(cls(*args, **kwargs), clients_per_round=3, step=0.5, batch_size=7, backend="python",
+                  start="model").run(datas, 4, seed=3)
+    assert not np.array_equal(auto.state["S"], plain.state["S"])
+    with pytest.raises(ValueError, match="backend='compiled' cannot run .*Shifted overrides statistic"):
+        algo("compiled").run(datas, 4, seed=3)
+    assert model.compiled_overrides() == ("statistic",) and cls(*args, **kwargs).compiled_overrides() == ()
+
+
+def test_compiled_overrides_names_every_bypassed_method_and_respects_a_redefined_compiled_model():
+    class Mixin:
+        def T(self, s):
+            return super().T(s)
+
+    class Both(Mixin, InverseToy):
+        def project(self, s):
+            return super().project(s)
+
+    class Declared(Both):
+        def compiled_model(self):  # declares that the compiled form computes its T and project
+            return super().compiled_model()
+
+    assert Both().compiled_overrides() == ("T", "project")
+    assert Declared().compiled_overrides() == ()
+    toy = InverseToy()
+    toy.statistic = lambda data, theta, idx=None: np.array([1.0])  # an instance attribute counts too
+    assert toy.compiled_overrides() == ("statistic",)
     datas = _toy_datas()
-    h = FedMM(Shifted(), clients_per_round=3, step=0.5, batch_size=4).run(datas, 5, seed=0)
-    assert h.config["backend"] == "python" and "compiled_model() is None" in h.config["backend_reason"]
-    assert Shifted().compiled_model() is None and InverseToy().compiled_model() is not None
+    h = FedMM(Both(), clients_per_round=3, step=0.5, batch_size=4).run(datas, 3, seed=0)
+    assert h.config["backend"] == "python" and "overrides T, project in Python" in h.config["backend_reason"]
+    assert FedMM(Declared(), clients_per_round=3, step=0.5, batch_size=4).run(datas, 3, seed=0
+                                                                             ).config["backend"] == "compiled"
 
 
 def test_models_pickle_without_their_compiled_callbacks():

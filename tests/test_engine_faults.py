@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from fedmm.algorithms import FedMM
-from fedmm.compression import Identity, StochasticRounding
+from fedmm.compression import StochasticRounding
 from fedmm.engine import LocalRuntime
 from fedmm.history import History
 from fedmm.models import DictionaryLearning, GaussianMixture, InverseToy
 
-from reference import FailingInverseToy, fedmm_rounds_with_drops
+from fault_injection import FaultyClient, absurd_payload
+from reference import FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops
 
 
 def _toy_datas(failing=4):
@@ -135,11 +136,12 @@ def test_a_failing_client_inside_a_compiled_stretch_commits_the_rounds_before_it
 
 
 # -- an absurd but finite message cannot leave the server unusable --------------------------------------
-def _dictionary_round(n_clients=6, seed=1):
-    """A DictionaryLearning server after set-up, selected for round 0, and its clients' honest payloads."""
+def _dictionary_round(n_clients=6, seed=1, p=1.0):
+    """A DictionaryLearning server after set-up, selected for round 0, and its clients' honest payloads
+    (``p``: the participation probability the server unbiases the aggregate with, ``μ_i/p``)."""
     rng = np.random.default_rng(0)
     datas = [np.ascontiguousarray(rng.standard_normal((30, 5))) for _ in range(n_clients)]
-    algo = FedMM(DictionaryLearning(3, 0.1, 0.2), participation_prob=1.0, batch_size=6)
+    algo = FedMM(DictionaryLearning(3, 0.1, 0.2), participation_prob=p, batch_size=6)
 
     def fresh():
         server, clients = algo.build(datas, seed=seed)
@@ -154,7 +156,16 @@ def _dictionary_round(n_clients=6, seed=1):
 
 
 def _absurd(server, value=1e300):
-    return Identity().encode(np.full(server.V.shape[0], value))
+    return absurd_payload(server.V.shape[0], value)
+
+
+#: DictionaryLearning's statistic_bound (2**480): its Π and T work on squares of the entries of s⁽¹⁾
+BOUND = DictionaryLearning.statistic_bound
+
+
+def _too_large_together(server, fraction):
+    """A message within the bound (``fraction`` of it) whose share ``(μ_i/p) Δ_i`` is beyond it at p = 0.05."""
+    return _absurd(server, fraction * BOUND)
 
 
 def _assert_same_state(a, b):
@@ -163,13 +174,40 @@ def _assert_same_state(a, b):
         assert np.array_equal(a[key], b[key]), key
 
 
-def test_an_absurd_message_makes_the_step_fail_and_leaves_the_server_exactly_as_it_was():
+def test_an_absurd_message_is_refused_like_a_non_finite_one_before_the_step():
     fresh, server, payloads = _dictionary_round()
     bad = {**payloads, 2: _absurd(server)}
     before, theta = server.get_state(), server.theta
-    with pytest.raises(ValueError, match="Round 0: the server step failed .*state is unchanged") as info:
+    with pytest.raises(ValueError, match=r"Client 2 sent values of magnitude up to 1e\+300, beyond the range of "
+                                         r"DictionaryLearning's statistics \(statistic_bound = 3.12e\+144\)"):
         server.aggregate(0, bad)
-    assert isinstance(info.value.__cause__, np.linalg.LinAlgError)  # T's Cholesky of A + 2ηI at 1e300
+    _assert_same_state(server.get_state(), before)
+    assert server.theta is theta
+    dropped = []
+    record = server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
+    assert [i for i, _ in dropped] == [2] and dropped[0][1].startswith("Client 2 sent values of magnitude")
+    # exactly the step of the other messages
+    ref, _ = fresh()
+    assert ref.aggregate(0, {i: b for i, b in payloads.items() if i != 2}) == record
+    _assert_same_state(server.get_state(), ref.get_state())
+
+
+def test_the_bound_refuses_the_first_float_beyond_it_and_accepts_the_bound():
+    _, server, payloads = _dictionary_round()
+    assert server.statistic_bound == BOUND == 2.0**480
+    reasons = {}
+    server.aggregate(0, {**payloads, 1: _absurd(server, np.nextafter(BOUND, np.inf)), 3: _absurd(server, -BOUND)},
+                     on_invalid=reasons.__setitem__)
+    assert reasons[1].startswith("Client 1 sent values of magnitude up to")
+    assert not reasons.get(3, "").startswith("Client 3 sent")  # within the bound: it reached the step
+
+
+def test_a_step_beyond_the_statistic_bound_fails_and_leaves_the_server_exactly_as_it_was():
+    fresh, server, payloads = _dictionary_round(p=0.05)
+    bad = {**payloads, 2: _too_large_together(server, 0.9)}
+    before, theta = server.get_state(), server.theta
+    with pytest.raises(ValueError, match="Round 0: the server step failed .*aggregate H .* beyond .*unchanged"):
+        server.aggregate(0, bad)
     _assert_same_state(server.get_state(), before)
     assert server.theta is theta
     # still usable: the honest messages give exactly what a server that never saw the bad one gives
@@ -181,14 +219,15 @@ def test_an_absurd_message_makes_the_step_fail_and_leaves_the_server_exactly_as_
 
 @pytest.mark.parametrize("n_bad", [1, 2, 3])
 def test_with_on_invalid_the_step_goes_on_without_the_failing_messages(n_bad):
-    fresh, server, payloads = _dictionary_round()
+    fresh, server, payloads = _dictionary_round(p=0.05)
     bad_ids = [4, 1, 3][:n_bad]
-    bad = {**payloads, **{i: _absurd(server, -1e300 * (i + 1)) for i in bad_ids}}
+    bad = {**payloads, **{i: _too_large_together(server, -(0.5 + 0.1 * i)) for i in bad_ids}}
     dropped = []
     record = server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
     assert [i for i, _ in dropped] == sorted(bad_ids)
-    for _, reason in dropped:  # each names the failure, the retry and its message's size (‖(μ_i/p) Δ_i‖ ~ 1e300)
-        assert re.search(f"LinAlgError.*without the {n_bad} largest of the 6 messages.*about 1e30[01]", reason)
+    for _, reason in dropped:  # each names the failure, the retry and its message's size (‖(μ_i/p) Δ_i‖ ~ 1e145)
+        assert re.search(f"aggregate H .*beyond.*without the {n_bad} largest of the 6 messages.*about 1e14[56]",
+                         reason)
     # bit for bit the step of the honest messages alone
     ref, _ = fresh()
     assert ref.aggregate(0, {i: b for i, b in payloads.items() if i not in bad_ids}) == record
@@ -196,9 +235,9 @@ def test_with_on_invalid_the_step_goes_on_without_the_failing_messages(n_bad):
 
 
 def test_more_failing_messages_than_retries_drop_the_round_s_messages():
-    fresh, server, payloads = _dictionary_round()
+    fresh, server, payloads = _dictionary_round(p=0.05)
     from fedmm.algorithms.federated import MAX_STEP_RETRIES
-    bad = {**payloads, **{i: _absurd(server) for i in range(MAX_STEP_RETRIES + 1)}}
+    bad = {**payloads, **{i: _too_large_together(server, 0.9) for i in range(MAX_STEP_RETRIES + 1)}}
     dropped = []
     server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
     assert [i for i, _ in dropped] == list(range(6))
@@ -286,3 +325,115 @@ def test_absurd_statistics_are_dropped_alike_on_both_backends(alpha):
     _assert_same_state(state, state_c)
     algo = FedMM(InverseToy(), clients_per_round=2, alpha=alpha, step=0.5, batch_size=4, start="model")
     assert algo.run(datas, 12, seed=7).config["backend"] == "compiled"
+
+
+# -- issue 27 item 3: one client sending absurd statistics round after round -----------------------------
+def _run_with_faulty_client(algo, datas, plan, n_rounds, seed=0):
+    server, inner = algo.build(datas, seed=seed)
+    clients = [FaultyClient(c, plan) for c in inner]
+    h = LocalRuntime(compiled=False).run(server, clients, n_rounds, history=History("FedMM"))
+    assert _invariant_gap(server, inner) < 1e-14
+    return h, server
+
+
+def test_a_client_sending_1e300_everywhere_is_dropped_and_the_run_equals_one_where_it_fails():
+    """The issue's scenario: dictionary learning without ridge (η = 0), control variates, two of four clients per
+    round, client 1 sending 1e300 everywhere.  Its messages were let in whenever T survived them, Ŝ and V filled
+    with 1e299, and round 7 ended the run ('the server step fails even without the clients' messages') under
+    on_client_error='drop'.  Now each one is refused at decode, and the run is the run where client 1's round
+    fails in the same rounds (records, states, bit for bit; only the drop reason differs)."""
+    rng = np.random.default_rng(0)
+    datas = [rng.standard_normal((30, 5)) for _ in range(4)]
+    algo = FedMM(DictionaryLearning(3, 0.1, eta=0.0), clients_per_round=2, alpha=0.3, step=0.5, batch_size=5,
+                 backend="python")
+    n_rounds = 12
+    h, server = _run_with_faulty_client(algo, datas, {(t, 1): "absurd" for t in range(n_rounds)}, n_rounds)
+    ref, ref_server = _run_with_faulty_client(algo, datas, {(t, 1): "raise" for t in range(n_rounds)}, n_rounds)
+    hit = [r["t"] for r in h.records if 1 in r["dropped"]]
+    assert len(hit) >= 4 and all(r["dropped"] == ([1] if r["t"] in hit else []) for r in h.records)
+    for t in hit:
+        assert h.records[t]["drop_reasons"][0].startswith(
+            "invalid payload: Client 1 sent values of magnitude up to 1e+300, beyond")
+    assert h.equals(ref, ignore={"wall_time", "monitor_time", "drop_reasons"})
+    _assert_same_state(server.get_state(), ref_server.get_state())
+
+
+def _heavy_dictionary_datas():
+    """Four clients of standard normal rows, client 1's scaled by 1e150: its statistics (h hᵀ, z hᵀ) ~ 1e300."""
+    rng = np.random.default_rng(8)
+    datas = [np.ascontiguousarray(rng.standard_normal((20, 5))) for _ in range(4)]
+    datas[1] = datas[1] * 1e150
+    return datas
+
+
+# the LASSO of rows at 1e150 hits its iteration cap (the client's data are absurd, not the solver)
+@pytest.mark.filterwarnings("ignore::fedmm.kernels.ConvergenceWarning")
+@pytest.mark.parametrize("alpha", [0.0, 0.3])
+def test_absurd_statistics_of_a_client_s_own_data_are_dropped_alike_on_both_backends(alpha):
+    """The compiled round refuses the message beyond the state bound (ERANGE) and reruns the round on the Python
+    backend, which drops the client: both backends give the run where that client fails, bit for bit."""
+    datas = _heavy_dictionary_datas()
+    kwargs = dict(clients_per_round=2, alpha=alpha, step=0.5, batch_size=5, start="model")
+    # without warm starts: a failed compiled round leaves the warm-start codes it wrote (fedmm.kernels.run_rounds),
+    # so the Python rerun of that round starts its LASSO solves elsewhere (same minimizers, other last bits)
+    model = dict(n_components=3, lam=0.1, eta=0.0, warm_start=False)
+    runs = {}
+    for backend in ("python", "compiled"):
+        algo = FedMM(DictionaryLearning(**model), backend=backend, **kwargs)
+        runs[backend] = algo.run(datas, 10, seed=2)
+        assert runs[backend].config["backend"] == backend
+    h, hc = runs["python"], runs["compiled"]
+    hit = [r["t"] for r in h.records if 1 in r["dropped"]]
+    assert len(hit) >= 3 and all(r["dropped"] == ([1] if r["t"] in hit else []) for r in h.records)
+    assert all(h.records[t]["drop_reasons"][0].startswith("invalid payload: Client 1 sent values of magnitude")
+               for t in hit)
+    assert hc.equals(h)
+    # the run where client 1's round fails instead (its data marked: its statistic raises)
+    failing = [d if i != 1 else np.full_like(d, FailingDictionaryLearning.FAIL_MARK) for i, d in enumerate(datas)]
+    ref = FedMM(FailingDictionaryLearning(**model), backend="python", **kwargs).run(failing, 10, seed=2)
+    assert h.equals(ref, ignore={"wall_time", "monitor_time", "drop_reasons"})
+
+
+def test_large_but_valid_dictionary_statistics_are_not_dropped():
+    """Data scaled by 1e60 (λ by 1e60, η by 1e120): statistics ~1e120, within the bound; no drop, the same dictionary
+    (the mean-statistic start and every step are scale-equivariant), and the two backends agree bit for bit."""
+    rng = np.random.default_rng(0)
+    datas = [rng.standard_normal((30, 5)) for _ in range(4)]
+    kwargs = dict(clients_per_round=2, alpha=0.3, step=0.5, batch_size=5)
+    runs = {}
+    for scale in (1.0, 1e60):
+        for backend in ("python", "compiled"):
+            algo = FedMM(DictionaryLearning(3, 0.1 * scale, eta=0.2 * scale**2), backend=backend, **kwargs)
+            runs[scale, backend] = algo.run([d * scale for d in datas], 8, seed=0)
+    big = runs[1e60, "python"]
+    assert runs[1e60, "compiled"].equals(big) and runs[1e60, "compiled"].config["backend"] == "compiled"
+    assert all(r["dropped"] == [] for r in big.records)
+    assert np.abs(big.state["S"]).max() > 1e119
+    np.testing.assert_allclose(big.state["theta"], runs[1.0, "python"].state["theta"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+def test_large_but_valid_statistics_are_not_dropped(backend):
+    """A model whose Π and T take any finite statistic (InverseToy: statistic_bound = inf) is not bounded: the toy
+    data scaled by 2**460 (statistics ~3e138, E_s ~1e277) give no drop, and exactly the scaled run (S scales by
+    2**460, θ = S^{-1/2} by 2**-230, bit for bit)."""
+    datas = _toy_datas(failing=None)
+    scale = 2.0**460
+    algo = FedMM(InverseToy(), clients_per_round=3, alpha=0.3, step=0.5, batch_size=5, backend=backend)
+    h = algo.run(datas, 8, seed=4)
+    big = algo.run([d * scale for d in datas], 8, seed=4)
+    assert big.config["backend"] == backend
+    assert all(r["dropped"] == [] for r in big.records)
+    assert [r["active"] for r in big.records] == [r["active"] for r in h.records]
+    np.testing.assert_array_equal(big.state["S"], h.state["S"] * scale)
+    np.testing.assert_array_equal(big.state["theta"], h.state["theta"] / 2.0**230)
+    assert all(np.isfinite(r["E_s"]) and r["E_s"] > 1e270 for r in big.records)
+
+
+@pytest.mark.parametrize("bound", [0.0, -1.0, float("nan"), "big", True])
+def test_a_model_s_statistic_bound_must_be_a_positive_number(bound):
+    class Bounded(InverseToy):
+        statistic_bound = bound
+
+    with pytest.raises(ValueError, match="Expected the model's 'statistic_bound' to be a number > 0"):
+        FedMM(Bounded(), participation_prob=1.0, batch_size=5).run(_toy_datas(failing=None), 1, seed=0)

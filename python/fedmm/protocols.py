@@ -118,7 +118,10 @@ class Model(Protocol):
     where a model has one), ``in_domain``, ``project_theta``,
     ``uses_memory`` (per-client warm starts), the set-up hook
     ``prepare(datas)`` (a no-op by default; ``GaussianMixture`` learns ``p``
-    and the global moments, ``MissingValues`` its matrix shape) and
+    and the global moments, ``MissingValues`` its matrix shape),
+    ``statistic_bound`` (the largest magnitude of a statistic's entry that
+    ``project`` and ``T`` handle, ``inf`` by default: the server refuses
+    messages and steps beyond it), ``compiled_overrides()`` and
     ``default_step`` (``('inverse_sqrt', 1.0)``, i.e. ``γ_t = t^{-1/2}``, by
     default; ``1.0`` for the EM models, whose full-batch rounds are then
     exact EM).

@@ -648,7 +648,7 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
                list datas, list memories, list Vs, const uint64_t[:, ::1] keys, const int64_t[:, ::1] quantizers,
                S, double[::1] V, double[::1] theta, double[::1] theta_prev, uint64_t t0,
                const double[::1] gammas, int n_threads=1, double max_seconds=float("inf"),
-               WorkerPool pool=None):
+               WorkerPool pool=None, double statistic_max=float("inf")):
     """Whole FedMM rounds ``t0, …, t0 + R − 1`` (``R = len(gammas)``) in one GIL-free call.
 
     Per round ``t``: ``fedmm_server_select``, every contacted client's
@@ -661,7 +661,10 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
     receives ``theta`` before the last completed round.  ``quantizers[i] = (scheme,
     bits, norm, block)`` of client ``i``'s compressor.  Stops after the
     first round that ends more than ``max_seconds`` after the call started
-    (at least one round runs).
+    (at least one round runs).  In S-space a round whose messages, aggregate
+    ``H``, new ``S`` or new ``V`` hold an entry beyond ``statistic_max`` in
+    magnitude (the model's ``statistic_bound``) fails with
+    ``FEDMM_ERANGE``, as :meth:`fedmm.algorithms.Server.aggregate` refuses it.
 
     Returns
     -------
@@ -690,6 +693,9 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
     cfg.batch = batch
     cfg.p = p
     cfg.alpha = alpha
+    if not statistic_max > 0.0:
+        raise ValueError(f"Expected 'statistic_max' > 0 (inf: any finite value), got {statistic_max!r}")
+    cfg.statistic_max = statistic_max
     cdef fedmm_model_t *mdl = &model.model
     cdef Py_ssize_t n = len(datas), R = gammas.shape[0], r, k, i
     cdef Py_ssize_t msg = fedmm_message_size(mdl, &cfg), q = mdl.q

@@ -20,6 +20,7 @@ cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_ELAPACK
     int FEDMM_ENOCONV
     int FEDMM_EINTR
+    int FEDMM_ERANGE
 
     const char *fedmm_strerror(int status)
     int64_t FEDMM_INTERRUPT_WORK
@@ -289,6 +290,7 @@ cdef extern from "fedmm_kernels.h" nogil:
         int64_t batch
         double p
         double alpha
+        double statistic_max
     ctypedef struct fedmm_client_t:
         const double *data
         int64_t n_samples

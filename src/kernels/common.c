@@ -12,6 +12,7 @@ const char *fedmm_strerror(int status)
     case FEDMM_ELAPACK: return "LAPACK routine failed (info != 0)";
     case FEDMM_ENOCONV: return "iteration limit reached before convergence";
     case FEDMM_EINTR: return "interrupted";
+    case FEDMM_ERANGE: return "value beyond the range the model handles (|x| > statistic_max)";
     default: return "unknown fedmm status";
     }
 }

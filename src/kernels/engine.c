@@ -123,7 +123,7 @@ static int check_config(const fedmm_model_t *model, const fedmm_round_config_t *
          cfg->mode != FEDMM_MODE_COMPRESS_LOCAL) ||
         (cfg->oracle != FEDMM_ORACLE_MINIBATCH && cfg->oracle != FEDMM_ORACLE_FULL) ||
         (cfg->oracle == FEDMM_ORACLE_MINIBATCH && cfg->batch < 1) || !(cfg->p > 0.0 && cfg->p <= 1.0) ||
-        !(cfg->alpha >= 0.0) || !isfinite(cfg->alpha))
+        !(cfg->alpha >= 0.0) || !isfinite(cfg->alpha) || !(cfg->statistic_max >= 0.0))
         return FEDMM_EINVAL;
     return FEDMM_OK;
 }
@@ -271,6 +271,18 @@ size_t fedmm_server_step_work(const fedmm_model_t *model, const fedmm_round_conf
            model->server_work;
 }
 
+/* FEDMM_OK when every x_j is finite with |x_j| <= bound (bound may be
+ * INFINITY); FEDMM_ENONFINITE on NaN or infinity, FEDMM_ERANGE on a finite
+ * value beyond the bound. */
+static int check_range(size_t n, const double *x, double bound)
+{
+    for (size_t j = 0; j < n; ++j) {
+        if (!isfinite(x[j])) return FEDMM_ENONFINITE;
+        if (fabs(x[j]) > bound) return FEDMM_ERANGE;
+    }
+    return FEDMM_OK;
+}
+
 int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cfg, int64_t m,
                       const double *weights, const double *values, double gamma, double *S,
                       double *V, double *theta, double *dist, double *work)
@@ -285,11 +297,21 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
     double *acc = work, *H = acc + n, *S_new = H + n, *theta_new = S_new + q;
     const double **rows = (const double **)(theta_new + theta_size); /* m pointers in m doubles */
     double *model_work = theta_new + theta_size + (m > 0 ? m : 0);
-    for (int64_t k = 0; k < m; ++k) rows[k] = values + (size_t)k * n;
+    int status;
+    /* the messages, H, S' (after Pi) and the new V within the range the model handles (S-space), theta'
+     * finite, as Server._decode and Server.candidate_step require (a refused step changes nothing) */
+    const double bound = cfg->space == FEDMM_SPACE_STATISTIC && cfg->statistic_max > 0.0 ? cfg->statistic_max
+                                                                                        : INFINITY;
+    for (int64_t k = 0; k < m; ++k) {
+        rows[k] = values + (size_t)k * n;
+        status = check_range(n, rows[k], bound);
+        if (status != FEDMM_OK) return status;
+    }
     /* acc = sum_k (mu_i / p) Quant_i in client order; H = V_t + acc */
     fedmm_weighted_sum(m, n, weights, rows, acc);
     for (size_t j = 0; j < n; ++j) H[j] = V[j] + acc[j];
-    int status;
+    status = check_range(n, H, bound);
+    if (status != FEDMM_OK) return status;
     memcpy(theta_new, theta, theta_size * sizeof(double)); /* T's warm start */
     if (cfg->space == FEDMM_SPACE_STATISTIC) {
         for (size_t j = 0; j < q; ++j) {
@@ -302,10 +324,10 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
             status = model->project(model->ctx, S_new, model_work);
             if (status != FEDMM_OK) return status;
         }
+        status = check_range(q, S_new, bound);
+        if (status != FEDMM_OK) return status;
         status = model->T(model->ctx, S_new, theta_new, model_work);
         if (status != FEDMM_OK) return status;
-        dist[0] = fedmm_squared_distance(q, S_new, S);
-        memcpy(S, S_new, q * sizeof(double));
     } else {
         for (size_t j = 0; j < d; ++j) {
             const double step = gamma * H[j];
@@ -321,10 +343,22 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
             status = model->derive(model->ctx, theta_new, model_work);
             if (status != FEDMM_OK) return status;
         }
+    }
+    status = check_range(d, theta_new, INFINITY);
+    if (status != FEDMM_OK) return status;
+    if (cfg->alpha != 0.0)
+        for (size_t j = 0; j < n; ++j) {
+            const double v = V[j] + cfg->alpha * acc[j];
+            status = check_range(1, &v, bound);
+            if (status != FEDMM_OK) return status;
+        }
+    /* commit */
+    if (cfg->space == FEDMM_SPACE_STATISTIC) {
+        dist[0] = fedmm_squared_distance(q, S_new, S);
+        memcpy(S, S_new, q * sizeof(double));
+    } else {
         dist[0] = 0.0;
     }
-    for (size_t j = 0; j < d; ++j)
-        if (!isfinite(theta_new[j])) return FEDMM_ENONFINITE;
     dist[1] = fedmm_squared_distance(d, theta_new, theta);
     memcpy(theta, theta_new, theta_size * sizeof(double));
     if (cfg->alpha != 0.0)

@@ -40,6 +40,7 @@ extern "C" {
 #define FEDMM_ELAPACK (-5)    /* a LAPACK routine returned info != 0       */
 #define FEDMM_ENOCONV (-6)    /* an iterative solver hit its iteration cap */
 #define FEDMM_EINTR (-7)      /* stopped by the caller's fedmm_interrupt_t  */
+#define FEDMM_ERANGE (-8)     /* a value beyond the range a model handles  */
 
 /* Human-readable text of a status code (static storage, never NULL). */
 const char *fedmm_strerror(int status);
@@ -607,7 +608,11 @@ int fedmm_model_check(const fedmm_model_t *model);
  *   project  apply Pi (or project_theta) in the server step;
  *   p        participation probability (m/n for a fixed count m);
  *   alpha    control-variate step: V_i <- V_i + (alpha/p) Quant(Delta_i),
- *            V <- V + alpha sum_i (mu_i/p) Quant(Delta_i). */
+ *            V <- V + alpha sum_i (mu_i/p) Quant(Delta_i);
+ *   statistic_max  S-space: the largest magnitude of an entry of a message,
+ *            of H, of S' and of the new V that the server step accepts (the
+ *            range the model's Pi and T handle; 0 or +inf: any finite
+ *            value).  Theta-space: unused (finite values). */
 #define FEDMM_MODE_SELECT 0
 #define FEDMM_MODE_COMPRESS 1
 #define FEDMM_MODE_COMPRESS_LOCAL 2
@@ -621,6 +626,7 @@ typedef struct fedmm_round_config {
     int64_t batch;
     double p;
     double alpha;
+    double statistic_max;
 } fedmm_round_config_t;
 
 /* One client as the engine sees it: its data, per-sample memory (NULL or
@@ -680,8 +686,11 @@ int fedmm_server_select(const uint64_t key[2], uint64_t t, int64_t n, int64_t co
  *   Theta-space: theta' = theta + gamma H; project_theta when cfg->project;
  *                derive; dist[0] = 0;
  *   dist[1] = ||theta'[0..d) - theta[0..d)||^2;  V <- V + alpha acc.
- * S, V and theta are updated in place (S unused in Theta-space).
- * FEDMM_ENONFINITE if S' or theta' is not finite.  work:
+ * S, V and theta are updated in place (S unused in Theta-space), and only
+ * when the step succeeds.  FEDMM_ENONFINITE when an entry of a message, of
+ * H, of S' or theta' or of the new V is NaN or infinite; FEDMM_ERANGE when a
+ * finite one of a message, of H, of S' (after Pi) or of the new V exceeds
+ * cfg->statistic_max (S-space); the model's status when Pi or T fails.  work:
  * fedmm_server_step_work(model, cfg, m) doubles. */
 size_t fedmm_server_step_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg,
                               int64_t m);

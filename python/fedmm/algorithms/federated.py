@@ -76,6 +76,12 @@ _SETUP_CODEC = Identity()
 START_ROUND = -2
 
 
+def _beyond(x: np.ndarray, bound: float) -> bool:
+    """Whether ``x`` holds a NaN, an infinity or an entry beyond ``bound`` in magnitude (one pass)."""
+    largest = float(np.max(np.abs(x))) if x.size else 0.0
+    return not (math.isfinite(largest) and largest <= bound)
+
+
 # --------------------------------------------------------------------------- messages
 @dataclass(frozen=True)
 class Broadcast:
@@ -343,6 +349,13 @@ class Server:
         self.projection = projection
         self.space = space
         self.mode = mode
+        bound = getattr(model, "statistic_bound", math.inf)
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not bound > 0:
+            raise ValueError(f"Expected the model's 'statistic_bound' to be a number > 0 (inf: any finite value), "
+                             f"got {bound!r}")
+        #: The largest magnitude of an entry of a message, of ``H``, of ``Ŝ`` and of ``V`` the server accepts:
+        #: the model's ``statistic_bound`` in S-space, ``inf`` (any finite value) for the Θ-space baseline.
+        self.statistic_bound = float(bound) if space == "statistic" else math.inf
         self.decoders = list(decoders)
         if len(self.decoders) != self.n_clients:
             raise ValueError(f"Expected one decoder per client ({self.n_clients}), got {len(self.decoders)}")
@@ -543,8 +556,12 @@ class Server:
         values = (self.decoders[i] if codec is None else codec).decode(payload)
         if values.shape != (self._size,):
             raise ValueError(f"Client {i} sent a message of length {values.shape}, expected ({self._size},)")
-        if not np.isfinite(values).all():
-            raise ValueError(f"Client {i} sent non-finite values")
+        bound = self.statistic_bound
+        if _beyond(values, bound):
+            if not np.isfinite(values).all():
+                raise ValueError(f"Client {i} sent non-finite values")
+            raise ValueError(f"Client {i} sent values of magnitude up to {float(np.max(np.abs(values))):.3g}, beyond "
+                             f"the range of {type(self.model).__name__}'s statistics (statistic_bound = {bound:.3g})")
         return values
 
     def aggregate(self, t: int, payloads: dict[int, bytes],
@@ -552,18 +569,24 @@ class Server:
         """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``, atomically.
 
         Empty payloads count as zero messages (Algorithm 4 with ``U = 0``).
-        Every payload is decoded and validated (length, finite values) before
-        the server's state changes: an invalid one raises ``ValueError``
-        naming the client, or, with ``on_invalid``, is left out of the
-        aggregation (the client counts as dropped, Algorithm 2 lines 10-11)
-        after ``on_invalid(i, reason)`` is called.
+        Every payload is decoded and validated (length, finite values of
+        magnitude at most :attr:`statistic_bound`, the model's) before the
+        server's state changes: an invalid one raises ``ValueError`` naming
+        the client, or, with ``on_invalid``, is left out of the aggregation
+        (the client counts as dropped, Algorithm 2 lines 10-11) after
+        ``on_invalid(i, reason)`` is called.  An absurd but finite message
+        (``DictionaryLearning`` statistics of 1e300) is refused there like a
+        non-finite one: let into the state, it may pass this round's ``T``
+        and break the projection of a later round, where no message is at
+        fault.
 
         The step itself is computed into temporaries and committed only when
         it succeeds: ``H = V_t + Σ_i (μ_i/p) Δ_i``, ``Ŝ_{t+1} = Π(Ŝ_t + γ H)``,
-        ``θ_{t+1} = T(Ŝ_{t+1})`` and ``V_{t+1}`` must all be finite and
-        ``Π``/``T`` must not raise (``ValueError``, including
-        ``numpy.linalg.LinAlgError``, or ``ArithmeticError``), which an
-        absurd but finite message (statistics of 1e300) can cause.  When it
+        ``θ_{t+1} = T(Ŝ_{t+1})`` and ``V_{t+1}`` must all be finite, ``H``,
+        ``Ŝ_{t+1}`` and ``V_{t+1}`` within :attr:`statistic_bound` (messages
+        within it can add up beyond it), and ``Π``/``T`` must not raise
+        (``ValueError``, including ``numpy.linalg.LinAlgError``, or
+        ``ArithmeticError``).  When it
         fails, the server's state is left exactly as it was and, without
         ``on_invalid``, a ``ValueError`` says why (the model's exception
         chained).  With ``on_invalid`` the round goes on without the messages
@@ -625,21 +648,24 @@ class Server:
         Raises
         ------
         ValueError
-            ``H``, ``Ŝ_{t+1}``, ``θ_{t+1}`` or ``V_{t+1}`` not finite (an
-            overflow of float64), or the model's ``Π``/``T`` raised it
-            (``numpy.linalg.LinAlgError`` included); ``ArithmeticError`` from
-            the model passes through.
+            ``H``, ``Ŝ_{t+1}``, ``θ_{t+1}`` or ``V_{t+1}`` not finite, ``H``,
+            ``Ŝ_{t+1}`` or ``V_{t+1}`` with an entry beyond
+            :attr:`statistic_bound` in magnitude, or the model's
+            ``Π``/``T`` raised it (``numpy.linalg.LinAlgError`` included);
+            ``ArithmeticError`` from the model passes through.
         """
-        # overflows are detected below by the finiteness checks, not reported as NumPy warnings
+        bound = self.statistic_bound
+        beyond = "not finite" if bound == math.inf else f"not finite or beyond statistic_bound = {bound:.3g}"
+        # overflows are detected below by the range checks, not reported as NumPy warnings
         with np.errstate(over="ignore", invalid="ignore"):
             acc = _rounds.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / self.p, self._size)
             H = self.V + acc
-            if not np.isfinite(H).all():
-                raise ValueError("the aggregate H = V_t + sum_i (mu_i/p) Delta_i is not finite (float64 overflow)")
+            if _beyond(H, bound):
+                raise ValueError(f"the aggregate H = V_t + sum_i (mu_i/p) Delta_i is {beyond}")
             if self.space == "statistic":
                 S_new, theta = self.model.sa_step(self.S, H, gamma, self.projection == "euclidean")
-                if not np.isfinite(S_new).all():
-                    raise ValueError("the new statistic S_{t+1} = Pi(S_t + gamma H) is not finite")
+                if _beyond(S_new, bound):
+                    raise ValueError(f"the new statistic S_{{t+1}} = Pi(S_t + gamma H) is {beyond}")
             else:
                 S_new = None
                 theta_half = self.theta_vector + gamma * H
@@ -652,8 +678,8 @@ class Server:
             if not np.isfinite(theta_vector).all():
                 raise ValueError("the new parameter theta_{t+1} is not finite")
             V_new = self.V + self.alpha * acc if self.alpha else self.V
-            if not np.isfinite(V_new).all():
-                raise ValueError("the new control variate V_{t+1} = V_t + alpha acc is not finite")
+            if _beyond(V_new, bound):
+                raise ValueError(f"the new control variate V_{{t+1}} = V_t + alpha acc is {beyond}")
         return S_new, theta, theta_vector, V_new
 
     def step_without_failing_messages(self, t: int, gamma: float, ids: Sequence[int], rows: Sequence[np.ndarray],

@@ -34,6 +34,11 @@ def _message_size(server: Any) -> int:
 def compiled_unsupported(server: Any, clients: Sequence[Any]) -> str | None:
     """Why the compiled backend cannot run rounds of ``server`` and ``clients``, or None if it can."""
     model = server.model
+    # before compiled_model(): building a compiled form costs (numba), and a bypassed override must be named
+    overrides = model.compiled_overrides()
+    if overrides:
+        return (f"{type(model).__name__} overrides {', '.join(overrides)} in Python, which the compiled form it "
+                "inherits does not run (redefine compiled_model() too if it does)")
     compiled = model.compiled_model()
     if compiled is None:
         return f"{type(model).__name__} has no compiled form in this configuration (compiled_model() is None)"
@@ -113,7 +118,7 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
         compiled, server.space, server.mode, first.kind, server.projection == "euclidean", batch, server.p,
         server.alpha, -1 if server.count is None else server.count, server.weights / server.p,
         np.ascontiguousarray(server.stream.key, dtype=np.uint64), datas, memories, Vs, keys, quantizers, S, V,
-        theta, theta_prev, t0, gammas, n_threads, max_seconds, pool)
+        theta, theta_prev, t0, gammas, n_threads, max_seconds, pool, statistic_max=server.statistic_bound)
     if n_bad:
         warnings.warn(f"{n_bad} inner-solver columns hit their iteration cap in the compiled rounds "
                       f"{t0}..{t0 + len(n_senders) - 1}", kernels.ConvergenceWarning, stacklevel=3)

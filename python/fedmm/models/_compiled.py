@@ -16,11 +16,6 @@ import numpy as np
 
 __all__ = ["CompiledCallbacks", "array_key"]
 
-#: Methods through which a round flows on the Python backend.  A subclass that
-#: overrides one of them computes something the compiled callbacks do not know
-#: about, so it runs on the Python backend (``compiled_model()`` is None).
-ROUND_METHODS = ("statistic", "statistic_batch", "T", "project", "project_theta", "sa_step")
-
 
 def array_key(value: Any) -> Any:
     """A hashable, exact fingerprint of an optional float64 array (its shape and bytes)."""
@@ -51,11 +46,6 @@ class CompiledCallbacks:
         # one tuple assignment: a concurrent reader sees the old pair or the new one
         self.__dict__["_compiled_cache"] = (key, compiled)
         return compiled
-
-    def _overrides_round_methods(self, base: type) -> bool:
-        """Whether ``type(self)`` replaces one of ``base``'s :data:`ROUND_METHODS` in Python."""
-        cls = type(self)
-        return any(getattr(cls, name) is not getattr(base, name) for name in ROUND_METHODS)
 
     def __getstate__(self) -> dict:
         # the compiled model holds C pointers: it is rebuilt after unpickling, not pickled

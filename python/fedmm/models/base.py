@@ -45,6 +45,13 @@ from fedmm._validation import as_array, check_statistic
 
 __all__ = ["StatisticLayout", "SurrogateModel"]
 
+#: The methods through which a round flows on the Python backend and that a model's compiled
+#: form (:meth:`SurrogateModel.compiled_model`) replaces on the compiled backend: the clients'
+#: statistic, the server's step (``sa_step``, ``project``, ``T``, ``project_theta``) and the
+#: flat parameter the records and messages are computed from.
+COMPILED_ROUND_METHODS = ("statistic", "statistic_batch", "T", "project", "project_theta", "sa_step",
+                          "theta_vector", "theta_from_vector")
+
 
 class StatisticLayout:
     """Named blocks of a flat statistic vector.
@@ -146,6 +153,15 @@ class SurrogateModel(ABC):
     #: calls (e.g. warm starts of an inner solver).  The result must not depend
     #: on the memory beyond the inner solver's tolerance.
     uses_memory: bool = False
+
+    #: The largest magnitude of an entry of a statistic that :meth:`project` and :meth:`T` are
+    #: made for (``inf``, the default: any finite value).  The FedMM server refuses a client
+    #: message with an entry beyond it like a non-finite one, and a step whose aggregate ``H``,
+    #: ``Ŝ_{t+1}`` or ``V_{t+1}`` would hold one (both backends): let into the state, such a value
+    #: breaks a later round, where no message is at fault.  A model whose ``Π`` or ``T`` forms
+    #: squares or products of entries (eigenvalues, Cholesky factors, Frobenius norms) declares
+    #: the range where they stay finite, e.g. ``2.0**480`` for sums of up to ``2**62`` squares.
+    statistic_bound: float = float("inf")
 
     # -- client side --------------------------------------------------------
     @abstractmethod
@@ -372,9 +388,45 @@ class SurrogateModel(ABC):
         :meth:`statistic`, :meth:`project` and :meth:`T` compute, so that the
         compiled and Python backends agree.  It may return None for
         configurations it does not compile (the engine then runs the Python
-        backend and records why in ``History.config``).
+        backend and records why in ``History.config``).  A subclass that
+        redefines one of the ``COMPILED_ROUND_METHODS`` (:mod:`fedmm.models.base`) without
+        redefining ``compiled_model`` runs on the Python backend
+        (:meth:`compiled_overrides`).
         """
         return None
+
+    def compiled_overrides(self) -> tuple[str, ...]:
+        """The round methods this model computes in Python that its compiled form does not know about.
+
+        The compiled form is the :meth:`compiled_model` of the most derived
+        class that defines one (its *owner*); it replaces the
+        ``COMPILED_ROUND_METHODS`` of that class.  Every one of them that
+        ``type(self)`` (a subclass, a mixin) or the instance itself redefines
+        is returned, in the order of ``COMPILED_ROUND_METHODS``: the
+        compiled backend would bypass it, so the engine runs such a model on
+        the Python backend (``backend='auto'``, with the reason in
+        ``History.config['backend_reason']``) or refuses it
+        (``backend='compiled'``).  A subclass whose override the compiled
+        form does compute declares it by redefining ``compiled_model`` too.
+        Empty for a model without a compiled form of its own.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from fedmm.models import InverseToy
+        >>> class Shifted(InverseToy):
+        ...     def statistic(self, data, theta, idx=None):
+        ...         return super().statistic(data, theta, idx) + 1.0
+        >>> Shifted().compiled_overrides(), InverseToy().compiled_overrides()
+        (('statistic',), ())
+        """
+        cls = type(self)
+        owner = next((c for c in cls.__mro__ if "compiled_model" in vars(c)), SurrogateModel)
+        if owner is SurrogateModel:
+            return ()
+        own = vars(self)
+        return tuple(name for name in COMPILED_ROUND_METHODS
+                     if name in own or getattr(cls, name, None) is not getattr(owner, name, None))
 
     def compiled_data(self, data: Any) -> np.ndarray:
         """A client's data as the compiled statistic reads it: C-ordered float64 rows ``(N_i, sample_size)``."""

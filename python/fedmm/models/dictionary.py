@@ -95,6 +95,12 @@ class DictionaryLearning(SurrogateModel):
     #: ``t^{-1/2}`` reaches scikit-learn's one-pass objective (1.95) in 60 rounds, 80 with
     #: minibatches of 50, 2 of 4 clients per round and 8-bit stochastic rounding.
     default_step = ("inverse_sqrt", 1.0)
+    #: ``Π`` (PSD projection: Cholesky, eigenvalues) and ``T`` (Cholesky of ``s⁽¹⁾ + 2ηI``) work
+    #: on squares and products of the entries of ``s⁽¹⁾``; below ``2**480`` (about 3.1e144) every
+    #: sum of up to ``2**62`` of those squares is a finite float64.  Beyond it the server refuses
+    #: the message or the step (:attr:`SurrogateModel.statistic_bound`): a statistic of 1e300
+    #: may pass one ``T`` and then break the projection of a later round.
+    statistic_bound = 2.0**480
 
     def __init__(self, n_components: int, lam: float, eta: float = 0.0, constraint: str | None = None, *,
                  n_features: int | None = None, tol: float = 1e-9, max_iter: int = 1000,
@@ -306,7 +312,9 @@ class DictionaryLearning(SurrogateModel):
     def compiled_model(self) -> Any:
         """:func:`fedmm.kernels.dictionary_model` for the ridge ``T`` (None for ``'unit_norm'``, whose
         iterative ``T`` runs on the Python backend, and for a ``max_iter`` above the compiled model's
-        bound ``2**32 // (K² + 4K)``: those rounds run on the interruptible Python backend)."""
+        bound ``2**32 // (K² + 4K)``: those rounds run on the interruptible Python backend).  A subclass
+        that overrides :meth:`statistic`, :meth:`T`, ... runs on the Python backend
+        (:meth:`~fedmm.models.SurrogateModel.compiled_overrides`)."""
         if (self.constraint is not None or self.n_features is None
                 or self.max_iter > dictionary_model_max_iter(self.n_components)):
             return None

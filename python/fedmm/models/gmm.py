@@ -471,8 +471,9 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
     def compiled_model(self) -> Any:
         """:func:`fedmm.kernels.gaussian_mixture_model` with this model's constants (the callbacks its
         :meth:`statistic`, :meth:`project` and :meth:`T` run); None while ``p`` or, for a tied covariance
-        to estimate, the global second moment is unknown, and for subclasses that override those methods."""
-        if self.n_features is None or self._overrides_round_methods(GaussianMixture):
+        to estimate, the global second moment is unknown (a subclass that overrides those methods runs on
+        the Python backend, see :meth:`~fedmm.models.SurrogateModel.compiled_overrides`)."""
+        if self.n_features is None:
             return None
         if self.covariance == "tied" and self.known_covariance is None and self.second_moment is None:
             return None

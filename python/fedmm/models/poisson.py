@@ -199,9 +199,8 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
     def compiled_model(self) -> Any:
         """:func:`fedmm.kernels.poisson_latent_model` with this model's constants (the callbacks its
         :meth:`statistic`, :meth:`project` and :meth:`T` run); None while ``E_π[Z]`` of the explicit-mean
-        parameterization is unknown, and for subclasses that override those methods."""
-        if self._overrides_round_methods(PoissonLatent):
-            return None
+        parameterization is unknown (a subclass that overrides those methods runs on the Python backend,
+        see :meth:`~fedmm.models.SurrogateModel.compiled_overrides`)."""
         if self.parameterization == "explicit_mean" and self.mean_count is None:
             return None
         return self._kernel()

@@ -103,8 +103,9 @@ class InverseToy(CompiledCallbacks, SurrogateModel):
 
     def compiled_model(self) -> Any:
         """:func:`fedmm.kernels.inverse_toy_model` (the callbacks of :meth:`statistic`, :meth:`T` and the
-        projections); None for subclasses that override those methods."""
-        return None if self._overrides_round_methods(InverseToy) else self._kernel()
+        projections; a subclass that overrides them runs on the Python backend, see
+        :meth:`~fedmm.models.SurrogateModel.compiled_overrides`)."""
+        return self._kernel()
 
     def init_statistic(self, datas: Sequence[Any], rng: np.random.Generator) -> np.ndarray:
         """``Ŝ_0`` uniform on ``[0.5, 2]`` (any positive value is valid)."""
