@@ -250,3 +250,21 @@ def test_mean_statistic_drops_invalid_and_missing_payloads_under_the_drop_policy
     np.testing.assert_allclose(got, algo.model.project(w[0] * stats[0] + w[1] * stats[1]), rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="no valid client statistic"):
         server.mean_statistic({}, on_invalid=invalid.__setitem__)
+
+
+def test_mean_statistic_refuses_a_start_statistic_beyond_the_model_s_bound():
+    # A finite but absurd start statistic (1e300 > DictionaryLearning.statistic_bound) is refused like a NaN.
+    from fault_injection import absurd_payload
+
+    algo = FedMM(DictionaryLearning(3, 0.1, eta=0.2), batch_size=5, start="model")
+    server, clients = algo.build(_dictionary_clients(3), seed=0)
+    message = server.start_message()
+    payloads = {c.index: c.start_statistic(message) for c in clients}
+    reference = server.mean_statistic({i: payloads[i] for i in (0, 2)}, on_invalid=lambda i, r: None)
+    payloads[1] = absurd_payload(algo.model.layout.size)
+    invalid = {}
+    got = server.mean_statistic(payloads, on_invalid=invalid.__setitem__)
+    assert list(invalid) == [1] and "statistic_bound" in invalid[1]
+    assert np.array_equal(got, reference)
+    with pytest.raises(ValueError, match="beyond the range"):
+        server.mean_statistic(payloads)

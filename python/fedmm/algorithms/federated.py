@@ -406,7 +406,8 @@ class Server:
             Client index → its start statistic.
         on_invalid : callable(i, reason), optional
             The ``'drop'`` fault policy: a payload that fails validation
-            (malformed, wrong length, non-finite values) is left out after
+            (malformed, wrong length, non-finite values or beyond
+            :attr:`statistic_bound`) is left out after
             ``on_invalid(i, reason)`` is called, and clients absent from
             ``payloads`` are left out too (the caller knows why).  The mean
             is then re-weighted over the clients ``A`` that are left:
@@ -437,8 +438,13 @@ class Server:
                 if values.shape != (size,):
                     raise ValueError(f"Client {i} sent a start statistic of length {values.shape}, "
                                      f"expected ({size},)")
-                if not np.isfinite(values).all():
-                    raise ValueError(f"Client {i} sent a start statistic with non-finite values")
+                if _beyond(values, self.statistic_bound):
+                    if not np.isfinite(values).all():
+                        raise ValueError(f"Client {i} sent a start statistic with non-finite values")
+                    raise ValueError(f"Client {i} sent a start statistic of magnitude up to "
+                                     f"{float(np.max(np.abs(values))):.3g}, beyond the range of "
+                                     f"{type(self.model).__name__}'s statistics (statistic_bound = "
+                                     f"{self.statistic_bound:.3g})")
             except (ValueError, TypeError) as exc:
                 if on_invalid is None:
                     raise
