@@ -126,9 +126,13 @@ def test_floor_eigenvalues_output_has_a_cholesky_factor_at_any_spread():
         assert np.linalg.eigvalsh(out).max() == pytest.approx(1e12, rel=1e-9)
 
 
-def test_compressed_fit_on_digits_split_by_label_succeeds_for_every_seed():
+@pytest.mark.slow
+@pytest.mark.parametrize("step,n_rounds", [(None, 30), (0.05, 50)], ids=["default-step", "step-0.05"])
+def test_compressed_fit_on_digits_split_by_label_succeeds_for_every_seed(step, n_rounds):
     """The issue's reproducer: 8-bit stochastic rounding, PCA-20 digits, one client per label, default
-    reg_covar and step; 6 of these 10 seeds failed within 30 rounds before the projection of s3."""
+    reg_covar.  Before the projection of s3, 6 of these 10 seeds failed within 30 rounds with the default
+    step (γ = 1) and 2 failed near round 47 with γ = 0.05.  With γ = 0.05 the fit is also sensible: the
+    mean log-likelihood is within 15 nats of scikit-learn's uncompressed, centralized fit (−54.7 here)."""
     from sklearn.datasets import load_digits
     from sklearn.decomposition import PCA
 
@@ -140,8 +144,11 @@ def test_compressed_fit_on_digits_split_by_label_succeeds_for_every_seed():
     for seed in range(10):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            est = FederatedGaussianMixture(10, compressor=StochasticRounding(bits=8), n_rounds=30,
+            est = FederatedGaussianMixture(10, compressor=StochasticRounding(bits=8), step=step, n_rounds=n_rounds,
                                            random_state=seed).fit(Z, clients=y)
-        assert np.isfinite(est.score(Z))
+        score = est.score(Z)
+        assert np.isfinite(score)
+        if step is not None:
+            assert score > -70.0
         for cov in est.covariances_:
             np.linalg.cholesky(cov)
