@@ -853,7 +853,7 @@ int fedmm_floor_eigenvalues(fedmm_blas_int p, int64_t n_matrices, double *A, dou
  * s3_l).  The output is in the convex set of those constraints; the
  * composition is not the joint Euclidean projection onto it.  Tied: the
  * weights only (T's floor keeps Sigma(s) <= M2 positive definite for any
- * positive weights).  No parameter projection (Theta-space
+ * positive weights).  FEDMM_ENONFINITE on NaN/inf.  No parameter projection (Theta-space
  * averages of weights and covariances are valid only while they stay in the
  * simplex and the positive-definite cone). */
 #define FEDMM_GMM_TIED 0
