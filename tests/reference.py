@@ -468,6 +468,21 @@ def project_capped_simplex_bisection(v, floor):
     return np.maximum(v - 0.5 * (lo + hi), floor)
 
 
+def gmm_full_projection(s, G, p, min_weight):
+    """The full mixture's statistic projection from NumPy alone (issue 25): the weights onto the capped
+    simplex (bisection), then each ``s3_ℓ`` onto ``{X : X − s2_ℓ s2_ℓᵀ / s1_ℓ ⪰ 0}`` by an eigh clip of
+    the symmetrized difference (``s1_ℓ > 0``)."""
+    s = np.array(s, dtype=np.float64, copy=True)
+    w = project_capped_simplex_bisection(s[:G], min_weight)
+    s2 = s[G:G + G * p].reshape(G, p)
+    s3 = s[G + G * p:].reshape(G, p, p)
+    out3 = np.empty_like(s3)
+    for ell in range(G):
+        B = np.outer(s2[ell], s2[ell]) / w[ell]
+        out3[ell] = B + psd_projection_eigh(s3[ell] - B)
+    return np.concatenate([w, s2.ravel(), out3.ravel()])
+
+
 # ---- sparse coding / linalg (issue 3) ---------------------------------------
 
 

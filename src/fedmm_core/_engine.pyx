@@ -418,7 +418,9 @@ def floor_eigenvalues(A, double floor):
     """``fedmm_floor_eigenvalues`` on a copy of the symmetric ``(p, p)`` matrix or ``(m, p, p)`` stack ``A``.
 
     Returns the floored copy and a boolean array (shape ``(m,)``) of the matrices rebuilt from their
-    eigenpairs.  Raises ``LinAlgError`` when ``floor == 0`` and a matrix is not positive definite.
+    eigenpairs; a rebuilt matrix always has a Cholesky factor (where rounding would leave it without one,
+    the floor is raised to ``2ᵏ p ε λ_max``, see ``fedmm_kernels.h``).  Raises ``LinAlgError`` when
+    ``floor == 0`` and a matrix is not positive definite.
     """
     out = np.array(A, dtype=np.float64, order="C", copy=True)
     shape = out.shape  # (wraparound is off: no negative indices)

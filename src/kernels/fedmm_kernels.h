@@ -801,9 +801,12 @@ int fedmm_project_capped_simplex(int64_t n, const double *v, double floor, doubl
 /* Eigenvalue floor of a stack of n_matrices symmetric p x p matrices, in
  * place (the positive-definite guard of the mixture's T).  Per matrix A:
  *   floor > 0: unchanged (bit for bit) when A - floor I has a Cholesky
- *     factor; else A <- sym(V diag(max(lambda_i, floor)) V^T) from all its
+ *     factor; else A <- sym(V diag(max(lambda_i, f)) V^T) from all its
  *     eigenpairs (dsyevd, or dsyevr when the table has no dsyevd), sym(X) =
- *     (X + X^T) / 2 (exactly symmetric);
+ *     (X + X^T) / 2 (exactly symmetric), with f = floor when that matrix has
+ *     a Cholesky factor, else (rounding: lambda_max / floor beyond about
+ *     1 / (p eps)) the smallest f = 2^k p eps lambda_max, k >= 0, above floor
+ *     for which it has one -- the rebuilt matrix always has one;
  *   floor == 0: unchanged when A has a Cholesky factor, else FEDMM_ELAPACK
  *     (singular or indefinite).
  * Only the lower triangle (column-major; upper, row-major) is read by the
@@ -849,8 +852,17 @@ int fedmm_floor_eigenvalues(fedmm_blas_int p, int64_t n_matrices, double *A, dou
  * each estimated covariance through fedmm_floor_eigenvalues(reg_covar); then
  * derive.  FEDMM_EINVAL if a weight of s is not positive.
  * project: the weights block onto the capped simplex of min_weight
- * (fedmm_project_capped_simplex); full: the second-moment blocks onto the
- * symmetric matrices, (X + X^T) / 2.  No parameter projection (Theta-space
+ * (fedmm_project_capped_simplex); full: then, per component with s1_l and
+ * s2_l fixed, the second-moment block onto {X symmetric : X - s2_l s2_l^T /
+ * s1_l PSD}: s3_l <- s2_l s2_l^T / s1_l + proj_PSD(sym(s3_l) - s2_l s2_l^T /
+ * s1_l) (fedmm_project_psd; the exact Euclidean projection of s3_l onto that
+ * set), so that [[s1_l, s2_l^T], [s2_l, s3_l]] is PSD and T's covariance
+ * s3_l / s1_l - mu_l mu_l^T too; sym(s3_l) is kept bit for bit when already
+ * in it.  s1_l = 0 (min_weight = 0 only): s2_l <- 0, s3_l <- proj_PSD(sym
+ * s3_l).  The output is in the convex set of those constraints; the
+ * composition is not the joint Euclidean projection onto it.  Tied: the
+ * weights only (T's floor keeps Sigma(s) <= M2 positive definite for any
+ * positive weights).  FEDMM_ENONFINITE on NaN/inf.  No parameter projection (Theta-space
  * averages of weights and covariances are valid only while they stay in the
  * simplex and the positive-definite cone). */
 #define FEDMM_GMM_TIED 0

@@ -17,6 +17,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -109,16 +110,35 @@ static int floor_eigenvalues_one(fedmm_blas_int p, double *A, double floor, int 
                      lapack_work, &lwork, lapack_iwork, &liwork, &info);
         if (info != 0 || m != p) return FEDMM_ELAPACK;
     }
-    /* X = (V diag(max(lambda, floor))) V^T, then (X + X^T) / 2 */
-    for (fedmm_blas_int j = 0; j < p; ++j) {
-        const double lambda = w[j] > floor ? w[j] : floor;
-        for (fedmm_blas_int i = 0; i < p; ++i) VL[(size_t)j * p + i] = V[(size_t)j * p + i] * lambda;
-    }
+    /* X = (V diag(max(lambda, f))) V^T, then A = (X + X^T) / 2, with f = floor first.  Rounding in the
+     * eigenpairs and in the product perturbs the eigenvalues of the rebuilt matrix by up to about
+     * p eps lambda_max, so when lambda_max / floor exceeds about 1 / (p eps) the rebuilt matrix may
+     * have no Cholesky factor although every max(lambda_i, f) is positive: f is then raised to
+     * 2^k p eps lambda_max, k = 0, 1, ..., until the Cholesky factorization of the rebuilt matrix
+     * succeeds (the relative guard: the rebuilt matrix's condition number is then at most about
+     * 1 / (2^k p eps), so a few doublings suffice; f never exceeds lambda_max / 2). */
+    double top = w[0];
+    for (fedmm_blas_int j = 1; j < p; ++j)
+        if (w[j] > top) top = w[j];
     const double one = 1.0, zero = 0.0;
-    blas->dgemm("N", "T", &p, &p, &p, &one, VL, &p, V, &p, &zero, W, &p);
-    for (fedmm_blas_int j = 0; j < p; ++j)
-        for (fedmm_blas_int i = 0; i < p; ++i)
-            A[(size_t)j * p + i] = 0.5 * (W[(size_t)j * p + i] + W[(size_t)i * p + j]);
+    double f = floor, relative = (double)p * DBL_EPSILON;
+    for (;;) {
+        for (fedmm_blas_int j = 0; j < p; ++j) {
+            const double lambda = w[j] > f ? w[j] : f;
+            for (fedmm_blas_int i = 0; i < p; ++i) VL[(size_t)j * p + i] = V[(size_t)j * p + i] * lambda;
+        }
+        blas->dgemm("N", "T", &p, &p, &p, &one, VL, &p, V, &p, &zero, W, &p);
+        for (fedmm_blas_int j = 0; j < p; ++j)
+            for (fedmm_blas_int i = 0; i < p; ++i)
+                A[(size_t)j * p + i] = 0.5 * (W[(size_t)j * p + i] + W[(size_t)i * p + j]);
+        memcpy(W, A, pp * sizeof(double));
+        blas->dpotrf("L", &p, W, &p, &info);
+        if (info == 0) break;
+        while (relative < 1.0 && !(relative * top > f)) relative = 2.0 * relative;
+        if (info < 0 || !(relative < 1.0)) return FEDMM_ELAPACK;
+        f = relative * top;
+        relative = 2.0 * relative;
+    }
     *clipped = 1;
     return FEDMM_OK;
 }
@@ -433,14 +453,17 @@ static int gmm_derive(const void *ctx, double *theta, double *work)
     return FEDMM_OK;
 }
 
+static size_t gmm_project_work(const fedmm_gmm_model_t *c);
+
 static size_t gmm_server_work(const fedmm_gmm_model_t *c)
 {
     const gmm_sizes_t z = gmm_sizes(c);
     /* T: the unsymmetrized covariance (p x p) and the eigenvalue floor's workspaces; derive:
-     * one Cholesky factor (p x p); project: G */
+     * one Cholesky factor (p x p); project: gmm_project_work */
     const size_t floor = z.pp + fedmm_floor_eigenvalues_work(c->p) +
                          DOUBLES_FOR_INTS(fedmm_floor_eigenvalues_iwork(c->p));
-    return (floor > z.G ? floor : z.G) + 1;
+    const size_t project = gmm_project_work(c);
+    return (floor > project ? floor : project) + 1;
 }
 
 static int gmm_T(const void *ctx, const double *s, double *theta, double *work)
@@ -494,24 +517,59 @@ static int gmm_T(const void *ctx, const double *s, double *theta, double *work)
     return gmm_derive(ctx, theta, work);
 }
 
+/* The projection of the statistic (see fedmm_kernels.h): the weights block onto the capped simplex,
+ * then, "full", each component's second-moment block s3_l onto {X symmetric : X - s2_l s2_l^T / s1_l
+ * PSD} with s1_l, s2_l fixed: X = s2 s2^T / s1 + proj_PSD(sym(s3_l) - s2 s2^T / s1), the exact
+ * Euclidean projection of s3_l onto that translated cone (s1_l = 0, only when min_weight = 0: s2_l
+ * onto 0 and s3_l onto the PSD cone, the exact projection of (s2_l, s3_l) onto the moment matrices'
+ * fibre over s1_l = 0).  sym(s3_l) is kept bit for bit when proj_PSD leaves the difference unchanged
+ * (valid statistics, exact EM). */
+static size_t gmm_project_work(const fedmm_gmm_model_t *c)
+{
+    if (c->covariance != FEDMM_GMM_FULL) return (size_t)c->G;
+    const size_t pp = (size_t)c->p * (size_t)c->p;
+    const size_t psd = 2 * pp + fedmm_project_psd_work(c->p) + DOUBLES_FOR_INTS(fedmm_project_psd_iwork(c->p));
+    return psd > (size_t)c->G ? psd : (size_t)c->G;
+}
+
 static int gmm_project(const void *ctx, double *s, double *work)
 {
     const fedmm_gmm_model_t *c = ctx;
     const gmm_sizes_t z = gmm_sizes(c);
-    const int status = fedmm_project_capped_simplex((int64_t)z.G, s, c->min_weight, s, work);
+    int status = fedmm_project_capped_simplex((int64_t)z.G, s, c->min_weight, s, work);
     if (status != FEDMM_OK) return status;
-    if (z.full) {
-        const size_t p = z.p, pp = z.pp;
-        double *second = s + z.G + z.Gp;
-        for (size_t l = 0; l < z.G; ++l) {
-            double *A = second + l * pp;
+    if (!z.full) return FEDMM_OK;
+    const size_t p = z.p, pp = z.pp;
+    for (size_t k = z.G; k < z.q; ++k)
+        if (!isfinite(s[k])) return FEDMM_ENONFINITE;
+    double *C = work, *P = C + pp, *psd_work = P + pp;
+    fedmm_blas_int *psd_iwork = (fedmm_blas_int *)(psd_work + fedmm_project_psd_work(c->p));
+    for (size_t l = 0; l < z.G; ++l) {
+        const double s1 = s[l];
+        double *s2 = s + z.G + l * p, *A = s + z.G + z.Gp + l * pp;
+        for (size_t i = 0; i < p; ++i)
+            for (size_t k = i + 1; k < p; ++k) {
+                const double v = 0.5 * (A[i * p + k] + A[k * p + i]);
+                A[i * p + k] = v;
+                A[k * p + i] = v;
+            }
+        if (s1 > 0.0) {
+            /* C = sym(s3) - s2 s2^T / s1 ((s2_i s2_k) / s1: exactly symmetric) */
             for (size_t i = 0; i < p; ++i)
-                for (size_t k = i + 1; k < p; ++k) {
-                    const double v = 0.5 * (A[i * p + k] + A[k * p + i]);
-                    A[i * p + k] = v;
-                    A[k * p + i] = v;
-                }
+                for (size_t k = 0; k < p; ++k) C[i * p + k] = A[i * p + k] - (s2[i] * s2[k]) / s1;
+        } else {
+            memset(s2, 0, p * sizeof(double));
+            memcpy(C, A, pp * sizeof(double));
         }
+        status = fedmm_project_psd(c->p, 1, C, P, psd_work, psd_iwork, NULL, c->blas);
+        if (status != FEDMM_OK) return status;
+        if (memcmp(C, P, pp * sizeof(double)) == 0) continue; /* already in the cone */
+        if (!(s1 > 0.0)) {
+            memcpy(A, P, pp * sizeof(double));
+            continue;
+        }
+        for (size_t i = 0; i < p; ++i)
+            for (size_t k = 0; k < p; ++k) A[i * p + k] = (s2[i] * s2[k]) / s1 + P[i * p + k];
     }
     return FEDMM_OK;
 }

@@ -29,6 +29,13 @@ Python and compiled backends give the same numbers bit for bit.
 ``covariance="full"`` (one covariance per component; not in the paper, the
 standard extension) adds the block ``s⁽³⁾_ℓ = mean_j ρ_ℓ(y_j) y_j y_jᵀ`` and
 ``Σ_ℓ = s⁽³⁾_ℓ / s⁽¹⁾_ℓ − μ_ℓ μ_ℓᵀ``; it needs no global moment.
+
+FedEM's GMM (App. F.1) runs in ``𝒮 = ℝ^q``, but eq. (60)-(62) are defined only
+for ``s⁽¹⁾_ℓ > 0`` and ``Σ(s) ≻ 0``: compressed or control-variate corrected
+statistics leave that set (FedMM paper §5, "Challenges in the analysis": "a
+scalar quantization of a positive semidefinite matrix is not ensured to be a
+positive semidefinite matrix"), so :meth:`GaussianMixture.project` maps them back (FedMM Alg. 2 line 16) and ``T``
+guards the covariance numerically (``reg_covar``).
 """
 from __future__ import annotations
 
@@ -105,7 +112,12 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         Positive-definite guard of ``T``: the eigenvalues of ``Σ(s)`` are
         clipped from below at ``reg_covar`` (in data units squared).  A
         covariance whose eigenvalues are all above the floor is returned
-        unchanged, so exact EM is unaffected.  With ``reg_covar=0`` a singular
+        unchanged, so exact EM is unaffected.  When the spread
+        ``λ_max / reg_covar`` exceeds about ``1 / (p ε)`` the rebuilt matrix may
+        be indefinite in floating point; the floor is then raised to the
+        smallest ``2ᵏ p ε λ_max`` (``k ≥ 0``, ``ε`` the float64 machine epsilon)
+        for which it has a Cholesky factor, so ``T`` never fails for
+        ``reg_covar > 0`` and positive weights.  With ``reg_covar=0`` a singular
         or indefinite ``Σ(s)`` raises :class:`numpy.linalg.LinAlgError`.
     known_covariance : array_like of shape (p, p), optional
         A fixed, known covariance (FedEM Fig. 1; tied only): ``T`` then
@@ -430,7 +442,9 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
 
         ``π = s⁽¹⁾ / Σ s⁽¹⁾``, ``μ_ℓ = s⁽²⁾_ℓ / s⁽¹⁾_ℓ`` and ``Σ = sym(M₂ − Σ_ℓ s⁽²⁾_ℓ μ_ℓᵀ)``
         (tied; ``known_covariance`` if given) or ``Σ_ℓ = sym(s⁽³⁾_ℓ / s⁽¹⁾_ℓ − μ_ℓ μ_ℓᵀ)`` (full),
-        eigenvalues floored at ``reg_covar``; one compiled call.
+        eigenvalues floored at ``reg_covar`` (raised where rounding would leave the floored matrix
+        without a Cholesky factor, see ``reg_covar``); one compiled call.  Defined for every
+        statistic with positive weights when ``reg_covar > 0``; :meth:`project` gives those.
         """
         s = check_statistic(s, self.layout.size)
         G = self.n_components
@@ -451,8 +465,35 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         return self._params_from_buffer(buf)
 
     def project(self, s: np.ndarray) -> np.ndarray:
-        """Weights block onto ``{w_ℓ ≥ min_weight, Σ w_ℓ = 1}`` (sort-based simplex projection);
-        "full": second-moment blocks onto the symmetric matrices.  A new array."""
+        """Map a statistic into the set where ``T`` is defined (FedMM Alg. 2 line 16); a new array.
+
+        FedEM eq. (60)-(62) (App. F.1) need ``s⁽¹⁾_ℓ > 0`` and a positive
+        definite ``Σ(s)``; aggregated, compressed or control-variate corrected
+        statistics need not satisfy either.  Two exact Euclidean projections,
+        one after the other:
+
+        1. the weights block onto ``Δ = {w : w_ℓ ≥ min_weight, Σ_ℓ w_ℓ = 1}``
+           (sort-based capped-simplex projection), the other blocks fixed;
+        2. "full" only: each ``s⁽³⁾_ℓ``, with the projected ``s⁽¹⁾_ℓ`` and
+           ``s⁽²⁾_ℓ`` fixed, onto ``{X symmetric : X − s⁽²⁾_ℓ s⁽²⁾_ℓᵀ / s⁽¹⁾_ℓ ⪰ 0}``:
+           ``s⁽³⁾_ℓ ← B_ℓ + Π_PSD(sym(s⁽³⁾_ℓ) − B_ℓ)`` with
+           ``B_ℓ = s⁽²⁾_ℓ s⁽²⁾_ℓᵀ / s⁽¹⁾_ℓ`` (:func:`fedmm.kernels.project_psd`'s
+           C kernel), the exact projection of ``s⁽³⁾_ℓ`` onto that translated
+           cone.  ``sym(s⁽³⁾_ℓ)`` is kept bit for bit when it is already in it
+           (exact E-step statistics).  With ``min_weight = 0`` an empty
+           component (``s⁽¹⁾_ℓ = 0``) gets ``s⁽²⁾_ℓ = 0`` and ``Π_PSD(sym(s⁽³⁾_ℓ))``.
+
+        The output lies in the convex set
+        ``𝒮 = {s : w ∈ Δ, [[s⁽¹⁾_ℓ, s⁽²⁾_ℓᵀ], [s⁽²⁾_ℓ, s⁽³⁾_ℓ]] ⪰ 0 for all ℓ}``
+        ("full"; every exact E-step statistic satisfies the moment-matrix
+        constraint, a weighted sum of ``[[1, yᵀ], [y, y yᵀ]] ⪰ 0``), on which every ``Σ_ℓ(s) = (s⁽³⁾_ℓ − B_ℓ) / s⁽¹⁾_ℓ``
+        is positive semi-definite and ``T`` (with ``reg_covar > 0``) is
+        defined; points of ``𝒮`` are left in place (up to rounding), so the map
+        is idempotent.  It is not the joint Euclidean projection onto ``𝒮``
+        (which couples the blocks and has no closed form).  "tied": step 1 only
+        — ``Σ(s) = M₂ − Σ_ℓ B_ℓ ⪯ M₂`` stays bounded and ``T``'s floor keeps it
+        positive definite for any positive weights.
+        """
         return self._kernel().project(check_statistic(s, self.layout.size))
 
     # -- compiled backend -----------------------------------------------------
