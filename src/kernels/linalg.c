@@ -232,7 +232,9 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, doub
  * eigenvalues it takes on (more: the tridiagonal path is cheaper); its
  * expansion steps and the largest basis it builds (beyond them the
  * tridiagonal path takes over); the expansion steps with sym(A)^{-1} before
- * the Rayleigh-quotient shifts; the pivot threshold of the pivoted
+ * the Rayleigh-quotient shifts, the most shifted factorizations and the
+ * pairs with a shift of their own; the
+ * pivot threshold of the pivoted
  * continuation of Cholesky (a pivot is taken when it keeps at least this
  * fraction of its diagonal entry); the order below which its O(K^2 p) steps
  * run as plain loops rather than BLAS calls (whose fixed cost dominates at
@@ -244,7 +246,8 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, doub
 #define PSD_SUBSPACE_MAX_ITER 10
 #define PSD_BASIS_MAX 32
 #define PSD_KRYLOV_STEPS 2
-#define PSD_MAX_SHIFTS 3
+#define PSD_MAX_SHIFTS 6
+#define PSD_SHIFT_SLOTS 2
 #define PSD_PIVOT_TOL 1e-3
 #define PSD_LOOPS_MAX_K 24
 #define PSD_SUBSPACE_TOL 1e-12
@@ -697,25 +700,33 @@ static fedmm_blas_int negative_part(fedmm_blas_int K, double *S, double norm_f, 
     double *Z = Hc + (size_t)nb_max * nb_max;  /* nb_max^2: Ritz coefficients */
     double *theta = Z + (size_t)nb_max * nb_max; /* nb_max */
     double *res = theta + nb_max;           /* nb_max: residual norms */
-    double *T = res + nb_max;               /* n2^2 scratch */
+    double *prev_res = res + nb_max;        /* nb_max: the residuals one step before */
+    double *T = prev_res + nb_max;          /* n2^2 scratch */
     double *r = T + (size_t)n2 * n2;        /* n2 */
     double *h = r + n2;                     /* n2 */
     double *F = h + n2;                     /* K x K: shifted factor, then the certificate */
-    schur_block_t s0, s1;                   /* S and S - theta_i I */
-    s0.jj = s1.jj = jj;
-    s0.n2 = s1.n2 = n2;
+    schur_block_t s0, sh[PSD_SHIFT_SLOTS]; /* S and S - theta_i I */
+    s0.jj = jj;
+    s0.n2 = n2;
     s0.L = W;
     s0.G = F + (size_t)K * K;
     s0.Zt = s0.G + (size_t)K * n2;
     s0.theta = s0.Zt + (size_t)n2 * n2;
     s0.t_inv = s0.theta + n2;
     s0.rdiag = s0.t_inv + n2;
-    s1.L = F;
-    s1.G = s0.rdiag + K;
-    s1.Zt = s1.G + (size_t)K * n2;
-    s1.theta = s1.Zt + (size_t)n2 * n2;
-    s1.t_inv = s1.theta + n2;
-    s1.rdiag = s1.t_inv + n2;
+    double *next = s0.rdiag + K;
+    for (int k = 0; k < PSD_SHIFT_SLOTS; ++k) {
+        sh[k].jj = jj;
+        sh[k].n2 = n2;
+        sh[k].L = k == 0 ? F : next; /* F: the certificate's too, once the slots are done */
+        if (k > 0) next += (size_t)K * K;
+        sh[k].G = next;
+        sh[k].Zt = sh[k].G + (size_t)K * n2;
+        sh[k].theta = sh[k].Zt + (size_t)n2 * n2;
+        sh[k].t_inv = sh[k].theta + n2;
+        sh[k].rdiag = sh[k].t_inv + n2;
+        next = sh[k].rdiag + K;
+    }
 
     if (!schur_factor(K, S, 0.0, 1, 1e-15 * norm_f, norm_f, &s0, T, blas)) return -1;
     fedmm_blas_int n_negative = 0; /* = the number of negative eigenvalues of S */
@@ -763,9 +774,9 @@ static fedmm_blas_int negative_part(fedmm_blas_int K, double *S, double norm_f, 
                 }
                 Hm[(size_t)b * nb_max + a] = Hm[(size_t)a * nb_max + b] = 0.5 * (t + u);
             }
-        int residuals_ok = 0, n_shifts = 0;
-        fedmm_blas_int shift_pair = -1;
-        double shift = 0.0, shift_res = 0.0;
+        int residuals_ok = 0, n_shifts = 0, shift_set = 0;
+        double shift[PSD_SHIFT_SLOTS] = {0.0};
+        for (fedmm_blas_int c = 0; c < nb_max; ++c) prev_res[c] = HUGE_VAL;
         for (int it = 0;; ++it) {
             /* Rayleigh-Ritz of S on the basis */
             for (fedmm_blas_int b = 0; b < nb; ++b)
@@ -814,25 +825,32 @@ static fedmm_blas_int negative_part(fedmm_blas_int K, double *S, double norm_f, 
                 if (c < m && res[c] <= res_tol) continue;
                 double *y = B + (size_t)nb * K;
                 memcpy(y, X + (size_t)c * K, (size_t)K * sizeof(double));
-                /* the shift: below PSD_LOOPS_MAX_K, where a factorization costs
-                 * less than a larger basis, theta_c for every pair, refactored
-                 * every step (Rayleigh-quotient iteration); above, theta_c for
-                 * the most negative pair not converged, factored once and kept
-                 * while the residual falls tenfold per step (refactored
-                 * otherwise, at most PSD_MAX_SHIFTS times), the pairs nearer
-                 * to zero than to it with S^{-1} */
-                if (it >= (K < PSD_LOOPS_MAX_K ? 1 : PSD_KRYLOV_STEPS) && theta[c] < -tau &&
+                /* the shift: theta_c, factored for each of the first
+                 * PSD_SHIFT_SLOTS pairs (its own slot) from step
+                 * PSD_KRYLOV_STEPS on, and kept while the pair's residual
+                 * falls a hundredfold per step (refactored otherwise, at most
+                 * PSD_MAX_SHIFTS factorizations; below PSD_LOOPS_MAX_K, where a
+                 * factorization costs less than a step, refactored every step:
+                 * Rayleigh-quotient iteration); the other pairs take the
+                 * nearest of 0 (S^{-1}) and the slots' shifts */
+                const fedmm_blas_int slot = c < PSD_SHIFT_SLOTS ? c : -1;
+                if (slot >= 0 && it >= (K < PSD_LOOPS_MAX_K ? 1 : PSD_KRYLOV_STEPS) && theta[c] < -tau &&
                     (K < PSD_LOOPS_MAX_K ||
-                     (n_shifts < PSD_MAX_SHIFTS &&
-                      (n_shifts == 0 || (c == shift_pair && res[c] > 0.1 * shift_res))))) {
-                    if (!schur_factor(K, S, theta[c], 0, 0.0, norm_f, &s1, T, blas)) return -1;
-                    shift = theta[c];
-                    shift_pair = c;
+                     (n_shifts < PSD_MAX_SHIFTS && (!(shift_set & (1 << slot)) || res[c] > 0.01 * prev_res[c])))) {
+                    if (!schur_factor(K, S, theta[c], 0, 0.0, norm_f, &sh[slot], T, blas)) return -1;
+                    shift[slot] = theta[c];
+                    shift_set |= 1 << slot;
                     ++n_shifts;
                 }
-                if (c == shift_pair) shift_res = res[c];
-                const int use_shift = n_shifts > 0 && fabs(theta[c] - shift) < fabs(theta[c]);
-                if (!schur_apply(K, S, use_shift ? &s1 : &s0, 1, y, r, h, blas)) return -1;
+                const schur_block_t *op = &s0;
+                double nearest = fabs(theta[c]);
+                for (int k = 0; k < PSD_SHIFT_SLOTS; ++k)
+                    if ((shift_set & (1 << k)) && (k == slot || fabs(theta[c] - shift[k]) < nearest)) {
+                        op = &sh[k];
+                        if (k == slot) break;
+                        nearest = fabs(theta[c] - shift[k]);
+                    }
+                if (!schur_apply(K, S, op, 1, y, r, h, blas)) return -1;
                 /* orthogonalize against the basis (twice), keep if independent */
                 double before = 0.0;
                 for (fedmm_blas_int i = 0; i < K; ++i) before += y[i] * y[i];
@@ -851,6 +869,7 @@ static fedmm_blas_int negative_part(fedmm_blas_int K, double *S, double norm_f, 
                 for (fedmm_blas_int i = 0; i < K; ++i) y[i] *= inv;
                 ++nb;
             }
+            memcpy(prev_res, res, (size_t)nk * sizeof(double));
             if (nb == nb_old) break; /* nothing to add: the space is exhausted */
             symmetric_times(K, nb - nb_old, S, B + (size_t)nb_old * K, SB + (size_t)nb_old * K, blas);
             for (fedmm_blas_int b = nb_old; b < nb; ++b)
@@ -891,7 +910,8 @@ static size_t psd_negative_work(fedmm_blas_int K)
     const size_t k = (size_t)K, nb = K < PSD_BASIS_MAX ? k : PSD_BASIS_MAX;
     const size_t n2 = (size_t)psd_pivot_max(K);
     const size_t pivot = 2 * k * k + k;
-    const size_t part = 4 * k * nb + 3 * nb * nb + 2 * nb + 3 * n2 * n2 + 6 * n2 + k * k + 2 * k * n2 + 2 * k;
+    const size_t part = 4 * k * nb + 3 * nb * nb + 3 * nb + 2 * n2 + k * k +
+                        (1 + PSD_SHIFT_SLOTS) * (k * n2 + n2 * n2 + 2 * n2 + k) + (PSD_SHIFT_SLOTS - 1) * k * k + n2 * n2;
     return k * k + (pivot > part ? pivot : part);
 }
 
