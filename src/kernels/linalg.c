@@ -999,7 +999,7 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
             if (back > jj0) back = jj0;
             if (back > 0) jj0 -= back;
         }
-        const fedmm_blas_int jj = pivoted_continuation(K, out, jj0, W, 2 * PSD_SUBSPACE_MAX_NEGATIVE(K),
+        const fedmm_blas_int jj = pivoted_continuation(K, out, jj0, W, PSD_SUBSPACE_MAX_NEGATIVE(K) + 2,
                                                        rest, perm, blas);
         int ok = jj > 0 && jj < K;
         if (ok) {
