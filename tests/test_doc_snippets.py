@@ -250,6 +250,28 @@ def test_python_blocks_define_every_name_they_use(path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def _private_fedmm_imports(code: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "fedmm":
+            found += [f"{node.module}.{a.name}" for a in node.names
+                      if any(p.startswith("_") for p in node.module.split(".")) or a.name.startswith("_")]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names
+                      if a.name.split(".")[0] == "fedmm" and any(p.startswith("_") for p in a.name.split("."))]
+    return found
+
+
+def test_examples_use_public_names_only():
+    """What users copy (the documented snippets, the scripts of examples/) imports no private fedmm name."""
+    sources = [(s.where(), s.code) for p in PYTHON_FILES for s in snippets(p) if s.lang in PYTHON]
+    sources += [(str(f.relative_to(ROOT)), f.read_text(encoding="utf-8"))
+                for f in sorted((ROOT / "examples").rglob("*.py"))]
+    assert len(sources) > 20
+    private = [f"{where}: {name}" for where, code in sources for name in _private_fedmm_imports(code)]
+    assert not private, private
+
+
 # --------------------------------------------------------------------------- shell blocks
 def _commands(code: str) -> list[list[str]]:
     """The simple commands of a shell block (continuations joined, ``&&``/``;``/``|`` split, comments dropped)."""
