@@ -84,4 +84,27 @@ html_theme_options = {
     "description": "Federated majorize-minimization with compiled kernels",
     "fixed_sidebar": True,
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["fedmm.css"]  # code blocks wrap their long lines instead of hiding them
+
+
+# -- rendered class bases ---------------------------------------------------------------------------
+def public_bases(app, name, obj, options, bases):
+    """``autodoc-process-bases``: a page's "Bases:" line names public classes only.
+
+    A private base (an implementation mixin such as the estimators' shared federation code) is replaced
+    by its own bases, so the reader sees the public classes whose behaviour the class inherits.
+    """
+    i = 0
+    while i < len(bases):
+        base = bases[i]
+        if isinstance(base, type) and base.__name__.startswith("_"):
+            bases[i:i + 1] = [b for b in base.__bases__ if b is not object and b not in bases]
+        else:
+            i += 1
+    if not bases:
+        bases.append(object)
+
+
+def setup(app):
+    app.connect("autodoc-process-bases", public_bases)

@@ -128,6 +128,18 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     assert any(s.endswith("_static/mathjax/tex-chtml.js") for s in scripts), scripts
     assert not [s for s in scripts if "//" in s], f"pages load scripts from the network: {scripts}"
     assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    # The class pages name public bases only (docs/conf.py: public_bases), e.g. not the estimators' mixin.
+    private_bases = []
+    for page in sorted((html / "api" / "generated").glob("*.html")):
+        for bases in re.findall(r"Bases: (.*?)</p>", page.read_text(encoding="utf-8"), flags=re.DOTALL):
+            names = re.sub(r"<[^>]*>", "", bases).split(",")
+            private_bases += [f"{page.name}: {n.strip()}" for n in names if n.strip().split(".")[-1].startswith("_")]
+    assert not private_bases, private_bases
+    page = (html / "api" / "generated" / "fedmm.estimators.FederatedGaussianMixture.html").read_text(encoding="utf-8")
+    assert "Bases: " in page and "DensityMixin" in page
+    # Code blocks wrap long lines instead of hiding them (docs/_static/fedmm.css).
+    assert "white-space: pre-wrap" in (html / "_static" / "fedmm.css").read_text(encoding="utf-8")
+    assert "fedmm.css" in (html / "index.html").read_text(encoding="utf-8")
     gallery = sorted((html / "auto_examples").glob("plot_*.html"))
     assert gallery, "the gallery produced no pages"
     # every gallery example ran and drew its figure
