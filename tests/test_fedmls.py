@@ -260,7 +260,7 @@ def test_bad_parameters_raise_clear_errors():
         FedMLS(problem, prox_weight=1.0).run(datas, 3, init=np.zeros(3))
     with pytest.raises(ValueError, match="columns like datas\\[0\\]"):
         FedMLS(problem, prox_weight=1.0).run([datas[0], (np.ones((5, 3)), np.ones(5))], 3)
-    with pytest.raises(ValueError, match=r"'n_rounds' in \[0, inf\]"):
+    with pytest.raises(ValueError, match=r"'n_rounds' in \[0, 2147483647\]"):
         FedMLS(problem, prox_weight=1.0).run(datas, -1)
     with pytest.raises(ValueError, match="'oracle' to be one of"):
         FedMLS(problem, prox_weight=1.0, oracle="exact")

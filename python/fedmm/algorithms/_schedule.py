@@ -12,15 +12,16 @@ import math
 import numbers
 from typing import Any, Callable
 
-from fedmm._validation import check_in, check_int, check_real
+from fedmm._validation import MAX_ITERATIONS, check_in, check_int, check_real
 
 __all__ = ["Schedule", "StepSchedule"]
 
-#: Largest value of a ``"count"`` schedule (``2**53``): counts are step indices that the
-#: local loops turn into float64 step sizes, exact only up to ``2**53``, and that add up in
+#: Largest value of a ``"count"`` schedule: ``MAX_ITERATIONS = 2**31 − 1``, the bound of every
+#: iteration count (:data:`fedmm._validation.MAX_ITERATIONS`).  Counts are step indices that the
+#: local loops turn into float64 step sizes (exact far beyond it) and that add up in
 #: int64 counters; a larger count is refused with the argument named instead of running
 #: for centuries or wrapping a counter.
-MAX_COUNT = 2**53
+MAX_COUNT = MAX_ITERATIONS
 
 _DOMAINS = ("positive", "unit", "count")
 _NAMED = ("sqrt", "linear", "inverse", "inverse_sqrt")
@@ -49,7 +50,7 @@ class Schedule:
     domain : {"positive", "unit", "count"}
         Where the values must lie: ``"positive"`` :math:`(0, ∞)`, ``"unit"``
         :math:`(0, 1]` (step sizes of a convex combination, probabilities),
-        ``"count"`` the integers in ``[1, MAX_COUNT]`` with ``MAX_COUNT = 2**53`` (an
+        ``"count"`` the integers in ``[1, MAX_COUNT]`` with ``MAX_COUNT = 2**31 - 1`` (an
         integral float from a callable is converted to ``int``).
     name : str
         Argument name used in error messages and descriptions.
@@ -146,8 +147,8 @@ class Schedule:
                 value = int(value)
             value = check_int(value, label, low=1)
             if value > MAX_COUNT:
-                raise ValueError(f"Expected '{label}' at most 2**53 = {MAX_COUNT} (a step count that stays exact "
-                                 f"in float64 and cannot overflow the step counters), got {value}")
+                raise ValueError(f"Expected '{label}' at most 2**31 - 1 = {MAX_COUNT} (MAX_ITERATIONS, the bound of "
+                                 f"every iteration count), got {value}")
             return value
         if self.domain == "unit":
             return check_real(value, label, low=0.0, high=1.0, low_open=True)

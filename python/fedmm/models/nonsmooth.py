@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from fedmm._validation import as_array, check_int, check_real
+from fedmm._validation import as_array, check_count, check_real
 
 __all__ = ["NonsmoothProblem", "HingeSVM", "L1Regression", "StackedClients", "LinearProgramOptimum"]
 
@@ -318,7 +318,7 @@ class NonsmoothProblem:
         if radius is not None:
             radius = check_real(radius, "radius", low=0.0, low_open=True)
         tol = check_real(tol, "tol", low=0.0, low_open=True)
-        max_cuts = check_int(max_cuts, "max_cuts", low=0)
+        max_cuts = check_count(max_cuts, "max_cuts", low=0)
         N, p = st.design.shape
         n = st.n_clients
         blocks, rhs = [], []
