@@ -118,12 +118,12 @@ def test_local_round_with_2_to_31_steps_stops_on_ctrl_c():
 @pytest.mark.parametrize("cls", [FedAvg, Scaffold, FedMLS])
 def test_absurd_local_steps_are_refused_naming_the_argument(cls):
     kw = dict(prox_weight=1.0) if cls is FedMLS else dict(step=0.01)
-    with pytest.raises(ValueError, match="'local_steps' at most 2\\*\\*31 - 1"):
+    with pytest.raises(ValueError, match="'local_steps' in \\[1, 2147483647\\]"):
         cls(HingeSVM(), local_steps=2**62, **kw)
     alg = cls(HingeSVM(), local_steps=lambda k: 2**62 * k, **kw)  # a schedule: checked when it is used
     datas = nonsmooth_toy_data("hinge", n_clients=2, m=6, d=3, seed=0)
     t0 = time.monotonic()
-    with pytest.raises(ValueError, match="'local_steps\\(1\\)' at most 2\\*\\*31 - 1"):
+    with pytest.raises(ValueError, match="'local_steps\\(1\\)' in \\[1, 2147483647\\]"):
         alg.run(datas, 2, seed=0)
     assert time.monotonic() - t0 < 10.0
     with pytest.raises(ValueError, match="'max_local_steps'"):

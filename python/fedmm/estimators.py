@@ -470,7 +470,7 @@ class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimat
         if self.transform_alpha is not None:
             check_real(self.transform_alpha, "transform_alpha", low=0.0, low_open=True)
         check_real(self.alpha, "alpha", low=0.0, low_open=True)
-        check_real(self.ridge, "ridge", low=0.0, high=1e300)
+        check_real(self.ridge, "ridge", low=0.0, high=1e150)
         self._check_federation()
         model = self._model(X.shape[1])  # checks constraint, tol, max_iter
         datas = self._clients(X, clients)

@@ -625,7 +625,7 @@ class FederatedSubgradientMethod:
         stacked = self.problem.stack(datas)
         server, clients = self._build(stacked, seed, init)
         if objective_data is not None:
-            stacked = self.problem.stack(objective_data)
+            stacked = self.problem.stack(objective_data, "objective_data")
             if stacked.n_params != server.x.shape[0]:
                 raise ValueError(f"Expected 'objective_data' with the features of 'datas' ({server.x.shape[0]} "
                                  f"parameters), got {stacked.n_params}")
@@ -869,11 +869,11 @@ class Scaffold(FederatedSubgradientMethod):
         super().__init__(problem, oracle=oracle, batch_fraction=batch_fraction, n_threads=n_threads, batched=batched)
         self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
         if _is_number(step):
-            self.step: Schedule | float = check_real(step, "step", low=0.0, low_open=True)
+            self.step: Schedule | float = check_real(step, "step", low=0.0, high=1e300, low_open=True)
         else:
             self.step = Schedule(step, name="step")
         self.global_step = None if global_step is None else check_real(
-            global_step, "global_step", low=0.0, low_open=True)
+            global_step, "global_step", low=0.0, high=1e300, low_open=True)
 
     def config(self) -> dict:
         step = self.step.description if isinstance(self.step, Schedule) else f"{self.step!r}/(global_step*s)"

@@ -34,9 +34,9 @@ class DictionaryLearning(SurrogateModel):
         Number of atoms ``K``.
     lam : float > 0
         ``λ`` of the codes' ℓ1 penalty.
-    eta : float in [0, 1e300], default 0.0
+    eta : float in [0, 1e150], default 0.0
         Ridge weight ``η`` of ``g(θ) = η‖θ‖²_F`` (``T`` adds ``2η`` to ``s⁽¹⁾``'s
-        diagonal, which must stay finite in float64).  With ``constraint=None``
+        diagonal; its square must stay finite in float64).  With ``constraint=None``
         and ``η = 0``, ``T`` needs ``s⁽¹⁾`` positive definite.
     constraint : {None, 'unit_norm'}
         Optional constraint ``‖θ_k‖₂ ≤ 1`` on the atoms.
@@ -103,7 +103,7 @@ class DictionaryLearning(SurrogateModel):
                  warm_start: bool = True, update_tol: float = 1e-10, update_max_iter: int = 500) -> None:
         self.n_components = check_int(n_components, "n_components", low=1)
         self.lam = check_real(lam, "lam", low=0.0, low_open=True)
-        self.eta = check_real(eta, "eta", low=0.0, high=1e300)
+        self.eta = check_real(eta, "eta", low=0.0, high=1e150)
         self.constraint = check_in(constraint, "constraint", (None, "unit_norm"))
         self.n_features = None if n_features is None else check_int(n_features, "n_features", low=1)
         self.tol = check_real(tol, "tol", low=0.0)
