@@ -31,9 +31,10 @@ import fedmm.compression as compression
 import fedmm.data as fdata
 import fedmm.kernels as kernels
 from fedmm._validation import MAX_ITERATIONS, check_count, check_int
-from fedmm.algorithms import SASSMM, FedAdam, FedAvg, FedMLS, FedMM, FedMMOT, ParameterAveraging, Scaffnew, Scaffold
+from fedmm.algorithms import (SASSMM, Cadence, FedAdam, FedAvg, FedMLS, FedMM, FedMMOT, ParameterAveraging, Scaffnew,
+                              Scaffold, Schedule, StepSchedule)
 from fedmm.estimators import FederatedDictionaryLearning, FederatedGaussianMixture, split_rows
-from fedmm.models import (DictionaryLearning, GaussianMixture, InverseToy, MissingValues, PoissonLatent,
+from fedmm.models import (ICNN, DictionaryLearning, GaussianMixture, InverseToy, MissingValues, PoissonLatent,
                           ProximalGradient, StatisticLayout, TransportProblem)
 from fedmm.models.nonsmooth import HingeSVM, L1Regression
 from fedmm.runtime import LocalRuntime, RayRuntime
@@ -437,6 +438,17 @@ TABLE = [
         loss=CHOICE_BAD, penalty=CHOICE_BAD, rho=REAL_BAD + [0.0], lam=NONNEG_BAD, lower=REAL_BAD, upper=REAL_BAD,
         n_features=INT_BAD + [0]), dict(n_features=[BIG])),
     ("InverseToy", _kw(InverseToy), dict(floor=REAL_BAD + [0.0, -1.0]), dict(floor=[1e308])),
+    ("StatisticLayout", StatisticLayout, dict(blocks=[None, "x", [("A", (-1,))], [("A", "x")], [("A", (1.5,))],
+                                                  [("A", (2,)), ("A", (3,))], [("A", (True,))]]),
+     dict(blocks=[[("A", (BIG, BIG))], []])),
+    ("ICNN", _kw(ICNN, dim=2), dict(dim=INT_BAD + [0], hidden_sizes=["x", [0], [BIG, BIG]], rank=INT_BAD + [0],
+                                    strong_convexity=REAL_BAD, activation=CHOICE_BAD), {}),
+    # -- schedules -------------------------------------------------------------------------------------
+    ("StepSchedule", lambda **kw: StepSchedule(**kw)(1), dict(
+        step=REAL_BAD + [None, -1.0, 0.0, 2.0, ("bogus", 1), ("sqrt", NAN), ("sqrt", -1.0), ()]), {}),
+    ("Schedule", lambda **kw: Schedule(**{"spec": 1.0, **kw})(1), dict(
+        spec=REAL_BAD + [None, -1.0, 0.0, 1e308, ("bogus", 1), ("linear", NAN)], domain=CHOICE_BAD), {}),
+    ("Cadence", _kw(Cadence, every=1, n_rounds=5), dict(every=INT_BAD, n_rounds=COUNT_BAD), {}),
     # -- runtimes --------------------------------------------------------------------------------------
     ("LocalRuntime", _kw(LocalRuntime), dict(n_threads=INT_BAD + [0], compiled=BOOL_BAD, batched=BOOL_BAD,
                                              on_client_error=CHOICE_BAD + [None]), {}),
@@ -595,13 +607,15 @@ ALIASES = {
     "clients_per_round": ("clients_per_round", "n_clients"),
     "target": ("target",),
     "init": ("init", "omega", "theta"),
+    "spec": ("'schedule",),
+    "every": ("'objective_every",),  # Cadence(every, n_rounds, name="objective_every")  # Schedule(spec, name="schedule") names its values by ``name``
 }
 
 
 def _cases(expect_refusal: bool):
     for name, call, refused, maybe in TABLE:
         table = refused if expect_refusal else maybe
-        marks = [needs_ot] if name.startswith(("FedMMOT", "FedAdam", "TransportProblem")) else []
+        marks = [needs_ot] if name.startswith(("FedMMOT", "FedAdam", "TransportProblem", "ICNN")) else []
         for arg, values in table.items():
             for k, value in enumerate(values):
                 yield pytest.param(call, arg, value, id=f"{name}-{arg}-{k}", marks=marks)

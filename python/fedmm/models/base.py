@@ -69,9 +69,16 @@ class StatisticLayout:
     """
 
     def __init__(self, blocks: Sequence[tuple[str, tuple[int, ...]]]) -> None:
+        if isinstance(blocks, (str, bytes)) or not isinstance(blocks, (Sequence, tuple)) or not all(
+                isinstance(b, (tuple, list)) and len(b) == 2 and isinstance(b[1], (tuple, list)) for b in blocks):
+            raise TypeError(f"Expected 'blocks' to be a sequence of (name, shape) pairs with shape a tuple of ints, "
+                            f"got {blocks!r:.80}")
+        for name, shape in blocks:
+            if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in shape):
+                raise ValueError(f"Expected 'blocks' shapes of non-negative ints, got {shape!r} for block {name!r}")
         names = [str(n) for n, _ in blocks]
         if len(set(names)) != len(names):
-            raise ValueError(f"Expected distinct block names, got {names}")
+            raise ValueError(f"Expected distinct block names in 'blocks', got {names}")
         self.blocks: tuple[tuple[str, tuple[int, ...]], ...] = tuple(
             (str(n), tuple(int(d) for d in shape)) for n, shape in blocks
         )
