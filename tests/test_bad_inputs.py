@@ -608,7 +608,8 @@ ALIASES = {
     "target": ("target",),
     "init": ("init", "omega", "theta"),
     "spec": ("'schedule",),
-    "every": ("'objective_every",),  # Cadence(every, n_rounds, name="objective_every")  # Schedule(spec, name="schedule") names its values by ``name``
+    "every": ("'objective_every",),
+    "D": ("'D'", "D.shape"), "B": ("'B'", "B of shape"),  # shape mismatches name both matrices  # Cadence(every, n_rounds, name="objective_every")  # Schedule(spec, name="schedule") names its values by ``name``
 }
 
 
@@ -621,11 +622,13 @@ def _cases(expect_refusal: bool):
                 yield pytest.param(call, arg, value, id=f"{name}-{arg}-{k}", marks=marks)
 
 
-def _names_the_argument(arg: str, value, message: str) -> bool:
+def _names_the_argument(arg: str, value, exc: BaseException) -> bool:
+    message = str(exc)
     names = ALIASES.get(arg, (f"'{arg}",))
-    if any(n in message for n in names) or re.search(rf"\b{re.escape(arg)}\b", message):
+    # the quoted name ('n_rounds'), or the bare word for names too long to occur by chance
+    if any(n in message for n in names) or (len(arg) > 3 and re.search(rf"\b{re.escape(arg)}\b", message)):
         return True
-    return isinstance(value, int) and str(value) in message  # a size refused with its value
+    return isinstance(exc, MemoryError) and str(value) in message  # a size refused with its value
 
 
 def _outcome(call, arg, value):
@@ -634,7 +637,7 @@ def _outcome(call, arg, value):
         call(**{arg: value})
     except (ValueError, TypeError, MemoryError) as exc:
         message = str(exc)
-        assert _names_the_argument(arg, value, message), f"{arg}={value!r:.60}: {type(exc).__name__}: {message}"
+        assert _names_the_argument(arg, value, exc), f"{arg}={value!r:.60}: {type(exc).__name__}: {message}"
         assert not isinstance(exc, MemoryError) or "would need" in message, message  # refused before allocating
         return exc
     return None
