@@ -607,9 +607,9 @@ ALIASES = {
     "clients_per_round": ("clients_per_round", "n_clients"),
     "target": ("target",),
     "init": ("init", "omega", "theta"),
-    "spec": ("'schedule",),
-    "every": ("'objective_every",),
-    "D": ("'D'", "D.shape"), "B": ("'B'", "B of shape"),  # shape mismatches name both matrices  # Cadence(every, n_rounds, name="objective_every")  # Schedule(spec, name="schedule") names its values by ``name``
+    "spec": ("'schedule",),  # Schedule(spec, name="schedule") names its values by ``name``
+    "every": ("'objective_every",),  # Cadence(every, n_rounds, name="objective_every")
+    "D": ("'D'", "D.shape"), "B": ("'B'", "B of shape"),  # shape mismatches name both matrices
 }
 
 
