@@ -39,6 +39,9 @@ from fedmm.models import (ICNN, DictionaryLearning, GaussianMixture, InverseToy,
 from fedmm.models.nonsmooth import HingeSVM, L1Regression
 from fedmm.runtime import LocalRuntime, RayRuntime
 
+HAVE_FLOWER = importlib.util.find_spec("flwr") is not None
+needs_flower = pytest.mark.skipif(not HAVE_FLOWER, reason='the Flower extra is not installed: '
+                                                           'pip install "fedmm[flower]"')
 HAVE_OT = importlib.util.find_spec("jax") is not None and importlib.util.find_spec("optax") is not None
 needs_ot = pytest.mark.skipif(not HAVE_OT, reason='the optimal-transport extra is not installed: '
                                                    'pip install "fedmm[ot]"')
@@ -326,6 +329,11 @@ def _ot(cls, run=False):
     return make
 
 
+def _flower_strategy(**kw):
+    from fedmm.runtime.flower import FedMMStrategy
+    return FedMMStrategy(**{"algorithm": FedMM(InverseToy()), "n_clients": 2, "seed": 0, **kw})
+
+
 def _kw(fn, **base):
     def call(**kw):
         return fn(**{**base, **kw})
@@ -456,6 +464,11 @@ TABLE = [
         n_actors=INT_BAD + [0], timeout=REAL_BAD + [0.0], setup_timeout=REAL_BAD + [0.0, None],
         on_client_error=CHOICE_BAD, num_cpus_per_actor=REAL_BAD + [-1.0], shutdown=BOOL_BAD, address=[3, b"x"],
         errors=["x", ()]), dict(timeout=[None, 1e308], num_cpus_per_actor=[0.0])),
+    ("FedMMStrategy", lambda **kw: _flower_strategy(**kw), dict(
+        algorithm=[None, "x"], n_clients=INT_BAD + [0], seed=[-1, "x", 1.5, None], objective=["x"],
+        wait_nodes=REAL_BAD + [0.0], on_client_error=CHOICE_BAD), {}),
+    ("FedMMStrategy.run", lambda **kw: _flower_strategy().run(**{"grid": None, "n_rounds": 1, **kw}), dict(
+        n_rounds=COUNT_BAD, timeout=REAL_BAD + [0.0]), {}),
     # -- estimators ------------------------------------------------------------------------------------
     ("FederatedGaussianMixture", lambda **kw: FederatedGaussianMixture(
         **{"n_components": 2, "n_rounds": 2, **kw}).fit(X),
@@ -617,6 +630,7 @@ def _cases(expect_refusal: bool):
     for name, call, refused, maybe in TABLE:
         table = refused if expect_refusal else maybe
         marks = [needs_ot] if name.startswith(("FedMMOT", "FedAdam", "TransportProblem", "ICNN")) else []
+        marks += [needs_flower] if name.startswith("FedMMStrategy") else []
         for arg, values in table.items():
             for k, value in enumerate(values):
                 yield pytest.param(call, arg, value, id=f"{name}-{arg}-{k}", marks=marks)
