@@ -143,7 +143,7 @@ def test_split_by_constrained_kmeans_partitions_the_samples():
     again = split_by_constrained_kmeans(X, 10, seed=4)
     for a, b in zip(datas, again):
         np.testing.assert_array_equal(a, b)
-    with pytest.raises(ValueError, match="n_clusters"):
+    with pytest.raises(ValueError, match="'n_clients' in \\[1, 103\\]"):
         split_by_constrained_kmeans(X, 104)
 
 

@@ -248,11 +248,11 @@ def test_bad_parameters_raise_clear_errors():
         FedMLS(problem, prox_weight=1.0, radius=0.0)
     with pytest.raises(ValueError, match=r"'radius' in \(0.0, inf\]"):
         FedMLS(problem, prox_weight=1.0, radius=-1.0)
-    with pytest.raises(ValueError, match=r"'local_steps' in \[1, inf\], got 0"):
+    with pytest.raises(ValueError, match=r"'local_steps' in \[1, 2147483647\]"):
         FedMLS(problem, local_steps=0, prox_weight=1.0)
-    with pytest.raises(ValueError, match=r"'local_steps\(1\)' in \[1, inf\], got 0"):
+    with pytest.raises(ValueError, match=r"'local_steps\(1\)' in \[1, 2147483647\]"):
         FedMLS(problem, local_steps=lambda k: k - 1, prox_weight=1.0).run(datas, 3)
-    with pytest.raises(ValueError, match=r"'prox_weight' in \(0.0, inf\]"):
+    with pytest.raises(ValueError, match=r"'prox_weight' in \(0.0, 1e\+300\]"):
         FedMLS(problem, prox_weight=0.0)
     with pytest.raises(ValueError, match=r"'prox_weight\(2\)'"):
         FedMLS(problem, prox_weight=lambda k: 1.0 if k == 1 else float("nan")).run(datas, 3)
@@ -260,7 +260,7 @@ def test_bad_parameters_raise_clear_errors():
         FedMLS(problem, prox_weight=1.0).run(datas, 3, init=np.zeros(3))
     with pytest.raises(ValueError, match="columns like datas\\[0\\]"):
         FedMLS(problem, prox_weight=1.0).run([datas[0], (np.ones((5, 3)), np.ones(5))], 3)
-    with pytest.raises(ValueError, match=r"'n_rounds' in \[0, inf\]"):
+    with pytest.raises(ValueError, match=r"'n_rounds' in \[0, 2147483647\]"):
         FedMLS(problem, prox_weight=1.0).run(datas, -1)
     with pytest.raises(ValueError, match="'oracle' to be one of"):
         FedMLS(problem, prox_weight=1.0, oracle="exact")
@@ -270,7 +270,7 @@ def test_bad_parameters_raise_clear_errors():
         Scaffnew(problem, step=0.1, communication_prob=1.5)
     with pytest.raises(ValueError, match=r"'communication_prob\(11\)' in \(0.0, 1.0\]"):
         Scaffnew(problem, step=0.1, communication_prob=lambda s: 0.1 * s, oracle="full").run(datas, 30, seed=0)
-    with pytest.raises(ValueError, match=r"'step' in \(0.0, inf\]"):
+    with pytest.raises(ValueError, match=r"'step' in \(0.0, 1e\+300\]"):
         Scaffold(problem, local_steps=1, step=-0.1)
     with pytest.raises(ValueError, match=r"'objective_every' in \[0, inf\]"):
         FedAvg(problem, step=0.1).run(datas, 2, objective_every=-1)

@@ -7,7 +7,10 @@ from typing import Any
 import numpy as np
 
 from fedmm import _engine
-from fedmm._validation import check_int, check_real
+from fedmm._validation import as_array, check_count, check_int, check_real
+
+#: Largest dimension the compiled models accept: BLAS/LAPACK take 32-bit integers.
+_BLAS_INT_MAX = 2**31 - 1
 
 __all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model",
            "gaussian_mixture_responsibilities", "poisson_latent_model",
@@ -33,7 +36,7 @@ def dictionary_model_max_iter(n_components: int) -> int:
     ``DICTIONARY_MODEL_MAX_WORK // (K² + 4K)``: one column's solve then stays
     below :data:`DICTIONARY_MODEL_MAX_WORK` multiply-adds.
     """
-    k = check_int(n_components, "n_components", low=1)
+    k = check_int(n_components, "n_components", low=1, high=_BLAS_INT_MAX)
     return max(1, DICTIONARY_MODEL_MAX_WORK // (k * k + 4 * k))
 
 
@@ -56,12 +59,12 @@ def dictionary_model(n_features: int, n_components: int, lam: float, eta: float 
     :func:`fedmm.kernels.lasso` and :func:`fedmm.kernels.dictionary_statistics`,
     check for Ctrl-C while they run and accept up to 2**31 − 1.)
     """
-    p = check_int(n_features, "n_features", low=1)
-    k = check_int(n_components, "n_components", low=1)
+    p = check_int(n_features, "n_features", low=1, high=_BLAS_INT_MAX)
+    k = check_int(n_components, "n_components", low=1, high=_BLAS_INT_MAX)
     lam = check_real(lam, "lam", low=0.0, low_open=True)
     eta = check_real(eta, "eta", low=0.0)
     tol = check_real(tol, "tol", low=0.0)
-    max_iter = check_int(max_iter, "max_iter", low=1)
+    max_iter = check_count(max_iter, "max_iter", low=1)
     if max_iter > dictionary_model_max_iter(k):
         raise ValueError(
             f"Expected 'max_iter' <= {dictionary_model_max_iter(k)} for n_components={k}: a compiled round "
@@ -130,14 +133,18 @@ def gaussian_mixture_model(n_components: int, n_features: int, covariance: str =
     known_covariance : array_like of shape (p, p), optional
         Tied: a fixed, positive-definite covariance (copied); ``T`` then keeps it.
     """
-    G = check_int(n_components, "n_components", low=1)
-    p = check_int(n_features, "n_features", low=1)
+    G = check_int(n_components, "n_components", low=1, high=_BLAS_INT_MAX)
+    p = check_int(n_features, "n_features", low=1, high=_BLAS_INT_MAX)
     if covariance not in ("tied", "full"):
         raise ValueError(f"Expected 'covariance' in ('tied', 'full'), got {covariance!r}")
     reg_covar = check_real(reg_covar, "reg_covar", low=0.0)
     min_weight = check_real(min_weight, "min_weight", low=0.0, high=1.0 / G, high_open=True)
     if covariance == "full" and (second_moment is not None or known_covariance is not None):
         raise ValueError("Expected neither 'second_moment' nor 'known_covariance' with covariance='full'")
+    if second_moment is not None:
+        second_moment = as_array(second_moment, "second_moment", ndim=2)
+    if known_covariance is not None:
+        known_covariance = as_array(known_covariance, "known_covariance", ndim=2)
     return _engine.gaussian_mixture_model(G, p, covariance, reg_covar, min_weight, second_moment, known_covariance)
 
 
@@ -185,8 +192,8 @@ def poisson_latent_model(support: Any, log_prior: Any, *, lam: float = 1.0, para
     are single counts.  See :class:`fedmm.models.PoissonLatent` for the two
     parameterizations; the compiled parameter is ``(θ, eᶿ)``.
     """
-    h = np.array(support, dtype=np.float64).ravel()
-    logw = np.array(log_prior, dtype=np.float64).ravel()
+    h = np.array(as_array(support, "support"), dtype=np.float64).ravel()
+    logw = np.array(as_array(log_prior, "log_prior"), dtype=np.float64).ravel()
     if h.shape[0] == 0 or logw.shape != h.shape:
         raise ValueError(f"Expected non-empty 'support' and 'log_prior' of equal length, got {h.shape}, {logw.shape}")
     lam = check_real(lam, "lam", low=0.0, low_open=True)
@@ -213,7 +220,7 @@ def project_capped_simplex(v: Any, floor: float = 0.0) -> np.ndarray:
     >>> project_capped_simplex([0.7, -0.2, 0.6], 0.05)
     array([0.525, 0.05 , 0.425])
     """
-    arr = np.ascontiguousarray(v, dtype=np.float64)
+    arr = as_array(v, "v", order="C")
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise ValueError(f"Expected 'v' of shape (n,) with n >= 1, got {arr.shape}")
     floor = check_real(floor, "floor", low=0.0, high=1.0 / arr.shape[0], high_open=True)
@@ -227,6 +234,10 @@ def floor_eigenvalues(A: Any, floor: float) -> tuple[np.ndarray, np.ndarray]:
     not positive definite.  Returns the floored copy and which matrices were rebuilt (shape ``(m,)``).
     """
     floor = check_real(floor, "floor", low=0.0)
+    A = as_array(A, "A", ndim=(2, 3), order="C")
+    if A.shape[-1] != A.shape[-2] or A.shape[-1] == 0:
+        raise ValueError(f"Expected 'A' to be a square matrix (p, p) or a stack (m, p, p) with p >= 1, "
+                         f"got shape {A.shape}")
     return _engine.floor_eigenvalues(A, floor)
 
 

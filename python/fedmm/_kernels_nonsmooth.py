@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from fedmm._validation import as_array, check_int, check_real
+from fedmm._validation import as_array, check_count, check_int, check_real
 from fedmm import _nonsmooth
 
 __all__ = ["fedmls_local_round"]
@@ -136,7 +136,7 @@ def fedmls_local_round(
     U_avg = _inplace_matrix(U_avg, "U_avg", (n, p))
     if not np.isfinite(U).all():
         raise ValueError("Expected 'U' to contain only finite values (no NaN or inf)")
-    n_steps = check_int(n_steps, "n_steps", low=0, high=_MAX_STEP)
+    n_steps = check_count(n_steps, "n_steps", low=0)
     first_step = check_int(first_step, "first_step", low=0, high=_MAX_STEP - n_steps)
     weight = check_real(weight, "weight", low=0.0)
     radius = -1.0 if radius is None else check_real(radius, "radius", low=0.0, low_open=True)

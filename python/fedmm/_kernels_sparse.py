@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fedmm._validation import as_array, check_in, check_int, check_real
+from fedmm._validation import as_array, check_bool, check_count, check_in, check_real
 
 __all__: list[str] = []
 
@@ -73,7 +73,7 @@ def _lasso_options(
 ) -> tuple[float, float, int, int]:
     lam = check_real(lam, "lam", low=0.0, low_open=True)
     tol = check_real(tol, "tol", low=0.0)
-    max_iter = check_int(max_iter, "max_iter", low=1, high=2**31 - 1)
+    max_iter = check_count(max_iter, "max_iter", low=1)
     method = check_in(method, "method", tuple(_sparse.METHODS))
     return lam, tol, max_iter, _sparse.METHODS[method]
 
@@ -221,10 +221,10 @@ def lasso(
     H0 = _check_codes(H0, D.shape[1], Z.shape[1])
     offsets = np.array([0, Z.shape[1]], dtype=np.int64)
     _, _, H, _, n_iter, n_bad = _sparse.dictionary_statistics(
-        D, Z, lam, bool(positive), tol, max_iter, H0, offsets, False, False, method_code
+        D, Z, lam, check_bool(positive, "positive"), tol, max_iter, H0, offsets, False, False, method_code
     )
     warn_unconverged(n_bad, Z.shape[1], "lasso", max_iter)
-    return (H, n_iter) if return_n_iter else H
+    return (H, n_iter) if check_bool(return_n_iter, "return_n_iter") else H
 
 
 def lasso_gram(
@@ -297,10 +297,10 @@ def lasso_gram(
         if (znorm2 < 0).any():
             raise ValueError("Expected 'znorm2' to be nonnegative (squared norms)")
     H, n_iter, n_bad = _sparse.lasso_gram(
-        G, C, lam, bool(positive), tol, max_iter, H0, znorm2, method_code
+        G, C, lam, check_bool(positive, "positive"), tol, max_iter, H0, znorm2, method_code
     )
     warn_unconverged(n_bad, C.shape[1], "lasso_gram", max_iter)
-    return (H, n_iter) if return_n_iter else H
+    return (H, n_iter) if check_bool(return_n_iter, "return_n_iter") else H
 
 
 def dictionary_statistics(
@@ -396,14 +396,15 @@ def dictionary_statistics(
                 f"Expected 'segments' nondecreasing from 0 to b={b}, got {offsets.tolist()}"
             )
     A, B, H, obj, _, n_bad = _sparse.dictionary_statistics(
-        D, Z, lam, bool(positive), tol, max_iter, H0, offsets, True, bool(return_objective),
+        D, Z, lam, check_bool(positive, "positive"), tol, max_iter, H0, offsets, True,
+        check_bool(return_objective, "return_objective"),
         method_code,
     )
     warn_unconverged(n_bad, b, "dictionary_statistics", max_iter)
     if segments is None:
         A, B = A[0], B[0]
     out: tuple[np.ndarray, ...] = (A, B)
-    if return_codes:
+    if check_bool(return_codes, "return_codes"):
         out += (H,)
     if return_objective:
         out += (obj,)
@@ -484,17 +485,18 @@ def dictionary_update(
     if A.shape != (K, K):
         raise ValueError(f"Expected 'A' of shape (K, K) = ({K}, {K}) for B of shape {B.shape}, got {A.shape}")
     A = np.asfortranarray(0.5 * (A + A.T))
-    if constraint in ("ridge", None):
-        return _linalg.dictionary_update_ridge(A, B, eta)
+    # every argument is checked whatever the constraint (the ridge update reads neither D0 nor tol/max_iter)
     tol = check_real(tol, "tol", low=0.0)
-    max_iter = check_int(max_iter, "max_iter", low=1, high=2**31 - 1)
-    if D0 is None:
-        norms = np.linalg.norm(B, axis=0)
-        D0 = B / np.where(norms > 0, norms, 1.0)
-    else:
+    max_iter = check_count(max_iter, "max_iter", low=1)
+    if D0 is not None:
         D0 = as_array(D0, "D0", ndim=2)
         if D0.shape != (p, K):
             raise ValueError(f"Expected 'D0' of shape (p, K) = ({p}, {K}), got {D0.shape}")
+    if constraint in ("ridge", None):
+        return _linalg.dictionary_update_ridge(A, B, eta)
+    if D0 is None:
+        norms = np.linalg.norm(B, axis=0)
+        D0 = B / np.where(norms > 0, norms, 1.0)
     D, n_iter, converged = _linalg.dictionary_update_unit_norm(A, B, D0, eta, tol, max_iter)
     if not converged:
         warnings.warn(

@@ -17,6 +17,11 @@ __all__ = [
     "as_rng",
     "check_seed",
     "check_int",
+    "check_count",
+    "check_callable",
+    "check_bool",
+    "MAX_ITERATIONS",
+    "MAX_INT",
     "check_real",
     "check_probability",
     "check_participation",
@@ -183,16 +188,78 @@ def as_rng(rng: Any, name: str = "rng") -> np.random.Generator:
     return np.random.default_rng(check_seed(rng, name))
 
 
+#: Largest integer any argument may take (``2**63 − 1``, the int64 range the kernels and the
+#: NumPy arrays index with): :func:`check_int` refuses a larger value even without ``high``.
+MAX_INT = 2**63 - 1
+
+#: Documented upper bound of every iteration count of the public API (``2**31 − 1``): rounds,
+#: iterations of a solver (``max_iter``), restarts (``n_init``), local and inner steps
+#: (``n_steps``, ``local_steps``, ``k_in``, ``server_steps``, ...).  A count above it is refused by
+#: :func:`check_count` with the argument named, instead of running for centuries or wrapping a
+#: 32-bit counter of the C kernels; every loop below the bound stops on Ctrl-C.
+MAX_ITERATIONS = 2**31 - 1
+
+
 def check_int(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int:
-    """Check an integer argument lies in ``[low, high]`` and return it as ``int``."""
+    """Check an integer argument lies in ``[low, high]`` and return it as ``int``.
+
+    ``high`` defaults to :data:`MAX_INT` (``2**63 − 1``): no argument exceeds int64.
+
+    Examples
+    --------
+    >>> check_int(3, "k", low=1)
+    3
+    >>> check_int(2**64, "k")
+    Traceback (most recent call last):
+    ...
+    ValueError: Expected 'k' in [-inf, 2**63 - 1] (an int64), got 18446744073709551616
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"Expected '{name}' to be an integer, got {type(value).__name__} ({value!r})")
     v = int(value)
+    lo = "-inf" if low is None else low
+    if high is None and v > MAX_INT:
+        raise ValueError(f"Expected '{name}' in [{lo}, 2**63 - 1] (an int64), got {v}")
     if (low is not None and v < low) or (high is not None and v > high):
-        lo = "-inf" if low is None else low
         hi = "inf" if high is None else high
         raise ValueError(f"Expected '{name}' in [{lo}, {hi}], got {v}")
     return v
+
+
+def check_count(value: Any, name: str, *, low: int = 1) -> int:
+    """An iteration count: an integer in ``[low, MAX_ITERATIONS]`` (``MAX_ITERATIONS = 2**31 − 1``).
+
+    Examples
+    --------
+    >>> check_count(100, "max_iter")
+    100
+    >>> check_count(2**40, "n_rounds", low=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: Expected 'n_rounds' in [0, 2147483647] (MAX_ITERATIONS = 2**31 - 1, ...), got 1099511627776
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"Expected '{name}' to be an integer, got {type(value).__name__} ({value!r})")
+    v = int(value)
+    if v < low or v > MAX_ITERATIONS:
+        raise ValueError(f"Expected '{name}' in [{low}, {MAX_ITERATIONS}] (MAX_ITERATIONS = 2**31 - 1, the bound "
+                         f"of every iteration count), got {v}")
+    return v
+
+
+def check_callable(value: Any, name: str) -> Any:
+    """``value`` itself when it is None or callable; ``TypeError`` naming ``name`` otherwise."""
+    if value is not None and not callable(value):
+        raise TypeError(f"Expected '{name}' to be None or callable, got {type(value).__name__} ({value!r:.60})")
+    return value
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """``value`` as ``bool`` when it is a Python or NumPy bool; ``TypeError`` naming ``name`` otherwise
+    (a string such as ``"no"`` would be truthy)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"Expected '{name}' to be True or False, got {type(value).__name__} ({value!r:.60})")
+    return bool(value)
 
 
 def check_real(

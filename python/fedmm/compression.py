@@ -337,7 +337,34 @@ def dither_omega(block: int, levels: int, norm_code: int) -> float:
     ``sum_l (N_l ||x_l||_1 - ||x_l||^2)``, hence ``omega = sqrt(q_l) - 1``
     (p = 2, the paper's constant) and ``(sqrt(q_l) - 1)/2`` (p = inf).
     ``q_l`` is the largest block, ``min(block_size, q)``.
+
+    Parameters
+    ----------
+    block : int >= 1
+        ``q_l``, the number of coordinates of the largest block.
+    levels : int >= 1
+        ``s``, the number of positive levels (``2**(bits − 1) − 1``; 1 for block-p).
+    norm_code : {1, 2}
+        The block norm: 1 for the 2-norm, 2 for the max-norm.
+
+    Returns
+    -------
+    float
+        ``ω``, finite and non-negative.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a non-integer argument, ``block`` or ``levels`` below 1, or another ``norm_code``.
+
+    Examples
+    --------
+    >>> dither_omega(16, 1, 1)  # block-p, 2-norm: sqrt(16) - 1
+    3.0
     """
+    block = check_int(block, "block", low=1)
+    levels = check_int(levels, "levels", low=1)
+    norm_code = check_int(norm_code, "norm_code", low=1, high=2)
     root = math.sqrt(block)
     if levels == 1:
         return root - 1.0 if norm_code == _NORM_L2 else (root - 1.0) / 2.0

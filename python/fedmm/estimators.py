@@ -32,7 +32,7 @@ models, and nothing in fedmm imports it.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 from sklearn.base import BaseEstimator, DensityMixin, TransformerMixin
@@ -40,7 +40,8 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fedmm import kernels
-from fedmm._validation import check_in, check_int, check_real
+from fedmm._validation import as_array, check_count, check_in, check_int, check_real
+from fedmm.algorithms._setup import check_alpha, check_compressor
 from fedmm.algorithms import FedMM, check_seed
 from fedmm.models import DictionaryLearning, GaussianMixture
 
@@ -78,6 +79,7 @@ def split_rows(X: np.ndarray, clients: Any = None, n_clients: int = 1) -> tuple[
     >>> [d.shape[0] for d in split_rows(X, n_clients=4)[0]]
     [2, 2, 1, 1]
     """
+    X = as_array(X, "X", ndim=2)
     n = X.shape[0]
     if clients is None:
         n_clients = check_int(n_clients, "n_clients", low=1)
@@ -98,6 +100,14 @@ def split_rows(X: np.ndarray, clients: Any = None, n_clients: int = 1) -> tuple[
     return [np.ascontiguousarray(X[rows], dtype=np.float64) for rows in np.split(order, bounds)], labels
 
 
+def _validated_X(estimator: Any, X: Any, **kwargs: Any) -> np.ndarray:
+    """``sklearn.utils.validation.validate_data`` (float64), its refusals naming ``'X'``."""
+    try:
+        return validate_data(estimator, X, dtype=np.float64, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"Expected 'X' to be a finite real array of shape (n_samples, n_features): {exc}") from exc
+
+
 def _seed_of(random_state: Any) -> Any:
     """``random_state`` as a seed of ``FedMM.run`` (see the module docstring)."""
     if isinstance(random_state, np.random.RandomState):
@@ -110,25 +120,28 @@ def _seed_of(random_state: Any) -> Any:
     return random_state
 
 
-def _run_seeds(random_state: Any, n_init: int) -> list[np.random.SeedSequence]:
-    """The seeds of the ``n_init`` runs: the root itself for one run, else its children ``0 .. n_init − 1``
-    (``SeedSequence.spawn``'s children, built without mutating the root)."""
+def _run_seeds(random_state: Any, n_init: int) -> Iterator[np.random.SeedSequence]:
+    """The seeds of the ``n_init`` runs, one at a time: the root itself for one run, else its children
+    ``0 .. n_init − 1`` (``SeedSequence.spawn``'s children, built without mutating the root)."""
     root = check_seed(_seed_of(random_state), "random_state")
     if n_init == 1:
-        return [root]
-    return [np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, k), pool_size=root.pool_size)
-            for k in range(n_init)]
+        yield root
+        return
+    for k in range(n_init):
+        yield np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, k), pool_size=root.pool_size)
 
 
 class _FederatedMixin:
     """What both estimators share: the FedMM configuration and the split of ``X`` into clients."""
 
     def _check_federation(self) -> None:
-        check_int(self.n_rounds, "n_rounds", low=1)
+        check_count(self.n_rounds, "n_rounds", low=1)
         check_int(self.n_clients, "n_clients", low=1)
         if self.clients_per_round is not None:
             check_int(self.clients_per_round, "clients_per_round", low=1)
-        check_real(self.control_variate_step, "control_variate_step", low=0.0)
+        check_alpha(self.control_variate_step, "control_variate_step")
+        if self.compressor is not None:
+            check_compressor(self.compressor)
         if self.batch_size is not None:
             check_int(self.batch_size, "batch_size", low=1)
 
@@ -266,11 +279,11 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
         -------
         self
         """
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        X = _validated_X(self, X, ensure_min_samples=2)
         check_int(self.n_components, "n_components", low=1)
         check_in(self.covariance_type, "covariance_type", ("full", "tied"))
-        check_real(self.reg_covar, "reg_covar", low=0.0)
-        n_init = check_int(self.n_init, "n_init", low=1)
+        check_real(self.reg_covar, "reg_covar", low=0.0, high=1e300)
+        n_init = check_count(self.n_init, "n_init", low=1)
         check_in(self.init_params, "init_params", ("k-means++", "random_from_data"))
         self._check_federation()
         if self.n_components > X.shape[0]:
@@ -451,17 +464,18 @@ class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimat
         -------
         self
         """
-        X = validate_data(self, X, dtype=np.float64)
+        X = _validated_X(self, X)
         if self.n_components is not None:
             check_int(self.n_components, "n_components", low=1)
         if self.transform_alpha is not None:
             check_real(self.transform_alpha, "transform_alpha", low=0.0, low_open=True)
         check_real(self.alpha, "alpha", low=0.0, low_open=True)
-        check_real(self.ridge, "ridge", low=0.0)
+        check_real(self.ridge, "ridge", low=0.0, high=1e150)
         self._check_federation()
         model = self._model(X.shape[1])  # checks constraint, tol, max_iter
         datas = self._clients(X, clients)
-        history = self._algorithm(model).run(datas, self.n_rounds, seed=_seed_of(self.random_state))
+        seed = check_seed(_seed_of(self.random_state), "random_state")
+        history = self._algorithm(model).run(datas, self.n_rounds, seed=seed)
         self.history_ = history
         self.components_ = np.ascontiguousarray(np.asarray(history.theta, dtype=np.float64).T)
         self.n_iter_ = len(history)

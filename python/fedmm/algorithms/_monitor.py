@@ -2,7 +2,7 @@
 """When a monitored quantity (the objective, ``E_sp``, ...) is evaluated: :class:`Cadence`."""
 from __future__ import annotations
 
-from fedmm._validation import check_int
+from fedmm._validation import check_count, check_int
 
 __all__ = ["Cadence"]
 
@@ -36,7 +36,7 @@ class Cadence:
 
     def __init__(self, every: int, n_rounds: int, *, name: str = "objective_every") -> None:
         self.every = check_int(every, name, low=0)
-        self.n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        self.n_rounds = check_count(n_rounds, "n_rounds", low=0)
 
     def due(self, t: int) -> bool:
         """Whether round ``t`` (0-based) is due."""

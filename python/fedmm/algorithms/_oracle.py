@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import _rounds
-from fedmm._validation import check_in, check_int
+from fedmm._validation import check_count, check_in, check_int
 from fedmm.engine.compiled import MINIBATCH_SHUFFLE_MAX
 from fedmm.models.base import SurrogateModel
 
@@ -35,7 +35,7 @@ def check_oracle_args(oracle: str, batch_size: int | None, k_in: int | None) -> 
             raise ValueError("Expected 'batch_size' for oracle='spider' (the inner-loop minibatch size)")
         if k_in is None:
             raise ValueError("Expected 'k_in' (inner loops between full refreshes) for oracle='spider'")
-        k_in = check_int(k_in, "k_in", low=1)
+        k_in = check_count(k_in, "k_in", low=1)
     elif k_in is not None:
         raise ValueError(f"'k_in' only applies to oracle='spider', got oracle={oracle!r} and k_in={k_in!r}")
     return oracle, batch_size, k_in

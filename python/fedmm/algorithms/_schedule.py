@@ -12,15 +12,20 @@ import math
 import numbers
 from typing import Any, Callable
 
-from fedmm._validation import check_in, check_int, check_real
+from fedmm._validation import MAX_ITERATIONS, check_count, check_in, check_real
 
 __all__ = ["Schedule", "StepSchedule"]
 
-#: Largest value of a ``"count"`` schedule (``2**53``): counts are step indices that the
-#: local loops turn into float64 step sizes, exact only up to ``2**53``, and that add up in
+#: Largest value of a ``"count"`` schedule: ``MAX_ITERATIONS = 2**31 − 1``, the bound of every
+#: iteration count (:data:`fedmm._validation.MAX_ITERATIONS`).  Counts are step indices that the
+#: local loops turn into float64 step sizes (exact far beyond it) and that add up in
 #: int64 counters; a larger count is refused with the argument named instead of running
 #: for centuries or wrapping a counter.
-MAX_COUNT = 2**53
+MAX_COUNT = MAX_ITERATIONS
+
+#: Largest value of a ``"positive"`` schedule (``1e300``): step sizes and prox weights multiply
+#: subgradients and iterates, and a larger value overflows float64 in the first local step.
+MAX_POSITIVE = 1e300
 
 _DOMAINS = ("positive", "unit", "count")
 _NAMED = ("sqrt", "linear", "inverse", "inverse_sqrt")
@@ -47,9 +52,9 @@ class Schedule:
         - a callable ``k -> a_k``, each value checked when it is used;
         - a :class:`Schedule`: the same sequence, checked against this ``domain``.
     domain : {"positive", "unit", "count"}
-        Where the values must lie: ``"positive"`` :math:`(0, ∞)`, ``"unit"``
+        Where the values must lie: ``"positive"`` :math:`(0, 10^{300}]`, ``"unit"``
         :math:`(0, 1]` (step sizes of a convex combination, probabilities),
-        ``"count"`` the integers in ``[1, MAX_COUNT]`` with ``MAX_COUNT = 2**53`` (an
+        ``"count"`` the integers in ``[1, MAX_COUNT]`` with ``MAX_COUNT = 2**31 - 1`` (an
         integral float from a callable is converted to ``int``).
     name : str
         Argument name used in error messages and descriptions.
@@ -138,20 +143,17 @@ class Schedule:
         if self.domain == "count":
             if type(value) is int and 1 <= value <= MAX_COUNT:
                 return value
-        elif isinstance(value, float) and 0.0 < value and (value <= 1.0 if self.domain == "unit" else value < math.inf):
+        elif isinstance(value, float) and 0.0 < value and (value <= 1.0 if self.domain == "unit"
+                                                           else value <= MAX_POSITIVE):
             return float(value)
         if self.domain == "count":
             if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)) \
                     and math.isfinite(value) and float(value).is_integer():
                 value = int(value)
-            value = check_int(value, label, low=1)
-            if value > MAX_COUNT:
-                raise ValueError(f"Expected '{label}' at most 2**53 = {MAX_COUNT} (a step count that stays exact "
-                                 f"in float64 and cannot overflow the step counters), got {value}")
-            return value
+            return check_count(value, label, low=1)
         if self.domain == "unit":
             return check_real(value, label, low=0.0, high=1.0, low_open=True)
-        return check_real(value, label, low=0.0, low_open=True)
+        return check_real(value, label, low=0.0, high=MAX_POSITIVE, low_open=True)
 
     def _label(self, k: int) -> str:
         return f"{self.name}({k})"

@@ -11,7 +11,98 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_datas_list", "normalized_weights", "participation", "compressor_list", "checked_compressors"]
+from fedmm._validation import check_in, check_real
+from fedmm.engine.local import CLIENT_ERROR_POLICIES
+
+__all__ = ["check_datas_list", "normalized_weights", "participation", "compressor_list", "checked_compressors",
+           "check_alpha", "check_weights", "check_compressor", "check_runtime", "client_error_policy",
+           "CLIENT_ERROR_POLICIES"]
+
+
+def check_alpha(alpha: Any, name: str = "alpha") -> float:
+    """The control-variate step ``α`` of Algorithms 2-4 of the FedMM paper: a real number in ``[0, 1]``.
+
+    Theorem 1 of the FedMM paper runs FedMM with ``α ∈ [0, 1]`` without
+    compression and with full participation, and ``α ∈ (0, 1/(1 + ω_p)]``
+    otherwise (FedEM: ``α = 1/(1 + ω)``); no value above 1 is covered, and a
+    huge one only makes the control variates overflow rounds later.
+
+    Examples
+    --------
+    >>> check_alpha(0.01)
+    0.01
+    >>> check_alpha(2.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: Expected 'alpha' in [0, 1] (the control-variate step of FedMM paper Theorem 1, ...), got 2.0
+    """
+    value = check_real(alpha, name, low=0.0)
+    if value > 1.0:
+        raise ValueError(f"Expected '{name}' in [0, 1] (the control-variate step of FedMM paper Theorem 1, at most "
+                         f"1/(1 + omega_p) with compression or partial participation), got {value!r}")
+    return value
+
+
+def check_weights(weights: Any) -> list[float] | None:
+    """The constructors' ``weights``: None, or a non-empty 1-D sequence of finite non-negative numbers
+    that are not all zero (their number is checked against the clients by :func:`normalized_weights`)."""
+    if weights is None:
+        return None
+    if isinstance(weights, (str, bytes)):
+        raise TypeError(f"Expected 'weights' to be a sequence of non-negative numbers, got {type(weights).__name__}")
+    try:
+        w = np.asarray(weights)
+    except Exception as exc:  # ragged sequences
+        raise TypeError(f"Expected 'weights' to be a sequence of non-negative numbers: {exc}") from exc
+    if w.dtype.kind not in "iuf":
+        raise TypeError(f"Expected 'weights' to be a sequence of real numbers, got dtype {w.dtype}")
+    if w.ndim != 1 or w.size == 0:
+        raise ValueError(f"Expected 'weights' to be a non-empty 1-D sequence (one per client), got shape {w.shape}")
+    w = w.astype(np.float64)
+    if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+        raise ValueError("Expected 'weights' to be finite, non-negative and not all zero")
+    return w.tolist()
+
+
+def check_compressor(compressor: Any) -> Any:
+    """The constructors' ``compressor``: one object with ``encode``/``decode`` (shared by every client) or a
+    non-empty list or tuple of them (one per client); returned as given."""
+    comps = list(compressor) if isinstance(compressor, (list, tuple)) else [compressor]
+    if not comps:
+        raise ValueError("Expected 'compressor' to be a compressor or a non-empty sequence of them, got an empty one")
+    for c in comps:
+        if not (callable(getattr(c, "encode", None)) and callable(getattr(c, "decode", None))):
+            raise TypeError("Expected 'compressor' to be a compressor of fedmm.compression (encode/decode methods) "
+                            f"or a sequence of them, got {type(c).__name__}")
+    return compressor
+
+
+def check_runtime(runtime: Any) -> Any:
+    """``run``'s ``runtime``: None or an object with a ``run`` method (:class:`fedmm.protocols.Runtime`)."""
+    if runtime is not None and not callable(getattr(runtime, "run", None)):
+        raise TypeError("Expected 'runtime' to be None or a runtime with run(server, clients, n_rounds, *, history, "
+                        "monitor, callback, progress) (fedmm.protocols.Runtime: fedmm.runtime.LocalRuntime, "
+                        f"RayRuntime, ...), got {type(runtime).__name__}")
+    return runtime
+
+
+def client_error_policy(on_client_error: Any, runtime: Any) -> str:
+    """``run``'s ``on_client_error``: the default runtime's fault policy.
+
+    None means ``'drop'``.  With a ``runtime`` given the runtime applies its own
+    policy (``LocalRuntime(on_client_error=...)``): an explicit value must
+    then agree with it, rather than be silently ignored.
+    """
+    if on_client_error is None:
+        return getattr(runtime, "on_client_error", "drop") if runtime is not None else "drop"
+    check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
+    if runtime is not None:
+        own = getattr(runtime, "on_client_error", None)
+        if own != on_client_error:
+            raise ValueError(f"Expected 'on_client_error' to be None with runtime={type(runtime).__name__}(...), "
+                             f"whose own policy ({own!r}) applies; got {on_client_error!r}: set the policy on the "
+                             "runtime, e.g. LocalRuntime(on_client_error=...)")
+    return on_client_error
 
 
 def check_datas_list(datas: Any, what: str = "one data set per client") -> None:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fedmm import _rounds
-from fedmm._validation import check_in, check_int, check_participation, check_real
+from fedmm._validation import check_callable, check_count, check_in, check_int, check_participation
 from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported, record_initial
 from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
 from fedmm.engine.local import CLIENT_ERROR_POLICIES, record_start_drops
@@ -38,7 +38,12 @@ from fedmm.algorithms._random import (
 )
 from fedmm.algorithms._schedule import StepSchedule
 from fedmm.algorithms._setup import (
+    check_alpha,
+    check_compressor,
     check_datas_list,
+    check_runtime,
+    check_weights,
+    client_error_policy,
     checked_compressors,
     compressor_list,
     normalized_weights,
@@ -570,11 +575,23 @@ class Server:
                              f"the range of {type(self.model).__name__}'s statistics (statistic_bound = {bound:.3g})")
         return values
 
+    def _must_send(self, i: int) -> bool:
+        """Whether client ``i``'s message this round cannot be empty: it can only under Algorithm 4,
+        with a coin drawn by the client or a server coin of 0 (:meth:`select`)."""
+        if self.mode == "compress-local":
+            return False
+        if self.mode == "compress" and self._coins is not None:
+            return bool(self._coins[i])
+        return self.mode != "compress"
+
     def aggregate(self, t: int, payloads: dict[int, bytes],
                   on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
         """Lines 13-17: ``H``, the SA step, the projection and ``V_{t+1}``, atomically.
 
-        Empty payloads count as zero messages (Algorithm 4 with ``U = 0``).
+        Empty payloads count as zero messages where Algorithm 4 sends nothing
+        (``U = 0``: a coin the client drew, or a server coin that is 0); from
+        a client that must send (Algorithm 2's active clients, a server coin
+        of 1) an empty payload is an invalid message like a truncated one.
         Every payload is decoded and validated (length, finite values of
         magnitude at most :attr:`statistic_bound`, the model's) before the
         server's state changes: an invalid one raises ``ValueError`` naming
@@ -610,6 +627,12 @@ class Server:
         ids, rows, weights = [], [], []
         for i in sorted(payloads):
             payload = payloads[i]
+            if not payload and self._must_send(i):
+                reason = f"Client {i} sent an empty payload, expected its message (it is active at round {t})"
+                if on_invalid is None:
+                    raise ValueError(reason)
+                on_invalid(i, reason)
+                continue
             if payload:
                 try:
                     rows.append(self._decode(i, payload))
@@ -764,8 +787,10 @@ class FedMM:
         (``participation_prob=1.0``).
     compressor : compressor or sequence of n compressors, default Identity()
         Unbiased compressor(s) of ``fedmm.compression`` (one per client if a sequence).
-    alpha : float >= 0
-        Control-variate step ``α`` (0 disables the control variates).
+    alpha : float in [0, 1]
+        Control-variate step ``α`` (0 disables the control variates).  The FedMM
+        paper's Theorem 1 takes ``α ∈ [0, 1]``, and ``α ≤ 1/(1 + ω_p)`` under
+        compression or partial participation; a value above 1 is refused.
     step : float, '1/t', ('sqrt', beta), callable or None
         ``γ_t`` (see :class:`StepSchedule`).  None (the default) takes the
         model's declared ``model.default_step``: ``1.0`` for the EM models
@@ -854,15 +879,15 @@ class FedMM:
                                                                                participation_prob)
         if compressor is None:
             compressor = Identity()
-        self.compressor = compressor
-        self.alpha = check_real(alpha, "alpha", low=0.0)
+        self.compressor = check_compressor(compressor)
+        self.alpha = check_alpha(alpha)
         self.alpha_convention = check_in(alpha_convention, "alpha_convention", ALPHA_CONVENTIONS)
         #: Where the step came from: ``'user'`` or ``'model default'`` (``model.default_step``).
         self.step_source = "user" if step is not None else "model default"
         self.schedule = StepSchedule(step if step is not None else model.default_step)
         self.oracle, self.batch_size, self.k_in = check_oracle_args(oracle, batch_size, k_in)
         self.projection = check_in(projection, "projection", ("euclidean", None))
-        self.weights = None if weights is None else list(weights)
+        self.weights = check_weights(weights)
         self.control_variates = check_in(control_variates, "control_variates", ("zero", "oracle"))
         self.n_threads = check_int(n_threads, "n_threads", low=1)
         self.backend = check_in(backend, "backend", BACKENDS)
@@ -1059,14 +1084,15 @@ class FedMM:
             init: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
             monitor_every: int = 1, progress: bool | None = None,
             callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None,
-            on_client_error: str = "drop", resume: Any = None, checkpoint_every: int = 0,
+            on_client_error: str | None = None, resume: Any = None, checkpoint_every: int = 0,
             checkpoint_path: Any = None) -> History:
         """Run ``n_rounds`` rounds on the clients' data ``datas``.
 
         Parameters
         ----------
         datas : list of client data sets (model format, e.g. ``(N_i, p)`` arrays)
-        n_rounds : int
+        n_rounds : int in [0, 2**31 - 1]
+            (``fedmm._validation.MAX_ITERATIONS`` bounds every iteration count.)
         seed : int, SeedSequence, Generator or None
             Root of all randomness (server selection, initial statistic, one
             Philox stream per client), normalized as NumPy does (a Generator is
@@ -1091,17 +1117,20 @@ class FedMM:
             Called after each round with ``Ŝ_{t+1}`` (None for the baseline) and ``θ_{t+1}``.
         runtime : object, optional
             Anything with ``run(server, clients, n_rounds, history=..., monitor=...,
-            callback=..., progress=...)``; default the in-process
+            callback=..., progress=...)`` (:class:`fedmm.protocols.Runtime`; a
+            ``TypeError`` otherwise); default the in-process
             :class:`fedmm.engine.LocalRuntime` with this object's ``n_threads`` and
             the backend chosen by ``backend``.
-        on_client_error : {'drop', 'raise'}
+        on_client_error : {'drop', 'raise'} or None
             The default runtime's fault policy: a client whose round raises or
             whose payload fails validation is dropped for that round (recorded
             in ``dropped`` / ``drop_reasons``) and the run goes on, or the
-            error propagates.  The start exchange (``start='mean_statistic'``)
-            follows it too (the policy of ``runtime`` when it has an
-            ``on_client_error``): a client that fails there is left out of
-            ``Ŝ_0``, μ re-weighted over the clients that answered, and
+            error propagates.  None (default): ``'drop'``.  With ``runtime``
+            given, the runtime's own policy applies (``LocalRuntime(on_client_error=...)``);
+            a value that differs from it is refused with a ``ValueError``.
+            The start exchange (``start='mean_statistic'``) follows the same
+            policy: a client that fails there is left out of ``Ŝ_0``, μ
+            re-weighted over the clients that answered, and
             ``history.initial["dropped"]`` / ``["drop_reasons"]`` say who and
             why (``dropped`` is ``[]`` when every client answered); only a
             start where every client fails raises (``RuntimeError``).  A round
@@ -1147,10 +1176,12 @@ class FedMM:
             ``history.theta`` the final parameter as the model's own object (e.g. the
             ``(p, K)`` dictionary, or ``GaussianMixtureParams``; in memory only).
         """
-        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        n_rounds = check_count(n_rounds, "n_rounds", low=0)
         objective_every = check_int(objective_every, "objective_every", low=0)
         monitor_every = check_int(monitor_every, "monitor_every", low=1)
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every", low=0)
+        check_callable(callback, "callback")
+        on_client_error = client_error_policy(on_client_error, check_runtime(runtime))
         if checkpoint_every and checkpoint_path is None:
             raise ValueError("Expected 'checkpoint_path' (where to write) with 'checkpoint_every' > 0")
         resumed = None
@@ -1164,10 +1195,8 @@ class FedMM:
             if seed is None:
                 seed = seed_from_repr(resumed.history.config.get("seed"))
         seed = check_seed(seed)  # once: a Generator is drawn from, None draws fresh entropy
-        on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
         # the start exchange (in this process) follows the fault policy of the runtime that runs the rounds
-        start_policy = on_client_error if runtime is None else getattr(runtime, "on_client_error", on_client_error)
-        server, clients = self.build(datas, seed=seed, init=init, on_client_error=start_policy)
+        server, clients = self.build(datas, seed=seed, init=init, on_client_error=on_client_error)
         datas = [c.data for c in clients]
         if objective_data is not None:
             objective_data = self.model.check_data(objective_data, "objective_data")
@@ -1315,7 +1344,7 @@ class ParameterAveraging(FedMM):
             Every other argument of :meth:`FedMM.run`.
         """
         if monitor_every is None:
-            rounds = check_int(n_rounds, "n_rounds", low=0)
+            rounds = check_count(n_rounds, "n_rounds", low=0)
             every = check_int(kwargs.get("objective_every", 0), "objective_every", low=0)
             monitor_every = every if every else max(rounds, 1)
         return super().run(datas, n_rounds, monitor_every=monitor_every, **kwargs)

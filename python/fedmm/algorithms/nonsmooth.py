@@ -45,10 +45,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_in, check_int, check_real, check_seed
+from fedmm._validation import check_bool, check_callable, check_count, check_in, check_int, check_real, check_seed
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._random import derive_seed, seed_repr
-from fedmm.algorithms._schedule import MAX_COUNT, Schedule
+from fedmm.algorithms._schedule import Schedule
+from fedmm.algorithms._setup import check_runtime
 from fedmm.engine import LocalRuntime, record_initial
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
@@ -512,7 +513,7 @@ class FederatedSubgradientMethod:
         self.oracle = check_in(oracle, "oracle", ("full", "minibatch"))
         self.batch_fraction = check_real(batch_fraction, "batch_fraction", low=0.0, high=1.0, low_open=True)
         self.n_threads = check_int(n_threads, "n_threads", low=1)
-        self.batched = bool(batched)
+        self.batched = check_bool(batched, "batched")
 
     def config(self) -> dict:
         """The hyper-parameters as JSON-friendly values (recorded in ``History.config``)."""
@@ -617,12 +618,14 @@ class FederatedSubgradientMethod:
             ``params`` and ``theta`` the final point as ``{"x": x}`` and ``x``.
         """
         seed = check_seed(seed)
-        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        n_rounds = check_count(n_rounds, "n_rounds", low=0)
+        check_runtime(runtime)
+        check_callable(callback, "callback")
         cadence = Cadence(objective_every, n_rounds)
         stacked = self.problem.stack(datas)
         server, clients = self._build(stacked, seed, init)
         if objective_data is not None:
-            stacked = self.problem.stack(objective_data)
+            stacked = self.problem.stack(objective_data, "objective_data")
             if stacked.n_params != server.x.shape[0]:
                 raise ValueError(f"Expected 'objective_data' with the features of 'datas' ({server.x.shape[0]} "
                                  f"parameters), got {stacked.n_params}")
@@ -866,11 +869,11 @@ class Scaffold(FederatedSubgradientMethod):
         super().__init__(problem, oracle=oracle, batch_fraction=batch_fraction, n_threads=n_threads, batched=batched)
         self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
         if _is_number(step):
-            self.step: Schedule | float = check_real(step, "step", low=0.0, low_open=True)
+            self.step: Schedule | float = check_real(step, "step", low=0.0, high=1e300, low_open=True)
         else:
             self.step = Schedule(step, name="step")
         self.global_step = None if global_step is None else check_real(
-            global_step, "global_step", low=0.0, low_open=True)
+            global_step, "global_step", low=0.0, high=1e300, low_open=True)
 
     def config(self) -> dict:
         step = self.step.description if isinstance(self.step, Schedule) else f"{self.step!r}/(global_step*s)"
@@ -1028,7 +1031,7 @@ class Scaffnew(FederatedSubgradientMethod):
         if communication_prob is None:
             communication_prob = ("inverse_sqrt", 1.0)
         self.communication_prob = Schedule(communication_prob, domain="unit", name="communication_prob")
-        self.max_local_steps = check_int(max_local_steps, "max_local_steps", low=1, high=MAX_COUNT)
+        self.max_local_steps = check_count(max_local_steps, "max_local_steps", low=1)
 
     def config(self) -> dict:
         return {**super().config(), "step": self.step.description,

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_in, check_int, check_participation, check_real
+from fedmm._validation import check_callable, check_count, check_in, check_int, check_participation, check_real
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._random import (
     CLIENT_PARTY,
@@ -37,7 +37,12 @@ from fedmm.algorithms._random import (
 )
 from fedmm.algorithms._schedule import StepSchedule
 from fedmm.algorithms._setup import (
+    check_alpha,
+    check_compressor,
     check_datas_list,
+    check_runtime,
+    check_weights,
+    client_error_policy,
     checked_compressors,
     compressor_list,
     normalized_weights,
@@ -401,14 +406,15 @@ class _OTServerBase:
 
     def _decoded(self, payloads: Mapping[int, Any],
                  on_invalid: Callable[[int, str], None] | None) -> np.ndarray:
-        """``Σ_i (μ_i/p) Quant_i`` over valid non-empty payloads, every one validated first."""
+        """``Σ_i (μ_i/p) Quant_i`` over valid payloads, every one validated first (every active client
+        sends a message: an empty payload is invalid)."""
         acc = np.zeros(self.size)
         rows = []
         for i in sorted(payloads):
             payload = payloads[i]
-            if not payload:
-                continue
             try:
+                if not payload:
+                    raise ValueError(f"Client {i} sent an empty payload, expected its message")
                 values = self.decoders[i].decode(payload)
                 if np.shape(values) != (self.size,):
                     raise ValueError(f"Client {i} sent a message of length {np.shape(values)}, "
@@ -596,16 +602,16 @@ class _FederatedOT:
         self.problem = problem
         self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
                                                                                participation_prob)
-        self.compressor = Identity() if compressor is None else compressor
-        self.local_steps = check_int(local_steps, "local_steps", low=1)
+        self.compressor = Identity() if compressor is None else check_compressor(compressor)
+        self.local_steps = check_count(local_steps, "local_steps", low=1)
         self.local_lr = check_real(local_lr, "local_lr", low=0.0, low_open=True)
         if batch_size is None:
             batch_size = problem.batch_size
         self.batch_size = None if batch_size is None else check_int(batch_size, "batch_size", low=1)
         self.target_batch_size = (self.batch_size if target_batch_size is None
                                   else check_int(target_batch_size, "target_batch_size", low=1))
-        self.weights = None if weights is None else list(weights)
-        self.identity_steps = check_int(identity_steps, "identity_steps", low=0)
+        self.weights = check_weights(weights)
+        self.identity_steps = check_count(identity_steps, "identity_steps", low=0)
         self.n_threads = check_int(n_threads, "n_threads", low=1)
         self.server_lr = check_real(server_lr, "server_lr", low=0.0, low_open=True)
         self.b1 = check_real(b1, "b1", low=0.0, high=1.0, high_open=True)
@@ -719,7 +725,7 @@ class _FederatedOT:
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, target: Any, seed: Any = None, init: Any = None,
             evaluate: Callable[[TransportMap], Mapping[str, float]] | None = None, evaluate_every: int = 1,
-            progress: bool = False, runtime: Any = None, on_client_error: str = "drop",
+            progress: bool = False, runtime: Any = None, on_client_error: str | None = None,
             callback: Callable[[int, np.ndarray, np.ndarray], None] | None = None) -> History:
         """Run ``n_rounds`` rounds.
 
@@ -748,8 +754,10 @@ class _FederatedOT:
         runtime : object, optional
             A runtime of :mod:`fedmm.runtime` (e.g. ``RayRuntime``); default
             the in-process ``LocalRuntime(n_threads)`` (Python backend).
-        on_client_error : {'drop', 'raise'}
-            The default runtime's fault policy.
+        on_client_error : {'drop', 'raise'} or None
+            The default runtime's fault policy (None: ``'drop'``); with
+            ``runtime`` given, the runtime's own policy applies and a value
+            that differs from it is refused.
         callback : callable(t, omega, theta), optional
             Called after each round.
 
@@ -762,9 +770,10 @@ class _FederatedOT:
             final ``omega`` and ``theta`` (flat float64), ``history.transport_map``
             the final :class:`TransportMap` (in memory only).
         """
-        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        n_rounds = check_count(n_rounds, "n_rounds", low=0)
         evaluate_every = check_int(evaluate_every, "evaluate_every", low=1)
-        check_in(on_client_error, "on_client_error", ("drop", "raise"))
+        on_client_error = client_error_policy(on_client_error, check_runtime(runtime))
+        check_callable(callback, "callback")
         if evaluate is not None and not callable(evaluate):
             raise TypeError(f"Expected 'evaluate' to be callable, got {type(evaluate).__name__}")
         seed = check_seed(seed)
@@ -824,8 +833,9 @@ class FedMMOT(_FederatedOT):
         Independent Bernoulli(``p``) participation.  Neither: every client every round.
     compressor : compressor or sequence of n compressors, default Identity()
         Unbiased compressor(s) of :mod:`fedmm.compression` for ``Δ_i``.
-    alpha : float >= 0
-        Control-variate step ``α`` (0 disables the control variates).
+    alpha : float in [0, 1]
+        Control-variate step ``α`` (0 disables the control variates; at most 1,
+        as in FedMM's Theorem 1).
     step : float, '1/t', ('sqrt', beta) or callable, optional
         ``γ_t``, the server's step on ``ω`` (:class:`~fedmm.algorithms.StepSchedule`);
         default 1 with ``omega_step='sgd'``, 1e-3 (Adam's usual learning rate) with ``'adam'``.
@@ -897,11 +907,11 @@ class FedMMOT(_FederatedOT):
         self._common(problem, clients_per_round, participation_prob, compressor, local_steps, local_lr,
                      batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps)
         self.omega_step = check_in(omega_step, "omega_step", OMEGA_STEPS)
-        self.alpha = check_real(alpha, "alpha", low=0.0)
+        self.alpha = check_alpha(alpha)
         if step is None:
             step = 1.0 if self.omega_step == "sgd" else 1e-3
         self.schedule = StepSchedule(step)
-        self.server_steps = check_int(server_steps, "server_steps", low=0)
+        self.server_steps = check_count(server_steps, "server_steps", low=0)
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "alpha": self.alpha, "step": self.schedule.description,

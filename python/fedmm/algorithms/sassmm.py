@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fedmm._validation import check_in, check_int
+from fedmm._validation import check_callable, check_count, check_in
 from fedmm.engine import record_initial
 from fedmm.engine.metrics import squared_distance, step_record
 from fedmm.algorithms._monitor import Cadence
@@ -130,7 +130,8 @@ class SASSMM:
             completed iterations' History as ``exc.history``.
         """
         model = self.model
-        n_iter = check_int(n_iter, "n_iter", low=0)
+        n_iter = check_count(n_iter, "n_iter", low=0)
+        check_callable(callback, "callback")
         seed = check_seed(seed)
         cadence = Cadence(objective_every, n_iter)
         data = model.check_data(data, "data")
@@ -141,6 +142,8 @@ class SASSMM:
         else:
             # the layout is read only after check_data has seen the data (it may fix p)
             S = np.array(model.layout.check(init, "init"), dtype=np.float64, copy=True)
+            if not np.isfinite(S).all():
+                raise ValueError("Expected 'init' to contain only finite values")
         if not model.in_domain(S):
             raise ValueError("Expected 'init' in the surrogate domain 𝒮 (model.project(init) != init)")
         oracle = LocalOracle(model, data, self.oracle, self.batch_size, self.k_in)

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fedmm._validation import as_array, check_int
+from fedmm._validation import as_array, check_bool, check_int
 
 __all__ = ["load_movielens_ratings", "load_client_arrays", "as_client_datasets"]
 
@@ -110,9 +110,14 @@ def load_movielens_ratings(
         On a malformed line (message ``"<path>:<line>: ..."``), a repeated
         (user, movie) pair, or more users/movies asked than present.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"Expected 'path' to be a str or path-like file name, got {type(path).__name__}")
     path = Path(os.fspath(path))
     n_users = check_int(n_users, "n_users", low=1)
     n_movies = check_int(n_movies, "n_movies", low=1)
+    return_ids = check_bool(return_ids, "return_ids")
+    if path.is_dir():
+        raise ValueError(f"{path}: expected a ratings.dat file, got a directory")
     users, movies, values = _parse_ratings(path)
     movie_ids = _most_frequent(movies, n_movies, "movies", path)
     keep = np.isin(movies, movie_ids)
@@ -220,6 +225,10 @@ def load_client_arrays(source) -> list[np.ndarray]:
         else:
             files = [path]
     else:
+        if isinstance(source, bytes) or not isinstance(source, Sequence) or not all(
+                isinstance(f, (str, os.PathLike)) for f in source):
+            raise TypeError("Expected 'source' to be a path (a directory, a .npz archive or a .npy file) or a "
+                            f"sequence of .npy paths, got {type(source).__name__}")
         files = [Path(os.fspath(f)) for f in source]
         if not files:
             raise ValueError("Expected 'source' to name at least one .npy file")

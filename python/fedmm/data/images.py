@@ -56,6 +56,9 @@ def image_patches(
 
     n_patches = check_int(n_patches, "n_patches", low=2)
     patch_size = check_int(patch_size, "patch_size", low=1, high=64)
+    if isinstance(images, (str, bytes)) or not hasattr(images, "__iter__"):
+        raise TypeError(f"Expected 'images' to be a list or tuple of names in {SAMPLE_IMAGES!r}, "
+                        f"got {type(images).__name__}")
     images = tuple(images)
     if not images:
         raise ValueError("Expected at least one name in 'images'")

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fedmm._memory import check_allocation
 from fedmm._validation import as_rng, check_in, check_int, check_real
 
 __all__ = ["LowRankProblem", "synthetic_lowrank"]
@@ -69,7 +70,7 @@ def synthetic_lowrank(
         intensity ``exp(θ*)``; Bernoulli entries have log-odds ``θ*``.
     rate_low, rate_high : float
         Range of the observers' observation rates (0 < low ≤ high ≤ 1).
-    scale : float
+    scale : float in (0, 1e100]
         Entries of ``θ*`` have standard deviation ``scale`` (plus ``log 3``
         for "poisson", so intensities are around 3).
     seed : int or numpy.random.Generator, optional
@@ -83,10 +84,12 @@ def synthetic_lowrank(
     J = check_int(n_rows, "n_rows", low=1)
     L = check_int(n_cols, "n_cols", low=1)
     r = check_int(rank, "rank", low=1, high=min(J, L))
+    check_allocation(8 * (n * m * (J + 2) + J * L + (J + L) * r) + n * m * J,
+                     f"synthetic_lowrank with n_clients={n}, observers_per_client={m}, n_rows={J}, n_cols={L}")
     check_in(family, "family", ("gaussian", "poisson", "bernoulli"))
     lo = check_real(rate_low, "rate_low", low=0.0, high=1.0, low_open=True)
     hi = check_real(rate_high, "rate_high", low=lo, high=1.0)
-    scale = check_real(scale, "scale", low=0.0, low_open=True)
+    scale = check_real(scale, "scale", low=0.0, high=1e100, low_open=True)  # larger: θ* and its data overflow
     rng = as_rng(seed, "seed")
 
     U = rng.standard_normal((J, r))

@@ -44,6 +44,7 @@ import numpy as np
 import scipy.linalg
 from scipy.special import expit
 
+from fedmm._memory import check_allocation
 from fedmm._validation import as_array, check_int, check_real, check_seed
 from fedmm.data.partition import split_by_constrained_kmeans
 
@@ -500,11 +501,11 @@ def known_map_benchmark(
         ``K ≥ 1`` mixture components (the paper: 3).
     hidden_sizes : (int, int)
         Widths ``(h₁, h₂)`` of the potential's layers, each ≥ 1.
-    sharpness : float
+    sharpness : float in (0, 1e100]
         Scale ``> 0`` of the input weights (larger: a more nonlinear map).
-    nonlinearity : float
+    nonlinearity : float in [0, 1e100]
         RMS ratio ``≥ 0`` of the network part of ``∇ψ`` to ``λ x`` (0: ``∇ψ = λ x``).
-    strong_convexity : float
+    strong_convexity : float in (0, 1e100]
         ``λ > 0``.
 
     Returns
@@ -527,9 +528,13 @@ def known_map_benchmark(
     except (TypeError, ValueError):
         raise ValueError(f"Expected 'hidden_sizes' to be a pair of positive ints, got {hidden_sizes!r}") from None
     h1, h2 = check_int(h1, "hidden_sizes[0]", low=1), check_int(h2, "hidden_sizes[1]", low=1)
-    sharpness = check_real(sharpness, "sharpness", low=0.0, low_open=True)
-    nonlinearity = check_real(nonlinearity, "nonlinearity", low=0.0)
-    strong_convexity = check_real(strong_convexity, "strong_convexity", low=0.0, low_open=True)
+    check_allocation(8 * (n_components * (dim * dim + dim + 1) + dim * (h1 + h2) + h1 * h2 + h1 + h2),
+                     f"known_map_benchmark with dim={dim}, n_components={n_components}, "
+                     f"hidden_sizes={(h1, h2)}")
+    # at most 1e100: the potential's weights scale with them and larger values overflow float64
+    sharpness = check_real(sharpness, "sharpness", low=0.0, high=1e100, low_open=True)
+    nonlinearity = check_real(nonlinearity, "nonlinearity", low=0.0, high=1e100)
+    strong_convexity = check_real(strong_convexity, "strong_convexity", low=0.0, high=1e100, low_open=True)
     root = check_seed(seed)
     rng_p, rng_psi = _stream(root, 0), _stream(root, 1)
 
@@ -633,6 +638,7 @@ def gaussian_benchmark(dim: int, *, seed: Any) -> GaussianBenchmark:
     True
     """
     dim = check_int(dim, "dim", low=1)
+    check_allocation(8 * 8 * dim * dim, f"gaussian_benchmark with dim={dim}")
     rng = _stream(seed, 0)
     mean_p, mean_q = rng.standard_normal(dim), rng.standard_normal(dim)
     cov_p, cov_q = _random_spd(rng, dim, 0.5, 2.0), _random_spd(rng, dim, 0.5, 2.0)
@@ -678,5 +684,7 @@ def client_datasets(
         )
     n_clients = check_int(n_clients, "n_clients", low=1)
     n_per_client = check_int(n_per_client, "n_per_client", low=1)
+    check_allocation(8 * n_clients * n_per_client * (benchmark.dim + 2) if isinstance(benchmark, _Benchmark) else 0,
+                     f"client_datasets with n_clients={n_clients}, n_per_client={n_per_client}")
     x = benchmark.sample_source(n_clients * n_per_client, _stream(seed, 0))
     return split_by_constrained_kmeans(x, n_clients, seed=_stream(seed, 1), n_init=n_init)

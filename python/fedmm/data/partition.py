@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedmm._validation import as_array, as_rng, check_int, check_real
+from fedmm._validation import as_array, as_rng, check_count, check_int, check_real
 
 __all__ = ["constrained_kmeans", "balanced_assignment", "split_by_constrained_kmeans"]
 
@@ -163,7 +163,11 @@ def balanced_assignment(
     if labels0 is None:
         labels = _greedy_fill(cost, capacities)
     else:
-        labels = np.array(labels0, dtype=np.int64, copy=True)
+        try:
+            labels = np.array(labels0, dtype=np.int64, copy=True)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"Expected 'labels0' to be integer cluster labels, got {type(labels0).__name__}: "
+                            f"{exc}") from None
         if labels.shape != (n_samples,) or labels.min() < 0 or labels.max() >= n_clusters:
             raise ValueError(f"Expected 'labels0' of shape ({n_samples},) with values in [0, {n_clusters})")
         if not np.array_equal(np.bincount(labels, minlength=n_clusters), capacities):
@@ -277,8 +281,8 @@ def constrained_kmeans(
     X = as_array(X, "X", ndim=2, order="C")
     n_samples = X.shape[0]
     n_clusters = check_int(n_clusters, "n_clusters", low=1, high=max(1, n_samples))
-    n_init = check_int(n_init, "n_init", low=1)
-    max_iter = check_int(max_iter, "max_iter", low=1)
+    n_init = check_count(n_init, "n_init", low=1)
+    max_iter = check_count(max_iter, "max_iter", low=1)
     rng = as_rng(seed, "seed")
     capacities = _cluster_capacities(n_samples, n_clusters)
     x_norm2 = np.einsum("ij,ij->i", X, X)
@@ -345,6 +349,7 @@ def split_by_constrained_kmeans(
     [(10, 3), (10, 3), (10, 3), (10, 3)]
     """
     X = as_array(X, "X", ndim=2, order="C")
+    n_clients = check_int(n_clients, "n_clients", low=1, high=max(1, X.shape[0]))
     labels, _, _ = constrained_kmeans(X, n_clients, seed=seed, n_init=n_init, max_iter=max_iter)
     datas = [np.ascontiguousarray(X[labels == j]) for j in range(n_clients)]
     return (datas, labels) if return_labels else datas

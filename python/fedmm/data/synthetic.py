@@ -36,7 +36,7 @@ def synthetic_dictionary(
         Number of atoms (columns of ``θ*``).
     density : float in (0, 1]
         Fraction of non-zero code entries.
-    noise : float >= 0
+    noise : float in [0, 1e100]
         Standard deviation of optional i.i.d. Gaussian noise added to ``Z``
         (0 in the paper).
     seed : int, Generator or None
@@ -61,8 +61,10 @@ def synthetic_dictionary(
     n_samples = check_int(n_samples, "n_samples", low=1)
     p = check_int(p, "p", low=1)
     K = check_int(K, "K", low=1)
+    check_allocation(8 * (n_samples * (2 * K + p) + p * K),
+                     f"synthetic_dictionary with n_samples={n_samples}, p={p}, K={K}")
     density = check_real(density, "density", low=0.0, high=1.0, low_open=True)
-    noise = check_real(noise, "noise", low=0.0)
+    noise = check_real(noise, "noise", low=0.0, high=1e100)  # larger: samples and their squares overflow
     rng = as_rng(seed, "seed")
     theta_star = rng.standard_normal((p, K))
     n_nonzero = max(1, int(round(density * K)))

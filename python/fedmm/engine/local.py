@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from fedmm import kernels
 from fedmm._progress import progress_bar
-from fedmm._validation import check_in, check_int
+from fedmm._validation import check_count, check_in, check_int
 from fedmm.history import History
 
 __all__ = ["LocalRuntime", "finish_round", "record_initial", "record_start_drops", "round_record", "run_monitor",
@@ -370,7 +370,7 @@ class LocalRuntime:
         round ``t``) is called after every round's record and callback;
         compiled stretches end on its due rounds.
         """
-        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        n_rounds = check_count(n_rounds, "n_rounds", low=0)
         start = check_int(start, "start", low=0, high=max(n_rounds, 0))
         if start and len(history.records) != start:
             raise ValueError(f"Expected a History of {start} records to continue from round {start}, "

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_int, check_real
+from fedmm._validation import check_count, check_int, check_real
 from fedmm.data import (
     image_patches,
     load_movielens_ratings,
@@ -228,7 +228,7 @@ class DictionaryConfig:
         c.seeds = check_int(c.seeds, "seeds", low=1)
         c.first_seed = check_int(c.first_seed, "first_seed", low=0)
         c.extend_grid = check_int(c.extend_grid, "extend_grid", low=0)
-        c.rounds = check_int(c.rounds, "rounds", low=1)
+        c.rounds = check_count(c.rounds, "rounds", low=1)
         c.n_clients = check_int(c.n_clients, "n_clients", low=1)
         c.active_clients = check_int(c.active_clients, "active_clients", low=1, high=c.n_clients)
         c.lam = check_real(c.lam, "lam", low=0.0)
@@ -247,7 +247,7 @@ class DictionaryConfig:
             c.beta = {k: check_real(v, f"beta[{k!r}]", low=0.0, low_open=True) for k, v in c.beta.items()}
         elif c.beta is not None:
             c.beta = check_real(c.beta, "beta", low=0.0, low_open=True)
-        c.tune_rounds = c.rounds if c.tune_rounds is None else check_int(c.tune_rounds, "tune_rounds", low=1)
+        c.tune_rounds = c.rounds if c.tune_rounds is None else check_count(c.tune_rounds, "tune_rounds", low=1)
         c.tune_seeds = check_int(c.tune_seeds, "tune_seeds", low=1)
         c.objective_every = check_int(c.objective_every, "objective_every", low=1)
         c.data_seed = check_int(c.data_seed, "data_seed", low=0)

@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_int, check_real
+from fedmm._validation import check_count, check_int, check_real
 from fedmm.experiments._common import (
     add_common_options,
     add_deprecated_alias,
@@ -240,7 +240,7 @@ def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, m
     from fedmm.algorithms import Cadence, FedMM
     from fedmm.compression import BlockQuantizer, Identity
 
-    n_rounds = check_int(n_rounds, "rounds", low=1)
+    n_rounds = check_count(n_rounds, "rounds", low=1)
     monitor_every = check_int(monitor_every, "monitor_every", low=1)
     check_real(step, "step", low=0.0, low_open=True)
     compressor = Identity() if block_size is None else BlockQuantizer(block_size=block_size, norm=2)

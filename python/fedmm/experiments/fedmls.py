@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_in, check_int, check_real
+from fedmm._validation import check_count, check_in, check_int, check_real
 from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
 from fedmm.experiments._common import (
@@ -223,7 +223,7 @@ def run_fedmls_experiment(
     dict
         The content of ``fedmls_summary.json`` (and ``"table"``: the summary table as text).
     """
-    n_rounds = check_int(n_rounds, "n_rounds", low=1)
+    n_rounds = check_count(n_rounds, "n_rounds", low=1)
     n_seeds = check_int(n_seeds, "n_seeds", low=1)
     tune_seeds = check_int(tune_seeds, "tune_seeds", low=1)
     oracle = check_in(oracle, "oracle", ("full", "minibatch"))

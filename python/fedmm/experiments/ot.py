@@ -54,7 +54,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_in, check_int, check_real
+from fedmm._validation import check_count, check_in, check_int, check_real
 from fedmm.data.ot import client_datasets, known_map_benchmark
 from fedmm.experiments._common import (
     ExperimentError,
@@ -281,8 +281,8 @@ def run_ot_experiment(
         raise ValueError("Expected at least one seed in 'seeds'")
     for key in ("n_rounds", "n_clients", "n_per_client", "n_target", "batch_size", "eval_every", "n_eval"):
         cfg[key] = check_int(cfg[key], key, low=2 if key == "n_eval" else 1)
-    cfg["identity_steps"] = check_int(cfg["identity_steps"], "identity_steps", low=0)
-    cfg["server_steps"] = check_int(cfg["server_steps"], "server_steps", low=0)
+    cfg["identity_steps"] = check_count(cfg["identity_steps"], "identity_steps", low=0)
+    cfg["server_steps"] = check_count(cfg["server_steps"], "server_steps", low=0)
     for key in ("local_lr", "server_lr"):
         cfg[key] = check_real(cfg[key], key, low=0.0, low_open=True)
     cfg["cycle_weight"] = check_real(cfg["cycle_weight"], "cycle_weight", low=0.0)

@@ -36,11 +36,13 @@ Conventions
 """
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
 import numpy as np
 
+from fedmm._memory import check_allocation
 from fedmm._validation import as_array, check_statistic
 
 __all__ = ["StatisticLayout", "SurrogateModel"]
@@ -74,18 +76,28 @@ class StatisticLayout:
     """
 
     def __init__(self, blocks: Sequence[tuple[str, tuple[int, ...]]]) -> None:
+        if isinstance(blocks, (str, bytes)) or not isinstance(blocks, (Sequence, tuple)) or not all(
+                isinstance(b, (tuple, list)) and len(b) == 2 and isinstance(b[1], (tuple, list)) for b in blocks):
+            raise TypeError(f"Expected 'blocks' to be a sequence of (name, shape) pairs with shape a tuple of ints, "
+                            f"got {blocks!r:.80}")
+        for name, shape in blocks:
+            if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in shape):
+                raise ValueError(f"Expected 'blocks' shapes of non-negative ints, got {shape!r} for block {name!r}")
         names = [str(n) for n, _ in blocks]
         if len(set(names)) != len(names):
-            raise ValueError(f"Expected distinct block names, got {names}")
+            raise ValueError(f"Expected distinct block names in 'blocks', got {names}")
         self.blocks: tuple[tuple[str, tuple[int, ...]], ...] = tuple(
             (str(n), tuple(int(d) for d in shape)) for n, shape in blocks
         )
         self._slices: dict[str, slice] = {}
         start = 0
         for name, shape in self.blocks:
-            size = int(np.prod(shape, dtype=np.int64))
+            size = math.prod(shape)  # Python ints: no silent int64 overflow for absurd shapes
             self._slices[name] = slice(start, start + size)
             start += size
+        # a statistic (and the server's copies of it) must fit in memory: refuse absurd model sizes up front
+        check_allocation(8 * start, f"A flat float64 statistic with blocks {list(self.blocks)} (from the model's "
+                                    "dimensions, e.g. n_components, n_features)")
         self.size: int = start
 
     @property
@@ -119,7 +131,10 @@ class StatisticLayout:
         return out
 
     def check(self, s: Any, name: str = "s") -> np.ndarray:
-        s = np.asarray(s)
+        """``s`` as an ndarray of shape ``(size,)``: ``TypeError`` naming ``name`` for anything but real
+        numbers (a complex, string or object array), ``ValueError`` for another shape."""
+        if not (type(s) is np.ndarray and s.dtype == np.float64):
+            s = as_array(s, name, dtype=None, finite=False)
         if s.shape != (self.size,):
             raise ValueError(f"Expected '{name}' to be a flat statistic of shape ({self.size},), got {s.shape}")
         return s
@@ -214,8 +229,9 @@ class SurrogateModel(ABC):
         return int(np.shape(data)[0])
 
     def check_data(self, data: Any, name: str = "data") -> Any:
-        """Validate one client's data (shape, dtype, finiteness, non-empty) and return it."""
-        arr = as_array(data, name)
+        """Validate one client's data (shape, dtype, finiteness, non-empty) and return it (C-contiguous
+        float64, what :meth:`statistic`'s fast path and the compiled kernels read)."""
+        arr = as_array(data, name, order="C")
         if arr.ndim < 1 or arr.shape[0] == 0:
             raise ValueError(f"Expected '{name}' to hold at least one sample, got shape {arr.shape}")
         if not np.isfinite(arr).all():

@@ -9,7 +9,8 @@ import numpy as np
 from fedmm import _linalg, _sparse, kernels
 from fedmm._kernels_engine import dictionary_model_max_iter
 from fedmm._kernels_sparse import warn_unconverged
-from fedmm._validation import as_array, check_in, check_index, check_int, check_real, check_statistic
+from fedmm._validation import (as_array, check_bool, check_count, check_in, check_index, check_int, check_real,
+                               check_statistic)
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["DictionaryLearning"]
@@ -33,8 +34,9 @@ class DictionaryLearning(SurrogateModel):
         Number of atoms ``K``.
     lam : float > 0
         ``λ`` of the codes' ℓ1 penalty.
-    eta : float >= 0, default 0.0
-        Ridge weight ``η`` of ``g(θ) = η‖θ‖²_F``.  With ``constraint=None``
+    eta : float in [0, 1e150], default 0.0
+        Ridge weight ``η`` of ``g(θ) = η‖θ‖²_F`` (``T`` adds ``2η`` to ``s⁽¹⁾``'s
+        diagonal; its square must stay finite in float64).  With ``constraint=None``
         and ``η = 0``, ``T`` needs ``s⁽¹⁾`` positive definite.
     constraint : {None, 'unit_norm'}
         Optional constraint ``‖θ_k‖₂ ≤ 1`` on the atoms.
@@ -107,14 +109,14 @@ class DictionaryLearning(SurrogateModel):
                  warm_start: bool = True, update_tol: float = 1e-10, update_max_iter: int = 500) -> None:
         self.n_components = check_int(n_components, "n_components", low=1)
         self.lam = check_real(lam, "lam", low=0.0, low_open=True)
-        self.eta = check_real(eta, "eta", low=0.0)
+        self.eta = check_real(eta, "eta", low=0.0, high=1e150)
         self.constraint = check_in(constraint, "constraint", (None, "unit_norm"))
         self.n_features = None if n_features is None else check_int(n_features, "n_features", low=1)
         self.tol = check_real(tol, "tol", low=0.0)
-        self.max_iter = check_int(max_iter, "max_iter", low=1, high=2**31 - 1)
+        self.max_iter = check_count(max_iter, "max_iter", low=1)
         self.update_tol = check_real(update_tol, "update_tol", low=0.0)
-        self.update_max_iter = check_int(update_max_iter, "update_max_iter", low=1)
-        self.warm_start = bool(warm_start)
+        self.update_max_iter = check_count(update_max_iter, "update_max_iter", low=1)
+        self.warm_start = check_bool(warm_start, "warm_start")
         self._layout: StatisticLayout | None = None
 
     # -- layout -------------------------------------------------------------

@@ -108,7 +108,7 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         Number of components ``G`` (≥ 1).
     covariance : {"tied", "full"}
         One covariance shared by all components (FedEM App. F.1), or one per component.
-    reg_covar : float, default 1e-6
+    reg_covar : float in [0, 1e300], default 1e-6
         Positive-definite guard of ``T``: the eigenvalues of ``Σ(s)`` are
         clipped from below at ``reg_covar`` (in data units squared).  A
         covariance whose eigenvalues are all above the floor is returned
@@ -175,8 +175,11 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
     ) -> None:
         self.n_components = check_int(n_components, "n_components", low=1)
         self.covariance = check_in(covariance, "covariance", ("tied", "full"))
-        self.reg_covar = check_real(reg_covar, "reg_covar", low=0.0)
-        self.min_weight = check_real(min_weight, "min_weight", low=0.0, high=1.0 / self.n_components, high_open=True)
+        self.reg_covar = check_real(reg_covar, "reg_covar", low=0.0, high=1e300)
+        self.min_weight = check_real(min_weight, "min_weight", low=0.0)
+        if self.min_weight * self.n_components >= 1.0:
+            raise ValueError(f"Expected 'min_weight' < 1/n_components (n_components={self.n_components}: the "
+                             f"weights sum to one), got {self.min_weight!r}")
         self.known_covariance = None
         self.second_moment: np.ndarray | None = None
         self.first_moment: np.ndarray | None = None

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, gammaln, logit
 
-from fedmm._validation import as_array, check_in, check_index, check_int, check_real, check_statistic
+from fedmm._validation import as_array, check_count, check_in, check_index, check_int, check_real, check_statistic
 from fedmm.models.base import StatisticLayout, SurrogateModel
 
 __all__ = ["MissingValues", "MissingData", "LowRankParams"]
@@ -143,7 +143,7 @@ class MissingValues(SurrogateModel):
         self.lam = check_real(lam, "lam", low=0.0)
         if self.family != "gaussian" and self.lam == 0.0:
             raise ValueError(f"Expected 'lam' > 0 for family={self.family!r} (the M-step is unbounded otherwise)")
-        self.max_iter = check_int(max_iter, "max_iter", low=1)
+        self.max_iter = check_count(max_iter, "max_iter", low=1)
         self.tol = check_real(tol, "tol", low=0.0, low_open=True)
         self.minibatch = check_in(minibatch, "minibatch", MINIBATCHES)
         self.shape: tuple[int, int] | None = None

@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from fedmm._validation import as_array, check_int, check_real
+from fedmm._validation import as_array, check_count, check_real
 
 __all__ = ["NonsmoothProblem", "HingeSVM", "L1Regression", "StackedClients", "LinearProgramOptimum"]
 
@@ -170,17 +170,17 @@ class NonsmoothProblem:
         self._check_target(y, f"{name}[1] (y)")
         return A, y
 
-    def check_datas(self, datas: Sequence[Any]) -> list[tuple[np.ndarray, np.ndarray]]:
+    def check_datas(self, datas: Sequence[Any], name: str = "datas") -> list[tuple[np.ndarray, np.ndarray]]:
         """Validate a non-empty list of client data sets sharing one feature dimension."""
         if isinstance(datas, (str, bytes)) or not isinstance(datas, Sequence) or len(datas) == 0:
-            raise ValueError("Expected 'datas' to be a non-empty list of (A, y) client data sets")
-        checked = [self.check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
+            raise ValueError(f"Expected '{name}' to be a non-empty list of (A, y) client data sets")
+        checked = [self.check_data(d, f"{name}[{i}]") for i, d in enumerate(datas)]
         d0 = checked[0][0].shape[1]
         for i, (A, _) in enumerate(checked):
             if A.shape[1] != d0:
                 raise ValueError(
-                    f"Expected every client's A to have {d0} columns like datas[0], "
-                    f"got datas[{i}][0] of shape {A.shape}"
+                    f"Expected every client's A to have {d0} columns like {name}[0], "
+                    f"got {name}[{i}][0] of shape {A.shape}"
                 )
         return checked
 
@@ -193,9 +193,10 @@ class NonsmoothProblem:
             return np.ascontiguousarray(A)
         return np.ascontiguousarray(np.hstack([A, np.ones((A.shape[0], 1))]))
 
-    def stack(self, datas: Sequence[Any]) -> StackedClients:
-        """Validate and stack all clients' samples (see :class:`StackedClients`)."""
-        checked = self.check_datas(datas)
+    def stack(self, datas: Sequence[Any], name: str = "datas") -> StackedClients:
+        """Validate and stack all clients' samples (see :class:`StackedClients`); ``name`` is the argument
+        named in error messages."""
+        checked = self.check_datas(datas, name)
         counts = np.array([A.shape[0] for A, _ in checked], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         design = self._design(np.vstack([A for A, _ in checked]))
@@ -318,7 +319,7 @@ class NonsmoothProblem:
         if radius is not None:
             radius = check_real(radius, "radius", low=0.0, low_open=True)
         tol = check_real(tol, "tol", low=0.0, low_open=True)
-        max_cuts = check_int(max_cuts, "max_cuts", low=0)
+        max_cuts = check_count(max_cuts, "max_cuts", low=0)
         N, p = st.design.shape
         n = st.n_clients
         blocks, rhs = [], []

@@ -19,14 +19,17 @@ factor two in speed on CPU against float32 for the network sizes used here.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from fedmm._validation import as_array, check_in, check_int, check_real, check_seed
+from fedmm._validation import as_array, check_count, check_in, check_int, check_real, check_seed
 
 __all__ = ["ICNN", "TransportProblem", "TransportMap", "default_hidden_sizes", "x64"]
 
+#: Largest number of parameters of an :class:`ICNN` (``2**31 − 1``: 16 GiB of float64 per vector).
+MAX_PARAMS = 2**31 - 1
 #: Convex, non-decreasing activations of the convex path.
 ACTIVATIONS = ("celu", "softplus")
 #: What the θ-direction of :class:`TransportProblem` differentiates (see its ``conjugate_step``).
@@ -170,7 +173,12 @@ class ICNN(_JitCache):
             blocks.append((f"C{k}", (self.hidden_sizes[k + 1], self.hidden_sizes[k]), True))
         blocks.append(("w", (self.hidden_sizes[-1],), True))
         self.blocks = tuple(blocks)
-        offsets = np.cumsum([0] + [int(np.prod(s)) for _, s, _ in blocks])
+        sizes = [math.prod(s) for _, s, _ in blocks]  # Python ints: no int64 overflow for absurd widths
+        if sum(sizes) > MAX_PARAMS:
+            raise ValueError(f"Expected 'hidden_sizes' (and 'dim', 'rank') giving at most {MAX_PARAMS} parameters "
+                             f"(2**31 - 1, 16 GiB of float64), got {sum(sizes)} for dim={self.dim}, "
+                             f"rank={self.rank}, hidden_sizes={self.hidden_sizes}")
+        offsets = np.cumsum([0] + sizes)
         self.offsets = tuple(int(o) for o in offsets)
         self.n_params = self.offsets[-1]
         mask = np.zeros(self.n_params, dtype=np.bool_)
@@ -332,7 +340,7 @@ class ICNN(_JitCache):
             The fitted parameters, in ``Θ``.
         """
         p = self.check_params(params)
-        n_steps = check_int(n_steps, "n_steps", low=0)
+        n_steps = check_count(n_steps, "n_steps", low=0)
         scale = check_real(scale, "scale", low=0.0, low_open=True)
         batch_size = check_int(batch_size, "batch_size", low=1)
         lr = check_real(lr, "lr", low=0.0, low_open=True)
@@ -497,7 +505,7 @@ class TransportProblem(_JitCache):
         Raises ``ValueError`` naming ``name`` for a wrong dimension (e.g. a
         mismatch with the target), NaN/inf samples or no samples.
         """
-        a = as_array(data, name, ndim=2)
+        a = as_array(data, name, ndim=2, order="C")
         if a.shape[1] != self.dim:
             raise ValueError(f"Expected '{name}' of shape (N, {self.dim}) (the problem's and the target's "
                              f"dimension), got {a.shape}")
@@ -535,7 +543,7 @@ class TransportProblem(_JitCache):
         init_ss = np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, 0), pool_size=ss.pool_size)
         fit_ss = np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, 1), pool_size=ss.pool_size)
         omega = self.potential.init(np.random.default_rng(init_ss))
-        steps = check_int(identity_steps, "identity_steps", low=0)
+        steps = check_count(identity_steps, "identity_steps", low=0)
         if steps:
             omega = self.potential.fit_identity(omega, seed=np.random.default_rng(fit_ss), n_steps=steps,
                                                 scale=identity_scale)

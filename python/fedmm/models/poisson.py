@@ -118,7 +118,7 @@ class PoissonLatent(CompiledCallbacks, SurrogateModel):
 
     # -- data ---------------------------------------------------------------
     def check_data(self, data: Any, name: str = "data") -> np.ndarray:
-        Z = as_array(data, name, ndim=1)
+        Z = as_array(data, name, ndim=1, order="C")
         if Z.shape[0] == 0:
             raise ValueError(f"Expected '{name}' to hold at least one count, got shape {Z.shape}")
         if np.any(Z < 0) or np.any(Z != np.floor(Z)):

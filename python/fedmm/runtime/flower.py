@@ -81,7 +81,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from fedmm.algorithms import Broadcast, FedAdam, FedMM, FedMMOT
 from fedmm.algorithms.federated import START_ROUND
 from fedmm.algorithms.ot import OTBroadcast
-from fedmm._validation import check_in
+from fedmm._validation import check_count, check_in, check_int, check_real
 from fedmm.algorithms._random import check_seed, init_generator
 from fedmm.engine.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
@@ -538,9 +538,7 @@ class FedMMStrategy(Strategy):
         check_seed(seed)  # non-negative
         seed = int(seed)
         self.algorithm = algorithm
-        self.n_clients = int(n_clients)
-        if self.n_clients < 1:
-            raise ValueError(f"Expected 'n_clients' >= 1, got {n_clients}")
+        self.n_clients = check_int(n_clients, "n_clients", low=1)
         if objective is not None and not callable(objective):
             raise TypeError(f"Expected 'objective' to be callable, got {type(objective).__name__}")
         self.seed = seed
@@ -549,7 +547,7 @@ class FedMMStrategy(Strategy):
         self.init_datas = init_datas
         self.public_data = public_data
         self.objective = objective
-        self.wait_nodes = float(wait_nodes)
+        self.wait_nodes = check_real(wait_nodes, "wait_nodes", low=0.0, low_open=True)
         self.on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
         self._timeout = 0.0
         self.history = History(self.remote.name, {**self.remote.config(), "seed": seed,
@@ -689,7 +687,8 @@ class FedMMStrategy(Strategy):
             Seconds to wait for replies each round (and for each start-up
             exchange); clients whose reply comes later are dropped.
         """
-        self._timeout = float(timeout)
+        n_rounds = check_count(n_rounds, "n_rounds", low=0)
+        self._timeout = check_real(timeout, "timeout", low=0.0, low_open=True)
         self._start_server(self._hello(grid, timeout))
         if self.remote.start_exchange(self.init):
             self._start_exchange(grid, timeout)

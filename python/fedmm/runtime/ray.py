@@ -40,7 +40,7 @@ from collections import deque
 from typing import Any, Callable, Iterator, Sequence
 
 from fedmm._progress import progress_bar, progress_enabled
-from fedmm._validation import check_in, check_int, check_real
+from fedmm._validation import check_bool, check_count, check_in, check_int, check_real
 from fedmm.engine.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
 from fedmm.runtime.local import finish_round, split_contiguous, warn_all_dropped
@@ -302,9 +302,14 @@ class RayRuntime:
         self.timeout = None if timeout is None else check_real(timeout, "timeout", low=0.0, low_open=True)
         self.setup_timeout = check_real(setup_timeout, "setup_timeout", low=0.0, low_open=True)
         self.on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
+        if address is not None and not isinstance(address, str):
+            raise TypeError(f"Expected 'address' to be None or a Ray address string, got {type(address).__name__}")
         self.address = address
         self.num_cpus_per_actor = check_real(num_cpus_per_actor, "num_cpus_per_actor", low=0.0)
-        self.shutdown = bool(shutdown)
+        self.shutdown = check_bool(shutdown, "shutdown")
+        if errors is not None and not isinstance(errors, list):
+            raise TypeError(f"Expected 'errors' to be None or a list (to collect the run's errors), "
+                            f"got {type(errors).__name__}")
         self.errors = errors
         self.restarts = 0
 
@@ -368,7 +373,7 @@ class RayRuntime:
         RuntimeWarning
             At the end, naming the rounds in which every contacted client was dropped.
         """
-        n_rounds = check_int(n_rounds, "n_rounds", low=0)
+        n_rounds = check_count(n_rounds, "n_rounds", low=0)
         show_progress = progress_enabled(progress)  # validated before any actor starts
         ray, started = self._start()
         clients = list(clients)
