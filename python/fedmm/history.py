@@ -13,7 +13,7 @@ import numpy as np
 
 from fedmm._validation import check_path
 
-__all__ = ["History", "RunSet", "TIMING_FIELDS", "load"]
+__all__ = ["History", "RunSet", "TIMING_FIELDS", "load", "seed_bands"]
 
 _FORMAT = "fedmm-history"
 _FORMAT_VERSION = 1
@@ -635,6 +635,32 @@ def _label_value(text: str) -> int | float | str:
     return text
 
 
+def seed_bands(curves: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and one standard deviation over seeds, round by round.
+
+    Parameters
+    ----------
+    curves : sequence of ndarray of shape (T,)
+        One curve per seed (NaN where a round has no value).
+
+    Returns
+    -------
+    rounds : ndarray of int of shape (T',)
+        1-based rounds where at least one seed has a finite value.
+    mean, std : ndarray of shape (T',)
+        Over the seeds with a finite value at that round (population std).
+    """
+    values = np.vstack([np.asarray(c, dtype=np.float64) for c in curves])
+    finite = np.isfinite(values)
+    keep = finite.any(axis=0)
+    counts = finite[:, keep].sum(axis=0)
+    safe = np.where(finite, values, 0.0)[:, keep]
+    mean = safe.sum(axis=0) / counts
+    std = np.sqrt(np.where(finite[:, keep], (safe - mean) ** 2, 0.0).sum(axis=0) / counts)
+    return np.flatnonzero(keep) + 1, mean, std
+
+
+
 class RunSet(Mapping):
     """Several named runs (:class:`History`) and their shared metadata, in one JSON file.
 
@@ -960,13 +986,8 @@ class RunSet(Mapping):
             for i, h in enumerate(curves):
                 series = h.series(y)
                 values[i, :series.size] = series
-            finite = np.isfinite(values)
-            keep = finite.any(axis=0)
-            counts = finite[:, keep].sum(axis=0)
-            safe = np.where(finite, values, 0.0)[:, keep]
-            mean = safe.sum(axis=0) / counts
-            std = np.sqrt(np.where(finite[:, keep], (safe - mean) ** 2, 0.0).sum(axis=0) / counts)
-            xs = np.flatnonzero(keep).astype(np.float64)
+            rounds, mean, std = seed_bands(values)
+            xs = (rounds - 1).astype(np.float64)  # column 0 of ``values`` is round 0 (θ_0)
             line, = ax.plot(xs, mean, label=f"{label} ({len(curves)} runs)", **kwargs)
             drawn.append(mean)
             if band:

@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fedmm._progress import progress_bar
+from fedmm.history import seed_bands  # re-exported: the experiments' band plots use it
 
 __all__ = [
     "CommandParser",
@@ -557,31 +558,6 @@ def run_tasks(
                 return [f.result() for f in futures]
     finally:
         bar.close()
-
-
-def seed_bands(curves: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean and one standard deviation over seeds, round by round.
-
-    Parameters
-    ----------
-    curves : sequence of ndarray of shape (T,)
-        One curve per seed (NaN where a round has no value).
-
-    Returns
-    -------
-    rounds : ndarray of int of shape (T',)
-        1-based rounds where at least one seed has a finite value.
-    mean, std : ndarray of shape (T',)
-        Over the seeds with a finite value at that round (population std).
-    """
-    values = np.vstack([np.asarray(c, dtype=np.float64) for c in curves])
-    finite = np.isfinite(values)
-    keep = finite.any(axis=0)
-    counts = finite[:, keep].sum(axis=0)
-    safe = np.where(finite, values, 0.0)[:, keep]
-    mean = safe.sum(axis=0) / counts
-    std = np.sqrt(np.where(finite[:, keep], (safe - mean) ** 2, 0.0).sum(axis=0) / counts)
-    return np.flatnonzero(keep) + 1, mean, std
 
 
 #: Line styles and markers cycled over the curves of a panel, so that coinciding curves stay visible.
