@@ -349,6 +349,24 @@ static int orthonormalize(fedmm_blas_int K, fedmm_blas_int p, double *Y)
     return 1;
 }
 
+/* The Rayleigh-Ritz matrix entries Hm[a, b] = Hm[b, a] = (q_a' S q_b + q_b' S q_a) / 2 for the columns
+ * b = from .. nb-1 of the basis B (K x nb) and every a <= b, from SB = S B (Hm: leading dimension ld). */
+static void ritz_entries(fedmm_blas_int K, fedmm_blas_int from, fedmm_blas_int nb, const double *B,
+                         const double *SB, double *Hm, fedmm_blas_int ld)
+{
+    for (fedmm_blas_int b = from; b < nb; ++b)
+        for (fedmm_blas_int a = 0; a <= b; ++a) {
+            const double *qa = B + (size_t)a * K, *sqb = SB + (size_t)b * K;
+            const double *qb = B + (size_t)b * K, *sqa = SB + (size_t)a * K;
+            double t = 0.0, u = 0.0;
+            for (fedmm_blas_int i = 0; i < K; ++i) {
+                t += qa[i] * sqb[i];
+                u += qb[i] * sqa[i];
+            }
+            Hm[(size_t)b * ld + a] = Hm[(size_t)a * ld + b] = 0.5 * (t + u);
+        }
+}
+
 /* SX = S X for the full symmetric K x K S and a K x p block X. */
 static void symmetric_times(fedmm_blas_int K, fedmm_blas_int p, const double *S, const double *X,
                             double *SX, const fedmm_blas_t *blas)
@@ -763,17 +781,7 @@ static fedmm_blas_int negative_part(fedmm_blas_int K, double *S, double norm_f, 
         }
         if (!orthonormalize(K, nb, B)) return -1;
         symmetric_times(K, nb, S, B, SB, blas);
-        for (fedmm_blas_int b = 0; b < nb; ++b)
-            for (fedmm_blas_int a = b; a < nb; ++a) {
-                const double *qa = B + (size_t)a * K, *sqb = SB + (size_t)b * K;
-                const double *qb = B + (size_t)b * K, *sqa = SB + (size_t)a * K;
-                double t = 0.0, u = 0.0;
-                for (fedmm_blas_int i = 0; i < K; ++i) {
-                    t += qa[i] * sqb[i];
-                    u += qb[i] * sqa[i];
-                }
-                Hm[(size_t)b * nb_max + a] = Hm[(size_t)a * nb_max + b] = 0.5 * (t + u);
-            }
+        ritz_entries(K, 0, nb, B, SB, Hm, nb_max);
         int residuals_ok = 0, n_shifts = 0, shift_set = 0;
         double shift[PSD_SHIFT_SLOTS] = {0.0};
         for (fedmm_blas_int c = 0; c < nb_max; ++c) prev_res[c] = HUGE_VAL;
@@ -872,17 +880,7 @@ static fedmm_blas_int negative_part(fedmm_blas_int K, double *S, double norm_f, 
             memcpy(prev_res, res, (size_t)nk * sizeof(double));
             if (nb == nb_old) break; /* nothing to add: the space is exhausted */
             symmetric_times(K, nb - nb_old, S, B + (size_t)nb_old * K, SB + (size_t)nb_old * K, blas);
-            for (fedmm_blas_int b = nb_old; b < nb; ++b)
-                for (fedmm_blas_int a = 0; a <= b; ++a) {
-                    const double *qa = B + (size_t)a * K, *sqb = SB + (size_t)b * K;
-                    const double *qb = B + (size_t)b * K, *sqa = SB + (size_t)a * K;
-                    double t = 0.0, u = 0.0;
-                    for (fedmm_blas_int i = 0; i < K; ++i) {
-                        t += qa[i] * sqb[i];
-                        u += qb[i] * sqa[i];
-                    }
-                    Hm[(size_t)b * nb_max + a] = Hm[(size_t)a * nb_max + b] = 0.5 * (t + u);
-                }
+            ritz_entries(K, nb_old, nb, B, SB, Hm, nb_max);
         }
         if (!residuals_ok) return -1;
     }
