@@ -471,13 +471,15 @@ TABLE = [
         n_rounds=COUNT_BAD, timeout=REAL_BAD + [0.0]), {}),
     # -- estimators ------------------------------------------------------------------------------------
     ("FederatedGaussianMixture", lambda **kw: FederatedGaussianMixture(
-        **{"n_components": 2, "n_rounds": 2, **kw}).fit(X),
+        **{"n_components": 2, "n_rounds": 2, "tol": 0.0, **kw}).fit(X),
      dict(n_components=INT_BAD + [0, 41], covariance_type=CHOICE_BAD, reg_covar=NONNEG_BAD + [1e308],
+          tol=NONNEG_BAD + [1e308], warm_start=BOOL_BAD, verbose=INT_BAD,
           n_rounds=COUNT_BAD + [0], n_init=COUNT_BAD + [0], init_params=CHOICE_BAD, step=REAL_BAD + [0.0],
           n_clients=INT_BAD + [0, 41], clients_per_round=INT_BAD + [0, 2], compressor=["x"],
           control_variate_step=NONNEG_BAD + [2.0, 1e308], batch_size=INT_BAD + [0], random_state=[-1, "x", 1.5]),
      dict(batch_size=[BIG])),
-    ("FederatedGaussianMixture.fit", lambda **kw: FederatedGaussianMixture(2, n_rounds=2).fit(**{"X": X, **kw}),
+    ("FederatedGaussianMixture.fit",
+     lambda **kw: FederatedGaussianMixture(2, n_rounds=2, tol=0.0).fit(**{"X": X, **kw}),
      dict(X=[None, "x", np.ones(0), np.ones((0, 3)), np.full((4, 3), NAN), np.ones((4, 3)) + 1j,
              np.ones((3, 3, 3))], clients=["x", np.ones(3), np.ones((40, 2))]), {}),
     ("FederatedDictionaryLearning", lambda **kw: FederatedDictionaryLearning(

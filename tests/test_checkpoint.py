@@ -101,9 +101,10 @@ def test_checkpoint_every_writes_atomically_and_resumes_from_the_file(tmp_path, 
     last = Checkpoint.load(path)
     assert last.next_round == 36  # written after rounds 11, 23 and 35
     assert last.history.equals(Checkpoint.load(path).history)
-    # the file written on interrupt is the state after the last completed round
+    # the file written on interrupt is the state after the last completed round (round 20: the callback
+    # runs once its round is committed)
     exc = _interrupted(_fedmm("python"), datas, stop=20, checkpoint_every=100, checkpoint_path=path)
-    assert Checkpoint.load(path).next_round == exc.checkpoint.next_round == 20
+    assert Checkpoint.load(path).next_round == exc.checkpoint.next_round == 21
     resumed = _fedmm().run(datas, N_ROUNDS, resume=path, objective_every=5)
     assert resumed.equals(uninterrupted)
 

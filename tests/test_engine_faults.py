@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from fedmm.algorithms import FedMM
+from fedmm.algorithms import FedMM, StopRun
 from fedmm.compression import StochasticRounding
 from fedmm.engine import LocalRuntime
 from fedmm.history import History
@@ -109,8 +109,8 @@ def test_ctrl_c_leaves_consistent_parties_and_attaches_the_completed_rounds(back
     with pytest.raises(KeyboardInterrupt) as info:
         runtime.run(server, clients, 10, history=History("FedMM"), callback=interrupt)
     completed = info.value.history
-    # the Python backend undoes the interrupted round; the compiled one had committed it before the callback
-    assert [r["t"] for r in completed.records] == list(range(5 if backend == "python" else 6))
+    # both backends call the callback once its round is committed: the interrupted run holds rounds 0..5
+    assert [r["t"] for r in completed.records] == list(range(6))
     assert _invariant_gap(server, clients) < 1e-14
     # and the parties are exactly where an uninterrupted run is after those rounds
     ref_server, ref_clients = algo.build(datas, seed=4)
@@ -442,3 +442,24 @@ def test_a_model_s_statistic_bound_must_be_a_positive_number(bound):
 
     with pytest.raises(ValueError, match="Expected the model's 'statistic_bound' to be a number > 0"):
         FedMM(Bounded(), participation_prob=1.0, batch_size=5).run(_toy_datas(failing=None), 1, seed=0)
+
+
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+def test_stop_run_from_the_callback_returns_the_completed_rounds(backend):
+    """``StopRun`` raised by the callback after round t ends the run normally with rounds 0..t, on either
+    backend, and the result is the run of t + 1 rounds."""
+    rng = np.random.default_rng(3)
+    datas = [np.ascontiguousarray(rng.standard_normal((40, 2)) + k) for k in range(3)]
+    algo = FedMM(GaussianMixture(2, "full"), compressor=StochasticRounding(bits=8), step=0.5, backend=backend)
+
+    def stop(t, S, theta):
+        if t == 4:
+            raise StopRun
+
+    history = algo.run(datas, 20, seed=1, callback=stop)
+    ref = algo.run(datas, 5, seed=1)
+    assert len(history) == 5 and history.config["stopped_early"] is True
+    assert history.config["backend"] == backend
+    np.testing.assert_array_equal(history.state["S"], ref.state["S"])
+    np.testing.assert_array_equal(history.state["theta"], ref.state["theta"])
+    np.testing.assert_array_equal(history.theta.means, ref.theta.means)

@@ -31,21 +31,26 @@ models, and nothing in fedmm imports it.
 """
 from __future__ import annotations
 
+import logging
 import numbers
+import warnings
 from typing import Any, Iterator
 
 import numpy as np
 from sklearn.base import BaseEstimator, DensityMixin, TransformerMixin
 from sklearn.cluster import kmeans_plusplus
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fedmm import kernels
-from fedmm._validation import as_array, check_count, check_in, check_int, check_real
+from fedmm._validation import as_array, check_bool, check_count, check_in, check_int, check_real
 from fedmm.algorithms._setup import check_alpha, check_compressor
-from fedmm.algorithms import FedMM, check_seed
+from fedmm.algorithms import FedMM, StopRun, check_seed
 from fedmm.models import DictionaryLearning, GaussianMixture
 
 __all__ = ["FederatedGaussianMixture", "FederatedDictionaryLearning", "split_rows"]
+
+logger = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -160,24 +165,43 @@ class _FederatedMixin:
 class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
     """Gaussian mixture fitted by federated EM (FedEM = FedMM with :class:`fedmm.models.GaussianMixture`).
 
-    The model is ``p(x) = Σ_ℓ π_ℓ 𝒩(x; μ_ℓ, Σ_ℓ)`` (one covariance per
-    component, ``covariance_type='full'``, or one shared, ``'tied'``).  Each
-    FedMM round is, with the defaults (full batches, every client, no
-    compression, ``γ = 1``), one exact EM iteration on the pooled data:
-    the clients' E-step statistics (responsibilities and weighted moments)
-    are averaged with weights ``N_i/N`` and the server's M-step gives
-    ``θ_{t+1}``.
+    The model is ``p(x) = Σ_ℓ π_ℓ 𝒩(x; μ_ℓ, Σ_ℓ)`` (``covariance_type`` as
+    in scikit-learn: one full covariance per component, one shared
+    ``'tied'``, one diagonal per component ``'diag'`` or one variance per
+    component ``'spherical'``).  Each FedMM round is, with the defaults (full
+    batches, every client, no compression, ``γ = 1``), one exact EM iteration
+    on the pooled data: the clients' E-step statistics (responsibilities and
+    weighted moments) are averaged with weights ``N_i/N`` and the server's
+    M-step gives ``θ_{t+1}``.
 
     Parameters
     ----------
     n_components : int, default 1
         Number of components ``G``.
-    covariance_type : {'full', 'tied'}, default 'full'
-        As in :class:`sklearn.mixture.GaussianMixture`.
+    covariance_type : {'full', 'tied', 'diag', 'spherical'}, default 'full'
+        As in :class:`sklearn.mixture.GaussianMixture`.  ``'diag'`` and
+        ``'spherical'`` use the full statistic (the clients' messages are those
+        of ``'full'``) with the constrained M-step: the variances are the
+        diagonal of the full M-step's covariance (``'diag'``), or its mean over
+        the features (``'spherical'``), scikit-learn's formulas.  That M-step
+        runs in Python, so these two types run on FedMM's Python backend
+        (slower per round than the compiled ``'full'``/``'tied'``).
+    tol : float >= 0, default 1e-3
+        Convergence threshold, scikit-learn's: the fit stops when the mean
+        log-likelihood of the training data (all clients' rows) changes by less
+        than ``tol`` between two consecutive parameters ``θ_{k−1}``, ``θ_k``;
+        like scikit-learn (whose iteration ``n`` evaluates the likelihood at
+        ``θ_{n−1}`` before its M-step), one more round then runs, so with exact
+        EM ``n_iter_`` and the parameters equal scikit-learn's.  The
+        likelihood is evaluated after every round (one more pass over the
+        data per round; in a deployment, each client reports its
+        log-likelihood sum).  0 disables early stopping.
     reg_covar : float >= 0, default 1e-6
-        Floor of the covariances' eigenvalues (data units squared).
+        Floor of the covariances' eigenvalues (of the variances for ``'diag'``
+        and ``'spherical'``), in data units squared.  (scikit-learn adds it to
+        the diagonal instead; the two agree with ``reg_covar=0``.)
     n_rounds : int >= 1, default 100
-        FedMM rounds (EM iterations with the defaults); no early stopping.
+        Most FedMM rounds per run (scikit-learn's ``max_iter``).
     n_init : int >= 1, default 1
         Independent runs; the one with the lowest final negative
         log-likelihood is kept.  Run ``k`` of ``n_init > 1`` uses the ``k``-th
@@ -194,10 +218,13 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
         draws fall in one cluster (3 of 4 seeds on two well-separated
         clusters after 100 rounds); k-means++ seeds avoid it.
     step : float, str, tuple, callable or None, default None
-        FedMM's ``γ_t`` (:class:`fedmm.algorithms.StepSchedule`); None:
-        ``GaussianMixture.default_step`` (``1.0``, exact EM).  Use a
-        decreasing schedule such as ``('inverse_sqrt', 1.0)`` with
-        ``batch_size``, ``clients_per_round`` or a ``compressor``.
+        FedMM's ``γ_t`` (:class:`fedmm.algorithms.StepSchedule`).  None:
+        ``0.05`` with a ``compressor`` (on PCA-20 digits split by label, 8-bit
+        stochastic rounding with ``γ = 1`` leaves the mean log-likelihood near
+        ``−1e7``; ``γ = 0.05`` comes within about 10 nats of the uncompressed
+        fit), otherwise ``GaussianMixture.default_step`` (``1.0``, exact EM).
+        Use a smaller or decreasing step with ``batch_size`` or
+        ``clients_per_round``.
     n_clients : int >= 1, default 1
         Number of contiguous blocks of rows when ``fit`` gets no ``clients``.
     clients_per_round : int, optional
@@ -210,23 +237,43 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
         Local minibatch size (default: full local batches).
     random_state : None, int, RandomState or Generator
         Root of all randomness of the run(s) (see the module docstring).
+    warm_start : bool, default False
+        If True and the estimator is fitted, ``fit`` starts from the last
+        fit's final statistic ``Ŝ`` (``history_.state['S']``) with one run
+        (``n_init`` and ``init_params`` are ignored), as scikit-learn's
+        ``warm_start``.  With exact EM, ``k`` rounds then ``m`` warm-started
+        rounds give the parameters of one ``k + m``-round fit; a step schedule
+        restarts at its first value.
+    verbose : int >= 0, default 0
+        0: silent; 1: a progress bar of the rounds (on standard error, the
+        package's progress rule with ``progress=True``); 2: also one
+        ``logging`` INFO record per round (logger ``fedmm.estimators``) with
+        the mean log-likelihood and its change.
 
     Attributes
     ----------
     weights_ : ndarray of shape (n_components,)
     means_ : ndarray of shape (n_components, n_features)
-    covariances_ : ndarray of shape (n_components, n_features, n_features) ('full') or (n_features, n_features) ('tied')
+    covariances_ : ndarray
+        Shape as scikit-learn's: ``(n_components, n_features, n_features)``
+        ('full'), ``(n_features, n_features)`` ('tied'), ``(n_components,
+        n_features)`` ('diag') or ``(n_components,)`` ('spherical').
     precisions_cholesky_ : ndarray, same shape as ``covariances_``
-        Upper-triangular ``U`` with ``Σ⁻¹ = U Uᵀ`` (scikit-learn's convention).
+        Upper-triangular ``U`` with ``Σ⁻¹ = U Uᵀ`` (scikit-learn's
+        convention; ``1/sqrt`` of the variances for 'diag' and 'spherical').
+    converged_ : bool
+        Whether the kept run stopped on ``tol`` before ``n_rounds``.
     n_iter_ : int
-        Rounds run (``n_rounds``).
+        Rounds the kept run ran (``n_rounds`` unless it converged).
     history_ : fedmm.History
-        The kept run's History (``config`` holds the algorithm's settings and the seed).
+        The kept run's History (``config`` holds the algorithm's settings and
+        the seed; ``config['stopped_early']`` when it converged).
     lower_bound_ : float
         Mean log-likelihood of the training data at the final parameters.
     initial_statistic_ : ndarray of shape (q,) or None
-        ``Ŝ_0`` of the kept run with ``init_params='k-means++'`` (the ``init``
-        passed to ``FedMM.run``); None with ``'random_from_data'`` (FedMM's own).
+        ``Ŝ_0`` of the kept run with ``init_params='k-means++'`` or a warm
+        start (the ``init`` passed to ``FedMM.run``); None with
+        ``'random_from_data'`` (FedMM's own).
     client_labels_ : ndarray
         The clients, in the order of FedMM's client indices.
     n_features_in_ : int
@@ -238,17 +285,24 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
     >>> gm = FederatedGaussianMixture(2, n_rounds=30, random_state=0).fit(X, clients=np.arange(200) % 4)
     >>> np.round(np.sort(gm.means_[:, 0]))
     array([-4.,  4.])
+    >>> gm.converged_, gm.n_iter_ < 30
+    (True, True)
     >>> gm.predict(np.array([[-4.0, -4.0], [4.0, 4.0]])).tolist() == np.argsort(gm.means_[:, 0]).tolist()
     True
+    >>> Xs, ys = gm.sample(5)
+    >>> Xs.shape, ys.shape
+    ((5, 2), (5,))
     """
 
-    def __init__(self, n_components: int = 1, *, covariance_type: str = "full", reg_covar: float = 1e-6,
-                 n_rounds: int = 100, n_init: int = 1, init_params: str = "k-means++", step: Any = None,
-                 n_clients: int = 1,
+    def __init__(self, n_components: int = 1, *, covariance_type: str = "full", tol: float = 1e-3,
+                 reg_covar: float = 1e-6, n_rounds: int = 100, n_init: int = 1, init_params: str = "k-means++",
+                 step: Any = None, n_clients: int = 1,
                  clients_per_round: int | None = None, compressor: Any = None, control_variate_step: float = 0.0,
-                 batch_size: int | None = None, random_state: Any = None) -> None:
+                 batch_size: int | None = None, random_state: Any = None, warm_start: bool = False,
+                 verbose: int = 0) -> None:
         self.n_components = n_components
         self.covariance_type = covariance_type
+        self.tol = tol
         self.reg_covar = reg_covar
         self.n_rounds = n_rounds
         self.n_init = n_init
@@ -260,13 +314,26 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
         self.control_variate_step = control_variate_step
         self.batch_size = batch_size
         self.random_state = random_state
+        self.warm_start = warm_start
+        self.verbose = verbose
 
     def _model(self, n_features: int | None = None) -> GaussianMixture:
+        if self.covariance_type in ("diag", "spherical"):
+            return _ConstrainedGaussianMixture(self.n_components, self.covariance_type, reg_covar=self.reg_covar,
+                                               n_features=n_features)
         return GaussianMixture(self.n_components, self.covariance_type, reg_covar=self.reg_covar,
                                n_features=n_features)
 
+    def _algorithm(self, model: Any) -> FedMM:
+        """The FedMM that ``fit`` runs: the mixin's, with the default step under compression (see ``step``)."""
+        step = self.step
+        if step is None and self.compressor is not None:
+            step = _COMPRESSED_STEP
+        return FedMM(model, clients_per_round=self.clients_per_round, compressor=self.compressor,
+                     alpha=self.control_variate_step, step=step, batch_size=self.batch_size)
+
     def fit(self, X: Any, y: Any = None, *, clients: Any = None) -> "FederatedGaussianMixture":
-        """Run FedMM on the clients' rows of ``X``.
+        """Run FedMM on the clients' rows of ``X`` until the likelihood changes by less than ``tol``.
 
         Parameters
         ----------
@@ -278,54 +345,96 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         self
+
+        Warns
+        -----
+        fedmm.kernels.ConvergenceWarning
+            When ``tol > 0`` and the kept run did not converge within ``n_rounds``.
         """
+        previous = getattr(self, "history_", None)
         X = _validated_X(self, X, ensure_min_samples=2)
         check_int(self.n_components, "n_components", low=1)
-        check_in(self.covariance_type, "covariance_type", ("full", "tied"))
+        check_in(self.covariance_type, "covariance_type", ("full", "tied", "diag", "spherical"))
+        tol = check_real(self.tol, "tol", low=0.0, high=1e300)
         check_real(self.reg_covar, "reg_covar", low=0.0, high=1e300)
         n_init = check_count(self.n_init, "n_init", low=1)
         check_in(self.init_params, "init_params", ("k-means++", "random_from_data"))
+        warm_start = check_bool(self.warm_start, "warm_start")
+        verbose = check_int(self.verbose, "verbose", low=0)
         self._check_federation()
         if self.n_components > X.shape[0]:
             raise ValueError(f"Expected n_samples >= n_components = {self.n_components}, got n_samples = {X.shape[0]}")
         datas = self._clients(X, clients)
         pooled = np.concatenate(datas)
+        warm = None
+        if warm_start and previous is not None and previous.state.get("S") is not None:
+            warm = np.asarray(previous.state["S"], dtype=np.float64)
+            if warm.shape != (self._model(X.shape[1]).layout.size,):
+                raise ValueError("Expected 'X' with the previous fit's n_features for warm_start=True "
+                                 f"(its statistic has {warm.size} entries), got n_features = {X.shape[1]}")
+            n_init = 1
         best = None
         for seed in _run_seeds(self.random_state, n_init):
             model = self._model()
             init = None
-            if self.init_params == "k-means++":
+            if warm is not None:
+                model.prepare(datas)
+                init = model.project(warm)
+            elif self.init_params == "k-means++":
                 model.prepare(datas)
                 state = int(np.random.default_rng(seed).integers(np.iinfo(np.int32).max))
                 centers, _ = kmeans_plusplus(pooled, self.n_components, random_state=state)
                 init = model.init_statistic(datas, None, means=centers)
-            history = self._algorithm(model).run(datas, self.n_rounds, seed=seed, init=init)
+            algorithm = self._algorithm(model)
+            stopper = None
+            if tol > 0.0 or verbose >= 2:
+                theta0 = model.T(init) if init is not None else algorithm.run(datas, 0, seed=seed).theta
+                stopper = _ToleranceStop(model, datas, tol, verbose >= 2, theta0)
+            history = algorithm.run(datas, self.n_rounds, seed=seed, init=init, progress=verbose >= 1,
+                                    callback=stopper)
             nll = sum(model.objective(d, history.theta) * d.shape[0] for d in datas) / X.shape[0]
             if best is None or nll < best[0]:
-                best = (nll, history, init)
-        nll, history, init = best
+                best = (nll, history, init, bool(history.config.get("stopped_early", False)))
+        nll, history, init, converged = best
+        if tol > 0.0 and not converged:
+            warnings.warn(f"FederatedGaussianMixture did not converge: the mean log-likelihood still changed by "
+                          f"tol = {tol:g} or more after n_rounds = {self.n_rounds} rounds; raise n_rounds or tol",
+                          kernels.ConvergenceWarning, stacklevel=2)
         self.initial_statistic_ = init
         theta = history.theta
         self.history_ = history
         self.weights_ = np.array(theta.weights, dtype=np.float64)
         self.means_ = np.array(theta.means, dtype=np.float64)
-        self.covariances_ = np.array(theta.covariance, dtype=np.float64)
+        cov = np.array(theta.covariance, dtype=np.float64)
+        self.covariances_ = _sklearn_covariances(cov, self.covariance_type)
         self.precisions_cholesky_ = self._precisions_cholesky(self.covariances_)
         self.lower_bound_ = -float(nll)
+        self.converged_ = converged
         self.n_iter_ = len(history)
         return self
 
-    @staticmethod
-    def _precisions_cholesky(cov: np.ndarray) -> np.ndarray:
-        """``U = L⁻ᵀ`` with ``Σ = L Lᵀ``, so that ``Σ⁻¹ = U Uᵀ`` (per component for a stack)."""
+    def _precisions_cholesky(self, cov: np.ndarray) -> np.ndarray:
+        """``U = L⁻ᵀ`` with ``Σ = L Lᵀ``, so that ``Σ⁻¹ = U Uᵀ`` (per component for a stack); ``1/sqrt`` of
+        the variances for 'diag' and 'spherical' (scikit-learn's shapes)."""
+        if self.covariance_type in ("diag", "spherical"):
+            return 1.0 / np.sqrt(cov)
         L = np.linalg.cholesky(cov)
         eye = np.broadcast_to(np.eye(cov.shape[-1]), cov.shape)
-        return np.swapaxes(np.linalg.solve(L, eye), -1, -2)
+        return np.triu(np.swapaxes(np.linalg.solve(L, eye), -1, -2))  # exactly upper-triangular
+
+    def _full_covariances(self) -> np.ndarray:
+        """``covariances_`` as the model's ``(G, p, p)`` stack (or ``(p, p)`` tied)."""
+        cov = self.covariances_
+        if self.covariance_type == "diag":
+            return cov[:, :, None] * np.eye(cov.shape[1])
+        if self.covariance_type == "spherical":
+            return cov[:, None, None] * np.eye(self.means_.shape[1])
+        return cov
 
     def _fitted_params(self) -> tuple[GaussianMixture, Any]:
         check_is_fitted(self, "weights_")
         model = self._model(self.means_.shape[1])
-        return model, model.parameters(self.weights_, self.means_, self.covariances_)
+        return model, model.parameters(self.weights_, self.means_, self._full_covariances())
 
     def score_samples(self, X: Any) -> np.ndarray:
         """Log-density ``log p(x)`` of each row (nats), shape ``(n_samples,)``."""
@@ -351,9 +460,52 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
         """:meth:`fit` then :meth:`predict` on the same rows."""
         return self.fit(X, y, clients=clients).predict(X)
 
+    def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Draw rows from the fitted mixture, as :meth:`sklearn.mixture.GaussianMixture.sample`.
+
+        The same draws as scikit-learn's: the component counts are
+        multinomial with ``weights_``, then each component's rows (grouped by
+        component, in component order) are drawn with
+        ``multivariate_normal`` ('full', 'tied') or as ``mean + z·sqrt(var)``
+        ('diag', 'spherical'), from ``random_state`` (an int or RandomState
+        as scikit-learn's ``check_random_state``; a Generator is drawn from; a
+        SeedSequence seeds a new Generator).  With an int ``random_state`` and
+        equal parameters the rows equal scikit-learn's.
+
+        Parameters
+        ----------
+        n_samples : int >= 1, default 1
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        y : ndarray of shape (n_samples,)
+            The component of each row.
+        """
+        check_is_fitted(self, "weights_")
+        n_samples = check_int(n_samples, "n_samples", low=1)
+        state = _seed_of(self.random_state)
+        if isinstance(state, np.random.SeedSequence):
+            rng = np.random.default_rng(state)
+        elif isinstance(state, np.random.Generator):
+            rng = state
+        else:
+            rng = check_random_state(state)
+        counts = rng.multinomial(n_samples, self.weights_)
+        if self.covariance_type in ("full", "tied"):
+            covs = self.covariances_ if self.covariance_type == "full" else [self.covariances_] * len(counts)
+            X = np.vstack([rng.multivariate_normal(mean, c, int(k)) for mean, c, k in zip(self.means_, covs, counts)])
+        else:
+            p = self.means_.shape[1]
+            X = np.vstack([mean + rng.standard_normal(size=(int(k), p)) * np.sqrt(c)
+                           for mean, c, k in zip(self.means_, self.covariances_, counts)])
+        y = np.concatenate([np.full(int(k), j, dtype=int) for j, k in enumerate(counts)])
+        return X, y
+
     def _n_parameters(self) -> int:
         G, p = self.means_.shape
-        cov = G * p * (p + 1) // 2 if self.covariance_type == "full" else p * (p + 1) // 2
+        cov = {"full": G * p * (p + 1) // 2, "tied": p * (p + 1) // 2, "diag": G * p,
+               "spherical": G}[self.covariance_type]
         return int(cov + G * p + G - 1)
 
     def bic(self, X: Any) -> float:
@@ -364,6 +516,79 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
     def aic(self, X: Any) -> float:
         """Akaike information criterion ``−2 log L + 2k`` on ``X`` (lower is better)."""
         return -2.0 * self.score(X) * np.shape(X)[0] + 2.0 * self._n_parameters()
+
+
+#: FederatedGaussianMixture's step when a compressor is given and ``step`` is None (see its docstring).
+_COMPRESSED_STEP = 0.05
+
+
+def _sklearn_covariances(cov: np.ndarray, covariance_type: str) -> np.ndarray:
+    """The model's covariance stack in scikit-learn's shape for ``covariance_type``."""
+    if covariance_type == "diag":
+        return np.ascontiguousarray(np.diagonal(cov, axis1=1, axis2=2))
+    if covariance_type == "spherical":
+        return np.ascontiguousarray(cov[:, 0, 0])
+    return cov
+
+
+class _ConstrainedGaussianMixture(GaussianMixture):
+    """'full' mixture statistic with the 'diag' or 'spherical' M-step (scikit-learn's formulas).
+
+    ``T``: ``π``, ``μ`` as 'full'; the variances are the diagonal of the full
+    M-step's covariance ``s⁽³⁾_ℓ / s⁽¹⁾_ℓ − μ_ℓ μ_ℓᵀ`` ('diag') or its mean
+    over the features ('spherical'), floored at ``reg_covar``; ``θ`` holds them
+    as diagonal ``(G, p, p)`` matrices, so the E-step, likelihood and
+    projection are the full model's.  ``T`` runs in Python, so FedMM runs the
+    model on its Python backend (``compiled_overrides``).
+    """
+
+    def __init__(self, n_components: int, kind: str, *, reg_covar: float, n_features: int | None = None) -> None:
+        super().__init__(n_components, "full", reg_covar=reg_covar, n_features=n_features)
+        self.kind = kind
+
+    def T(self, s: np.ndarray) -> Any:
+        s = np.asarray(s, dtype=np.float64)
+        if s.shape != (self.layout.size,):
+            raise ValueError(f"Expected 's' of shape ({self.layout.size},), got {s.shape}")
+        G, p = self.n_components, self.n_features
+        w = s[:G]
+        if np.any(w <= 0.0):
+            raise ValueError(f"Expected the weights block of 's' to be positive (project it first), got {w}")
+        means = s[G:G + G * p].reshape(G, p) / w[:, None]
+        second = np.diagonal(s[G + G * p:].reshape(G, p, p), axis1=1, axis2=2)
+        var = second / w[:, None] - means * means
+        if self.kind == "spherical":
+            var = np.repeat(var.mean(axis=1, keepdims=True), p, axis=1)
+        var = np.maximum(var, self.reg_covar)
+        if np.any(var <= 0.0):
+            raise np.linalg.LinAlgError("A variance of Σ(s) is zero or negative; use reg_covar > 0 to floor it")
+        return self.parameters(w / w.sum(), means, var[:, :, None] * np.eye(p))
+
+
+class _ToleranceStop:
+    """FedMM ``callback`` of :class:`FederatedGaussianMixture`: scikit-learn's stopping rule on the change
+    of the mean log-likelihood (see ``tol``), raising :class:`fedmm.algorithms.StopRun` one round after
+    the change falls below ``tol``; optionally logs each round."""
+
+    def __init__(self, model: GaussianMixture, datas: list[np.ndarray], tol: float, log: bool, theta0: Any) -> None:
+        self.model, self.datas, self.tol, self.log = model, datas, tol, log
+        self.n = sum(d.shape[0] for d in datas)
+        self.last = self.mean_log_likelihood(theta0)
+        self.stop_next = False
+
+    def mean_log_likelihood(self, theta: Any) -> float:
+        return -sum(self.model.objective(d, theta) * d.shape[0] for d in self.datas) / self.n
+
+    def __call__(self, t: int, S: Any, theta: Any) -> None:
+        if self.stop_next:
+            raise StopRun
+        value = self.mean_log_likelihood(theta)
+        change = value - self.last
+        self.last = value
+        if self.log:
+            logger.info("round %d: mean log-likelihood %.10g (change %.3g)", t + 1, value, change)
+        if self.tol > 0.0 and abs(change) < self.tol:
+            self.stop_next = True
 
 
 # --------------------------------------------------------------------------- dictionary learning

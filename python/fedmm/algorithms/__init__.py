@@ -17,12 +17,12 @@ from fedmm._validation import check_seed
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._random import seed_from_repr, seed_repr
 from fedmm.algorithms._schedule import Schedule, StepSchedule
-from fedmm.algorithms.federated import Broadcast, Client, FedMM, ParameterAveraging, Server
+from fedmm.algorithms.federated import Broadcast, Client, FedMM, ParameterAveraging, Server, StopRun
 from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
 from fedmm.algorithms.sassmm import SASSMM
 from fedmm.algorithms.ot import FedAdam, FedMMOT  # JAX is imported when they are used
 
-__all__ = ["SASSMM", "FedMM", "ParameterAveraging", "Server", "Client", "Broadcast", "StepSchedule",
+__all__ = ["SASSMM", "FedMM", "ParameterAveraging", "Server", "Client", "Broadcast", "StopRun", "StepSchedule",
            "FedMLS", "FedAvg", "Scaffold", "Scaffnew", "Schedule", "Cadence", "check_seed", "seed_repr",
            "seed_from_repr", "FedMMOT", "FedAdam"]

@@ -55,7 +55,7 @@ from fedmm.models.base import SurrogateModel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "BACKENDS", "STARTS",
+__all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "StopRun", "BACKENDS", "STARTS",
            "ALPHA_CONVENTIONS"]
 
 #: Where clients send their updates: FedMM aggregates statistics, the baseline parameters.
@@ -88,6 +88,28 @@ def _beyond(x: np.ndarray, bound: float) -> bool:
 
 
 # --------------------------------------------------------------------------- messages
+class StopRun(Exception):
+    """Raised by a ``callback`` of :meth:`FedMM.run` to end the run after the round it was called for.
+
+    ``run`` then returns normally: the History holds the completed rounds
+    (``len(history)`` of them, ``history.config['stopped_early'] = True``) and
+    the server's state after the last of them, as a run of that many rounds
+    would.  Early stopping rules (e.g. a tolerance on the change of the
+    objective) are written as callbacks that raise it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedmm.models import GaussianMixture
+    >>> Y = np.random.default_rng(0).normal(size=(50, 2))
+    >>> def stop_after_three(t, S, theta):
+    ...     if t == 2:
+    ...         raise StopRun
+    >>> len(FedMM(GaussianMixture(1, "full")).run([Y], 10, seed=0, callback=stop_after_three))
+    3
+    """
+
+
 @dataclass(frozen=True)
 class Broadcast:
     """The server's message of round ``t`` (arrays only).
@@ -1115,6 +1137,8 @@ class FedMM:
             (default) on only when standard error is a terminal.
         callback : callable(t, S, theta), optional
             Called after each round with ``Ŝ_{t+1}`` (None for the baseline) and ``θ_{t+1}``.
+            Raising :class:`StopRun` ends the run there: ``run`` returns the History of the
+            completed rounds (``config['stopped_early'] = True``) as a normal result.
         runtime : object, optional
             Anything with ``run(server, clients, n_rounds, history=..., monitor=...,
             callback=..., progress=...)`` (:class:`fedmm.protocols.Runtime`; a
@@ -1258,6 +1282,8 @@ class FedMM:
         try:
             runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=user_callback,
                         progress=progress, **extra)
+        except StopRun:  # the callback's early stop: the completed rounds are the result
+            history.config["stopped_early"] = True
         except (Exception, KeyboardInterrupt) as exc:
             # Rounds are atomic: the server and clients hold the state after the last completed round.
             exc.history = history

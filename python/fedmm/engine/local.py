@@ -466,7 +466,9 @@ class LocalRuntime:
     def _python_round(self, server: Any, clients: Sequence[Any], t: int, pool: ThreadPoolExecutor | None,
                       history: History, elapsed: float, monitor: Any, callback: Any, aggregate_hook: bool) -> float:
         """Round ``t`` on the Python backend, atomic: on any exception (Ctrl-C included) the server, the
-        contacted clients and the History get their start-of-round states back."""
+        contacted clients and the History get their start-of-round states back.  ``callback(t)`` runs once
+        the round is committed (as after a compiled stretch's rounds): an exception it raises leaves the
+        round in place."""
         start = time.perf_counter()
         ids = server.select(t)
         message = server.broadcast(t)
@@ -486,7 +488,7 @@ class LocalRuntime:
                 def on_invalid(i: int, reason: str) -> None:
                     if i in snapshots:
                         clients[i].set_state(snapshots[i])
-            elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor, callback,
+            elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor, None,
                                    reasons=reasons if (reasons or on_invalid) else None, on_invalid=on_invalid)
             committed = True
         finally:
@@ -495,6 +497,8 @@ class LocalRuntime:
                 if server_state is not None:
                     server.set_state(server_state)
                 del history.records[n_records:]
+        if callback is not None:
+            callback(t)
         return elapsed
 
 
