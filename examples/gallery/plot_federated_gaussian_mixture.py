@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """
 FederatedGaussianMixture: a scikit-learn estimator fitted by federated EM
-========================================================================
+=========================================================================
 
 Three Gaussian clusters in the plane, held by four clients that each see one part of the plane
 (the rows are split by their direction from the origin: two clients share the left cluster and each

@@ -419,8 +419,8 @@ class FederatedDictionaryLearning(_FederatedMixin, ClassNamePrefixFeaturesOutMix
         The run's History (every round since the last restart).
     client_labels_ : ndarray
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Column names of a DataFrame ``X`` (only then).
+    feature_names_in_ : ndarray of str
+        The column names of ``X``, when ``fit`` got a DataFrame (only then).
 
     Notes
     -----
