@@ -347,3 +347,123 @@ def test_compressed_fit_default_step_is_close_to_the_uncompressed_fit():
         packed = FederatedGaussianMixture(10, compressor=StochasticRounding(bits=8), random_state=seed)
         packed.fit(Z, clients=y)
         assert packed.score(Z) > plain.score(Z) - 12.0, seed
+
+
+# --------------------------------------------------------------------------- dictionary learning: transformer API
+def test_dictionary_learning_inverse_transform_is_sklearns(blobs):
+    # scikit-learn's MiniBatchDictionaryLearning.inverse_transform is codes @ components_, for any codes
+    from sklearn.decomposition import MiniBatchDictionaryLearning
+
+    X, clients = blobs
+    est = FederatedDictionaryLearning(3, alpha=0.2, n_rounds=8, random_state=0).fit(X, clients=clients)
+    codes = est.transform(X)
+    np.testing.assert_array_equal(est.inverse_transform(codes), codes @ est.components_)
+    sk = MiniBatchDictionaryLearning(3, alpha=0.2, max_iter=2, random_state=0).fit(X)
+    sk.components_ = est.components_.copy()
+    np.testing.assert_allclose(est.inverse_transform(codes), sk.inverse_transform(codes), rtol=0, atol=1e-12)
+    assert np.linalg.norm(X - est.inverse_transform(codes)) < np.linalg.norm(X)  # the codes explain part of X
+    with pytest.raises(ValueError, match="'X' of shape \\(n_samples, n_components\\)"):
+        est.inverse_transform(X[:, :2])
+
+
+def test_dictionary_learning_feature_names_and_pandas_output_as_sklearn(blobs):
+    pd = pytest.importorskip("pandas")
+    from sklearn.decomposition import MiniBatchDictionaryLearning
+
+    X, clients = blobs
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    est = FederatedDictionaryLearning(4, alpha=0.2, n_rounds=5, random_state=0).fit(frame, clients=clients)
+    sk = MiniBatchDictionaryLearning(4, alpha=0.2, max_iter=2, random_state=0).fit(frame)
+    names = est.get_feature_names_out()
+    # the same convention as scikit-learn's: the lower-case class name and the atom's index
+    assert names.tolist() == [n.replace("minibatchdictionarylearning", "federateddictionarylearning")
+                              for n in sk.get_feature_names_out()]
+    assert names.tolist() == [f"federateddictionarylearning{i}" for i in range(4)]
+    est.set_output(transform="pandas")
+    out = est.transform(frame)
+    assert isinstance(out, pd.DataFrame)
+    assert out.columns.tolist() == names.tolist() and out.index.equals(frame.index)
+    np.testing.assert_array_equal(out.to_numpy(), est.set_output(transform="default").transform(frame))
+
+
+def test_dictionary_learning_score_is_minus_the_objective(blobs):
+    X, clients = blobs
+    est = FederatedDictionaryLearning(3, alpha=0.3, ridge=0.05, n_rounds=10, tol=1e-12,
+                                      random_state=1).fit(X, clients=clients)
+    # minus mean_j [½‖x_j − h_j D‖² + α‖h_j‖₁] − η‖D‖²_F, the codes h_j from scikit-learn's LASSO
+    codes = sparse_encode(X, est.components_, algorithm="lasso_cd", alpha=0.3, max_iter=100_000)
+    residual = X - codes @ est.components_
+    ref = -(np.mean(0.5 * np.sum(residual ** 2, axis=1) + 0.3 * np.abs(codes).sum(axis=1))
+            + 0.05 * np.sum(est.components_ ** 2))
+    assert est.score(X) == pytest.approx(ref, rel=1e-8)
+    # the training alpha, not transform_alpha; and more rounds fit the training rows better
+    assert est.set_params(transform_alpha=5.0).score(X) == est.set_params(transform_alpha=None).score(X)
+    short = FederatedDictionaryLearning(3, alpha=0.3, ridge=0.05, n_rounds=1, random_state=1).fit(X, clients=clients)
+    assert short.score(X) < est.score(X)
+
+
+@pytest.mark.parametrize("options", [{}, {"batch_size": 16, "clients_per_round": 2, "control_variate_step": 0.1,
+                                          "compressor": StochasticRounding(bits=8), "step": ("sqrt", 0.5)}])
+def test_dictionary_learning_partial_fit_continues_the_run(blobs, options):
+    X, clients = blobs
+    one = FederatedDictionaryLearning(3, alpha=0.2, n_rounds=9, random_state=3, **options).fit(X, clients=clients)
+    parts = FederatedDictionaryLearning(3, alpha=0.2, n_rounds=4, random_state=3, **options)
+    parts.partial_fit(X, clients=clients)  # unfitted: fit
+    parts.set_params(n_rounds=2).partial_fit(X, clients=clients)
+    parts.set_params(n_rounds=3).partial_fit(X, clients=clients)
+    # bit for bit one run of 4 + 2 + 3 rounds: same dictionary, same records (timings aside)
+    np.testing.assert_array_equal(parts.components_, one.components_)
+    assert parts.n_iter_ == one.n_iter_ == 9 and len(parts.history_) == 9
+    timing = ["wall_time", "monitor_time"]
+    assert parts.history_.to_pandas().drop(columns=timing).equals(one.history_.to_pandas().drop(columns=timing))
+    assert parts.history_.config == one.history_.config
+
+
+def test_dictionary_learning_partial_fit_on_new_rows_starts_from_the_fitted_statistic(blobs):
+    X, clients = blobs
+    est = FederatedDictionaryLearning(3, alpha=0.2, n_rounds=6, n_clients=2, random_state=0).fit(X[:90])
+    S = est.history_.state["S"]
+    est.partial_fit(X[90:])
+    ref = FedMM(DictionaryLearning(3, 0.2, 0.0, "unit_norm", tol=1e-6, update_tol=1e-6, update_max_iter=1000)).run(
+        split_rows(X[90:], n_clients=2)[0], 6, seed=0, init=S)
+    np.testing.assert_array_equal(est.components_, np.asarray(ref.theta).T)
+    assert est.n_iter_ == 12 and len(est.history_) == 6
+    with pytest.raises(ValueError, match="'n_components'"):
+        est.set_params(n_components=4).partial_fit(X)
+    with pytest.raises(ValueError, match="features"):
+        est.set_params(n_components=3).partial_fit(X[:, :2])
+
+
+def test_dictionary_learning_grid_search_routes_clients(blobs):
+    from sklearn.model_selection import GridSearchCV
+
+    X, clients = blobs
+    est = FederatedDictionaryLearning(3, n_rounds=4, random_state=0)
+    search = GridSearchCV(est, {"alpha": [0.05, 1.0]}, cv=3).fit(X, clients=clients)  # scored by score()
+    assert search.best_estimator_.client_labels_.tolist() == np.unique(clients).tolist()
+    scores = search.cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(scores)) and search.best_params_["alpha"] == [0.05, 1.0][int(np.argmax(scores))]
+
+
+# --------------------------------------------------------------------------- fedmm's ConvergenceWarning
+def test_convergence_warning_is_sklearns():
+    import subprocess
+    import sys
+
+    from sklearn.exceptions import ConvergenceWarning as SkConvergenceWarning
+
+    assert issubclass(kernels.ConvergenceWarning, SkConvergenceWarning)
+    assert issubclass(kernels.ConvergenceWarning, UserWarning)
+    rng = np.random.default_rng(0)
+    D, Z = rng.standard_normal((6, 4)), rng.standard_normal((6, 5))
+    with pytest.warns(kernels.ConvergenceWarning, match="max_iter=1"):
+        kernels.lasso(D, Z, 0.01, max_iter=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", SkConvergenceWarning)  # scikit-learn's filter silences fedmm's warning
+        kernels.lasso(D, Z, 0.01, max_iter=1)
+    # importing fedmm (and its kernels) does not import scikit-learn: the class is built on first lookup
+    code = ("import sys, fedmm, fedmm.kernels; assert 'sklearn' not in sys.modules; "
+            "from fedmm.kernels import ConvergenceWarning as C; import sklearn.exceptions as E; "
+            "assert issubclass(C, E.ConvergenceWarning) and 'sklearn' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

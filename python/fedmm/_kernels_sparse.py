@@ -6,6 +6,7 @@ module (``fedmm._<family>``) that runs the C kernel without the GIL.
 """
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any
 
@@ -19,7 +20,8 @@ __all__: list[str] = []
 from fedmm import _linalg, _sparse  # noqa: E402
 
 __all__ += [
-    "ConvergenceWarning",
+    "ConvergenceWarning",  # noqa: F822 (module __getattr__: built on first lookup)
+    "convergence_warning_class",
     "lasso",
     "lasso_gram",
     "dictionary_statistics",
@@ -31,8 +33,38 @@ __all__ += [
 _FLOAT64 = np.dtype(np.float64)
 
 
-class ConvergenceWarning(UserWarning):
-    """An iterative kernel stopped at ``max_iter`` before reaching ``tol``."""
+_CONVERGENCE_WARNING: type[Warning] | None = None
+_CONVERGENCE_WARNING_LOCK = threading.Lock()
+
+
+def convergence_warning_class() -> type[Warning]:
+    """fedmm's ``ConvergenceWarning``: a subclass of :class:`sklearn.exceptions.ConvergenceWarning`.
+
+    An iterative kernel stopped at ``max_iter`` before reaching ``tol``.  Being
+    scikit-learn's subclass (hence a ``UserWarning``), a filter on
+    scikit-learn's class, e.g. ``warnings.simplefilter("ignore",
+    sklearn.exceptions.ConvergenceWarning)``, applies to fedmm's too.  The
+    class is built on first use (the first warning, or the first lookup of
+    ``fedmm.kernels.ConvergenceWarning``): importing scikit-learn costs about
+    a second, four times ``import fedmm``, which code that never needs the
+    class does not pay.  Every use gets the same class object.
+    """
+    global _CONVERGENCE_WARNING
+    with _CONVERGENCE_WARNING_LOCK:
+        if _CONVERGENCE_WARNING is None:
+            from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
+
+            _CONVERGENCE_WARNING = type("ConvergenceWarning", (SklearnConvergenceWarning,), {
+                "__doc__": "An iterative kernel stopped at ``max_iter`` before reaching ``tol`` "
+                           "(a subclass of :class:`sklearn.exceptions.ConvergenceWarning`).",
+                "__module__": "fedmm.kernels", "__qualname__": "ConvergenceWarning"})
+        return _CONVERGENCE_WARNING
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ConvergenceWarning":
+        return convergence_warning_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _as_fortran_matrix(x: Any, name: str, *, check_finite: bool = True) -> np.ndarray:
@@ -109,7 +141,7 @@ def warn_unconverged(n_bad: int, total: int, what: str, max_iter: int) -> None:
         warnings.warn(
             f"{what}: {n_bad} of {total} columns reached max_iter={max_iter} before the "
             "duality gap met tol; increase max_iter or tol",
-            ConvergenceWarning,
+            convergence_warning_class(),
             stacklevel=3,
         )
 
@@ -502,7 +534,7 @@ def dictionary_update(
         warnings.warn(
             f"dictionary_update: unit_norm block-coordinate descent reached max_iter={max_iter} "
             f"with column steps above tol={tol}",
-            ConvergenceWarning,
+            convergence_warning_class(),
             stacklevel=2,
         )
     return D

@@ -33,19 +33,22 @@ from __future__ import annotations
 
 import logging
 import numbers
+import os
+import tempfile
 import warnings
 from typing import Any, Iterator
 
 import numpy as np
-from sklearn.base import BaseEstimator, DensityMixin, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, DensityMixin, TransformerMixin
 from sklearn.cluster import kmeans_plusplus
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from fedmm import kernels
 from fedmm._validation import as_array, check_bool, check_count, check_in, check_int, check_real
 from fedmm.algorithms._setup import check_alpha, check_compressor
 from fedmm.algorithms import FedMM, StopRun, check_seed
+from fedmm.engine import Checkpoint, data_digest
 from fedmm.models import DictionaryLearning, GaussianMixture
 
 __all__ = ["FederatedGaussianMixture", "FederatedDictionaryLearning", "split_rows"]
@@ -592,7 +595,8 @@ class _ToleranceStop:
 
 
 # --------------------------------------------------------------------------- dictionary learning
-class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimator):
+class FederatedDictionaryLearning(_FederatedMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                                  BaseEstimator):
     """Sparse dictionary learning by FedMM (FedMM paper §2.3 and §6, :class:`fedmm.models.DictionaryLearning`).
 
     Minimizes ``(1/N) Σ_j min_h ½‖x_j − hD‖² + α‖h‖₁ + η‖D‖²_F`` over
@@ -621,7 +625,8 @@ class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimat
     max_iter : int >= 1, default 1000
         Iteration cap of each LASSO solve and sweep cap of the dictionary update.
     n_rounds : int >= 1, default 100
-        FedMM rounds (no early stopping).
+        FedMM rounds of :meth:`fit`, and the rounds that each
+        :meth:`partial_fit` adds (no early stopping).
     step : float, str, tuple, callable or None, default None
         FedMM's ``γ_t``; None: ``DictionaryLearning.default_step``
         (``γ_t = t^{-1/2}``).
@@ -633,9 +638,21 @@ class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimat
     components_ : ndarray of shape (n_components, n_features)
         The dictionary ``D`` (atoms as rows).
     n_iter_ : int
+        Rounds run in all, over :meth:`fit` and the :meth:`partial_fit` calls
+        that continued it.
     history_ : fedmm.History
+        The run's History (every round since the last restart).
     client_labels_ : ndarray
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names of ``X``, when ``fit`` got a DataFrame (only then).
+
+    Notes
+    -----
+    As scikit-learn's transformers, the estimator has
+    :meth:`get_feature_names_out` (``federateddictionarylearning0``, ...,
+    like :class:`~sklearn.decomposition.MiniBatchDictionaryLearning`'s
+    ``minibatchdictionarylearning0``, ...) and so ``set_output(transform="pandas")``.
 
     Examples
     --------
@@ -700,10 +717,77 @@ class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimat
         model = self._model(X.shape[1])  # checks constraint, tol, max_iter
         datas = self._clients(X, clients)
         seed = check_seed(_seed_of(self.random_state), "random_state")
-        history = self._algorithm(model).run(datas, self.n_rounds, seed=seed)
+        self._run(model, datas, self.n_rounds, seed=seed)
+        return self
+
+    def _run(self, model: DictionaryLearning, datas: list[np.ndarray], n_rounds: int, **kwargs: Any) -> None:
+        """``FedMM.run`` with ``kwargs``; keeps its History, the dictionary and the run's state after the last
+        round (the :class:`fedmm.engine.Checkpoint` that :meth:`partial_fit` resumes)."""
+        with tempfile.TemporaryDirectory(prefix="fedmm-estimator-") as tmp:
+            path = os.path.join(tmp, "state.ckpt")
+            history = self._algorithm(model).run(datas, n_rounds, checkpoint_every=n_rounds, checkpoint_path=path,
+                                                 **kwargs)
+            self._checkpoint = Checkpoint.load(path)
+        self._continued_params = self._continuation_params()
+        self._continued_data = data_digest(datas)
         self.history_ = history
         self.components_ = np.ascontiguousarray(np.asarray(history.theta, dtype=np.float64).T)
         self.n_iter_ = len(history)
+
+    def _continuation_params(self) -> dict[str, Any]:
+        """The hyper-parameters that must not change for :meth:`partial_fit` to resume the previous run."""
+        return {k: v for k, v in self.get_params(deep=False).items() if k != "n_rounds"}
+
+    def partial_fit(self, X: Any, y: Any = None, *, clients: Any = None) -> "FederatedDictionaryLearning":
+        """Run ``n_rounds`` more FedMM rounds on the clients' rows of ``X``, continuing the previous state.
+
+        On an unfitted estimator this is :meth:`fit`.  When ``X`` and
+        ``clients`` split into the same clients' data as the previous
+        :meth:`fit`/:meth:`partial_fit` call, and no hyper-parameter other
+        than ``n_rounds`` changed since, the run is resumed where it stopped
+        (server statistic, control variates, step-size index, each client's
+        random stream): ``fit`` with ``n_rounds=a`` then ``partial_fit`` with
+        ``n_rounds=b`` gives bit for bit the dictionary and History of one
+        ``fit`` with ``n_rounds=a + b``.  Otherwise (new rows, a new split,
+        changed hyper-parameters) a new FedMM run of ``n_rounds`` rounds
+        starts from the previous server statistic ``Ŝ`` (the ``init`` of
+        ``FedMM.run``), with its own step-size schedule from ``t = 1``, no
+        control variates and the seed ``random_state``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+        y : ignored
+        clients : array_like of shape (n_samples,), optional
+            The client of each row (see the module docstring for the default).
+
+        Returns
+        -------
+        self
+        """
+        if not hasattr(self, "components_"):
+            return self.fit(X, y, clients=clients)
+        X = _validated_X(self, X, reset=False)
+        check_real(self.alpha, "alpha", low=0.0, low_open=True)
+        check_real(self.ridge, "ridge", low=0.0, high=1e150)
+        self._check_federation()
+        model = self._model(X.shape[1])
+        if model.n_components != self.components_.shape[0]:
+            raise ValueError(f"Expected 'n_components' = {self.components_.shape[0]}, the fitted dictionary's "
+                             f"number of atoms, to continue it with partial_fit, got {self.n_components}")
+        datas = self._clients(X, clients)
+        previous = self._checkpoint
+        same_run = (self._continuation_params() == self._continued_params
+                    and len(datas) == len(previous.client_states)
+                    and data_digest(datas) == self._continued_data)
+        if same_run:
+            n_iter = self.n_iter_ - previous.next_round
+            self._run(model, datas, previous.next_round + self.n_rounds, resume=previous)
+        else:
+            n_iter = self.n_iter_
+            seed = check_seed(_seed_of(self.random_state), "random_state")
+            self._run(model, datas, self.n_rounds, seed=seed, init=self.history_.state["S"])
+        self.n_iter_ += n_iter
         return self
 
     def transform(self, X: Any) -> np.ndarray:
@@ -715,6 +799,58 @@ class FederatedDictionaryLearning(_FederatedMixin, TransformerMixin, BaseEstimat
         # X.T is the F-ordered (p, n) block the kernel reads without a copy; codes come back (K, n)
         return np.ascontiguousarray(kernels.lasso(self.components_.T, X.T, lam, tol=self.tol,
                                                   max_iter=self.max_iter).T)
+
+    def inverse_transform(self, X: Any) -> np.ndarray:
+        """The rows ``h D`` that codes ``h`` stand for: ``X @ components_``, shape ``(n_samples, n_features)``.
+
+        As :meth:`sklearn.decomposition.MiniBatchDictionaryLearning.inverse_transform`:
+        ``inverse_transform(transform(X))`` approximates ``X`` up to the
+        shrinkage of the ℓ1 penalty.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_components)
+            Codes, e.g. from :meth:`transform`.
+        """
+        check_is_fitted(self, "components_")
+        try:
+            X = check_array(X, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"Expected 'X' to be a finite real array of codes: {exc}") from exc
+        if X.shape[1] != self.components_.shape[0]:
+            raise ValueError(f"Expected 'X' of shape (n_samples, n_components) = (n_samples, "
+                             f"{self.components_.shape[0]}), codes of the fitted atoms, got {X.shape}")
+        return X @ self.components_
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Minus the dictionary-learning objective per sample on ``X`` (higher is better).
+
+        ``−( mean_j min_h [½‖x_j − hD‖² + α‖h‖₁] + η‖D‖²_F )``: the training
+        objective (FedMM paper eq. (28), with ``α = alpha``, not
+        ``transform_alpha``, and ``η = ridge``) at the fitted dictionary, the
+        codes solved by the LASSO kernel to ``tol``.  It is a loss to minimize
+        negated, as scikit-learn's scorers are, so ``GridSearchCV`` picks the
+        dictionary that represents held-out rows best.  (Comparable across
+        ``alpha`` values only with care: the penalty is part of it.)
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        float
+        """
+        check_is_fitted(self, "components_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        model = self._model(X.shape[1])
+        return -model.objective(X, np.asfortranarray(self.components_.T))
+
+    @property
+    def _n_features_out(self) -> int:
+        """Number of atoms, the names of :meth:`get_feature_names_out` (``ClassNamePrefixFeaturesOutMixin``)."""
+        return self.components_.shape[0]
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -15,7 +15,7 @@ from fedmm._kernels_compression import (  # noqa: F401
     wire_header,
 )
 from fedmm._kernels_sparse import (  # noqa: F401
-    ConvergenceWarning,
+    convergence_warning_class,
     dictionary_statistics,
     dictionary_update,
     lasso,
@@ -46,7 +46,7 @@ __all__ = [
     "unpack",
     "wire_header",
     # sparse coding and surrogate-space linear algebra
-    "ConvergenceWarning",
+    "ConvergenceWarning",  # noqa: F822 (module __getattr__: built on first lookup)
     "lasso",
     "lasso_gram",
     "dictionary_statistics",
@@ -70,3 +70,15 @@ __all__ = [
     "project_capped_simplex",
     "floor_eigenvalues",
 ]
+
+
+def __getattr__(name: str) -> type[Warning]:
+    """``ConvergenceWarning``, a subclass of scikit-learn's, built on first lookup (see
+    ``convergence_warning_class`` in :mod:`fedmm._kernels_sparse`: scikit-learn is imported only then)."""
+    if name == "ConvergenceWarning":
+        return convergence_warning_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "ConvergenceWarning"})
