@@ -165,7 +165,7 @@ def _run_suite(pytest_args, json_path):
     env = dict(os.environ)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
-    print("$ " + " ".join(cmd[1:]), flush=True)
+    print("$ python " + " ".join(cmd[1:]), flush=True)
     return subprocess.run(cmd, env=env).returncode
 
 
