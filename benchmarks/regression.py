@@ -39,11 +39,12 @@ import tempfile
 from pathlib import Path
 
 #: Default threshold: flag a ratio that grew by more than this fraction over the baseline (i.e. to more
-#: than 4x its baseline).  Measured on the shared 2-core development host (load average ~7), two runs of
+#: than 5x its baseline).  Measured on the shared 2-core development host (load average ~7), two runs of
 #: identical code moved the 87 compared ratios by a median 30%, a 90th percentile 91%, a 95th percentile
-#: 138% and at most 250% (the Flower-overhead row; 215% otherwise): the threshold sits above that maximum.
-#: On a quieter machine, write its own baseline and pass a smaller ``--threshold``.
-THRESHOLD = 3.0
+#: 138% and at most 250%; a third run moved one ratio (a 3-round q = 1e7 decode) +328% from their mean:
+#: the threshold sits above that.  On a quieter machine, write its own baseline and pass a smaller
+#: ``--threshold``.
+THRESHOLD = 4.0
 #: The committed baseline, next to this file.
 BASELINE = Path(__file__).resolve().with_name("baseline.json")
 #: Keys of ``extra_info`` (written by ``_timing.record_ratio`` / ``_timing.tag_ratio``).

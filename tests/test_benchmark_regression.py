@@ -4,7 +4,7 @@
 The compare logic runs on synthetic pytest-benchmark reports; one small real run of
 benchmarks/bench_psd.py checks that a kernel slowed by a monkeypatch is flagged (no wall-clock
 limit is asserted: the slowed kernel spins for nine times its own duration, so its ratio grows
-about tenfold, past the +300% threshold)."""
+about tenfold, past the +400% threshold)."""
 from __future__ import annotations
 
 import importlib.util
