@@ -29,7 +29,7 @@ from sklearn.mixture._gaussian_mixture import _compute_precision_cholesky
 
 from fedmm.models import GaussianMixture
 
-from _timing import per_second
+from _timing import per_second, record_ratio, tag_ratio
 
 ESTEP_CASES = {
     "tied-fig1-2d-G2": ("tied", 10_000, 2, 2),
@@ -52,8 +52,8 @@ def _estep_problem(covariance, n, p, G, seed=0):
     return Y, gmm, theta, sk
 
 
+@pytest.mark.parametrize("impl", ["fedmm", "sklearn"])  # outermost: a case's rows run one after the other
 @pytest.mark.parametrize("case", list(ESTEP_CASES))
-@pytest.mark.parametrize("impl", ["fedmm", "sklearn"])
 def test_gmm_estep(benchmark, case, impl):
     covariance, n, p, G = ESTEP_CASES[case]
     Y, gmm, theta, sk = _estep_problem(covariance, n, p, G)
@@ -65,6 +65,7 @@ def test_gmm_estep(benchmark, case, impl):
         benchmark(gmm.responsibilities, Y, theta)
     else:
         benchmark(sk._estimate_log_prob_resp, Y)
+    tag_ratio(benchmark, "fedmm" if impl == "fedmm" else "reference")
 
 
 FEDEM_ROUNDS = 20
@@ -150,6 +151,7 @@ def test_em_backend_client_rounds(benchmark, setting, backend):
     benchmark.extra_info.update(setting=setting, backend=backend, rounds=BACKEND_ROUNDS, client_rounds=client_rounds,
                                 client_rounds_per_s=per_second(client_rounds, benchmark),
                                 round_client_rounds_per_s=float(np.median(round_rates)))
+    tag_ratio(benchmark, "fedmm" if backend == "compiled" else "reference")
 
 
 @pytest.mark.parametrize("setting", BACKEND_SETTINGS)
@@ -182,6 +184,9 @@ def test_em_backend_ratio(benchmark, setting):
     info["ratio"] = info["compiled_client_rounds_per_s"] / info["python_client_rounds_per_s"]
     info["round_ratio"] = info["compiled_round_client_rounds_per_s"] / info["python_round_client_rounds_per_s"]
     benchmark.extra_info.update(info)
+    # the regression ratio: compiled time over Python time, median over the interleaved pairs (warm-up left out)
+    kept = slice(1, None) if len(seconds["compiled"]) > 1 else slice(None)
+    record_ratio(benchmark, np.median(np.divide(seconds["compiled"][kept], seconds["python"][kept])))
     print(f"\n{setting}: python {info['python_client_rounds_per_s']:,.0f} client-rounds/s "
           f"(rounds only {info['python_round_client_rounds_per_s']:,.0f}), compiled "
           f"{info['compiled_client_rounds_per_s']:,.0f} "

@@ -22,7 +22,7 @@ from fedmm.algorithms import FedMLS
 from fedmm.experiments.fedmls import load_breast_cancer_clients
 from fedmm.models.nonsmooth import HingeSVM
 
-from _timing import per_second
+from _timing import per_second, tag_ratio
 
 N_ROUNDS = 30  # T_k = k: 465 local steps per client, 4650 in all
 LAM0 = 1.0  # prox_weight λ_k = LAM0/k
@@ -52,6 +52,7 @@ def test_fedmls(benchmark, setup, oracle, backend):
     benchmark.pedantic(algo.run, args=(datas, N_ROUNDS), kwargs={"seed": 0, "objective_every": 0},
                        rounds=5, iterations=1)
     _report(benchmark, total_steps)
+    tag_ratio(benchmark, "fedmm", key=f"{benchmark.group} {oracle}")
 
 
 @pytest.mark.parametrize("oracle", ["full", "minibatch"])
@@ -79,3 +80,4 @@ def test_fedmls_plain_numpy_per_client(benchmark, setup, oracle):
 
     benchmark.pedantic(run, rounds=5, iterations=1)
     _report(benchmark, total_steps)
+    tag_ratio(benchmark, "reference", key=f"{benchmark.group} {oracle}")

@@ -35,6 +35,8 @@ from threadpoolctl import threadpool_limits
 
 from fedmm.kernels import project_psd
 
+from _timing import tag_ratio
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _single_thread():
@@ -73,6 +75,7 @@ def test_project_psd(benchmark, K, kind, impl):
     P = benchmark(fn, A)
     other = eigh_clip(A) if impl == "fedmm" else project_psd(A)
     benchmark.extra_info["max_abs_diff"] = float(np.abs(P - other).max() / np.linalg.norm(A))
+    tag_ratio(benchmark, "fedmm" if impl == "fedmm" else "reference")
 
 
 @pytest.mark.parametrize("impl", ["fedmm", "numpy"])
@@ -82,6 +85,7 @@ def test_project_psd_stack(benchmark, impl):
     stack = np.stack([_input("nearly", 15, seed) for seed in range(100)])
     fn = project_psd if impl == "fedmm" else eigh_clip_stack
     benchmark(fn, stack)
+    tag_ratio(benchmark, "fedmm" if impl == "fedmm" else "reference")
 
 
 def eigh_clip_stack(stack):

@@ -33,7 +33,7 @@ from fedmm.compression import StochasticRounding
 from fedmm.data import split_by_constrained_kmeans, synthetic_dictionary
 from fedmm.models import DictionaryLearning
 
-from _timing import per_second
+from _timing import per_second, tag_ratio
 
 N_CLIENTS, ACTIVE, BATCH, P, K, LAM, ETA, ALPHA, BITS = 20, 10, 50, 20, 15, 0.1, 0.2, 0.01, 8
 OURS_ROUNDS = 200
@@ -61,6 +61,7 @@ def test_fedmm_rounds(benchmark, datas, n_threads, backend):
     client_rounds = sum(len(r["active"]) for r in history.records)
     benchmark.extra_info["client_rounds_per_run"] = client_rounds
     benchmark.extra_info["client_rounds_per_s"] = per_second(client_rounds, benchmark)
+    tag_ratio(benchmark, "fedmm")
 
 
 @pytest.mark.benchmark(group="thread-speedup")
@@ -153,3 +154,4 @@ def test_plain_numpy_sklearn_rounds(benchmark, datas):
     benchmark.pedantic(_plain_run, args=(datas, PLAIN_ROUNDS), rounds=3, warmup_rounds=0)
     benchmark.extra_info["client_rounds_per_run"] = PLAIN_ROUNDS * ACTIVE
     benchmark.extra_info["client_rounds_per_s"] = per_second(PLAIN_ROUNDS * ACTIVE, benchmark)
+    tag_ratio(benchmark, "reference")
