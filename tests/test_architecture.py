@@ -21,6 +21,24 @@
 
    ``fedmm.compression`` and ``fedmm.models`` do not import each other; ``fedmm.data`` needs only
    the core.  A new top-level module must be given a layer here.
+4. A private module is private to its package: ``fedmm.X._y`` (the first underscore component of the
+   dotted path decides: ``fedmm.algorithms._random``, ``fedmm.experiments._common``,
+   ``fedmm.models._compiled``) is imported only by the modules of ``fedmm.X``.  The package's own
+   private modules follow the kernel gate: the compiled extensions (``fedmm._quantize``, ``_sparse``,
+   ``_linalg``, ``_nonsmooth``, ``_rounds``, ``_engine``: ``src/fedmm_core/meson.build``) and their
+   checked wrappers ``fedmm._kernels_*`` are imported only by ``fedmm.kernels`` and by the
+   ``_kernels_*`` wrappers themselves: **``fedmm.kernels`` is the only gate to compiled code**.
+   The one documented exception: the core utility modules ``fedmm._validation``, ``fedmm._progress``
+   and ``fedmm._memory`` are importable from every layer (they are the package's shared argument,
+   progress-bar and allocation checks, not compiled code).
+5. No capability probes in the federation engine and the runtimes (``fedmm/engine/``,
+   ``fedmm/runtime/``): they rely on the declared contract of :mod:`fedmm.protocols` (every server,
+   client, monitor has the members it lists) instead of discovering what an object can do.  Forbidden
+   there: any ``inspect.signature`` / ``inspect.getfullargspec`` / ``inspect.Signature`` (used or
+   imported), and ``hasattr(p, ...)`` or a defaulted ``getattr(p, name, default)`` on a party ``p``:
+   an expression whose last name (through ``self.``, ``type(...)`` and subscripts) is one of
+   :data:`PARTY_NAMES`.  Type dispatch on *data* (``hasattr(value, "__array__")`` in the checkpoint
+   writer, ``hasattr(theta, "_fields")``) is data conversion, not a probe, and stays allowed.
 
 Each test is parametrized over the source files and reports every violation of its file at once, as
 ``path:line: expression``.  There is no allowlist: a file that breaks a rule fails until it is fixed.
@@ -192,6 +210,90 @@ def layer_violations(path: Path, package: Path = PACKAGE) -> list[str]:
     return _report(path, package, out)
 
 
+#: Top-level private modules every layer may import (rule 4's one exception): shared checks, not compiled code.
+CORE_UTILITIES = {"_validation", "_progress", "_memory"}
+#: The only modules that may import the compiled extensions and the ``_kernels_*`` wrappers (rule 4).
+KERNEL_GATE = "kernels"
+#: Packages whose code may not probe the parties' capabilities (rule 5), relative to the package.
+NO_PROBES = ("engine", "runtime")
+#: Names that hold a party of a run in the engine and the runtimes (rule 5).
+PARTY_NAMES = {"server", "client", "clients", "c", "share", "contacted", "monitor", "runtime"}
+#: ``inspect`` functions that read a callable's signature (rule 5).
+SIGNATURE_PROBES = {"signature", "getfullargspec", "getargspec", "Signature"}
+
+
+def private_owner(module: str) -> str | None:
+    """The package a private module belongs to (``fedmm.algorithms`` for ``fedmm.algorithms._random``,
+    ``fedmm`` for ``fedmm._rounds``), None for a public module."""
+    parts = module.split(".")
+    for k, part in enumerate(parts):
+        if _private(part):
+            return ".".join(parts[:k])
+    return None
+
+
+def may_import_private(here: str, target: str) -> bool:
+    """Rule 4: whether module ``here`` may import the private module ``target``."""
+    owner = private_owner(target)
+    if owner is None:
+        return True
+    top, *rest = target.split(".")
+    if owner == top:  # a private module of the package itself
+        if rest[0] in CORE_UTILITIES:
+            return True
+        gate = f"{top}.{KERNEL_GATE}"
+        return here == gate or (here.startswith(f"{top}._kernels_") and here.count(".") == 1)
+    return here == owner or here.startswith(owner + ".")
+
+
+def private_module_imports(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Rule 4: imports of another package's private module (or of compiled code outside the kernel gate)."""
+    here = module_name(path, package)
+    out = []
+    for line, text, module, name in imports(path, package):
+        if module.split(".")[0] != package.name:
+            continue
+        target = f"{module}.{name}" if name is not None and is_module(f"{module}.{name}", package) else module
+        if not may_import_private(here, target):
+            out.append((line, f"{text}  ({here} -> {target})"))
+    return _report(path, package, out)
+
+
+def _last_name(node: ast.expr) -> str | None:
+    """``server`` for ``server``, ``self.server``, ``type(server)``, ``clients[0]``; else None."""
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+              and len(node.args) == 1):
+            node = node.args[0]
+        else:
+            break
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def capability_probes(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Rule 5: signature reads and ``hasattr``/defaulted ``getattr`` on parties, in the engine and runtimes."""
+    if module_name(path, package).split(".")[1:2] not in ([p] for p in NO_PROBES):
+        return []
+    out = []
+    for node in ast.walk(tree(path)):
+        if (isinstance(node, ast.Attribute) and node.attr in SIGNATURE_PROBES and isinstance(node.value, ast.Name)
+                and node.value.id == "inspect"):
+            out.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.ImportFrom) and node.module == "inspect":
+            out += [(node.lineno, ast.unparse(node)) for a in node.names if a.name in SIGNATURE_PROBES]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
+              and (node.func.id == "hasattr" or (node.func.id == "getattr" and len(node.args) == 3))
+              and _last_name(node.args[0]) in PARTY_NAMES):
+            out.append((node.lineno, ast.unparse(node)))
+    return _report(path, package, out)
+
+
 # --------------------------------------------------------------------------- the tests
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
 def test_no_underscore_access_across_objects(path):
@@ -203,6 +305,19 @@ def test_no_underscore_access_across_objects(path):
 def test_imports_point_down_the_layers(path):
     problems = layer_violations(path)
     assert not problems, "imports against the layers:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_private_modules_stay_in_their_package(path):
+    problems = private_module_imports(path)
+    assert not problems, ("imports another package's private module (fedmm.kernels is the only gate to "
+                          "compiled code):\n" + "\n".join(problems))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_no_capability_probes_in_the_engine_and_runtimes(path):
+    problems = capability_probes(path)
+    assert not problems, "probes a party instead of relying on fedmm.protocols:\n" + "\n".join(problems)
 
 
 # --------------------------------------------------------------------------- the checker itself
@@ -239,3 +354,57 @@ def test_the_layers_cover_every_module():
     assert {module_name(p) for p in SOURCES if group(module_name(p)) is None} == set()
     assert group("fedmm.runtime.flower") == "runtime" and group("fedmm._rounds") == "core"
     assert group("fedmm.protocols") == "core"
+
+
+def test_the_private_module_rule_flags_what_it_should(tmp_path):
+    snippet = "\n".join([
+        "from fedmm import _rounds",                          # 1 compiled code outside the gate: flagged
+        "from fedmm._validation import check_int",            # 2 core utility: fine
+        "import fedmm._memory, fedmm._progress",              # 3 core utilities: fine
+        "from fedmm._kernels_sparse import lasso",            # 4 a kernel wrapper outside the gate: flagged
+        "from fedmm.algorithms._random import RoundStream",   # 5 another package's private module: flagged
+        "from fedmm.models._compiled import array_key",       # 6 its own package's private module: fine
+        "from fedmm.models import _compiled",                 # 7 the same, as a module: fine
+        "from fedmm.experiments import _common",              # 8 flagged
+        "from fedmm.kernels import lasso",                    # 9 through the gate: fine
+    ])
+    package = tmp_path / "src" / "fedmm"
+    for name in ("models/probe.py", "kernels.py", "_kernels_probe.py", "algorithms/probe.py",
+                 "models/_compiled.py", "experiments/_common.py"):
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(snippet if "probe" in name or "kernels" in name else "")
+    lines = [g.split(":")[1] for g in private_module_imports(package / "models/probe.py", package)]
+    assert lines == ["1", "4", "5", "8"], lines
+    # the gate and its wrappers reach compiled code; neither reaches another package's private module
+    assert [g.split(":")[1] for g in private_module_imports(package / "kernels.py", package)] == ["5", "6", "7", "8"]
+    assert [g.split(":")[1] for g in private_module_imports(package / "_kernels_probe.py", package)] == [
+        "5", "6", "7", "8"]
+    assert [g.split(":")[1] for g in private_module_imports(package / "algorithms/probe.py", package)] == [
+        "1", "4", "6", "7", "8"]
+
+
+def test_the_probe_rule_flags_what_it_should(tmp_path):
+    snippet = "\n".join([
+        "import inspect",
+        "from inspect import signature",                      # 2 flagged
+        "def run(server, clients, monitor, value, self=None):",
+        "    inspect.signature(server.aggregate)",            # 4 flagged
+        "    hasattr(server, 'get_state')",                   # 5 flagged
+        "    hasattr(self.server, 'get_state')",              # 6 flagged
+        "    getattr(type(clients[0]), 'step_many', None)",   # 7 flagged
+        "    [c for c in clients if hasattr(c, 'get_state')]",  # 8 flagged
+        "    hasattr(monitor, 'due')",                        # 9 flagged
+        "    hasattr(value, '__array__')",                    # 10 data conversion: fine
+        "    getattr(server, 'theta')",                       # 11 a plain read: fine
+        "    inspect.isclass(value)",                         # 12 fine
+    ])
+    package = tmp_path / "src" / "fedmm"
+    for name in ("runtime/probe.py", "engine/probe.py", "algorithms/probe.py"):
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(snippet)
+    for name in ("runtime/probe.py", "engine/probe.py"):
+        lines = [g.split(":")[1] for g in capability_probes(package / name, package)]
+        assert lines == ["2", "4", "5", "6", "7", "8", "9"], (name, lines)
+    assert capability_probes(package / "algorithms/probe.py", package) == []

@@ -28,11 +28,16 @@ def _meson_build_dir() -> str | None:
     the compiled modules live in the meson build directory; we find it from a
     compiled module's path (``<build>/src/fedmm_core/_quantize*.so``).
     """
+    # Located, not imported: fedmm.kernels is the only module that loads compiled code.
+    from importlib.util import find_spec
+
     try:
-        from fedmm import _quantize
+        spec = find_spec("fedmm._quantize")
     except ImportError:  # pragma: no cover - broken install
         return None
-    ext_dir = _os.path.dirname(_os.path.abspath(_quantize.__file__))
+    if spec is None or spec.origin is None:  # pragma: no cover - broken install
+        return None
+    ext_dir = _os.path.dirname(_os.path.abspath(spec.origin))
     if _os.path.normcase(ext_dir) == _os.path.normcase(_PKG_DIR):
         return None  # regular install: extensions sit in the package
     return _os.path.dirname(_os.path.dirname(ext_dir))

@@ -4,8 +4,10 @@
 Each family validates its arguments here (names, shapes, dtypes, ranges) and
 calls a private Cython module that runs the C kernel without the GIL.  The
 argument helpers :func:`norm_code`, :func:`as_vector` and
-:func:`effective_block` are shared with :mod:`fedmm.compression` (not
-re-exported by ``fedmm.kernels``).
+:func:`effective_block`, and the quantizer-spec faces (:func:`quantize_spec`,
+:func:`quantize_rows_spec`, :func:`pack_spec`, :func:`pack_identity`: the
+arguments already resolved, as :mod:`fedmm.compression`'s compressors hold
+them) are what :mod:`fedmm.compression` calls.
 """
 from __future__ import annotations
 
@@ -25,7 +27,25 @@ __all__ = [
     "pack",
     "unpack",
     "wire_header",
+    # the quantizer-spec faces and their argument helpers (fedmm.compression)
+    "SCHEME_IDENTITY",
+    "SCHEME_BLOCKP",
+    "SCHEME_DITHER",
+    "norm_code",
+    "as_vector",
+    "effective_block",
+    "quantize_spec",
+    "quantize_rows_spec",
+    "pack_spec",
+    "pack_identity",
 ]
+
+#: Wire scheme id of the identity payload (raw values), ``FEDMM_SCHEME_IDENTITY``.
+SCHEME_IDENTITY: int = _quantize.SCHEME_IDENTITY
+#: Wire scheme id of block-p quantization (``bits == 2``), ``FEDMM_SCHEME_BLOCKP``.
+SCHEME_BLOCKP: int = _quantize.SCHEME_BLOCKP
+#: Wire scheme id of stochastic rounding (random dithering), ``FEDMM_SCHEME_DITHER``.
+SCHEME_DITHER: int = _quantize.SCHEME_DITHER
 
 # ---- compression (quantize.c, wire.c) ----
 _NORM_CODES = {"2": 1, "2.0": 1, "l2": 1, "inf": 2, "linf": 2}
@@ -33,7 +53,23 @@ _SCHEMES = {"blockp": _quantize.SCHEME_BLOCKP, "dither": _quantize.SCHEME_DITHER
 
 
 def norm_code(norm: Any) -> int:
-    """1 for the 2-norm, 2 for the max-norm (accepts 2, 'inf', numpy.inf)."""
+    """The C code of a block norm: 1 for the 2-norm, 2 for the max-norm.
+
+    Parameters
+    ----------
+    norm : {2, 'inf'}
+        Also ``2.0``, ``'l2'``, ``'linf'`` and ``numpy.inf``.
+
+    Returns
+    -------
+    int
+        1 or 2 (``FEDMM_NORM_L2``, ``FEDMM_NORM_LINF``).
+
+    Raises
+    ------
+    ValueError
+        For any other value, naming ``norm``.
+    """
     key = str(norm).lower()
     if isinstance(norm, bool) or key not in _NORM_CODES:
         raise ValueError(f"Expected 'norm' to be 2 or 'inf' (or numpy.inf), got {norm!r}")
@@ -41,10 +77,21 @@ def norm_code(norm: Any) -> int:
 
 
 def as_vector(x: Any) -> np.ndarray:
-    """1-D, non-empty, native float32/float64, contiguous (one copy if strided).
+    """``x`` as the kernels read a message: 1-D, non-empty, native float32/float64, contiguous.
 
     Finiteness is checked by the C kernel in the same pass that computes the
     block norms (``ValueError`` on NaN/inf), so no extra pass is made here.
+
+    Parameters
+    ----------
+    x : array_like of shape (q,), q >= 1
+        Any memory layout.
+
+    Returns
+    -------
+    ndarray of shape (q,)
+        ``x`` itself when it already qualifies (checked in C: the per-call
+        overhead matters for small messages), else one contiguous copy.
     """
     if _quantize.ready_vector(x) is not None:
         return x  # fast path, checked in C: per-call overhead matters for small messages
@@ -55,7 +102,18 @@ def as_vector(x: Any) -> np.ndarray:
 
 
 def effective_block(block_size: int | None, q: int) -> int:
-    """Coordinates per block for a length-``q`` vector: ``min(block_size, q)``, ``q`` for None."""
+    """Coordinates per block for a length-``q`` vector: ``min(block_size, q)``, ``q`` for None.
+
+    Parameters
+    ----------
+    block_size : int >= 1 or None
+    q : int
+        The vector's length.
+
+    Returns
+    -------
+    int
+    """
     if block_size is None:
         return q
     return min(check_int(block_size, "block_size", low=1), q)
@@ -208,3 +266,93 @@ def unpack(payload: Any, *, out: np.ndarray | None = None) -> np.ndarray:
 def wire_header(payload: Any) -> dict:
     """Validated header fields of a payload: version, scheme, value_nbytes, norm, bits, q, block."""
     return _quantize.read_header(_as_payload(payload))
+
+
+# ---- the quantizer-spec faces: arguments already resolved (fedmm.compression's compressors) ----
+def quantize_spec(x: Any, scheme: int, bits: int, norm: int, block: int, rng: Any) -> np.ndarray:
+    """Fused quantize-and-dequantize of ``x`` with the C quantizer spec ``(scheme, bits, norm, block)``.
+
+    The face :meth:`fedmm.compression.StochasticRounding.quantize` calls with
+    its resolved parameters (:meth:`~fedmm.compression.StochasticRounding.quantizer_spec`);
+    :func:`quantize_dither` checks and resolves user arguments first.
+
+    Parameters
+    ----------
+    x : array_like of shape (q,), float32 or float64
+        Converted by :func:`as_vector`.
+    scheme : int
+        :data:`SCHEME_DITHER` or :data:`SCHEME_BLOCKP`.
+    bits : int in [2, 16]
+    norm : int
+        A :func:`norm_code`.
+    block : int in [1, q]
+        Coordinates per block (:func:`effective_block`).
+    rng : seed, BitGenerator or numpy.random.Generator
+        Its lock is held while the kernel runs.
+
+    Returns
+    -------
+    ndarray of shape (q,), float64
+
+    Raises
+    ------
+    ValueError
+        An invalid spec, or ``x`` not finite.
+    """
+    return _quantize.quantize(as_vector(x), scheme, bits, norm, block, as_rng(rng))
+
+
+def quantize_rows_spec(X: np.ndarray, scheme: int, bits: int, norm: int, block: int,
+                       rngs: list) -> np.ndarray:
+    """Row ``k`` is ``quantize_spec(X[k], scheme, bits, norm, block, rngs[k])``, in one compiled call.
+
+    Parameters
+    ----------
+    X : ndarray of shape (m, q), float64, C-contiguous
+    scheme, bits, norm, block : int
+        As in :func:`quantize_spec`.
+    rngs : list of numpy.random.Generator
+        One per row; each row draws from its own generator under its lock.
+
+    Returns
+    -------
+    ndarray of shape (m, q), float64
+    """
+    return _quantize.quantize_rows(X, scheme, bits, norm, block, list(rngs))
+
+
+def pack_spec(x: Any, scheme: int, bits: int, norm: int, block: int, rng: Any) -> bytes:
+    """Quantize ``x`` with the C quantizer spec ``(scheme, bits, norm, block)`` into a wire payload.
+
+    The face :meth:`fedmm.compression.StochasticRounding.encode` calls;
+    :func:`pack` checks and resolves user arguments first.  ``unpack(pack_spec(x,
+    ..., rng))`` equals ``quantize_spec(x, ..., rng2)`` bit for bit when ``rng2``
+    starts from the same state.
+
+    Parameters
+    ----------
+    x, scheme, bits, norm, block, rng
+        As in :func:`quantize_spec`.
+
+    Returns
+    -------
+    bytes
+        The payload (layout in ``docs/wire-format.md``).
+    """
+    return _quantize.encode(as_vector(x), scheme, bits, norm, block, as_rng(rng))
+
+
+def pack_identity(x: Any) -> bytes:
+    """The identity payload of ``x``: the header and the raw little-endian values (float32 or float64).
+
+    Parameters
+    ----------
+    x : array_like of shape (q,), float32 or float64
+        Converted by :func:`as_vector`.
+
+    Returns
+    -------
+    bytes
+        ``32 + q * itemsize`` bytes; :func:`unpack` returns ``x`` as float64.
+    """
+    return _quantize.identity_encode(as_vector(x))

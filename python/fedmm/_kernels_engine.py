@@ -241,10 +241,97 @@ def floor_eigenvalues(A: Any, floor: float) -> tuple[np.ndarray, np.ndarray]:
     return _engine.floor_eigenvalues(A, floor)
 
 
-def run_rounds(*args: Any, **kwargs: Any) -> tuple:
-    """Whole FedMM rounds in one GIL-free call; see :func:`fedmm._engine.run_rounds` for the arguments.
+def run_rounds(model: CompiledModel, space: str, mode: str, oracle: str, project: bool, batch: int, p: float,
+               alpha: float, count: int, weights: np.ndarray, server_key: np.ndarray, datas: list,
+               memories: list, Vs: list, keys: np.ndarray, quantizers: np.ndarray, S: np.ndarray | None,
+               V: np.ndarray, theta: np.ndarray, theta_prev: np.ndarray, t0: int, gammas: np.ndarray,
+               n_threads: int = 1, max_seconds: float = float("inf"), pool: WorkerPool | None = None, *,
+               statistic_max: float = float("inf")) -> tuple:
+    """Whole FedMM rounds ``t0, …, t0 + R − 1`` (``R = len(gammas)``) in one GIL-free call.
 
-    The engine layer (:mod:`fedmm.engine.compiled`) builds the arguments
-    from the server's and the clients' public state.
+    Per round ``t``: the server's selection (``fedmm_server_select``), every
+    contacted client's round (``fedmm_client_round``) on the threads of
+    ``pool`` (without one, on a :class:`WorkerPool` of ``n_threads`` made for
+    this call, or on the calling thread when ``n_threads == 1``), then the
+    server step (``fedmm_server_step``) on the senders' messages in client
+    order.  The engine layer (:func:`fedmm.engine.compiled_rounds`) builds the
+    arguments from the server's and the clients' state; the arrays are read
+    as they are (the kernel checks their lengths), and those updated in place
+    must be contiguous, writeable float64.
+
+    Parameters
+    ----------
+    model : CompiledModel
+        The compiled surrogate model (:func:`dictionary_model`, ...).
+    space : {'statistic', 'parameter'}
+        Aggregation space (S-space FedMM or Θ-space parameter averaging).
+    mode : {'select', 'compress'}
+        ``'select'``: ``count`` clients per round drawn by the server (``count
+        == -1``: a coin with probability ``p`` per client); ``'compress'``:
+        every client, each sending with probability ``p``.
+    oracle : {'minibatch', 'full'}
+        The clients' statistic oracle.
+    project : bool
+        Euclidean projection of the aggregated statistic.
+    batch : int
+        Minibatch size (1 with the full oracle).
+    p : float in (0, 1]
+        Participation probability.
+    alpha : float
+        Control-variate step.
+    count : int
+        Clients per round, -1 for independent participation.
+    weights : ndarray of shape (n,), float64
+        ``μ_i / p`` per client.
+    server_key : ndarray of shape (2,), uint64
+        Philox key of the server's round stream.
+    datas, memories, Vs : list of length n
+        Per client: its data as :meth:`~fedmm.models.SurrogateModel.compiled_data` returns it, its
+        per-sample memory (``compiled_memory``) and its control variate ``V_i`` (float64, updated in
+        place).
+    keys : ndarray of shape (n, 2), uint64
+        The clients' Philox keys.
+    quantizers : ndarray of shape (n, 4), int64
+        Per client ``(scheme, bits, norm, block)`` of its compressor (``quantizer_spec``).
+    S : ndarray of shape (q,), float64, or None
+        The server statistic ``Ŝ_t`` (S-space; None in Θ-space), updated in place.
+    V : ndarray, float64
+        The server's control variate, updated in place.
+    theta, theta_prev : ndarray, float64
+        The compiled parameter, updated in place; ``theta_prev`` receives
+        ``theta`` before the last completed round.
+    t0 : int
+        First round.
+    gammas : ndarray of shape (R,), float64
+        Step sizes ``γ_{t+1}`` of the rounds.
+    n_threads : int, default 1
+        Threads for the clients when no ``pool`` is given.
+    max_seconds : float, default inf
+        Stop after the first round that ends later than this after the call
+        started (at least one round runs).
+    pool : WorkerPool, optional
+        Persistent worker threads kept across calls by the caller.
+    statistic_max : float, default inf
+        In S-space a round whose messages, aggregate, new ``S`` or new ``V``
+        hold an entry beyond it in magnitude fails (``FEDMM_ERANGE``).
+
+    Returns
+    -------
+    senders : ndarray of shape (R', n), int64
+        Row ``r``: the clients whose message round ``r`` aggregated, in
+        ``senders[r, :n_senders[r]]`` (increasing).
+    n_senders, n_contacted : ndarray of shape (R',), int64
+    dist : ndarray of shape (R', 2)
+        ``(‖Ŝ_{t+1} − Ŝ_t‖², ‖θ_{t+1} − θ_t‖²)`` (flat parameters).
+    seconds : ndarray of shape (R',)
+        Wall time of each round.
+    n_unconverged : int
+        Inner-solver columns that hit their iteration cap.
+    failure : tuple or None
+        ``(t, client, reason)`` when round ``t`` failed in a client's round
+        (``client`` its index) or in the server step (``client = -1``); the
+        rounds before it are complete and round ``t`` left no trace.
     """
-    return _engine.run_rounds(*args, **kwargs)
+    return _engine.run_rounds(model, space, mode, oracle, project, batch, p, alpha, count, weights, server_key,
+                              datas, memories, Vs, keys, quantizers, S, V, theta, theta_prev, t0, gammas,
+                              n_threads, max_seconds, pool, statistic_max)

@@ -27,6 +27,10 @@ __all__ += [
     "dictionary_statistics",
     "dictionary_update",
     "project_psd",
+    "warn_unconverged",
+    "fused_dictionary_statistics",
+    "dictionary_update_ridge_flat",
+    "dictionary_sa_step",
 ]
 
 
@@ -602,3 +606,112 @@ def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     if out is not None and not isinstance(out, np.ndarray):
         raise ValueError(f"Expected 'out' to be an ndarray, got {type(out).__name__}")
     return _linalg.project_psd(A, out)
+
+
+# ---- the dictionary model's per-round faces: operands already in the kernels' layout ----
+def fused_dictionary_statistics(D: np.ndarray, Z: np.ndarray, lam: float, segments: np.ndarray,
+                                H0: np.ndarray | None = None, *, tol: float = 1e-9,
+                                max_iter: int = 1000) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Per-segment dictionary statistics of the LASSO codes, for operands already in the kernel's layout.
+
+    The hot path of :class:`fedmm.models.DictionaryLearning` (one call per
+    round for every client): the numbers of :func:`dictionary_statistics`
+    with ``segments``, ``H0``, ``return_codes=True``, without converting or
+    copying the operands and without the :class:`ConvergenceWarning`: the
+    count of unconverged columns is returned for the caller to report
+    (:func:`warn_unconverged`).
+
+    Parameters
+    ----------
+    D : ndarray of shape (p, K), float64, Fortran-ordered
+        The dictionary (finite, as checked by the caller).
+    Z : ndarray of shape (p, b), float64, Fortran-ordered
+        The signals, one per column.
+    lam : float > 0
+    segments : ndarray of shape (m + 1,), int64, contiguous
+        Column offsets, nondecreasing from 0 to ``b`` (checked by the kernel).
+    H0 : ndarray of shape (K, b), optional
+        Warm-start codes.
+    tol : float
+    max_iter : int >= 1
+
+    Returns
+    -------
+    A : ndarray of shape (m, K, K)
+    B : ndarray of shape (m, p, K)
+    H : ndarray of shape (K, b), Fortran-ordered
+        The codes.
+    n_unconverged : int
+        Columns that reached ``max_iter``.
+
+    Raises
+    ------
+    ValueError
+        Operands of the wrong dtype, layout or shape, bad segments, or
+        non-finite signals.
+    """
+    A, B, H, _, _, n_bad = _sparse.dictionary_statistics(D, Z, lam, False, tol, max_iter, H0, segments, True,
+                                                         False, _sparse.METHODS["auto"])
+    return A, B, H, n_bad
+
+
+def dictionary_update_ridge_flat(s: np.ndarray, n_components: int, n_features: int, eta: float) -> np.ndarray:
+    """The ridge dictionary update ``T(s) = B (sym(A) + 2ηI)⁻¹`` of a flat statistic ``s = [vec(A), vec(B)]``.
+
+    The numbers of ``dictionary_update(sym(A), B, eta=eta)`` (:func:`dictionary_update`)
+    read straight from the flat statistic (C order): the server's per-round
+    ``T`` of :class:`fedmm.models.DictionaryLearning`.
+
+    Parameters
+    ----------
+    s : ndarray of shape (K*K + p*K,), float64, contiguous
+    n_components : int
+        ``K``.
+    n_features : int
+        ``p``.
+    eta : float >= 0
+
+    Returns
+    -------
+    ndarray of shape (p, K), float64, Fortran-ordered
+
+    Raises
+    ------
+    ValueError
+        ``s`` of another length.
+    numpy.linalg.LinAlgError
+        ``sym(A) + 2ηI`` not positive definite.
+    """
+    return _linalg.dictionary_update_ridge_flat(s, n_components, n_features, eta)
+
+
+def dictionary_sa_step(S: np.ndarray, H: np.ndarray, gamma: float, n_components: int, n_features: int,
+                       eta: float, project: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The server's stochastic-approximation step of the ridge dictionary model in one compiled call.
+
+    ``S_new = Π(S + γH)`` (``Π`` the projection onto ``𝕄_K⁺ × ℝ^{p×K}`` when
+    ``project``, else the identity) and ``D = T(S_new)`` as
+    :func:`dictionary_update_ridge_flat`.
+
+    Parameters
+    ----------
+    S, H : ndarray of shape (K*K + p*K,), float64, contiguous
+    gamma : float
+    n_components, n_features : int
+        ``K`` and ``p``.
+    eta : float >= 0
+    project : bool
+
+    Returns
+    -------
+    S_new : ndarray of shape (K*K + p*K,), float64
+    D : ndarray of shape (p, K), float64, Fortran-ordered
+
+    Raises
+    ------
+    ValueError
+        Statistics of another length, or ``S + γH`` not finite.
+    numpy.linalg.LinAlgError
+        The eigensolver failed or ``sym(A) + 2ηI`` is not positive definite.
+    """
+    return _linalg.dictionary_sa_step(S, H, gamma, n_components, n_features, eta, project)

@@ -7,13 +7,13 @@ below (keeps merges of several features trivial).  ``subparsers`` is what
 ``argparse._SubParsersAction``, is private to argparse).
 
 Every command shares the options of
-:func:`fedmm.experiments._common.add_common_options`; a ``--config`` TOML
+:func:`fedmm.experiments.add_common_options`; a ``--config`` TOML
 file is applied here, before the command runs, and a bad value found after
-parsing (an :class:`~fedmm.experiments._common.ExperimentError` or a
+parsing (an :class:`~fedmm.experiments.ExperimentError` or a
 ``ValueError`` of the library) is reported as ``fedmm ...: error: ...``
 with exit status 2, never as a traceback; so are unrecognized arguments,
 by the parser of the command that got them
-(:class:`~fedmm.experiments._common.CommandParser`), and an ``OSError``
+(:class:`~fedmm.experiments.CommandParser`), and an ``OSError``
 while the command writes its results.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from typing import Any, Sequence
 
 import fedmm
-from fedmm.experiments._common import CommandParser, ExperimentError, apply_config
+from fedmm.experiments import CommandParser, ExperimentError, apply_config
 
 __all__ = ["build_parser", "main"]
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from fedmm import _quantize
+from fedmm import kernels
 from fedmm._validation import as_rng, check_int
-from fedmm._kernels_compression import as_vector, effective_block, norm_code, unpack
+from fedmm.kernels import as_vector, effective_block, norm_code, unpack
 
 __all__ = ["Compressor", "Identity", "BlockQuantizer", "StochasticRounding", "decode", "dither_omega"]
 
@@ -162,7 +162,7 @@ class Identity(Compressor):
 
     def encode(self, x: Any, rng: Any = None) -> bytes:
         """Header + the raw little-endian values of ``x`` (float32 or float64)."""
-        return _quantize.identity_encode(as_vector(x))
+        return kernels.pack_identity(x)
 
     def omega(self, q: int) -> float:
         """0: the identity adds no variance."""
@@ -215,7 +215,7 @@ class StochasticRounding(Compressor):
     45
     """
 
-    _scheme_id = _quantize.SCHEME_DITHER
+    _scheme_id = kernels.SCHEME_DITHER
 
     def __init__(self, bits: int = 8, norm: Any = 2, block_size: int | None = None) -> None:
         self.bits = check_int(bits, "bits", low=2, high=16)
@@ -244,8 +244,8 @@ class StochasticRounding(Compressor):
         ndarray of shape (q,), float64
         """
         arr = as_vector(x)  # parameters were checked by __init__
-        return _quantize.quantize(arr, self._scheme_id, self.bits, self._norm_code,
-                                  self._effective_block(arr.shape[0]), as_rng(rng))
+        return kernels.quantize_spec(arr, self._scheme_id, self.bits, self._norm_code,
+                                     self._effective_block(arr.shape[0]), as_rng(rng))
 
     def quantize_many(self, X: np.ndarray, rngs: list) -> np.ndarray:
         """``quantize`` of every row in one compiled call (see :meth:`Compressor.quantize_many`)."""
@@ -254,15 +254,15 @@ class StochasticRounding(Compressor):
             return super().quantize_many(X, rngs)
         if len(rngs) != X.shape[0]:
             raise ValueError(f"Expected one generator per row of 'X' ({X.shape[0]}), got {len(rngs)}")
-        return _quantize.quantize_rows(X, self._scheme_id, self.bits, self._norm_code,
-                                       self._effective_block(X.shape[1]), list(rngs))
+        return kernels.quantize_rows_spec(X, self._scheme_id, self.bits, self._norm_code,
+                                          self._effective_block(X.shape[1]), list(rngs))
 
     def encode(self, x: Any, rng: Any = None) -> bytes:
         """Quantize ``x`` and pack it into a self-describing payload of
         :meth:`payload_nbytes` bytes."""
         arr = as_vector(x)
-        return _quantize.encode(arr, self._scheme_id, self.bits, self._norm_code,
-                                self._effective_block(arr.shape[0]), as_rng(rng))
+        return kernels.pack_spec(arr, self._scheme_id, self.bits, self._norm_code,
+                                 self._effective_block(arr.shape[0]), as_rng(rng))
 
     def omega(self, q: int) -> float:
         """Variance constant of A6 for vectors of length ``q`` (see :func:`dither_omega`)."""
@@ -310,7 +310,7 @@ class BlockQuantizer(StochasticRounding):
     (314, 15.0)
     """
 
-    _scheme_id = _quantize.SCHEME_BLOCKP
+    _scheme_id = kernels.SCHEME_BLOCKP
 
     def __init__(self, block_size: int | None = None, norm: Any = 2) -> None:
         super().__init__(bits=2, norm=norm, block_size=block_size)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fedmm.experiments._common import (
+from fedmm.experiments import (
     ExperimentError,
     add_common_options,
     add_deprecated_alias,

@@ -46,7 +46,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from fedmm import kernels
 from fedmm._validation import as_array, check_bool, check_count, check_in, check_int, check_real
-from fedmm.algorithms._setup import check_alpha, check_compressor
+from fedmm.algorithms import check_alpha, check_compressor
 from fedmm.algorithms import FedMM, StopRun, check_seed
 from fedmm.engine import Checkpoint, data_digest
 from fedmm.models import DictionaryLearning, GaussianMixture

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedmm import _rounds
+from fedmm import kernels
 from fedmm._validation import check_count, check_in, check_int
 from fedmm.engine.compiled import MINIBATCH_SHUFFLE_MAX
 from fedmm.models.base import SurrogateModel
@@ -140,7 +140,7 @@ class LocalOracle:
     def _sample(self, rng: np.random.Generator) -> np.ndarray:
         """``b`` distinct indices, uniformly (a partial Fisher-Yates shuffle for small ``N_i``)."""
         if self.n_samples <= MINIBATCH_SHUFFLE_MAX:  # the draw the compiled rounds replay bit for bit
-            return _rounds.sample_without_replacement(rng, self.n_samples, self.batch_size)
+            return kernels.sample_without_replacement(self.n_samples, self.batch_size, rng)
         return rng.choice(self.n_samples, self.batch_size, replace=False, shuffle=False)
 
     def finish(self, t: int, theta: Any, idx: np.ndarray | None, refresh: bool,

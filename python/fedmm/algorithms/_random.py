@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fedmm import _rounds
+from fedmm import kernels
 from fedmm._validation import check_seed
 
 __all__ = ["RoundStream", "derive_seed", "party_seed", "check_seed", "seed_repr", "seed_from_repr",
@@ -101,7 +101,7 @@ class RoundStream:
         Equal to ``fedmm.kernels.sample_without_replacement(n, b, self.at(t))``,
         drawn from the compiled replica of the stream (no generator state to set).
         """
-        return _rounds.philox_sample_without_replacement(self._key, t, n, b)
+        return kernels.philox_sample_without_replacement(self._key, t, n, b)
 
     def at(self, t: int) -> np.random.Generator:
         """The generator positioned at the start of round ``t``'s stream (counter ``(0, t, 0, 0)``)."""
@@ -195,5 +195,17 @@ def seed_from_repr(value: Any) -> np.random.SeedSequence:
 
 
 def init_generator(seed: int | np.random.SeedSequence) -> np.random.Generator:
-    """The generator that draws the initial statistic ``Ŝ_0`` (shared by SA-SSMM, FedMM and the baseline)."""
+    """The generator that draws the initial statistic ``Ŝ_0`` (shared by SA-SSMM, FedMM and the baseline).
+
+    Parameters
+    ----------
+    seed : int or numpy.random.SeedSequence
+        The run's seed (as normalized by :func:`check_seed`).
+
+    Returns
+    -------
+    numpy.random.Generator
+        The server's stream of the initial draw: every runtime that builds
+        ``Ŝ_0`` (in process, Flower) draws the same numbers from it.
+    """
     return RoundStream(party_seed(seed, SERVER_PARTY, 1)).at(0)

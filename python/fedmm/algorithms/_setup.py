@@ -27,6 +27,17 @@ def check_alpha(alpha: Any, name: str = "alpha") -> float:
     otherwise (FedEM: ``α = 1/(1 + ω)``); no value above 1 is covered, and a
     huge one only makes the control variates overflow rounds later.
 
+    Parameters
+    ----------
+    alpha : float
+        The value to check.
+    name : str, default 'alpha'
+        The argument's name in the error message.
+
+    Returns
+    -------
+    float
+
     Examples
     --------
     >>> check_alpha(0.01)
@@ -66,7 +77,25 @@ def check_weights(weights: Any) -> list[float] | None:
 
 def check_compressor(compressor: Any) -> Any:
     """The constructors' ``compressor``: one object with ``encode``/``decode`` (shared by every client) or a
-    non-empty list or tuple of them (one per client); returned as given."""
+    non-empty list or tuple of them (one per client).
+
+    Parameters
+    ----------
+    compressor : Compressor or sequence of Compressor
+        See :class:`fedmm.protocols.Compressor`.
+
+    Returns
+    -------
+    object
+        ``compressor``, as given.
+
+    Raises
+    ------
+    ValueError
+        An empty sequence.
+    TypeError
+        An element without callable ``encode`` and ``decode``.
+    """
     comps = list(compressor) if isinstance(compressor, (list, tuple)) else [compressor]
     if not comps:
         raise ValueError("Expected 'compressor' to be a compressor or a non-empty sequence of them, got an empty one")

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fedmm import _rounds
+from fedmm import kernels
 from fedmm._validation import check_callable, check_count, check_in, check_int, check_participation
 from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported, record_initial
 from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
@@ -709,7 +709,7 @@ class Server:
         beyond = "not finite" if bound == math.inf else f"not finite or beyond statistic_bound = {bound:.3g}"
         # overflows are detected below by the range checks, not reported as NumPy warnings
         with np.errstate(over="ignore", invalid="ignore"):
-            acc = _rounds.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / self.p, self._size)
+            acc = kernels.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / self.p, self._size)
             H = self.V + acc
             if _beyond(H, bound):
                 raise ValueError(f"the aggregate H = V_t + sum_i (mu_i/p) Delta_i is {beyond}")

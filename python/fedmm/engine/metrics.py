@@ -6,9 +6,7 @@ import math
 import warnings
 from typing import Any
 
-import numpy as np
-
-from fedmm import _rounds
+from fedmm import kernels
 
 __all__ = ["squared_distance", "step_record", "update_size"]
 
@@ -21,8 +19,7 @@ def squared_distance(a: Any, b: Any) -> float:
     ``dnrm2``), so the result is finite whenever ``‖a − b‖²`` is representable
     and ``inf`` only when it exceeds the largest float64.
     """
-    return _rounds.squared_distance(np.ascontiguousarray(a, dtype=np.float64),
-                                    np.ascontiguousarray(b, dtype=np.float64))
+    return kernels.squared_distance(a, b)
 
 
 def update_size(name: str, dist: float, gamma: float) -> float:

@@ -10,7 +10,7 @@ run time, so a new experiment needs no edit here; a module whose optional
 dependencies are missing is skipped.
 
 Every command shares the options of
-:func:`fedmm.experiments._common.add_common_options` (``--seeds``,
+:func:`add_common_options` (``--seeds``,
 ``--first-seed``, ``--rounds``, ``--jobs``, ``--out``, ``--config``,
 ``--progress/--no-progress``, ``--quiet``) and writes its runs as a
 :class:`fedmm.RunSet` JSON file (read with :func:`fedmm.load`), PNG figures
@@ -21,6 +21,17 @@ and a summary table (``<name>_summary.txt`` and ``<name>_summary.json``).
 - :mod:`fedmm.experiments.fedem` — FedEM paper §4 (Fig. 1, Fig. 3 setting) and FedMissEM.
 - :mod:`fedmm.experiments.fedmls` — FedMLS paper §4, Figure 1.
 - :mod:`fedmm.experiments.ot` — FedMM paper §7.3, Figure 3 (needs the ``ot`` extra to run).
+
+The command-line machinery every command (and ``fedmm demo``) shares is
+exported here: the common option set (:func:`add_common_options`,
+:func:`resolve_progress`, :func:`make_log`, :func:`seed_list`), the parser
+that knows its options (:class:`CommandParser`), TOML configs
+(:func:`apply_config`), hidden deprecated spellings
+(:func:`add_deprecated_alias`), argparse value types (:func:`positive_int`),
+the error the CLI reports without a traceback (:class:`ExperimentError`),
+tasks behind one progress bar (:func:`run_tasks`), band plots
+(:func:`plot_band`, :func:`tidy_log_axis`) and the summary table
+(:func:`write_summary`).
 """
 from __future__ import annotations
 
@@ -28,7 +39,27 @@ import importlib
 import pkgutil
 from typing import Any
 
-__all__ = ["add_experiment_subcommands", "experiment_modules"]
+from fedmm.experiments._common import (
+    CommandParser,
+    ExperimentError,
+    add_common_options,
+    add_deprecated_alias,
+    apply_config,
+    make_log,
+    plot_band,
+    positive_int,
+    resolve_progress,
+    run_tasks,
+    seed_list,
+    tidy_log_axis,
+    write_summary,
+)
+
+__all__ = ["add_experiment_subcommands", "experiment_modules",
+           # the machinery the commands share
+           "CommandParser", "ExperimentError", "add_common_options", "add_deprecated_alias", "apply_config",
+           "make_log", "plot_band", "positive_int", "resolve_progress", "run_tasks", "seed_list", "tidy_log_axis",
+           "write_summary"]
 
 
 def experiment_modules() -> list[str]:

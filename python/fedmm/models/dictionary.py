@@ -6,9 +6,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedmm import _linalg, _sparse, kernels
-from fedmm._kernels_engine import dictionary_model_max_iter
-from fedmm._kernels_sparse import warn_unconverged
+from fedmm import kernels
+from fedmm.kernels import dictionary_model_max_iter, warn_unconverged
 from fedmm._validation import (as_array, check_bool, check_count, check_in, check_index, check_int, check_real,
                                check_statistic)
 from fedmm.models.base import StatisticLayout, SurrogateModel
@@ -195,8 +194,8 @@ class DictionaryLearning(SurrogateModel):
                 raise ValueError(f"Expected 'theta' of shape (p, K) = ({p}, {K}), got {theta.shape}")
             return kernels.dictionary_statistics(theta, Z, self.lam, segments=offsets, H0=H0, tol=self.tol,
                                                  max_iter=self.max_iter, return_codes=True)
-        A, B, H, _, _, n_bad = _sparse.dictionary_statistics(theta, Z, self.lam, False, self.tol, self.max_iter,
-                                                             H0, offsets, True, False, _sparse.METHODS["auto"])
+        A, B, H, n_bad = kernels.fused_dictionary_statistics(theta, Z, self.lam, offsets, H0, tol=self.tol,
+                                                             max_iter=self.max_iter)
         warn_unconverged(n_bad, Z.shape[1], "dictionary_statistics", self.max_iter)
         return A, B, H
 
@@ -257,7 +256,7 @@ class DictionaryLearning(SurrogateModel):
         if self.constraint is None:
             # Per-round server call: the compiled ridge update on the operands the public
             # wrapper would build, sym(A) and B (eta was checked by __init__, s is finite float64).
-            return _linalg.dictionary_update_ridge_flat(np.ascontiguousarray(s), self.n_components,
+            return kernels.dictionary_update_ridge_flat(np.ascontiguousarray(s), self.n_components,
                                                         self.n_features, self.eta)
         A, B = self._split(s)
         constraint = "ridge" if self.constraint is None else "unit_norm"
@@ -268,7 +267,7 @@ class DictionaryLearning(SurrogateModel):
         """``(Π(S + γH), T(Π(S + γH)))`` as :meth:`SurrogateModel.sa_step`; one compiled call for the ridge ``T``."""
         if (self.constraint is None and type(S) is np.ndarray and type(H) is np.ndarray
                 and S.dtype == np.float64 and H.dtype == np.float64 and S.shape == H.shape == (self.layout.size,)):
-            return _linalg.dictionary_sa_step(np.ascontiguousarray(S), np.ascontiguousarray(H), float(gamma),
+            return kernels.dictionary_sa_step(np.ascontiguousarray(S), np.ascontiguousarray(H), float(gamma),
                                               self.n_components, self.n_features, self.eta, bool(project))
         return super().sa_step(S, H, gamma, project)
 

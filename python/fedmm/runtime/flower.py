@@ -82,7 +82,7 @@ from fedmm.algorithms import Broadcast, FedAdam, FedMM, FedMMOT
 from fedmm.algorithms.federated import START_ROUND
 from fedmm.algorithms.ot import OTBroadcast
 from fedmm._validation import check_count, check_in, check_int, check_real
-from fedmm.algorithms._random import check_seed, init_generator
+from fedmm.algorithms import check_seed, init_generator
 from fedmm.engine.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
 from fedmm.runtime.local import record_initial, record_start_drops, round_record, run_monitor, warn_all_dropped
