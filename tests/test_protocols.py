@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fedmm import protocols as P
-from fedmm.algorithms import Broadcast, FedMLS, FedMM, ParameterAveraging
+from fedmm.algorithms import Broadcast, FedAvg, FedMLS, FedMM, ParameterAveraging, Scaffnew, Scaffold
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
 from fedmm.history import History
 from fedmm.models import (DictionaryLearning, GaussianMixture, InverseToy, MissingValues, PoissonLatent,
@@ -22,8 +22,8 @@ from fedmm.runtime import LocalRuntime, RayRuntime
 from reference import extending_recipes, nonsmooth_toy_data
 
 PROTOCOLS = [P.Model, P.Layout, P.SupportsCompiledModel, P.Compressor, P.SupportsQuantize, P.SupportsOmega,
-             P.SupportsQuantizerSpec, P.Message, P.ServerParty, P.ClientParty, P.StatefulClientParty, P.Monitor,
-             P.Runtime]
+             P.SupportsQuantizerSpec, P.Message, P.ServerParty, P.CompiledRoundsServer, P.ClientParty,
+             P.StatefulClientParty, P.Monitor, P.Runtime, P.SupportsResume]
 _BASES = {object, Protocol}
 
 
@@ -257,3 +257,79 @@ def test_runtime_protocol_returns_the_history_it_was_given():
     capture = CaptureRuntime()
     history = History("x")
     assert capture.run(None, [], 0, history=history) is history
+
+
+# --------------------------------------------------------------------------- the declared contract
+def _parties(capture):
+    """The server, the clients and the monitor a run handed to ``capture`` (a CaptureRuntime)."""
+    return capture.server, capture.clients, capture.monitor
+
+
+def _assert_declared_parties(server, clients, monitor, compiled):
+    """Every member the engine and the runtimes call without probing exists, with a compatible signature."""
+    assert_satisfies(server, P.ServerParty)
+    assert type(server).supports_compiled_rounds is compiled
+    if compiled:
+        assert_satisfies(server, P.CompiledRoundsServer)
+    for client in clients:
+        assert_satisfies(client, P.ClientParty, P.StatefulClientParty)
+    assert_satisfies(monitor, P.Monitor)
+    # the state round-trips: what a failed round's rollback relies on
+    state = server.get_state()
+    server.set_state(state)
+    assert all(np.array_equal(state[k], v) for k, v in server.get_state().items())
+
+
+@pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging])
+def test_fedmm_family_declares_the_contract(algorithm):
+    capture = CaptureRuntime()
+    algorithm(InverseToy(), alpha=0.5).run([np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0])], 3, seed=0,
+                                           runtime=capture, objective_every=1)
+    _assert_declared_parties(*_parties(capture), compiled=True)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: FedMLS(L1Regression(), local_steps=2, prox_weight=("inverse", 1.0), oracle="full"),
+    lambda: FedAvg(L1Regression(), step=0.1, oracle="full"),
+    lambda: Scaffold(L1Regression(), step=0.1, oracle="full"),
+    lambda: Scaffnew(L1Regression(), step=0.1, oracle="full"),
+], ids=["FedMLS", "FedAvg", "Scaffold", "Scaffnew"])
+def test_subgradient_family_declares_the_contract(make):
+    capture = CaptureRuntime()
+    make().run(nonsmooth_toy_data("l1"), 2, runtime=capture)
+    server, clients, monitor = _parties(capture)
+    _assert_declared_parties(server, clients, monitor, compiled=False)
+    # the server's state covers what a round changes: a round rolled back to it leaves no trace
+    before = server.get_state()
+    server.select(0)
+    message = server.broadcast(0)
+    server.aggregate(0, {c.index: c.step(message) for c in clients})
+    changed = server.get_state()
+    assert any(not np.array_equal(changed[k], before[k]) for k in before)
+    server.set_state(before)
+    after = server.get_state()
+    assert set(after) == set(before) and all(np.array_equal(after[k], before[k]) for k in before)
+
+
+def test_ot_family_declares_the_contract():
+    pytest.importorskip("jax", reason='the optimal-transport extra is not installed: pip install "fedmm[ot]"')
+    pytest.importorskip("optax", reason='the optimal-transport extra is not installed: pip install "fedmm[ot]"')
+    from fedmm.algorithms import FedAdam, FedMMOT
+    from fedmm.models.ot import TransportProblem
+
+    rng = np.random.default_rng(3)
+    datas = [rng.normal(loc=i, size=(20, 2)) for i in range(2)]
+    target = rng.normal(size=(20, 2))
+    problem = TransportProblem(2, hidden_sizes=[4], batch_size=8)
+    for algorithm in (FedMMOT, FedAdam):
+        capture = CaptureRuntime()
+        algorithm(problem).run(datas, 1, target=target, seed=0, runtime=capture, evaluate=lambda m: {"e": 0.0})
+        _assert_declared_parties(*_parties(capture), compiled=False)
+
+
+def test_resumable_runtimes_declare_it():
+    assert_satisfies(LocalRuntime(), P.SupportsResume)
+    assert LocalRuntime.resumable is True
+    # declared, not inferred from run()'s parameters: RayRuntime and a runtime of the docs do not resume
+    assert not isinstance(RayRuntime(n_actors=1), P.SupportsResume)
+    assert not isinstance(CaptureRuntime(), P.SupportsResume)

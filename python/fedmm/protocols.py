@@ -9,6 +9,16 @@ protocols of their own (``Supports*``), and code that uses them checks for
 them (``isinstance(obj, SupportsQuantize)``) and falls back when they are
 missing.
 
+The parties of a run (:class:`ServerParty`, :class:`ClientParty`,
+:class:`Monitor`) are a declared contract: every server, client and monitor
+of every algorithm family implements all of their members, and the engine
+and the runtimes call them without probing (no ``hasattr``, no
+``inspect.signature``; ``tests/test_architecture.py`` checks it).  What a
+party does not have is declared, not absent: :meth:`ServerParty.setup_message`
+returns None when there is no set-up exchange, and
+:attr:`ServerParty.supports_compiled_rounds` says whether the server runs
+compiled stretches of rounds (:class:`CompiledRoundsServer`).
+
 ======================  =================================================  ===========================================
 protocol                who implements it                                  who calls it
 ======================  =================================================  ===========================================
@@ -17,11 +27,12 @@ protocol                who implements it                                  who c
 :class:`Runtime`        ``fedmm.runtime`` (``LocalRuntime``, ...)          an algorithm's ``run``
 :class:`ServerParty`    ``fedmm.algorithms`` (``Server``, ...)             every runtime, once per round
 :class:`ClientParty`    ``fedmm.algorithms`` (``Client``, ...)             every runtime, for each contacted client
+:class:`Monitor`        ``fedmm.algorithms`` (each family's monitor)       every runtime, on the rounds it is due
 ======================  =================================================  ===========================================
 
 A round, as every runtime runs it (``ids``/``payloads`` are Python lists)::
 
-    setup = server.setup_message()                               # once, before round 0
+    setup = server.setup_message()                               # once, before round 0 (None: no set-up)
     server.setup_aggregate({c.index: c.setup(setup) for c in clients})
     for t in range(n_rounds):
         ids = server.select(t)
@@ -46,6 +57,7 @@ from fedmm.history import History
 
 __all__ = [
     "ClientParty",
+    "CompiledRoundsServer",
     "Compressor",
     "Layout",
     "Message",
@@ -56,6 +68,7 @@ __all__ = [
     "ServerParty",
     "StatefulClientParty",
     "SupportsCompiledModel",
+    "SupportsResume",
     "SupportsOmega",
     "SupportsQuantize",
     "SupportsQuantizerSpec",
@@ -319,20 +332,27 @@ class ServerParty(Protocol):
 
     Holds the global state (``Ŝ_t``, ``V_t``, the step schedule, its own
     random stream) and never sees client data.  Runtimes call, in this
-    order: :meth:`setup_message` and :meth:`setup_aggregate` once, then per
-    round ``t = 0, 1, …``: :meth:`select`, :meth:`broadcast`,
-    :meth:`aggregate`.  All calls happen in one process (the driver).
+    order: :meth:`setup_message` and (when it returned a message)
+    :meth:`setup_aggregate` once, then per round ``t = 0, 1, …``:
+    :meth:`select`, :meth:`broadcast`, :meth:`aggregate`; around a round they
+    may take the state out and put it back (:meth:`get_state`,
+    :meth:`set_state`: a failed round leaves no trace).  All calls happen in
+    one process (the driver).
 
-    Optional hook of the in-process runtime:
-    ``simulate_rounds(clients, t0, n_rounds, n_threads, max_seconds)`` runs a
-    stretch of rounds in one compiled call, or returns None (see
-    ``fedmm.runtime.LocalRuntime``); when it also takes a ``pool`` keyword,
-    the runtime passes the :class:`fedmm.kernels.WorkerPool` it keeps for
-    the run.
+    Attributes
+    ----------
+    supports_compiled_rounds : bool
+        A class attribute: True when the server is a
+        :class:`CompiledRoundsServer` (its ``simulate_rounds`` runs stretches
+        of rounds in one compiled call; the in-process runtime uses it with
+        ``compiled=True``), False otherwise.
     """
 
-    def setup_message(self) -> Message:
-        """The set-up broadcast, sent to every client before round 0 (e.g. ``Ŝ_0`` for ``V_{0,i}``)."""
+    supports_compiled_rounds: bool
+
+    def setup_message(self) -> Message | None:
+        """The set-up broadcast, sent to every client before round 0 (e.g. ``Ŝ_0`` for ``V_{0,i}``),
+        or None when the algorithm has no set-up exchange (then :meth:`setup_aggregate` is not called)."""
         ...
 
     def setup_aggregate(self, payloads: Mapping[int, Payload]) -> None:
@@ -347,7 +367,8 @@ class ServerParty(Protocol):
         """The message of round ``t`` to every selected client; called after :meth:`select` of ``t``."""
         ...
 
-    def aggregate(self, t: int, payloads: Mapping[int, Payload]) -> dict[str, Any]:
+    def aggregate(self, t: int, payloads: Mapping[int, Payload],
+                  on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
         """Take the server's step of round ``t`` from the received payloads (client index → payload).
 
         Clients that failed or timed out are absent from ``payloads``;
@@ -355,6 +376,44 @@ class ServerParty(Protocol):
         fields (e.g. ``gamma``, ``E_s``), which the runtime completes with
         ``t``, ``active``, ``dropped``, bytes and time
         (``fedmm.runtime.local.round_record``).
+
+        ``on_invalid`` (the runtimes pass it under the ``'drop'`` fault
+        policy): a payload that fails the server's validation is left out,
+        its client counted as dropped, after ``on_invalid(i, reason)`` and
+        before the state changes.  Without it an invalid payload raises
+        ``ValueError``; so does a server that cannot leave a client out
+        (one that needs every client's message), with or without it.
+        """
+        ...
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The server's mutable state as arrays (what a checkpoint or a rolled-back round restores)."""
+        ...
+
+    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
+        """Restore :meth:`get_state`; ``theta`` (the parameter in the model's structure, optional)
+        saves rebuilding it."""
+        ...
+
+
+@runtime_checkable
+class CompiledRoundsServer(ServerParty, Protocol):
+    """A server whose stretches of rounds run in one compiled call (``supports_compiled_rounds = True``).
+
+    The in-process runtime with ``compiled=True`` calls :meth:`simulate_rounds`
+    instead of the per-round calls, with the same numbers.
+    """
+
+    def simulate_rounds(self, clients: Sequence["ClientParty"], t0: int, n_rounds: int, n_threads: int = 1,
+                        max_seconds: float = float("inf"), pool: Any = None) -> list[dict[str, Any]] | None:
+        """Rounds ``t0, …, t0 + n_rounds − 1`` (fewer when they take more than ``max_seconds``, at least one).
+
+        Returns one dict per round run (``record``, ``active``,
+        ``bytes_up``, ``bytes_down``, ``seconds``; a last ``{"failed": ...}``
+        entry when a round failed and left no trace), or None, with nothing
+        changed, when this configuration has no compiled form.  ``pool``: the
+        :class:`fedmm.kernels.WorkerPool` the runtime keeps for the run
+        (None: ``n_threads`` threads for this call).
         """
         ...
 
@@ -363,10 +422,14 @@ class ServerParty(Protocol):
 class ClientParty(Protocol):
     """A client of a federated algorithm: private data, local state, its own random stream.
 
-    Runtimes call :meth:`setup` once with the set-up message, then
-    :meth:`step` in every round the server selected it.  Its randomness in
-    round ``t`` must depend only on (run seed, ``index``, ``t``), so that the
-    numbers do not depend on the runtime, the threads or the order of calls.
+    Runtimes call :meth:`setup` once with the set-up message (when the
+    server has one), then :meth:`step` in every round the server selected
+    it; around a round they may take its state out and put it back
+    (:meth:`get_state`, :meth:`set_state`: a failed client's round leaves no
+    trace, and runtimes whose workers do not keep the client objects carry
+    it).  Its randomness in round ``t`` must depend only on (run seed,
+    ``index``, ``t``), so that the numbers do not depend on the runtime, the
+    threads or the order of calls.
 
     Optional hook: a static ``step_many(clients, message)`` (several
     clients of one type and one round in one call, equal to their
@@ -390,15 +453,22 @@ class ClientParty(Protocol):
         """Run this client's part of the round ``message`` belongs to; return its payload."""
         ...
 
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The client's mutable state as arrays (control variate, oracle memory, ...)."""
+        ...
+
+    def set_state(self, state: Mapping[str, np.ndarray], like_theta: Any = None) -> None:
+        """Restore :meth:`get_state`; ``like_theta`` is a model parameter giving ``θ``'s structure."""
+        ...
+
 
 @runtime_checkable
 class StatefulClientParty(ClientParty, Protocol):
-    """A client whose state can be taken out and put back (needed by Ray and Flower).
+    """A client whose state can be taken out and put back: every :class:`ClientParty` now.
 
-    Runtimes whose workers do not keep the client objects between rounds, or
-    that roll a failed client back to the start of its round, call
-    :meth:`get_state` and :meth:`set_state`; ``set_state(get_state())`` on a
-    fresh client built with the same arguments continues the run bit for bit.
+    ``set_state(get_state())`` on a fresh client built with the same
+    arguments continues the run bit for bit.  Kept as a name for the
+    annotations that spell out that runtimes carry the state.
     """
 
     def get_state(self) -> dict[str, np.ndarray]:
@@ -415,11 +485,15 @@ class StatefulClientParty(ClientParty, Protocol):
 class Monitor(Protocol):
     """Reporting after a round: ``monitor(t, gamma)`` returns extra record fields (objective, ``E_sp``).
 
-    Optional: ``due(t) -> bool`` says whether round ``t`` gets fields; a
-    runtime that runs stretches of rounds compiled ends a stretch there.
-    Its time is not counted in ``wall_time``; it goes to the record's
-    cumulative ``monitor_time`` (``fedmm.runtime.run_monitor``).
+    :meth:`due` says whether round ``t`` gets fields (the monitor is called
+    only then); a runtime that runs stretches of rounds compiled ends a
+    stretch there.  Its time is not counted in ``wall_time``; it goes to the
+    record's cumulative ``monitor_time`` (``fedmm.runtime.run_monitor``).
     """
+
+    def due(self, t: int) -> bool:
+        """Whether round ``t`` gets the monitor's fields (True every round for a monitor of every round)."""
+        ...
 
     def __call__(self, t: int, gamma: float) -> Mapping[str, Any]:
         ...
@@ -434,7 +508,7 @@ class Runtime(Protocol):
     """
 
     def run(self, server: ServerParty, clients: Sequence[ClientParty], n_rounds: int, *,
-            history: History, monitor: Callable[[int, float], Mapping[str, Any]] | None = None,
+            history: History, monitor: Monitor | None = None,
             callback: Callable[[int], None] | None = None, progress: bool | None = None) -> History:
         """Run the set-up exchange and ``n_rounds`` rounds; append one record per round to ``history``.
 
@@ -455,7 +529,7 @@ class Runtime(Protocol):
             monitoring; ``fedmm.runtime.finish_round`` does all of this); the set-up exchange's bytes go to
             ``history.config["setup_bytes_up"/"setup_bytes_down"]``.
         monitor : Monitor, optional
-            Called after each round's aggregation.
+            Called after each round's aggregation, on the rounds it is due.
         callback : callable(t), optional
             Called after each round's record is appended.
         progress : bool or None
@@ -468,3 +542,17 @@ class Runtime(Protocol):
             ``history``.
         """
         ...
+
+
+@runtime_checkable
+class SupportsResume(Runtime, Protocol):
+    """A runtime that continues a run from a checkpoint and writes checkpoints (``FedMM.run(resume=...)``).
+
+    Declared by the class attribute ``resumable = True``; its :meth:`run`
+    also takes ``start`` (the first round to run, the parties and the
+    History holding the state after round ``start − 1``) and ``checkpoint``
+    (a :class:`fedmm.engine.CheckpointWriter`, called after every round),
+    as :meth:`fedmm.runtime.LocalRuntime.run` does.
+    """
+
+    resumable: bool

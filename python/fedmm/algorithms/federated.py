@@ -10,7 +10,6 @@ those messages; nothing here depends on which runtime is used.
 """
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from fedmm.algorithms._setup import (
 )
 from fedmm.compression import Identity
 from fedmm.history import History
+from fedmm.protocols import SupportsResume
 from fedmm.models.base import SurrogateModel
 
 logger = logging.getLogger(__name__)
@@ -361,6 +361,9 @@ class Server:
     decoders : sequence of n compressors
         Client ``i``'s payloads are decoded by ``decoders[i]`` (its own compressor).
     """
+
+    #: Stretches of rounds run compiled (:meth:`simulate_rounds`; :class:`fedmm.protocols.CompiledRoundsServer`).
+    supports_compiled_rounds = True
 
     def __init__(self, model: SurrogateModel, n_clients: int, *, weights: np.ndarray, p: float,
                  count: int | None, schedule: StepSchedule, alpha: float, projection: str | None,
@@ -1273,10 +1276,11 @@ class FedMM:
         writer = CheckpointWriter(checkpoint_path, checkpoint_every, snapshot)
         extra: dict[str, Any] = {}
         if resumed is not None or checkpoint_path is not None:
-            accepted = inspect.signature(runtime.run).parameters
-            if "start" not in accepted or "checkpoint" not in accepted:
-                raise ValueError(f"runtime {type(runtime).__name__} cannot resume or checkpoint a run (its run() "
-                                 "takes no 'start'/'checkpoint'); use the in-process runtime")
+            # declared, not probed: a runtime with resumable = True (fedmm.protocols.SupportsResume)
+            if not (isinstance(runtime, SupportsResume) and runtime.resumable):
+                raise ValueError(f"runtime {type(runtime).__name__} cannot resume or checkpoint a run (it does not "
+                                 "declare resumable = True, fedmm.protocols.SupportsResume); use the in-process "
+                                 "runtime")
             extra = {"start": 0 if resumed is None else resumed.next_round,
                      "checkpoint": writer if checkpoint_path is not None else None}
         try:

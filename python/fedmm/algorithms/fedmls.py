@@ -197,7 +197,7 @@ class FedMLSServer(SubgradientServer):
         self._round = (k, T, prox_weight)
         return FedMLSMessage(k, self.y.copy(), T, prox_weight)
 
-    def aggregate(self, t: int, payloads: dict) -> dict:
+    def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
         """Decode the ``y_{k+1}^i``, then ``x_k``, ``y_{k+1}`` and the consensus step ``z_{k+1}``."""
         k, T, prox_weight = self._round
         ys = self.decode_all(payloads, self.x.shape[0])

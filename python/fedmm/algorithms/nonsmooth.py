@@ -338,12 +338,16 @@ class ScaffnewMessage(_Message):
 class SubgradientServer:
     """Base of the non-smooth servers: full participation, no set-up exchange, state ``x``.
 
-    Subclasses implement ``broadcast(t)`` and ``aggregate(t, payloads)``
-    (returning the round's record, with ``gamma`` among its fields) and list
-    their state arrays in ``state_names``.
+    Subclasses implement ``broadcast(t)`` and ``aggregate(t, payloads,
+    on_invalid=None)`` (returning the round's record, with ``gamma`` among
+    its fields) and list their state arrays in ``state_names``.  The round
+    needs every client's message, so an invalid payload raises ``ValueError``
+    (the round fails) whether or not the runtime passes ``on_invalid``.
     """
 
     state_names: tuple[str, ...] = ("x",)
+    #: No compiled rounds (:class:`fedmm.protocols.ServerParty`).
+    supports_compiled_rounds = False
 
     def __init__(self, n_clients: int, x0: np.ndarray) -> None:
         self.n_clients = n_clients
@@ -358,6 +362,17 @@ class SubgradientServer:
     def state(self) -> dict[str, np.ndarray]:
         """Copies of the server's state arrays (what ``run``'s ``callback`` receives)."""
         return {name: getattr(self, name).copy() for name in self.state_names}
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The state arrays (:meth:`state`) and ``total_local_steps``: what a rolled-back round restores."""
+        return {**self.state(), "total_local_steps": np.array(self.total_local_steps, dtype=np.int64)}
+
+    def set_state(self, state: dict, theta: Any = None) -> None:
+        """Restore a :meth:`get_state` snapshot (``theta``, in the :class:`fedmm.protocols.ServerParty`
+        contract, is not needed here: the parameter is the state array ``x``)."""
+        for name in self.state_names:
+            setattr(self, name, np.array(state[name], dtype=np.float64, copy=True))
+        self.total_local_steps = int(state["total_local_steps"])
 
     def setup_message(self) -> SetupMessage:
         """No set-up exchange: an empty message."""
@@ -677,7 +692,7 @@ class FedAvgServer(SubgradientServer):
         self._round = (T, step)
         return FedAvgMessage(self.x.copy(), T, step)
 
-    def aggregate(self, t: int, payloads: dict) -> dict:
+    def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
         """``x ← (1/n) Σ_i u_i``."""
         T, step = self._round
         self.x = self.decode_all(payloads, self.x.shape[0]).mean(axis=0)
@@ -778,7 +793,7 @@ class ScaffoldServer(SubgradientServer):
         self._T = self.local_steps(t + 1)
         return ScaffoldMessage(self.x.copy(), self.c.copy(), self.total_local_steps, self._T)
 
-    def aggregate(self, t: int, payloads: dict) -> dict:
+    def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
         """``x ← x + η_g mean_i(u_i − x)``, ``c ← c + mean_i(c_i⁺ − c_i)``."""
         p = self.x.shape[0]
         deltas = self.decode_all(payloads, 2 * p)
@@ -924,7 +939,7 @@ class ScaffnewServer(SubgradientServer):
         self._round = (s - s0, step, prob)
         return ScaffnewMessage(self.x.copy(), s0, s - s0)
 
-    def aggregate(self, t: int, payloads: dict) -> dict:
+    def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
         r""":math:`x = \frac1n \sum_j (\hat x_j − (η/p) h_j)`."""
         T, step, prob = self._round
         self.x = self.decode_all(payloads, self.x.shape[0]).mean(axis=0)

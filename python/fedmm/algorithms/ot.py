@@ -364,6 +364,9 @@ def _adam_leaves(state: Mapping[str, Any], prefix: str, like: Sequence[np.ndarra
 class _OTServerBase:
     """Selection, set-up and payload validation shared by both servers."""
 
+    #: No compiled rounds (:class:`fedmm.protocols.ServerParty`).
+    supports_compiled_rounds = False
+
     def __init__(self, steps: OTSteps, n_clients: int, *, weights: np.ndarray, p: float, count: int | None,
                  omega: np.ndarray, theta: np.ndarray, seed: np.random.SeedSequence, decoders: Sequence[Any],
                  size: int) -> None:

@@ -87,6 +87,8 @@ def data_digest(datas: Sequence[Any]) -> str:
     """
     h = hashlib.sha256()
 
+    # The hasattr calls below dispatch on the type of client *data* (data conversion, as np.asarray does),
+    # not on a party's capabilities: the parties' members are declared in fedmm.protocols.
     def feed(value: Any) -> None:
         if isinstance(value, np.ndarray):
             h.update(b"A")

@@ -8,7 +8,6 @@ It lives in the engine layer because the algorithms use it by default;
 from __future__ import annotations
 
 import contextlib
-import inspect
 import signal
 import threading
 import time
@@ -154,7 +153,7 @@ def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payl
     appends :func:`round_record` (plus the monitor's fields and
     ``monitor_time``, :func:`run_monitor`; the monitor is not counted in
     ``wall_time``) to ``history`` and calls ``callback(t)``.  With ``on_invalid``
-    (servers whose ``aggregate`` accepts it), a payload that fails the
+    (every server's ``aggregate`` takes it, :class:`fedmm.protocols.ServerParty`), a payload that fails the
     server's validation drops its client instead of raising:
     ``on_invalid(i, reason)`` is called before the server's state changes,
     and ``reasons`` (updated in place) records why each client was dropped.
@@ -178,7 +177,7 @@ def finish_round(server: Any, history: History, t: int, ids: Sequence[int], payl
                     reasons[i] = f"invalid payload: {invalid[i]}"
     elapsed += time.perf_counter() - start
     record = round_record(t, record, ids, payloads, message, elapsed, reasons)
-    due = monitor is not None and (not hasattr(monitor, "due") or monitor.due(t))
+    due = monitor is not None and monitor.due(t)
     record.update(run_monitor(monitor, t, record["gamma"], history, due=due))
     history.append(**record)
     if callback is not None:
@@ -193,11 +192,12 @@ class LocalRuntime:
     ``message = server.broadcast(t)``, the contacted clients' ``step`` (the
     contacted clients are split into ``n_threads`` contiguous shares, one
     task per share), then ``server.aggregate(t, payloads)``.  With
-    ``compiled=True``, when the server's ``simulate_rounds`` accepts the
+    ``compiled=True``, when the server declares compiled rounds
+    (``supports_compiled_rounds``) and its ``simulate_rounds`` accepts the
     configuration (see :func:`fedmm.engine.compiled_unsupported`), whole
     stretches of rounds run in one compiled call instead, with the same
-    numbers; a stretch ends after each round the monitor is due on (or has
-    no ``due`` method), after every round when there is a callback, and
+    numbers; a stretch ends after each round the monitor is due on, after
+    every round when there is a callback, and
     after at most 256 rounds or 0.2 s.  Clients draw from their own
     counter-based streams, so the numbers depend neither on ``n_threads``
     nor on the backend nor on thread scheduling.
@@ -275,6 +275,10 @@ class LocalRuntime:
     True
     """
 
+    #: :meth:`run` continues from a checkpoint and writes them (``start``, ``checkpoint``):
+    #: :class:`fedmm.protocols.SupportsResume`.
+    resumable = True
+
     def __init__(self, n_threads: int = 1, compiled: bool = True, batched: bool = True,
                  on_client_error: str = "drop") -> None:
         self.n_threads = check_int(n_threads, "n_threads", low=1)
@@ -335,9 +339,8 @@ class LocalRuntime:
     @staticmethod
     def _stretch_end(t: int, n_rounds: int, monitor: Any, callback: Any, checkpoint: Any = None) -> int:
         """End (exclusive) of the compiled stretch starting at round ``t``: it stops after the first
-        round the monitor or the checkpoint writer is due on (every round for a monitor without
-        ``due`` or with a callback)."""
-        if callback is not None or (monitor is not None and not hasattr(monitor, "due")):
+        round the monitor or the checkpoint writer is due on (every round with a callback)."""
+        if callback is not None:
             return t + 1
         end = min(n_rounds, t + _STRETCH)
         for u in range(t, end):
@@ -385,24 +388,22 @@ class LocalRuntime:
                 if user_callback is not None:
                     user_callback(t)
                 checkpoint(t)
-        # servers whose aggregate can drop invalid payloads (FedMM's) get them validated per client
-        aggregate_hook = "on_invalid" in inspect.signature(server.aggregate).parameters
         try:
-            # Optional set-up exchange (servers with setup_message, e.g. FedMM's initial control
-            # variates): every client answers once, the server aggregates.
-            if hasattr(server, "setup_message") and start == 0:
-                setup = server.setup_message()
+            # The set-up exchange (e.g. FedMM's initial control variates; setup_message() is None when
+            # the algorithm has none): every client answers once, the server aggregates.
+            setup = server.setup_message() if start == 0 else None
+            if setup is not None:
                 setup_payloads = [c.setup(setup) for c in clients]
                 server.setup_aggregate({c.index: b for c, b in zip(clients, setup_payloads)})
                 history.config["setup_bytes_up"] = sum(len(b) for b in setup_payloads)
                 history.config["setup_bytes_down"] = len(clients) * setup.nbytes
             # Compiled: whole stretches of rounds in one call when the server has them for this
             # configuration (same numbers; Python runs only between stretches).
-            compiled = self.compiled and hasattr(server, "simulate_rounds")
-            # the compiled stretches share one set of worker threads for the run, when the server takes it
+            # (declared by the server: supports_compiled_rounds, fedmm.protocols.CompiledRoundsServer)
+            compiled = self.compiled and server.supports_compiled_rounds
+            # the compiled stretches share one set of worker threads for the run
             stretch_kwargs = {}
-            if (compiled and self.n_threads > 1
-                    and "pool" in inspect.signature(server.simulate_rounds).parameters):
+            if compiled and self.n_threads > 1:
                 workers = kernels.WorkerPool(self.n_threads)
                 stretch_kwargs["pool"] = workers
             t = start
@@ -438,15 +439,14 @@ class LocalRuntime:
                         if pool is None and self.n_threads > 1:
                             pool = ThreadPoolExecutor(max_workers=self.n_threads - 1)
                         elapsed = self._python_round(server, clients, t, pool, history, elapsed, monitor,
-                                                     callback, aggregate_hook)
+                                                     callback)
                         if bar is not None:
                             bar.update(1)
                         t += 1
                     continue
                 if pool is None and self.n_threads > 1:
                     pool = ThreadPoolExecutor(max_workers=self.n_threads - 1)
-                elapsed = self._python_round(server, clients, t, pool, history, elapsed, monitor, callback,
-                                             aggregate_hook)
+                elapsed = self._python_round(server, clients, t, pool, history, elapsed, monitor, callback)
                 if bar is not None:
                     bar.update(1)
                 t += 1
@@ -464,7 +464,7 @@ class LocalRuntime:
         return history
 
     def _python_round(self, server: Any, clients: Sequence[Any], t: int, pool: ThreadPoolExecutor | None,
-                      history: History, elapsed: float, monitor: Any, callback: Any, aggregate_hook: bool) -> float:
+                      history: History, elapsed: float, monitor: Any, callback: Any) -> float:
         """Round ``t`` on the Python backend, atomic: on any exception (Ctrl-C included) the server, the
         contacted clients and the History get their start-of-round states back.  ``callback(t)`` runs once
         the round is committed (as after a compiled stretch's rounds): an exception it raises leaves the
@@ -473,8 +473,8 @@ class LocalRuntime:
         ids = server.select(t)
         message = server.broadcast(t)
         contacted = [clients[i] for i in ids]
-        snapshots = {c.index: c.get_state() for c in contacted if hasattr(c, "get_state")}
-        server_state = server.get_state() if hasattr(server, "get_state") else None
+        snapshots = {c.index: c.get_state() for c in contacted}
+        server_state = server.get_state()
         n_records = len(history.records)
         reasons: dict[int, str] = {}
         committed = False
@@ -484,7 +484,9 @@ class LocalRuntime:
                 if b is None and c.index in snapshots:
                     c.set_state(snapshots[c.index])  # a failed client's round left no trace
             on_invalid = None
-            if aggregate_hook and self.on_client_error == "drop":
+            # every server's aggregate takes on_invalid (fedmm.protocols.ServerParty): under 'drop' an
+            # invalid payload drops its client (a server that needs every message raises instead)
+            if self.on_client_error == "drop":
                 def on_invalid(i: int, reason: str) -> None:
                     if i in snapshots:
                         clients[i].set_state(snapshots[i])

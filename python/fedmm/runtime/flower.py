@@ -710,7 +710,7 @@ class FedMMStrategy(Strategy):
 
     def _state_record(self) -> ArrayRecord:
         """The server's state (``get_state``) for Flower's bookkeeping of the rounds."""
-        state = self.server.get_state() if hasattr(self.server, "get_state") else {}
+        state = self.server.get_state()
         return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
 
     # -- Strategy interface -----------------------------------------------------

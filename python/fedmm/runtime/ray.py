@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import inspect
 import os
 import pickle
 import sys
@@ -381,28 +380,29 @@ class RayRuntime:
         self._check_cpus(ray, len(shares))
         fleet = _Fleet(ray, ray.remote(num_cpus=self.num_cpus_per_actor)(_Shard), clients, shares)
         self.restarts = 0
-        aggregate_hook = "on_invalid" in inspect.signature(server.aggregate).parameters
         bar = progress_bar(show_progress, total=n_rounds, desc=history.algorithm or "rounds")
         elapsed = 0.0
         try:
             fleet.start()
-            # Set-up exchange (as LocalRuntime): the clients' V_0,i, aggregated by the server.
+            # Set-up exchange (as LocalRuntime): the clients' V_0,i, aggregated by the server; none when
+            # setup_message() is None (fedmm.protocols.ServerParty).
             setup = server.setup_message()
-            setup_ref = ray.put(setup)
-            refs = [a.setup.remote(setup_ref) for a in fleet.actors]
-            ready, late = ray.wait(refs, num_returns=len(refs), timeout=self.setup_timeout)
-            if late:
-                raise TimeoutError(f"{len(late)} of {len(refs)} Ray actors did not start and answer the set-up "
-                                   f"exchange within setup_timeout={self.setup_timeout} s")
-            results = [r for part in ray.get(refs) for r in part]
-            server.setup_aggregate({i: payload for i, payload, _ in results})
-            for i, _, state in results:
-                fleet.clients[i].set_state(state, setup.theta)
-            history.config["setup_bytes_up"] = sum(len(payload) for _, payload, _ in results)
-            history.config["setup_bytes_down"] = len(clients) * setup.nbytes
+            if setup is not None:
+                setup_ref = ray.put(setup)
+                refs = [a.setup.remote(setup_ref) for a in fleet.actors]
+                ready, late = ray.wait(refs, num_returns=len(refs), timeout=self.setup_timeout)
+                if late:
+                    raise TimeoutError(f"{len(late)} of {len(refs)} Ray actors did not start and answer the set-up "
+                                       f"exchange within setup_timeout={self.setup_timeout} s")
+                results = [r for part in ray.get(refs) for r in part]
+                server.setup_aggregate({i: payload for i, payload, _ in results})
+                for i, _, state in results:
+                    fleet.clients[i].set_state(state, setup.theta)
+                history.config["setup_bytes_up"] = sum(len(payload) for _, payload, _ in results)
+                history.config["setup_bytes_down"] = len(clients) * setup.nbytes
             for t in range(n_rounds):
                 down = self._replace_hung(fleet)
-                elapsed = self._round(fleet, server, t, down, history, elapsed, monitor, callback, aggregate_hook)
+                elapsed = self._round(fleet, server, t, down, history, elapsed, monitor, callback)
                 bar.update(1)
         except (Exception, KeyboardInterrupt) as exc:
             exc.history = history  # the completed rounds; the interrupted or failed one left no trace
@@ -434,7 +434,7 @@ class RayRuntime:
         return down
 
     def _round(self, fleet: "_Fleet", server: Any, t: int, down: dict[int, str], history: History,
-               elapsed: float, monitor: Any, callback: Any, aggregate_hook: bool) -> float:
+               elapsed: float, monitor: Any, callback: Any) -> float:
         """Round ``t``, atomic: on an exception the server, the driver's clients and the History are left
         as they were."""
         from ray.exceptions import RayError, RayTaskError
@@ -500,13 +500,13 @@ class RayRuntime:
         payloads = [got[i][0] if i in got else None for i in ids]
         invalid: set[int] = set()
         on_invalid = None
-        if aggregate_hook and not raising:
+        if not raising:  # every server's aggregate takes on_invalid (fedmm.protocols.ServerParty)
             def on_invalid(i: int, reason: str) -> None:
                 invalid.add(i)
                 if self.errors is not None:
                     self.errors.append((t, i, f"invalid payload: {reason}"))
 
-        server_state = server.get_state() if hasattr(server, "get_state") else None
+        server_state = server.get_state()
         n_records = len(history.records)
         before: dict[int, dict] = {}
 
