@@ -23,7 +23,7 @@ from reference import extending_recipes, nonsmooth_toy_data
 
 PROTOCOLS = [P.Model, P.Layout, P.SupportsCompiledModel, P.Compressor, P.SupportsQuantize, P.SupportsOmega,
              P.SupportsQuantizerSpec, P.Message, P.ServerParty, P.CompiledRoundsServer, P.ClientParty,
-             P.StatefulClientParty, P.Monitor, P.Runtime, P.SupportsResume]
+             P.StatefulClientParty, P.SupportsStepMany, P.Monitor, P.Runtime, P.SupportsResume]
 _BASES = {object, Protocol}
 
 
@@ -299,6 +299,7 @@ def test_subgradient_family_declares_the_contract(make):
     make().run(nonsmooth_toy_data("l1"), 2, runtime=capture)
     server, clients, monitor = _parties(capture)
     _assert_declared_parties(server, clients, monitor, compiled=False)
+    assert all(isinstance(c, P.SupportsStepMany) for c in clients)  # batched by LocalRuntime(batched=True)
     # the server's state covers what a round changes: a round rolled back to it leaves no trace
     before = server.get_state()
     server.select(0)

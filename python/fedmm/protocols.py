@@ -69,6 +69,7 @@ __all__ = [
     "StatefulClientParty",
     "SupportsCompiledModel",
     "SupportsResume",
+    "SupportsStepMany",
     "SupportsOmega",
     "SupportsQuantize",
     "SupportsQuantizerSpec",
@@ -433,8 +434,9 @@ class ClientParty(Protocol):
 
     Optional hook: a static ``step_many(clients, message)`` (several
     clients of one type and one round in one call, equal to their
-    :meth:`step` results), used by ``LocalRuntime(batched=True)``.  Whole
-    compiled rounds are the server's business (``Server.simulate_rounds``).
+    :meth:`step` results; :class:`SupportsStepMany`), used by
+    ``LocalRuntime(batched=True)``.  Whole compiled rounds are the server's
+    business (:class:`CompiledRoundsServer`).
 
     Attributes
     ----------
@@ -459,6 +461,23 @@ class ClientParty(Protocol):
 
     def set_state(self, state: Mapping[str, np.ndarray], like_theta: Any = None) -> None:
         """Restore :meth:`get_state`; ``like_theta`` is a model parameter giving ``θ``'s structure."""
+        ...
+
+
+@runtime_checkable
+class SupportsStepMany(Protocol):
+    """A client class whose round runs for several of its clients in one call (FedMLS and its baselines).
+
+    The in-process runtime with ``batched=True`` gives each thread's share of
+    contacted clients to ``type(share[0]).step_many(share, message)`` when
+    the clients are of such a class (``isinstance(client,
+    SupportsStepMany)``), and calls :meth:`step` per client otherwise.
+    """
+
+    @staticmethod
+    def step_many(clients: Sequence[Any], message: Message) -> list[Payload]:
+        """The payloads of ``clients`` (one type, one round) for ``message``: equal, in order, to their
+        :meth:`step` results."""
         ...
 
 

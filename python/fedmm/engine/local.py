@@ -19,6 +19,7 @@ from fedmm import kernels
 from fedmm._progress import progress_bar
 from fedmm._validation import check_count, check_in, check_int
 from fedmm.history import History
+from fedmm.protocols import SupportsStepMany
 
 __all__ = ["LocalRuntime", "finish_round", "record_initial", "record_start_drops", "round_record", "run_monitor",
            "split_contiguous", "warn_all_dropped"]
@@ -302,7 +303,8 @@ class LocalRuntime:
     def _work(self, share: list[Any], message: Any, reasons: dict[int, str],
               snapshots: dict[int, Any]) -> list[Any]:
         # A client type may offer a batched step of several clients (one kernel call, e.g. FedMLS)
-        step_many = getattr(type(share[0]), "step_many", None) if self.batched else None
+        # (declared by the class: fedmm.protocols.SupportsStepMany)
+        step_many = type(share[0]).step_many if self.batched and isinstance(share[0], SupportsStepMany) else None
         if step_many is not None:
             try:
                 return step_many(share, message)
