@@ -70,7 +70,7 @@ def _datas():
 
 def _fedmm(n_threads):
     return FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=ACTIVE, compressor=StochasticRounding(bits=BITS),
-                 alpha=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads)
+                 control_variate_step=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads)
 
 
 def _seconds(algo, datas):

@@ -127,7 +127,7 @@ def test_absurd_local_steps_are_refused_naming_the_argument(cls):
         alg.run(datas, 2, seed=0)
     assert time.monotonic() - t0 < 10.0
     with pytest.raises(ValueError, match="'max_local_steps'"):
-        Scaffnew(HingeSVM(), step=0.01, max_local_steps=2**62)
+        Scaffnew(HingeSVM(), local_lr=0.01, max_local_steps=2**62)
 
 
 @pytest.mark.parametrize("algorithm", [
@@ -156,9 +156,9 @@ def test_a_round_with_2_to_31_local_steps_stops_on_ctrl_c(algorithm):
 
 @pytest.mark.parametrize("make", [
     lambda: FedMLS(HingeSVM(), local_steps=("linear", 7), prox_weight=1.0),
-    lambda: FedMLS(HingeSVM(), local_steps=("linear", 7), prox_weight=1.0, backend="numpy"),
-    lambda: FedAvg(HingeSVM(), local_steps=("linear", 7), step=0.01),
-    lambda: Scaffold(HingeSVM(), local_steps=("linear", 7), step=0.01),
+    lambda: FedMLS(HingeSVM(), local_steps=("linear", 7), prox_weight=1.0, backend="python"),
+    lambda: FedAvg(HingeSVM(), local_steps=("linear", 7), local_lr=0.01),
+    lambda: Scaffold(HingeSVM(), local_steps=("linear", 7), local_lr=0.01),
 ])
 def test_chunked_minibatch_draws_give_the_same_runs(make, monkeypatch):
     datas = nonsmooth_toy_data("hinge", n_clients=3, m=20, d=4, seed=1)

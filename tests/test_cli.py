@@ -87,7 +87,7 @@ BAD_VALUES = [
     (["experiment", "fig2", "--beta-grid", "0.1,-1"], "--beta-grid"),
     (["experiment", "fedmls", "--prox-weight-grid", "1,0"], "--prox-weight-grid"),
     (["experiment", "fedmls", "--step-grid", "0.1,,1"], "--step-grid"),
-    (["experiment", "fig1", "--objective-every", "0"], "--objective-every"),
+    (["experiment", "fig1", "--evaluate-every", "0"], "--evaluate-every"),
     (["experiment", "fig1", "--samples", "3"], "--samples"),
 ]
 

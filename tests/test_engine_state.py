@@ -75,10 +75,12 @@ def test_each_payload_is_decoded_with_its_clients_compressor(backend):
     """Clients with different compressors: the server decodes each one's payload with its own."""
     datas = _dictionary_clients(n=4)
     comps = [Identity(), StochasticRounding(bits=4), BlockQuantizer(block_size=5), StochasticRounding(bits=8)]
-    run = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, alpha=0.1, batch_size=6,
+    run = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, control_variate_step=0.1,
+                batch_size=6,
                 backend=backend).run(datas, 6, seed=1)
     assert run.config["backend"] == backend
-    ref = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, alpha=0.1, batch_size=6,
+    ref = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, control_variate_step=0.1,
+                batch_size=6,
                 backend="python").run(datas, 6, seed=1)
     assert run.equals(ref)
     # byte counts are each client's own payload size

@@ -105,7 +105,7 @@ def test_fig2_full_batches_and_beta_tuning(tmp_path):
         best = min(scores, key=lambda b: (scores[b], float(b)))
         assert result["beta"][name] == float(best)
         history = result["runs"][name][0]
-        assert history.config["batch_size"] is None and history.config["alpha"] == float(name[6:])
+        assert history.config["batch_size"] is None and history.config["control_variate_step"] == float(name[6:])
     assert (out / "fig2.png").is_file()
 
 
@@ -186,7 +186,7 @@ def test_cli_overrides_config_file(tmp_path):
                                "--seeds", "3", "--out", str(tmp_path)])
     config, out_dir = config_from_args(args)
     assert config.seeds == 3 and config.rounds == 300 and out_dir == str(tmp_path)
-    assert config.jobs == 2 and config.objective_every == 5  # from the file
+    assert config.jobs == 2 and config.evaluate_every == 5  # from the file
 
 
 def test_version_flag(capsys):

@@ -425,7 +425,8 @@ def test_fedadam_one_client_equals_its_definition():
 
 # --------------------------------------------------------------------------- reproducibility
 def _full_config(problem, **kw):
-    return FedMMOT(problem, clients_per_round=3, alpha=0.5, step=0.8, omega_step="sgd", local_steps=2, local_lr=0.05,
+    return FedMMOT(problem, clients_per_round=3, control_variate_step=0.5, step=0.8, omega_step="sgd", local_steps=2,
+                   local_lr=0.05,
                    server_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20, **kw)
 
 

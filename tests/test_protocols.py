@@ -220,8 +220,8 @@ def test_runtime_of_the_docs_is_a_runtime():
 def test_fedmm_parties_messages_and_monitor(algorithm):
     datas = [np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0])]
     capture = CaptureRuntime()
-    algorithm(InverseToy(), alpha=0.5).run(datas, 3, seed=0, runtime=capture, objective_every=1,
-                                           callback=lambda t, S, theta: None)
+    algorithm(InverseToy(), control_variate_step=0.5).run(datas, 3, seed=0, runtime=capture, evaluate_every=1,
+                                           callback=lambda t, state: None)
     assert_satisfies(capture.server, P.ServerParty)
     for client in capture.clients:
         assert_satisfies(client, P.ClientParty, P.StatefulClientParty)
