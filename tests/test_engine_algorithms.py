@@ -46,7 +46,7 @@ def test_remark1_fedmm_and_baseline_limits(toy_datas, participation, alpha):
     theta_star = (mu @ means) ** -0.5
     theta_naive = mu @ means**-0.5
     assert abs(theta_star - theta_naive) > 0.1  # the two limits really differ
-    kw = dict(**participation_kwargs(participation), alpha=alpha, step=0.5 if alpha else 1.0,
+    kw = dict(**participation_kwargs(participation), control_variate_step=alpha, step=0.5 if alpha else 1.0,
               oracle="full", control_variates="zero")
     n_rounds = 400 if alpha else 5
     h = FedMM(InverseToy(), **kw).run(toy_datas, n_rounds, seed=4)
@@ -130,7 +130,8 @@ def test_full_participation_identity_full_batch_is_centralized_mm():
 
 # --------------------------------------------------------------------------- Algorithm 2 vs Algorithm 4
 def _alg_kwargs(compressor=None):
-    return dict(participation_prob=0.5, compressor=compressor or Identity(), alpha=0.3, step=0.2, batch_size=4,
+    return dict(participation_prob=0.5, compressor=compressor or Identity(), control_variate_step=0.3, step=0.2,
+                batch_size=4,
                 control_variates="oracle")
 
 

@@ -188,7 +188,7 @@ def test_threaded_and_backend_paths_identical_with_quantization(datas):
 
 
 def test_spider_with_one_inner_loop_is_the_full_batch_oracle(datas):
-    kw = dict(participation_prob=1.0, alpha=0.0, step=0.5)
+    kw = dict(participation_prob=1.0, control_variate_step=0.0, step=0.5)
     a = FedMM(_model(), oracle="spider", batch_size=5, k_in=1, **kw).run(datas, 6, seed=1)
     b = FedMM(_model(), oracle="full", **kw).run(datas, 6, seed=1)
     np.testing.assert_array_equal(a.state["S"], b.state["S"])

@@ -39,7 +39,7 @@ def _assert_same_state(a, b):
 def test_restored_parties_continue_bit_for_bit(algorithm, backend):
     datas = _dictionary_clients()
     algo = algorithm(DictionaryLearning(4, 0.1, 0.2), participation_prob=0.6, compressor=StochasticRounding(bits=8),
-                     alpha=0.05, step=("sqrt", 0.1), batch_size=7, control_variates="oracle")
+                     control_variate_step=0.05, step=("sqrt", 0.1), batch_size=7, control_variates="oracle")
     # the uninterrupted run: 12 rounds
     server, clients = _set_up(algo, datas, seed=3)
     _python_rounds(server, clients, range(12))
@@ -111,7 +111,7 @@ def test_python_compressor_with_its_own_format_next_to_builtin_ones():
     datas = _dictionary_clients(n=3)
     mixed = [StochasticRounding(bits=8), _RawFloat64(), StochasticRounding(bits=8)]
     builtin = [StochasticRounding(bits=8), Identity(), StochasticRounding(bits=8)]
-    kw = dict(participation_prob=1.0, alpha=0.1, batch_size=6)
+    kw = dict(participation_prob=1.0, control_variate_step=0.1, batch_size=6)
     h = FedMM(DictionaryLearning(4, 0.1, 0.2), compressor=mixed, **kw).run(datas, 5, seed=2)
     assert h.config["backend"] == "python" and "quantizer_spec" in h.config["backend_reason"]
     ref = FedMM(DictionaryLearning(4, 0.1, 0.2), compressor=builtin, backend="python", **kw).run(datas, 5, seed=2)

@@ -79,7 +79,7 @@ def test_one_client_one_local_step_is_centralized_mopes():
     np.testing.assert_allclose(hist["objective"], f_ref, rtol=1e-11)
 
 
-@pytest.mark.parametrize("backend", ["c", "numpy"])
+@pytest.mark.parametrize("backend", ["compiled", "python"])
 @pytest.mark.parametrize("kind,problem,intercept", [("hinge", HingeSVM(), True), ("l1", L1Regression(), False)])
 def test_fedmls_equals_mopes_on_product_space_and_per_client_algorithm(kind, problem, intercept, backend):
     datas = nonsmooth_toy_data(kind, n_clients=3, m=8, d=2, seed=7)
@@ -98,7 +98,7 @@ def test_compiled_and_numpy_local_loops_agree_with_minibatches(kind, problem):
     # same per-client streams, same draws: the two backends differ only by rounding
     datas = nonsmooth_toy_data(kind, n_clients=4, m=25, d=3, seed=8)
     runs = [FedMLS(problem, local_steps=("linear", 2), prox_weight=("inverse", 1.0), radius=3.0, backend=b).run(
-        datas, 20, seed=4, evaluate_every=1) for b in ("c", "numpy")]
+        datas, 20, seed=4, evaluate_every=1) for b in ("compiled", "python")]
     np.testing.assert_allclose(runs[0]["objective"], runs[1]["objective"], rtol=1e-11)
     np.testing.assert_allclose(runs[0].state["x"], runs[1].state["x"], rtol=1e-10, atol=1e-12)
 
@@ -264,17 +264,17 @@ def test_bad_parameters_raise_clear_errors():
         FedMLS(problem, prox_weight=1.0).run(datas, -1)
     with pytest.raises(ValueError, match="'oracle' to be one of"):
         FedMLS(problem, prox_weight=1.0, oracle="exact")
-    with pytest.raises(ValueError, match=r"'batch_size' in \(0.0, 1.0\]"):
+    with pytest.raises(ValueError, match=r"'batch_size' to be a fraction of each client's samples in \(0, 1\]"):
         FedAvg(problem, local_lr=0.1, batch_size=0.0)
     with pytest.raises(ValueError, match=r"'communication_prob' in \(0.0, 1.0\]"):
         Scaffnew(problem, local_lr=0.1, communication_prob=1.5)
     with pytest.raises(ValueError, match=r"'communication_prob\(11\)' in \(0.0, 1.0\]"):
         Scaffnew(problem, local_lr=0.1, communication_prob=lambda s: 0.1 * s, oracle="full").run(datas, 30, seed=0)
-    with pytest.raises(ValueError, match=r"'step' in \(0.0, 1e\+300\]"):
+    with pytest.raises(ValueError, match=r"'local_lr' in \(0.0, 1e\+300\]"):
         Scaffold(problem, local_steps=1, local_lr=-0.1)
     with pytest.raises(ValueError, match=r"'evaluate_every' in \[0, inf\]"):
         FedAvg(problem, local_lr=0.1).run(datas, 2, evaluate_every=-1)
-    with pytest.raises(TypeError, match="'problem' to be a fedmm.models.nonsmooth problem"):
+    with pytest.raises(TypeError, match="'model' to be a fedmm.models.nonsmooth problem"):
         FedMLS("svm", prox_weight=1.0)
     with pytest.raises(TypeError, match="positional"):  # hyper-parameters are keyword-only
         FedMLS(problem, 1, 1.0)

@@ -139,9 +139,9 @@ def test_surrogate_algorithms_history(name, tmp_path):
 
 @pytest.mark.parametrize("cls,kwargs", [
     (FedMLS, dict(prox_weight=("inverse", 2.0), radius=5.0, local_steps=2)),
-    (FedAvg, dict(step=0.05, local_steps=2)),
-    (Scaffold, dict(step=0.05, local_steps=2)),
-    (Scaffnew, dict(step=0.05, communication_prob=0.5)),
+    (FedAvg, dict(local_lr=0.05, local_steps=2)),
+    (Scaffold, dict(local_lr=0.05, local_steps=2)),
+    (Scaffnew, dict(local_lr=0.05, communication_prob=0.5)),
 ])
 def test_nonsmooth_family_history(cls, kwargs, tmp_path):
     datas = nonsmooth_toy_data("hinge", n_clients=3, m=12, d=3)

@@ -168,8 +168,8 @@ def test_objective_cadence_initial_objective_and_evaluate_data():
 def test_history_config_records_the_new_names():
     datas = _reference_datas("hinge")
     configs = {a.name: a.run(datas, 1, seed=0).config for a in _algorithms(HingeSVM())}
-    assert configs["FedAvg"]["step"] == "inverse_sqrt(0.05)" and configs["FedAvg"]["local_steps"] == "linear(1)"
-    assert configs["Scaffold"]["step"] == "0.05/(server_lr*s)"
+    assert configs["FedAvg"]["local_lr"] == "inverse_sqrt(0.05)" and configs["FedAvg"]["local_steps"] == "linear(1)"
+    assert configs["Scaffold"]["local_lr"] == "0.05/(server_lr*s)"
     assert configs["Scaffnew"]["communication_prob"] == "inverse_sqrt(1.0)"
     assert configs["FedMLS"]["prox_weight"] == "inverse(1.0)" and configs["FedMLS"]["radius"] == 5.0
     for config in configs.values():

@@ -247,7 +247,7 @@ def test_bad_inputs_raise_clear_errors(small_problem, small_data):
         ICNN(0)
     with pytest.raises(ValueError, match="cycle_weight"):
         TransportProblem(2, cycle_weight=-1.0)
-    with pytest.raises(TypeError, match="problem"):
+    with pytest.raises(TypeError, match="'model'"):
         FedMMOT(ICNN(2, [4]))
     algo = FedMMOT(small_problem)
     bad_dim = [datas[0], np.zeros((10, 3))]
@@ -557,8 +557,8 @@ datas = [rng.normal(loc=i, size=(40 + 5 * i, 2)) for i in range(4)]
 target = rng.normal(loc=1.0, scale=0.7, size=(60, 2))
 problem = TransportProblem(2, hidden_sizes=[8, 8], batch_size=16)
 with local_ray(num_cpus=2):  # Ray starts before JAX runs in this process
-    for algo in (FedMMOT(problem, clients_per_round=3, alpha=0.5, step=0.8, omega_step="sgd", local_steps=2,
-                         local_lr=0.05,
+    for algo in (FedMMOT(problem, clients_per_round=3, control_variate_step=0.5, step=0.8, omega_step="sgd",
+                         local_steps=2, local_lr=0.05,
                          server_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20),
                  FedAdam(problem, clients_per_round=3, server_lr=0.01, identity_steps=20)):
         got = algo.run(datas, 3, target=target, seed=4, runtime=RayRuntime(1))
