@@ -241,7 +241,7 @@ def test_E_s_and_E_ps_match_the_definitions(toy_datas):
     ({"clients_per_round": 2, "participation_prob": 0.5}, ValueError, "at most one of 'clients_per_round'"),
     ({"clients_per_round": 2, "participation_mode": "compress-local"}, ValueError, "participation_prob"),
     ({"backend": "gpu"}, ValueError, "backend"),
-    ({"alpha": -0.1}, ValueError, "alpha"),
+    ({"control_variate_step": -0.1}, ValueError, "control_variate_step"),
     ({"step": 0.0}, ValueError, "step"),
     ({"oracle": "sgd"}, ValueError, "oracle"),
     ({"oracle": "spider", "batch_size": 3}, ValueError, "k_in"),
