@@ -52,7 +52,7 @@ from fedmm.algorithms.nonsmooth import (
 )
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
-__all__ = ["FedMLS", "FedMLSServer", "FedMLSClient", "FedMLSMessage", "project_rows_to_ball", "BACKENDS"]
+__all__ = ["FedMLS", "FedMLSServer", "FedMLSClient", "FedMLSMessage", "project_rows_to_ball"]
 
 #: Which backend runs FedMLS's local loops (the names of :data:`fedmm.algorithms.federated.BACKENDS`).
 BACKENDS = ("auto", "python", "compiled")

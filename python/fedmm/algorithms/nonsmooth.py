@@ -68,7 +68,7 @@ __all__ = [
     "FederatedSubgradientMethod", "SubgradientServer", "SubgradientClient", "SubgradientOracle", "ShareOracle",
     "SetupMessage", "FedAvgServer", "FedAvgClient", "FedAvgMessage", "ScaffoldServer", "ScaffoldClient",
     "ScaffoldMessage", "ScaffoldStepRule", "ScaffnewServer", "ScaffnewClient", "ScaffnewMessage",
-    "decode_vector", "encode_vector", "check_batch_size", "minibatch_sizes",
+    "decode_vector", "encode_vector",
 ]
 
 _WORD = 8  # bytes of one float64 vector entry or one scalar on the wire
