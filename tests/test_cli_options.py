@@ -127,13 +127,13 @@ LISTS = [
     (("experiment", "fig2"), "--beta-grid", "beta_grid", "0.05,0.1", (0.05, 0.1)),
     (("experiment", "fig1"), "--beta-grid", "beta_grid", "0.3", (0.3,)),
     (("experiment", "fedmls"), "--prox-weight-grid", "prox_weight_grid", "0.1,1,10", (0.1, 1.0, 10.0)),
-    (("experiment", "fedmls"), "--step-grid", "step_grid", "1e-3,1e-2", (1e-3, 1e-2)),
+    (("experiment", "fedmls"), "--local-lr-grid", "local_lr_grid", "1e-3,1e-2", (1e-3, 1e-2)),
     (("experiment", "ot"), "--dims", "dims", "16,32,64", (16, 32, 64)),
     (("experiment", "ot"), "--fedmm-steps", "fedmm_steps", "1e-3,3e-3", (1e-3, 3e-3)),
     (("experiment", "ot"), "--fedadam-lrs", "fedadam_lrs", "3e-3", (3e-3,)),
     (("experiment", "ot"), "--hidden-sizes", "hidden_sizes", "64,64,32", (64, 64, 32)),
     (("experiment", "ablation"), "--p-sweep", "p_sweep", "5,10,20", (5, 10, 20)),
-    (("experiment", "ablation"), "--eta-sweep", "eta_sweep", "0,0.2", (0.0, 0.2)),
+    (("experiment", "ablation"), "--ridge-sweep", "ridge_sweep", "0,0.2", (0.0, 0.2)),
 ]
 
 
@@ -176,9 +176,9 @@ def test_no_option_takes_several_words(command):
      (0.05, 0.1)),
     (("experiment", "fig1"), "settings = ['homogeneous', 'patches']", "settings", ("homogeneous", "patches")),
     (("experiment", "fedmls"), "prox_weight_grid = [1, 10]", "prox_weight_grid", (1.0, 10.0)),
-    (("experiment", "fedmls"), "step_grid = 0.01", "step_grid", (0.01,)),
+    (("experiment", "fedmls"), "local_lr_grid = 0.01", "local_lr_grid", (0.01,)),
     (("experiment", "ot"), "dims = [2, 3]\nhidden_sizes = [8, 8]", "hidden_sizes", (8, 8)),
-    (("experiment", "ablation"), "eta_sweep = [0.0, 0.5]", "eta_sweep", (0.0, 0.5)),
+    (("experiment", "ablation"), "ridge_sweep = [0.0, 0.5]", "ridge_sweep", (0.0, 0.5)),
 ])
 def test_a_config_list_is_the_same_comma_separated_value(command, toml, dest, values, tmp_path):
     config = tmp_path / "c.toml"

@@ -17,7 +17,7 @@ from reference import cli_status, lasso_objective, lasso_sklearn
 #: 200 points of dimension 6 in 4 k-means clients of 50, K = 4 atoms, 2 active clients, minibatches of 10.
 TINY = ["--samples", "200", "--p", "6", "--K", "4", "--clients", "4", "--active-clients", "2", "--batch-size", "10",
         "--rounds", "8", "--evaluate-every", "2", "--fixed-point-rounds", "5", "--map-points", "3",
-        "--minibatch-draws", "2", "--p-sweep", "5,6", "--eta-sweep", "0.2,0.05", "--no-progress"]
+        "--minibatch-draws", "2", "--p-sweep", "5,6", "--ridge-sweep", "0.2,0.05", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_tiny_run_writes_runs_figure_and_summary(tiny_run):
     (["--batch-size", "60"], "--batch-size"),  # larger than a client's 50 samples
     (["--fixed-point-step", "2"], "--fixed-point-step"),
     (["--p-sweep", "0,3"], "--p-sweep"),
-    (["--eta-sweep", "x"], "--eta-sweep"),
+    (["--ridge-sweep", "x"], "--ridge-sweep"),
     (["--bits", "1"], "--bits"),
     (["--samples", "3"], "--samples"),
 ])

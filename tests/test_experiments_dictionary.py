@@ -177,7 +177,7 @@ def test_example_configs_are_valid(path, tmp_path):
     args = _parse_with_config(["experiment", figure, "--config", str(path), "--ratings", str(ratings)])
     config, out_dir = config_from_args(args)
     assert config.figure == figure and out_dir.startswith("out/")
-    assert config.n_clients == 20 and config.active_clients == 10 and config.lam == 0.1 and config.eta == 0.2
+    assert config.n_clients == 20 and config.active_clients == 10 and config.lam == 0.1 and config.ridge == 0.2
     assert all(0.001 <= b <= 0.05 for b in config.beta_grid)
 
 
