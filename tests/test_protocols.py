@@ -21,7 +21,7 @@ from fedmm.models.nonsmooth import L1Regression
 from fedmm.runtime import LocalRuntime, RayRuntime
 from reference import extending_recipes, nonsmooth_toy_data
 
-PROTOCOLS = [P.Model, P.Layout, P.SupportsCompiledModel, P.Compressor, P.SupportsQuantize, P.SupportsOmega,
+PROTOCOLS = [P.Model, P.Layout, P.SupportsCompiledModel, P.Compressor, P.SupportsQuantize, P.SupportsVarianceBound,
              P.SupportsQuantizerSpec, P.Message, P.ServerParty, P.ClientParty, P.StatefulClientParty, P.Monitor,
              P.Runtime]
 _BASES = {object, Protocol}
@@ -175,7 +175,7 @@ def test_python_model_of_the_docs_is_a_model():
 @pytest.mark.parametrize("comp", [Identity(), BlockQuantizer(4), StochasticRounding(8, norm="inf", block_size=3)],
                          ids=repr)
 def test_builtin_compressors_are_compressors_with_the_simulation_hooks(comp):
-    assert_satisfies(comp, P.Compressor, P.SupportsQuantize, P.SupportsOmega)
+    assert_satisfies(comp, P.Compressor, P.SupportsQuantize, P.SupportsVarianceBound)
     if hasattr(comp, "quantizer_spec"):
         assert_satisfies(comp, P.SupportsQuantizerSpec)
     rng = np.random.default_rng(3)
@@ -187,7 +187,7 @@ def test_builtin_compressors_are_compressors_with_the_simulation_hooks(comp):
 
 def test_pure_python_sparsifier_is_a_compressor_and_nothing_more():
     sparsifier = extending_recipes().BernoulliSparsifier(0.5)
-    assert_satisfies(sparsifier, P.Compressor, P.SupportsOmega)
+    assert_satisfies(sparsifier, P.Compressor, P.SupportsVarianceBound)
     assert not isinstance(sparsifier, P.SupportsQuantize)
     assert not isinstance(sparsifier, P.SupportsQuantizerSpec)
     x = np.linspace(-1.0, 1.0, 9)
