@@ -824,7 +824,9 @@ class FedMM:
         be asked for.  The resolved schedule is ``History.config['step']``, and
         ``History.config['step_source']`` says ``'model default'`` or ``'user'``.
     batch_size : int or None
-        Local minibatch size ``b``; None = full local batch.
+        Local minibatch size ``b``, a number of samples (an int, unlike the
+        non-smooth family's ``batch_size``, which also takes a fraction);
+        None = full local batch.
     projection : {'euclidean', None}
         Line 16 with ``B_t = I``; None skips it.
     oracle : {'minibatch', 'full', 'spider'}
