@@ -187,6 +187,20 @@ def test_a_config_list_is_the_same_comma_separated_value(command, toml, dest, va
     assert getattr(apply_config(args, ["--config", str(config)]), dest) == values
 
 
+@pytest.mark.parametrize("command, toml, dest, value", [
+    (("experiment", "fig1"), "alpha = 0.2\neta = 0.3\nobjective_every = 4", "ridge", 0.3),
+    (("experiment", "fig1"), "alpha = 0.2", "control_variate_step", 0.2),
+    (("experiment", "ablation"), "eta_sweep = [0.0, 0.5]", "ridge_sweep", (0.0, 0.5)),
+    (("experiment", "fedmls"), "step_grid = 0.01\nbatch_fraction = 0.5", "local_lr_grid", (0.01,)),
+])
+def test_a_config_key_of_the_old_vocabulary_is_read_with_a_note(command, toml, dest, value, tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text(toml + "\n")
+    args = build_parser().parse_args([*command, "--config", str(config)])
+    assert getattr(apply_config(args, ["--config", str(config)]), dest) == value
+    assert "is deprecated; use" in capsys.readouterr().err
+
+
 def test_a_config_list_for_a_one_value_option_and_a_bad_config_list_are_refused(tmp_path, capsys):
     config = tmp_path / "c.toml"
     config.write_text("rounds = [3, 4]\n")
