@@ -345,3 +345,25 @@ def test_bytes_up_arrays_down_protocol_reproduces_run(toy_datas):
         assert all(type(b) is bytes for b in payloads.values())
         server.aggregate(t, payloads)
     np.testing.assert_array_equal(server.S, ref.state["S"])
+
+
+# --------------------------------------------------------------------------- the one vocabulary (issue 24)
+@pytest.mark.parametrize("algorithm", ["FedMM", "ParameterAveraging", "SASSMM"])
+def test_callback_state_is_read_only_with_params_theta_and_statistic(algorithm, toy_datas):
+    seen = []
+    callback = lambda t, state: seen.append(state)  # noqa: E731
+    if algorithm == "SASSMM":
+        h = SASSMM(InverseToy(), step=0.5, batch_size=10).run(toy_datas[0], 3, seed=1, callback=callback)
+    else:
+        cls = FedMM if algorithm == "FedMM" else ParameterAveraging
+        h = cls(InverseToy(), step=0.5, control_variate_step=0.5).run(toy_datas, 3, seed=1, callback=callback)
+    assert len(seen) == 3
+    last = seen[-1]
+    np.testing.assert_array_equal(last["params"]["theta"], h.params["theta"])
+    np.testing.assert_array_equal(np.atleast_1d(last["theta"]), h.state["theta"])
+    if algorithm == "ParameterAveraging":
+        assert last["statistic"] is None
+    else:
+        np.testing.assert_array_equal(last["statistic"], h.state["S"])
+    with pytest.raises(TypeError):
+        last["params"] = {}

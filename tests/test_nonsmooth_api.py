@@ -211,3 +211,39 @@ def test_module_examples(module):
 
     failures, tried = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert failures == 0 and tried > 0
+
+
+# -- the package's one vocabulary (issue 24, item 5) ---------------------------------------------------------
+def test_batch_size_is_a_fraction_as_a_float_and_a_count_as_an_int():
+    # 5 clients of 20 samples: 0.1 of 20 is 2 samples, the same minibatches as batch_size=2, bit for bit
+    datas = nonsmooth_toy_data("hinge", n_clients=5, m=20, d=3, seed=1)
+    for make in (lambda b: FedAvg(HingeSVM(), local_lr=0.05, batch_size=b),
+                 lambda b: FedMLS(HingeSVM(), prox_weight=1.0, batch_size=b)):
+        fraction, count = make(0.1).run(datas, 4, seed=2), make(2).run(datas, 4, seed=2)
+        np.testing.assert_array_equal(fraction.state["x"], count.state["x"])
+        assert fraction.config["batch_size"] == 0.1 and count.config["batch_size"] == 2
+    # a count beyond a client's size is clipped to it: the full local batch, as the fraction 1.0
+    whole, clipped = (FedAvg(HingeSVM(), local_lr=0.05, batch_size=b).run(datas, 3, seed=2) for b in (1.0, 10**6))
+    np.testing.assert_array_equal(whole.state["x"], clipped.state["x"])
+    for bad, error in ((0, ValueError), (1.5, ValueError), (True, TypeError), ("0.1", TypeError)):
+        with pytest.raises(error, match="'batch_size'"):
+            FedAvg(HingeSVM(), local_lr=0.05, batch_size=bad)
+
+
+def test_fedmls_backends_are_auto_python_compiled_and_the_old_names_are_refused():
+    assert FedMLS(HingeSVM(), prox_weight=1.0).backend == "compiled"  # 'auto': the problem has a kernel
+    datas = _reference_datas("hinge")
+    runs = {b: FedMLS(HingeSVM(), prox_weight=1.0, backend=b).run(datas, 2, seed=0) for b in ("auto", "compiled")}
+    assert runs["auto"].config["backend"] == "compiled" and runs["auto"].equals(runs["compiled"])
+    for old, new in (("c", "compiled"), ("numpy", "python")):
+        with pytest.raises(ValueError, match=f"backend='{old}' is now backend='{new}'.*'auto', 'python', 'compiled'"):
+            FedMLS(HingeSVM(), prox_weight=1.0, backend=old)
+
+
+def test_callback_state_is_read_only_with_the_params():
+    datas = _reference_datas("hinge")
+    seen = []
+    h = FedAvg(HingeSVM(), local_lr=0.05).run(datas, 2, seed=2, callback=lambda t, state: seen.append(state))
+    np.testing.assert_array_equal(seen[-1]["params"]["x"], h.params["x"])
+    with pytest.raises(TypeError):
+        seen[-1]["x"] = None

@@ -16,6 +16,7 @@ from fedmm.algorithms import FedAdam, FedMMOT  # noqa: E402
 from fedmm.compression import StochasticRounding  # noqa: E402
 from fedmm.engine import LocalRuntime  # noqa: E402
 from fedmm.models import ICNN, TransportMap, TransportProblem  # noqa: E402
+from fedmm.history import History  # noqa: E402
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -611,3 +612,24 @@ def test_docstring_examples(module):
 
     failures, tried = doctest.testmod(importlib.import_module(module))
     assert tried > 0 and failures == 0
+
+
+# --------------------------------------------------------------------------- the one vocabulary (issue 24)
+@pytest.mark.parametrize("cls", [FedMMOT, FedAdam])
+def test_history_params_and_callback_state(cls, small_problem, small_data):
+    datas, target = small_data
+    algo = cls(model=small_problem, local_lr=0.05, identity_steps=5)
+    assert algo.model is small_problem
+    seen = []
+    h = algo.run(datas, 3, target=target, seed=0, callback=lambda t, state: seen.append((t, state)))
+    assert [t for t, _ in seen] == [0, 1, 2] and h.config["model"] == small_problem.config()
+    assert sorted(h.params) == ["omega", "theta"]
+    np.testing.assert_array_equal(h.params["omega"], h.state["omega"])
+    np.testing.assert_array_equal(h.params["theta"], h.state["theta"])
+    last = seen[-1][1]
+    np.testing.assert_array_equal(last["potential"], h.state["omega"])
+    np.testing.assert_array_equal(last["theta"], h.state["theta"])
+    np.testing.assert_array_equal(last["params"]["omega"], h.params["omega"])
+    with pytest.raises(TypeError):
+        last["potential"] = None
+    assert History.from_dict(h.to_dict()).equals(h)  # params saved with the History
