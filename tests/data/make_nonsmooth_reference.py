@@ -41,12 +41,12 @@ def cases(hinge, l1):
         "fedavg_hinge_mb": (FedAvg(svm, Linear(1), 0.05), hinge, 12, {"seed": 3}),
         "fedavg_l1_full": (FedAvg(lad, 2, lambda k: 0.01 / k, oracle="full"), l1, 10, {}),
         "scaffold_hinge_mb": (Scaffold(svm, Linear(1), 0.05), hinge, 12, {"seed": 3}),
-        "scaffold_l1_mb": (Scaffold(lad, 3, lambda t: 0.02 / np.sqrt(t), server_lr=1.5, batch_size=0.3),
+        "scaffold_l1_mb": (Scaffold(lad, 3, lambda t: 0.02 / np.sqrt(t), global_step=1.5, batch_fraction=0.3),
                            l1, 10, {"seed": np.random.SeedSequence(7), "x0": np.full(4, 0.5)}),
         "scaffnew_hinge_mb": (Scaffnew(svm, 0.05), hinge, 12, {"seed": 3}),
         "scaffnew_l1_full": (Scaffnew(lad, lambda t: 0.01, probability=0.3, oracle="full"), l1, 10, {"seed": 4}),
         "fedmls_hinge_mb_c": (FedMLS(svm, Linear(1), Inverse(1.0), 5.0), hinge, 12, {"seed": 3}),
-        "fedmls_l1_mb_numpy": (FedMLS(lad, Linear(2), Inverse(0.5), None, backend="python"), l1, 10, {"seed": 5}),
+        "fedmls_l1_mb_numpy": (FedMLS(lad, Linear(2), Inverse(0.5), None, backend="numpy"), l1, 10, {"seed": 5}),
     }
 
 
