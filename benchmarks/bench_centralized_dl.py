@@ -95,8 +95,8 @@ def test_sassmm_time_to_sklearn_one_pass_objective(benchmark, patches, sklearn_o
     class Reached(Exception):
         pass
 
-    def stop_at_target(t, S, theta):
-        if (t + 1) % CHECK_EVERY == 0 and scorer.objective(patches, theta) <= target:
+    def stop_at_target(t, state):
+        if (t + 1) % CHECK_EVERY == 0 and scorer.objective(patches, state["theta"]) <= target:
             raise Reached(t + 1)
 
     try:

@@ -87,7 +87,8 @@ def test_fedem_client_rounds(benchmark, setting):
         model = GaussianMixture(10)
         participation, step = 1.0, 1e-3
     S0 = model.init_statistic(datas, np.random.default_rng(0))
-    algo = FedMM(model, participation_prob=participation, compressor=BlockQuantizer(block_size=4), alpha=1e-2,
+    algo = FedMM(model, participation_prob=participation, compressor=BlockQuantizer(block_size=4),
+                 control_variate_step=1e-2,
                  step=step, batch_size=20)
     benchmark.group = "fedem-client-rounds"
     histories = []
@@ -127,7 +128,8 @@ def _backend_algorithm(model, backend):
     from fedmm.algorithms import FedMM
     from fedmm.compression import BlockQuantizer
 
-    return FedMM(model, participation_prob=0.75, compressor=BlockQuantizer(block_size=4), alpha=1e-2, step=1e-2,
+    return FedMM(model, participation_prob=0.75, compressor=BlockQuantizer(block_size=4), control_variate_step=1e-2,
+                 step=1e-2,
                  batch_size=20, backend=backend, n_threads=1)
 
 

@@ -59,7 +59,8 @@ def datas(n_clients=N_CLIENTS, seed=0):
 
 
 def algorithm():
-    return FedMM(GaussianMixture(3, n_features=2), participation_prob=1.0, alpha=0.1, step=0.5, batch_size=10,
+    return FedMM(GaussianMixture(3, n_features=2), participation_prob=1.0, control_variate_step=0.1, step=0.5,
+                 batch_size=10,
                  control_variates="oracle", compressor=StochasticRounding(bits=8))
 
 

@@ -72,7 +72,7 @@ P, RHO = 20, 1e-2
 SETTINGS = {
     "minibatch": dict(n_clients=100, n_rows=200, n_rounds=100,
                       algo=dict(participation_prob=0.75, batch_size=20, compressor=StochasticRounding(bits=8),
-                                alpha=0.01, step=0.5)),
+                                control_variate_step=0.01, step=0.5)),
     "full-batch": dict(n_clients=20, n_rows=500, n_rounds=50,
                        algo=dict(participation_prob=1.0, oracle="full", compressor=Identity(), step=1.0)),
 }

@@ -44,7 +44,8 @@ def _clients(n_clients):
 
 
 def _algorithm():
-    return FedMM(GaussianMixture(3, n_features=2), participation_prob=1.0, alpha=0.1, step=0.5, batch_size=10,
+    return FedMM(GaussianMixture(3, n_features=2), participation_prob=1.0, control_variate_step=0.1, step=0.5,
+                 batch_size=10,
                  compressor=StochasticRounding(bits=8))
 
 

@@ -52,7 +52,7 @@ from fedmm.models import DictionaryLearning
 Z, _, _ = synthetic_dictionary(5000, {P}, {K}, seed=0)
 datas = split_by_constrained_kmeans(Z, {N_CLIENTS}, seed=0)
 algo = FedMM(DictionaryLearning({K}, {LAM}, {ETA}), clients_per_round={ACTIVE},
-             compressor=StochasticRounding(bits={BITS}), alpha={ALPHA}, step=("sqrt", 0.05),
+             compressor=StochasticRounding(bits={BITS}), control_variate_step={ALPHA}, step=("sqrt", 0.05),
              batch_size={BATCH}, n_threads=1)
 algo.run(datas, {ROUNDS}, seed=0)
 print("ready", flush=True)
@@ -70,7 +70,7 @@ def _datas():
 
 def _fedmm(n_threads):
     return FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=ACTIVE, compressor=StochasticRounding(bits=BITS),
-                 alpha=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads)
+                 control_variate_step=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads)
 
 
 def _seconds(algo, datas):

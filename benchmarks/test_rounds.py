@@ -48,7 +48,8 @@ def datas():
 
 def _fedmm(n_threads, backend="compiled"):
     return FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=ACTIVE, compressor=StochasticRounding(bits=BITS),
-                 alpha=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads, backend=backend)
+                 control_variate_step=ALPHA, step=("sqrt", 0.05), batch_size=BATCH, n_threads=n_threads,
+                 backend=backend)
 
 
 @pytest.mark.benchmark(group="client-rounds")

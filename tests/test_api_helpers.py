@@ -116,7 +116,7 @@ def test_cadence():
     assert [t for t in range(10) if Cadence(4, 10).due(t)] == [3, 7, 9]
     assert [t for t in range(3) if Cadence(1, 3).due(t)] == [0, 1, 2]
     assert not Cadence(0, 5) and not any(Cadence(0, 5).due(t) for t in range(5))
-    with pytest.raises(ValueError, match=r"'objective_every' in \[0, inf\]"):
+    with pytest.raises(ValueError, match=r"'evaluate_every' in \[0, inf\]"):
         Cadence(-1, 5)
     with pytest.raises(ValueError, match=r"'monitor_every' in \[0, inf\]"):
         Cadence(-1, 5, name="monitor_every")

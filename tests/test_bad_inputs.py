@@ -63,20 +63,22 @@ COMPLEX = np.ones(3) + 1j
 
 # ======================================================================== the issue's worst cases
 @pytest.mark.parametrize("make", [
-    lambda alpha: FedMM(InverseToy(), alpha=alpha),
-    lambda alpha: ParameterAveraging(InverseToy(), alpha=alpha),
-    pytest.param(lambda alpha: FedMMOT(TransportProblem(2, hidden_sizes=[4]), alpha=alpha), marks=needs_ot),
+    lambda alpha: FedMM(InverseToy(), control_variate_step=alpha),
+    lambda alpha: ParameterAveraging(InverseToy(), control_variate_step=alpha),
+    pytest.param(lambda alpha: FedMMOT(TransportProblem(2, hidden_sizes=[4]), control_variate_step=alpha),
+                 marks=needs_ot),
 ], ids=["FedMM", "ParameterAveraging", "FedMMOT"])
 def test_alpha_outside_the_papers_range_is_refused_naming_alpha_and_the_range(make):
     for alpha in (1e308, 1.0 + 1e-12, 2.0):
-        with pytest.raises(ValueError, match=r"'alpha' in \[0, 1\] \(the control-variate step of FedMM paper "
+        with pytest.raises(ValueError,
+                           match=r"'control_variate_step' in \[0, 1\] \(the control-variate step of FedMM paper "
                                              r"Theorem 1, at most 1/\(1 \+ omega_p\)"):
             make(alpha)
     for alpha in (NAN, INF, -0.5):
-        with pytest.raises(ValueError, match="'alpha'"):
+        with pytest.raises(ValueError, match="'control_variate_step'"):
             make(alpha)
     for alpha in (0.0, 0.01, 1.0):
-        assert make(alpha).alpha == alpha
+        assert make(alpha).control_variate_step == alpha
 
 
 def test_estimators_name_control_variate_step_not_alpha():
@@ -134,9 +136,9 @@ def test_a_complex_init_is_a_type_error_not_a_complex_warning():
     lambda rt: FedMM(InverseToy()).run(TOY, 2, seed=0, runtime=rt),
     lambda rt: ParameterAveraging(InverseToy()).run(TOY, 2, seed=0, runtime=rt),
     lambda rt: FedMLS(HingeSVM(), prox_weight=1.0).run(NS, 2, seed=0, runtime=rt),
-    lambda rt: FedAvg(HingeSVM(), step=0.1).run(NS, 2, seed=0, runtime=rt),
-    lambda rt: Scaffold(HingeSVM(), step=0.1).run(NS, 2, seed=0, runtime=rt),
-    lambda rt: Scaffnew(HingeSVM(), step=0.1).run(NS, 2, seed=0, runtime=rt),
+    lambda rt: FedAvg(HingeSVM(), local_lr=0.1).run(NS, 2, seed=0, runtime=rt),
+    lambda rt: Scaffold(HingeSVM(), local_lr=0.1).run(NS, 2, seed=0, runtime=rt),
+    lambda rt: Scaffnew(HingeSVM(), local_lr=0.1).run(NS, 2, seed=0, runtime=rt),
     pytest.param(lambda rt: FedMMOT(TransportProblem(2, hidden_sizes=[4], batch_size=8), identity_steps=0).run(
         OT_DATA, 1, target=OT_TARGET, seed=0, runtime=rt), marks=needs_ot),
     pytest.param(lambda rt: FedAdam(TransportProblem(2, hidden_sizes=[4], batch_size=8), identity_steps=0).run(
@@ -149,20 +151,22 @@ def test_a_runtime_without_run_is_a_type_error_naming_the_protocol(make_run):
             make_run(bogus)
 
 
-def test_dither_omega_checks_its_arguments():
+def test_dither_variance_bound_checks_its_arguments():
     with pytest.raises(TypeError, match="'block' to be an integer"):
-        compression.dither_omega(np.nan, 127, 1)
+        compression.dither_variance_bound(np.nan, 127, 1)
     for levels in (0, -1, -127):
         with pytest.raises(ValueError, match=r"'levels' in \[1, inf\]"):
-            compression.dither_omega(16, levels, 1)
+            compression.dither_variance_bound(16, levels, 1)
     with pytest.raises(ValueError, match=r"'block' in \[1, inf\]"):
-        compression.dither_omega(0, 127, 1)
+        compression.dither_variance_bound(0, 127, 1)
     for code in (0, 3):
         with pytest.raises(ValueError, match=r"'norm_code' in \[1, 2\]"):
-            compression.dither_omega(16, 127, code)
-    assert compression.dither_omega(16, 1, 1) == 3.0  # block-p: sqrt(q) - 1
-    assert compression.dither_omega(16, 127, 1) == min(4 / 127, 16 / (4 * 127**2))
-    assert compression.StochasticRounding(8, block_size=16).omega(64) == compression.dither_omega(16, 127, 1)
+            compression.dither_variance_bound(16, 127, code)
+    assert compression.dither_variance_bound(16, 1, 1) == 3.0  # block-p: sqrt(q) - 1
+    assert compression.dither_variance_bound(16, 127, 1) == min(4 / 127, 16 / (4 * 127**2))
+    assert compression.StochasticRounding(8, block_size=16).variance_bound(64) == compression.dither_variance_bound(16,
+                                                                                                                    127,
+                                                                                                                    1)
 
 
 def _round_payloads(algo, datas):
@@ -241,11 +245,11 @@ COUNTS = [
     ("SASSMM.k_in", "k_in", lambda n: SASSMM(InverseToy(), oracle="spider", batch_size=2, k_in=n)),
     ("FedMLS.run.n_rounds", "n_rounds", lambda n: FedMLS(HingeSVM(), prox_weight=1.0).run(NS, n)),
     ("FedMLS.local_steps", "local_steps", lambda n: FedMLS(HingeSVM(), prox_weight=1.0, local_steps=n)),
-    ("FedAvg.run.n_rounds", "n_rounds", lambda n: FedAvg(HingeSVM(), step=0.1).run(NS, n)),
-    ("FedAvg.local_steps", "local_steps", lambda n: FedAvg(HingeSVM(), step=0.1, local_steps=n)),
-    ("Scaffold.local_steps", "local_steps", lambda n: Scaffold(HingeSVM(), step=0.1, local_steps=n)),
-    ("Scaffnew.max_local_steps", "max_local_steps", lambda n: Scaffnew(HingeSVM(), step=0.1, max_local_steps=n)),
-    ("Scaffnew.run.n_rounds", "n_rounds", lambda n: Scaffnew(HingeSVM(), step=0.1).run(NS, n)),
+    ("FedAvg.run.n_rounds", "n_rounds", lambda n: FedAvg(HingeSVM(), local_lr=0.1).run(NS, n)),
+    ("FedAvg.local_steps", "local_steps", lambda n: FedAvg(HingeSVM(), local_lr=0.1, local_steps=n)),
+    ("Scaffold.local_steps", "local_steps", lambda n: Scaffold(HingeSVM(), local_lr=0.1, local_steps=n)),
+    ("Scaffnew.max_local_steps", "max_local_steps", lambda n: Scaffnew(HingeSVM(), local_lr=0.1, max_local_steps=n)),
+    ("Scaffnew.run.n_rounds", "n_rounds", lambda n: Scaffnew(HingeSVM(), local_lr=0.1).run(NS, n)),
     ("DictionaryLearning.max_iter", "max_iter", lambda n: DictionaryLearning(2, 0.1, max_iter=n)),
     ("DictionaryLearning.update_max_iter", "update_max_iter",
      lambda n: DictionaryLearning(2, 0.1, update_max_iter=n)),
@@ -310,7 +314,7 @@ def _sassmm_run(**kw):
 
 def _nonsmooth(cls, base):
     def make(**kw):
-        return cls(**{"problem": HingeSVM(), **base, **kw}).run(NS, 2, seed=0)
+        return cls(**{"model": HingeSVM(), **base, **kw}).run(NS, 2, seed=0)
     return make
 
 
@@ -323,7 +327,7 @@ def _nonsmooth_run(cls, base):
 def _ot(cls, run=False):
     def make(**kw):
         if not run:
-            return cls(**{"problem": TransportProblem(2, hidden_sizes=[4], batch_size=8), **kw})
+            return cls(**{"model": TransportProblem(2, hidden_sizes=[4], batch_size=8), **kw})
         algo = cls(TransportProblem(2, hidden_sizes=[4], batch_size=8), identity_steps=0)
         return algo.run(**{"datas": OT_DATA, "n_rounds": 1, "target": OT_TARGET, "seed": 0, **kw})
     return make
@@ -346,27 +350,28 @@ def _fedmls_round(**kw):
     return kernels.fedmls_local_round(**{**base, **kw})
 
 
-_NS_COMMON = dict(oracle=CHOICE_BAD, batch_fraction=REAL_BAD + [0.0, 2.0], n_threads=INT_BAD + [0], batched=BOOL_BAD,
-                  problem=[None, "x", InverseToy()])
+_NS_COMMON = dict(oracle=CHOICE_BAD, batch_size=REAL_BAD + [0.0, 2.0], n_threads=INT_BAD + [0], batched=BOOL_BAD,
+                  model=[None, "x", InverseToy()])
 
 #: (name, call, {argument: values that must be refused}, {argument: values that may work})
 TABLE = [
     # -- FedMM family ----------------------------------------------------------------------------------
     ("FedMM", _fedmm, dict(
-        model=[None, "x", HingeSVM()], alpha=REAL_BAD + [-1.0, 1e308, 2.0], clients_per_round=INT_BAD + [0, 4],
+        model=[None, "x", HingeSVM()], control_variate_step=REAL_BAD + [-1.0, 1e308, 2.0],
+                           clients_per_round=INT_BAD + [0, 4],
         participation_prob=REAL_BAD + [0.0, 2.0], step=REAL_BAD + [0.0, -1.0], batch_size=INT_BAD + [0],
         k_in=INT_BAD + [0], n_threads=INT_BAD + [0], oracle=CHOICE_BAD + [None], projection=CHOICE_BAD,
         backend=CHOICE_BAD, start=CHOICE_BAD, weights=[[NAN] * 3, "x", [-1.0] * 3, [0.0] * 3, [1.0], [[1.0]]],
         compressor=["x", 3, [], [compression.Identity(), "x"]], control_variates=CHOICE_BAD,
-        participation_mode=CHOICE_BAD, alpha_convention=CHOICE_BAD),
+        participation_mode=CHOICE_BAD, control_variate_convention=CHOICE_BAD),
      dict(batch_size=[BIG], n_threads=[BIG], clients_per_round=[None], step=[1e308])),
     ("FedMM.run", _fedmm_run, dict(
         datas=[None, [], "x", TOY[0], [np.ones(0)] * 3, [np.full(3, NAN)] * 3, [COMPLEX] * 3, [-np.ones(3)] * 3],
         n_rounds=COUNT_BAD + [None], seed=[-1, "x", 1.5, 1j, [-1]],
         init=ARRAY_BAD[1:] + [np.ones(2), np.ones(0), [-1.0]],
-        objective_every=INT_BAD, monitor_every=INT_BAD + [0], runtime=["bogus", 3], on_client_error=CHOICE_BAD,
-        checkpoint_every=INT_BAD, callback=["x", 3], objective_data=["x", np.ones(0)]),
-     dict(datas=[[STRIDED] * 3, [d.tolist() for d in TOY]], objective_every=[BIG], init=[STRIDED[:1]])),
+        evaluate_every=INT_BAD, monitor_every=INT_BAD + [0], runtime=["bogus", 3], on_client_error=CHOICE_BAD,
+        checkpoint_every=INT_BAD, callback=["x", 3], evaluate_data=["x", np.ones(0)]),
+     dict(datas=[[STRIDED] * 3, [d.tolist() for d in TOY]], evaluate_every=[BIG], init=[STRIDED[:1]])),
     ("ParameterAveraging.run", _pa_run, dict(monitor_every=INT_BAD + [0], n_rounds=COUNT_BAD, runtime=["bogus"],
                                              on_client_error=CHOICE_BAD, init=ARRAY_BAD[1:]), {}),
     ("SASSMM", _sassmm, dict(model=[None, "x"], step=REAL_BAD + [0.0], batch_size=INT_BAD + [0],
@@ -374,8 +379,8 @@ TABLE = [
      dict(batch_size=[BIG])),
     ("SASSMM.run", _sassmm_run, dict(data=[None, "x", np.ones(0), np.full(3, NAN), COMPLEX, -np.ones(3)],
                                      n_iter=COUNT_BAD + [None], init=ARRAY_BAD[1:] + [np.ones(2)], callback=["x"],
-                                     objective_every=INT_BAD, seed=[-1, "x"]),
-     dict(data=[STRIDED], objective_every=[BIG])),
+                                     evaluate_every=INT_BAD, seed=[-1, "x"]),
+     dict(data=[STRIDED], evaluate_every=[BIG])),
     # -- non-smooth family -----------------------------------------------------------------------------
     ("FedMLS", _nonsmooth(FedMLS, dict(prox_weight=1.0)), dict(
         prox_weight=REAL_BAD + [0.0, -1.0, None, 1e308], local_steps=COUNT_BAD + [0, None], radius=REAL_BAD + [0.0],
@@ -383,28 +388,30 @@ TABLE = [
     ("FedMLS.run", _nonsmooth_run(FedMLS, dict(prox_weight=1.0)), dict(
         datas=[None, [], "x", [(np.ones((3, 3)), np.ones(2))], [(np.full((3, 3), NAN), np.ones(3))],
                [(np.ones((3, 3)), np.full(3, 0.5))]],
-        n_rounds=COUNT_BAD + [None], init=ARRAY_BAD[1:] + [np.ones(5)], runtime=["bogus"], objective_every=INT_BAD,
-        callback=["x"], objective_data=["x", [(np.ones((3, 2)), np.ones(3))]], seed=[-1, "x"]),
-     dict(objective_every=[BIG])),
-    ("FedAvg", _nonsmooth(FedAvg, dict(step=0.1)), dict(step=REAL_BAD + [0.0, None, 1e308],
+        n_rounds=COUNT_BAD + [None], init=ARRAY_BAD[1:] + [np.ones(5)], runtime=["bogus"], evaluate_every=INT_BAD,
+        callback=["x"], evaluate_data=["x", [(np.ones((3, 2)), np.ones(3))]], seed=[-1, "x"]),
+     dict(evaluate_every=[BIG])),
+    ("FedAvg", _nonsmooth(FedAvg, dict(local_lr=0.1)), dict(local_lr=REAL_BAD + [0.0, None, 1e308],
                                                         local_steps=COUNT_BAD + [0], **_NS_COMMON),
-     dict(step=[1e300])),
-    ("FedAvg.run", _nonsmooth_run(FedAvg, dict(step=0.1)), dict(n_rounds=COUNT_BAD, init=ARRAY_BAD[1:],
+     dict(local_lr=[1e300])),
+    ("FedAvg.run", _nonsmooth_run(FedAvg, dict(local_lr=0.1)), dict(n_rounds=COUNT_BAD, init=ARRAY_BAD[1:],
                                                                 runtime=["bogus"], callback=["x"]), {}),
-    ("Scaffold", _nonsmooth(Scaffold, dict(step=0.1)), dict(step=REAL_BAD + [0.0], global_step=REAL_BAD + [0.0, 1e308],
+    ("Scaffold", _nonsmooth(Scaffold, dict(local_lr=0.1)), dict(local_lr=REAL_BAD + [0.0], server_lr=REAL_BAD + [0.0,
+                                                                                                                 1e308],
                                                             local_steps=COUNT_BAD + [0], **_NS_COMMON),
-     dict(global_step=[None, 1e300])),
-    ("Scaffold.run", _nonsmooth_run(Scaffold, dict(step=0.1)), dict(n_rounds=COUNT_BAD, runtime=["bogus"]), {}),
-    ("Scaffnew", _nonsmooth(Scaffnew, dict(step=0.1)), dict(
-        step=REAL_BAD + [0.0], communication_prob=REAL_BAD + [0.0, 2.0], max_local_steps=COUNT_BAD + [0],
+     dict(server_lr=[None, 1e300])),
+    ("Scaffold.run", _nonsmooth_run(Scaffold, dict(local_lr=0.1)), dict(n_rounds=COUNT_BAD, runtime=["bogus"]), {}),
+    ("Scaffnew", _nonsmooth(Scaffnew, dict(local_lr=0.1)), dict(
+        local_lr=REAL_BAD + [0.0], communication_prob=REAL_BAD + [0.0, 2.0], max_local_steps=COUNT_BAD + [0],
         **_NS_COMMON), dict(communication_prob=[None])),
-    ("Scaffnew.run", _nonsmooth_run(Scaffnew, dict(step=0.1)), dict(n_rounds=COUNT_BAD, init=ARRAY_BAD[1:],
+    ("Scaffnew.run", _nonsmooth_run(Scaffnew, dict(local_lr=0.1)), dict(n_rounds=COUNT_BAD, init=ARRAY_BAD[1:],
                                                                     runtime=["bogus"]), {}),
     ("HingeSVM", lambda **kw: HingeSVM(**kw), dict(fit_intercept=BOOL_BAD), {}),
     ("L1Regression", lambda **kw: L1Regression(**kw), dict(fit_intercept=BOOL_BAD), {}),
     # -- optimal transport -----------------------------------------------------------------------------
     ("FedMMOT", _ot(FedMMOT), dict(
-        problem=[None, "x"], alpha=REAL_BAD + [-1.0, 2.0, 1e308], step=REAL_BAD + [0.0], local_steps=COUNT_BAD + [0],
+        model=[None, "x"], control_variate_step=REAL_BAD + [-1.0, 2.0, 1e308], step=REAL_BAD + [0.0],
+                                   local_steps=COUNT_BAD + [0],
         local_lr=REAL_BAD + [0.0], server_steps=COUNT_BAD, server_lr=REAL_BAD + [0.0], b1=REAL_BAD + [1.0],
         b2=REAL_BAD + [1.0], eps=REAL_BAD + [0.0], batch_size=INT_BAD + [0], target_batch_size=INT_BAD + [0],
         identity_steps=COUNT_BAD, n_threads=INT_BAD + [0], omega_step=CHOICE_BAD, weights=["x", [NAN], [-1.0]],
@@ -497,7 +504,7 @@ TABLE = [
     ("split_rows", _kw(split_rows, X=X), dict(X=[None, "x", np.ones(0), np.full((4, 3), NAN), np.ones((4, 3)) + 1j],
                                               clients=[np.ones(3), "x"], n_clients=INT_BAD + [0, 41]), {}),
     # -- compression -----------------------------------------------------------------------------------
-    ("dither_omega", _kw(compression.dither_omega, block=16, levels=127, norm_code=1), dict(
+    ("dither_variance_bound", _kw(compression.dither_variance_bound, block=16, levels=127, norm_code=1), dict(
         block=INT_BAD + [0, None], levels=INT_BAD + [0, None], norm_code=INT_BAD + [0, 3, None]),
      dict(block=[BIG], levels=[BIG])),
     ("decode", compression.decode, dict(payload=[b"", bytearray(), None, "x", 3, b"\0" * 31, bytearray(40),
@@ -623,7 +630,7 @@ ALIASES = {
     "target": ("target",),
     "init": ("init", "omega", "theta"),
     "spec": ("'schedule",),  # Schedule(spec, name="schedule") names its values by ``name``
-    "every": ("'objective_every",),  # Cadence(every, n_rounds, name="objective_every")
+    "every": ("'evaluate_every",),  # Cadence(every, n_rounds, name="evaluate_every")
     "D": ("'D'", "D.shape"), "B": ("'B'", "B of shape"),  # shape mismatches name both matrices
 }
 

@@ -117,7 +117,7 @@ def test_local_round_with_2_to_31_steps_stops_on_ctrl_c():
 # -- local_steps of the non-smooth algorithms -----------------------------------------------------
 @pytest.mark.parametrize("cls", [FedAvg, Scaffold, FedMLS])
 def test_absurd_local_steps_are_refused_naming_the_argument(cls):
-    kw = dict(prox_weight=1.0) if cls is FedMLS else dict(step=0.01)
+    kw = dict(prox_weight=1.0) if cls is FedMLS else dict(local_lr=0.01)
     with pytest.raises(ValueError, match="'local_steps' in \\[1, 2147483647\\]"):
         cls(HingeSVM(), local_steps=2**62, **kw)
     alg = cls(HingeSVM(), local_steps=lambda k: 2**62 * k, **kw)  # a schedule: checked when it is used
@@ -127,12 +127,12 @@ def test_absurd_local_steps_are_refused_naming_the_argument(cls):
         alg.run(datas, 2, seed=0)
     assert time.monotonic() - t0 < 10.0
     with pytest.raises(ValueError, match="'max_local_steps'"):
-        Scaffnew(HingeSVM(), step=0.01, max_local_steps=2**62)
+        Scaffnew(HingeSVM(), local_lr=0.01, max_local_steps=2**62)
 
 
 @pytest.mark.parametrize("algorithm", [
-    "FedAvg(HingeSVM(), local_steps=2**31 - 1, step=0.01)",
-    "Scaffold(HingeSVM(), local_steps=2**31 - 1, step=0.01)",
+    "FedAvg(HingeSVM(), local_steps=2**31 - 1, local_lr=0.01)",
+    "Scaffold(HingeSVM(), local_steps=2**31 - 1, local_lr=0.01)",
     "FedMLS(HingeSVM(), local_steps=2**31 - 1, prox_weight=1.0)",
     "FedMLS(HingeSVM(), local_steps=2**31 - 1, prox_weight=1.0, oracle='full')",
 ])
@@ -156,9 +156,9 @@ def test_a_round_with_2_to_31_local_steps_stops_on_ctrl_c(algorithm):
 
 @pytest.mark.parametrize("make", [
     lambda: FedMLS(HingeSVM(), local_steps=("linear", 7), prox_weight=1.0),
-    lambda: FedMLS(HingeSVM(), local_steps=("linear", 7), prox_weight=1.0, backend="numpy"),
-    lambda: FedAvg(HingeSVM(), local_steps=("linear", 7), step=0.01),
-    lambda: Scaffold(HingeSVM(), local_steps=("linear", 7), step=0.01),
+    lambda: FedMLS(HingeSVM(), local_steps=("linear", 7), prox_weight=1.0, backend="python"),
+    lambda: FedAvg(HingeSVM(), local_steps=("linear", 7), local_lr=0.01),
+    lambda: Scaffold(HingeSVM(), local_steps=("linear", 7), local_lr=0.01),
 ])
 def test_chunked_minibatch_draws_give_the_same_runs(make, monkeypatch):
     datas = nonsmooth_toy_data("hinge", n_clients=3, m=20, d=4, seed=1)

@@ -36,14 +36,14 @@ def _datas(n_clients: int = 6, seed: int = 0) -> list[np.ndarray]:
 
 
 def _fedmm(backend: str = "auto", **overrides) -> FedMM:
-    kw = dict(clients_per_round=3, step=0.5, alpha=0.1, batch_size=20, backend=backend,
+    kw = dict(clients_per_round=3, step=0.5, control_variate_step=0.1, batch_size=20, backend=backend,
               compressor=StochasticRounding(bits=4, block_size=4))
     kw.update(overrides)
     return FedMM(GaussianMixture(3, n_features=2), **kw)
 
 
 def _interrupt_at(stop: int):
-    def callback(t, S, theta):
+    def callback(t, state):
         if t == stop:
             raise KeyboardInterrupt
     return callback
@@ -51,13 +51,13 @@ def _interrupt_at(stop: int):
 
 def _interrupted(algorithm, datas, stop, **kw):
     with pytest.raises(KeyboardInterrupt) as info:
-        algorithm.run(datas, N_ROUNDS, seed=7, objective_every=5, callback=_interrupt_at(stop), **kw)
+        algorithm.run(datas, N_ROUNDS, seed=7, evaluate_every=5, callback=_interrupt_at(stop), **kw)
     return info.value
 
 
 @pytest.fixture(scope="module")
 def uninterrupted():
-    return _fedmm().run(_datas(), N_ROUNDS, seed=7, objective_every=5)
+    return _fedmm().run(_datas(), N_ROUNDS, seed=7, evaluate_every=5)
 
 
 @pytest.mark.parametrize("first", ["compiled", "python"])
@@ -73,7 +73,7 @@ def test_interrupted_run_resumes_bit_for_bit(uninterrupted, first, second):
     for a, b in zip(checkpoint.history.records, uninterrupted.records):
         assert ({k: v for k, v in a.items() if k not in TIMING_FIELDS}
                 == {k: v for k, v in b.items() if k not in TIMING_FIELDS})
-    resumed = _fedmm(second).run(datas, N_ROUNDS, resume=checkpoint, objective_every=5)
+    resumed = _fedmm(second).run(datas, N_ROUNDS, resume=checkpoint, evaluate_every=5)
     assert resumed.equals(uninterrupted)
     assert resumed.config["initial_objective"] == uninterrupted.config["initial_objective"]
     # wall_time and monitor_time go on from the completed rounds
@@ -95,7 +95,7 @@ def test_server_control_variate_is_the_weighted_sum_of_the_clients_after_resume(
 def test_checkpoint_every_writes_atomically_and_resumes_from_the_file(tmp_path, uninterrupted):
     datas = _datas()
     path = tmp_path / "run.ckpt"
-    history = _fedmm().run(datas, N_ROUNDS, seed=7, objective_every=5, checkpoint_every=12, checkpoint_path=path)
+    history = _fedmm().run(datas, N_ROUNDS, seed=7, evaluate_every=5, checkpoint_every=12, checkpoint_path=path)
     assert history.equals(uninterrupted)  # checkpointing does not change the numbers
     assert sorted(os.listdir(tmp_path)) == ["run.ckpt"]  # no temporary file left behind
     last = Checkpoint.load(path)
@@ -105,19 +105,19 @@ def test_checkpoint_every_writes_atomically_and_resumes_from_the_file(tmp_path, 
     # runs once its round is committed)
     exc = _interrupted(_fedmm("python"), datas, stop=20, checkpoint_every=100, checkpoint_path=path)
     assert Checkpoint.load(path).next_round == exc.checkpoint.next_round == 21
-    resumed = _fedmm().run(datas, N_ROUNDS, resume=path, objective_every=5)
+    resumed = _fedmm().run(datas, N_ROUNDS, resume=path, evaluate_every=5)
     assert resumed.equals(uninterrupted)
 
 
 def test_parameter_averaging_resumes_bit_for_bit():
     datas = _datas()
-    model_kw = dict(clients_per_round=3, step=0.5, alpha=0.1, batch_size=20)
+    model_kw = dict(clients_per_round=3, step=0.5, control_variate_step=0.1, batch_size=20)
     full = ParameterAveraging(GaussianMixture(3, n_features=2), **model_kw).run(
-        datas, 30, seed=3, objective_every=5, monitor_every=5)
+        datas, 30, seed=3, evaluate_every=5, monitor_every=5)
     algorithm = ParameterAveraging(GaussianMixture(3, n_features=2), **model_kw)
     with pytest.raises(KeyboardInterrupt) as info:
-        algorithm.run(datas, 30, seed=3, objective_every=5, monitor_every=5, callback=_interrupt_at(13))
-    resumed = algorithm.run(datas, 30, resume=info.value.checkpoint, objective_every=5, monitor_every=5)
+        algorithm.run(datas, 30, seed=3, evaluate_every=5, monitor_every=5, callback=_interrupt_at(13))
+    resumed = algorithm.run(datas, 30, resume=info.value.checkpoint, evaluate_every=5, monitor_every=5)
     assert resumed.equals(full)
 
 
@@ -141,20 +141,20 @@ def test_failed_checkpoint_write_keeps_the_previous_file(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def checkpoint_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("ckpt") / "run.ckpt"
-    _fedmm().run(_datas(), 10, seed=7, objective_every=5, checkpoint_every=5, checkpoint_path=path)
+    _fedmm().run(_datas(), 10, seed=7, evaluate_every=5, checkpoint_every=5, checkpoint_path=path)
     return path
 
 
 @pytest.mark.parametrize("change, field", [
     (dict(seed=8), "seed"),
-    (dict(alpha=0.2), "config"),
+    (dict(control_variate_step=0.2), "config"),
     (dict(data_seed=1), "data"),
     (dict(n_clients=5), "n_clients"),
-    (dict(objective_every=2), "objective_every"),
+    (dict(evaluate_every=2), "evaluate_every"),
 ])
 def test_checkpoint_of_another_run_is_refused_naming_the_difference(checkpoint_file, change, field):
     datas = _datas(change.pop("n_clients", 6), change.pop("data_seed", 0))
-    run_kw = dict(objective_every=change.pop("objective_every", 5))
+    run_kw = dict(evaluate_every=change.pop("evaluate_every", 5))
     if "seed" in change:
         run_kw["seed"] = change.pop("seed")
     with pytest.raises(ValueError, match=rf"checkpoint of this run, but it differs in .*\b{field}\b"):
@@ -363,9 +363,9 @@ def test_the_temporary_file_of_a_live_write_is_kept(tmp_path):
 def test_bad_resume_and_checkpoint_arguments(checkpoint_file, tmp_path):
     datas = _datas()
     with pytest.raises(ValueError, match="'init' to be None"):
-        _fedmm().run(datas, 20, resume=checkpoint_file, objective_every=5, init=np.zeros(3))
+        _fedmm().run(datas, 20, resume=checkpoint_file, evaluate_every=5, init=np.zeros(3))
     with pytest.raises(ValueError, match=r"'n_rounds' >= 10"):
-        _fedmm().run(datas, 9, resume=checkpoint_file, objective_every=5)
+        _fedmm().run(datas, 9, resume=checkpoint_file, evaluate_every=5)
     with pytest.raises(ValueError, match="'checkpoint_path'"):
         _fedmm().run(datas, 5, seed=1, checkpoint_every=2)
     with pytest.raises(ValueError, match="checkpoint_every"):
@@ -377,12 +377,12 @@ def test_bad_resume_and_checkpoint_arguments(checkpoint_file, tmp_path):
                                       callback=callback, progress=progress)
 
     with pytest.raises(ValueError, match="cannot resume or checkpoint"):
-        _fedmm().run(datas, 20, resume=checkpoint_file, objective_every=5, runtime=RuntimeWithoutResume())
+        _fedmm().run(datas, 20, resume=checkpoint_file, evaluate_every=5, runtime=RuntimeWithoutResume())
 
 
 def test_resume_takes_the_checkpoint_seed(checkpoint_file):
-    full = _fedmm().run(_datas(), 20, seed=7, objective_every=5)
-    resumed = _fedmm().run(_datas(), 20, resume=checkpoint_file, objective_every=5)
+    full = _fedmm().run(_datas(), 20, seed=7, evaluate_every=5)
+    resumed = _fedmm().run(_datas(), 20, resume=checkpoint_file, evaluate_every=5)
     assert resumed.equals(full)
 
 
@@ -397,10 +397,10 @@ from fedmm.models import GaussianMixture
 
 rng = np.random.default_rng(0)
 datas = [rng.normal(size=(150, 2)) + 0.8 * i for i in range(6)]
-algorithm = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, step=0.5, alpha=0.1, batch_size=20,
-                  backend=sys.argv[2], compressor=StochasticRounding(bits=4, block_size=4))
+algorithm = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, step=0.5, control_variate_step=0.1,
+                  batch_size=20, backend=sys.argv[2], compressor=StochasticRounding(bits=4, block_size=4))
 try:
-    algorithm.run(datas, int(sys.argv[3]), seed=7, objective_every=50, checkpoint_every=25,
+    algorithm.run(datas, int(sys.argv[3]), seed=7, evaluate_every=50, checkpoint_every=25,
                   checkpoint_path=sys.argv[1])
 except KeyboardInterrupt as exc:
     print(json.dumps({"interrupted": True, "next_round": exc.checkpoint.next_round}), flush=True)
@@ -435,9 +435,10 @@ def test_sigint_to_a_child_process_then_resume_equals_the_uninterrupted_run(tmp_
     assert 25 <= checkpoint.next_round < n_rounds
     # continue a little past the interruption and compare with the same rounds run in one go
     total = checkpoint.next_round + 30
-    algorithm = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, step=0.5, alpha=0.1, batch_size=20,
+    algorithm = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, step=0.5, control_variate_step=0.1,
+                      batch_size=20,
                       compressor=StochasticRounding(bits=4, block_size=4))
-    resumed = algorithm.run(_datas(), total, resume=path, objective_every=50)
-    straight = algorithm.run(_datas(), total, seed=7, objective_every=50)
+    resumed = algorithm.run(_datas(), total, resume=path, evaluate_every=50)
+    straight = algorithm.run(_datas(), total, seed=7, evaluate_every=50)
     # the interrupted run had n_rounds rounds to go, so its last-round objective is not in the prefix
     assert resumed.equals(straight)

@@ -82,12 +82,12 @@ BAD_VALUES = [
     (["experiment", "fedmissem", "--epochs", "0"], "--epochs"),
     (["experiment", "fedmissem", "--family", "cauchy"], "--family"),
     (["experiment", "fedmls", "--features", "31"], "--features"),
-    (["experiment", "fedmls", "--batch-fraction", "1.5"], "--batch-fraction"),
+    (["experiment", "fedmls", "--batch-size", "1.5"], "--batch-size"),
     (["experiment", "fedmls", "--extend-grid", "-1"], "--extend-grid"),
     (["experiment", "fig2", "--beta-grid", "0.1,-1"], "--beta-grid"),
     (["experiment", "fedmls", "--prox-weight-grid", "1,0"], "--prox-weight-grid"),
-    (["experiment", "fedmls", "--step-grid", "0.1,,1"], "--step-grid"),
-    (["experiment", "fig1", "--objective-every", "0"], "--objective-every"),
+    (["experiment", "fedmls", "--local-lr-grid", "0.1,,1"], "--local-lr-grid"),
+    (["experiment", "fig1", "--evaluate-every", "0"], "--evaluate-every"),
     (["experiment", "fig1", "--samples", "3"], "--samples"),
 ]
 
@@ -105,7 +105,7 @@ def test_bad_values_exit_2_naming_the_option(argv, option, tmp_path, capsys):
 def test_a_library_value_error_is_reported_without_traceback(tmp_path, capsys):
     # all 30 standardized breast-cancer features are linearly separable: F* = 0 and the run refuses
     argv = ["experiment", "fedmls", "--features", "0", "--rounds", "2", "--seeds", "1", "--tune-seeds", "1",
-            "--prox-weight-grid", "1", "--step-grid", "0.01", "--out", str(tmp_path)]
+            "--prox-weight-grid", "1", "--local-lr-grid", "0.01", "--out", str(tmp_path)]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "fedmm experiment fedmls: error: F* = " in err and "≈ 0 (separable data)" in err
@@ -123,7 +123,7 @@ TINY = {
     ("experiment", "fedem-digits"): ["--rounds", "4", "--monitor-every", "2"],
     ("experiment", "fedmissem"): ["--rounds", "4", "--monitor-every", "2"],
     ("experiment", "fedmls"): ["--rounds", "3", "--tune-seeds", "1", "--prox-weight-grid", "1",
-                               "--step-grid", "0.01", "--extend-grid", "0"],
+                               "--local-lr-grid", "0.01", "--extend-grid", "0"],
 }
 
 
@@ -174,13 +174,24 @@ def test_config_file_is_typed_before_the_command_line(tmp_path, capsys):
      "prox_weight_grid", (0.1, 1.0, 10.0, 100.0)),
     (["experiment", "fedmls", "--prox-weight-powers", "0", "1"], "--prox-weight-powers", "--prox-weight-grid",
      "prox_weight_grid", (1.0, 10.0)),
-    (["experiment", "fedmls", "--eta-powers", "-3", "-1"], "--eta-powers", "--step-grid", "step_grid",
+    (["experiment", "fedmls", "--eta-powers", "-3", "-1"], "--eta-powers", "--local-lr-grid", "local_lr_grid",
      (0.001, 0.01, 0.1)),
-    (["experiment", "fedmls", "--step-powers", "-1", "-1"], "--step-powers", "--step-grid", "step_grid", (0.1,)),
+    (["experiment", "fedmls", "--step-powers", "-1", "-1"], "--step-powers", "--local-lr-grid", "local_lr_grid",
+     (0.1,)),
     (["experiment", "fedem-fig1", "--seed", "4"], "--seed", "--first-seed", "first_seed", 4),
     (["demo", "--seed", "4"], "--seed", "--first-seed", "first_seed", 4),
     (["experiment", "fig1", "--n-clients", "7"], "--n-clients", "--clients", "n_clients", 7),
     (["experiment", "fig2", "--n-samples", "70"], "--n-samples", "--samples", "n_samples", 70),
+    # the names of the one vocabulary (issue 24): the old spellings keep working with a note
+    (["experiment", "fig1", "--alpha", "0.2"], "--alpha", "--control-variate-step", "control_variate_step", 0.2),
+    (["experiment", "fig2", "--eta", "0.3"], "--eta", "--ridge", "ridge", 0.3),
+    (["experiment", "fig1", "--objective-every", "4"], "--objective-every", "--evaluate-every", "evaluate_every", 4),
+    (["experiment", "ablation", "--eta-sweep", "0,0.2"], "--eta-sweep", "--ridge-sweep", "ridge_sweep", (0.0, 0.2)),
+    (["experiment", "ablation", "--alpha", "0.1"], "--alpha", "--control-variate-step", "control_variate_step", 0.1),
+    (["experiment", "fedmls", "--batch-fraction", "0.5"], "--batch-fraction", "--batch-size", "batch_size", 0.5),
+    (["experiment", "fedmls", "--step-grid", "0.1,1"], "--step-grid", "--local-lr-grid", "local_lr_grid", (0.1, 1.0)),
+    (["experiment", "fedem-fig1", "--alpha-convention", "fedem"], "--alpha-convention",
+     "--control-variate-convention", "control_variate_convention", "fedem"),
 ])
 def test_old_spellings_still_work_with_a_deprecation_note(argv, old, new, dest, value, capsys):
     args = build_parser().parse_args(argv)
@@ -193,7 +204,7 @@ def test_old_spellings_are_hidden_from_help(capsys):
         main(["experiment", "fedmls", "--help"])
     text = capsys.readouterr().out
     assert "--lam-powers" not in text and "--output-dir" not in text and "--prox-weight-powers" not in text
-    assert "--prox-weight-grid" in text and "--step-grid" in text
+    assert "--prox-weight-grid" in text and "--local-lr-grid" in text
 
 
 def test_progress_defaults_to_the_terminal_and_quiet_silences_it():

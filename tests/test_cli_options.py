@@ -127,13 +127,13 @@ LISTS = [
     (("experiment", "fig2"), "--beta-grid", "beta_grid", "0.05,0.1", (0.05, 0.1)),
     (("experiment", "fig1"), "--beta-grid", "beta_grid", "0.3", (0.3,)),
     (("experiment", "fedmls"), "--prox-weight-grid", "prox_weight_grid", "0.1,1,10", (0.1, 1.0, 10.0)),
-    (("experiment", "fedmls"), "--step-grid", "step_grid", "1e-3,1e-2", (1e-3, 1e-2)),
+    (("experiment", "fedmls"), "--local-lr-grid", "local_lr_grid", "1e-3,1e-2", (1e-3, 1e-2)),
     (("experiment", "ot"), "--dims", "dims", "16,32,64", (16, 32, 64)),
     (("experiment", "ot"), "--fedmm-steps", "fedmm_steps", "1e-3,3e-3", (1e-3, 3e-3)),
     (("experiment", "ot"), "--fedadam-lrs", "fedadam_lrs", "3e-3", (3e-3,)),
     (("experiment", "ot"), "--hidden-sizes", "hidden_sizes", "64,64,32", (64, 64, 32)),
     (("experiment", "ablation"), "--p-sweep", "p_sweep", "5,10,20", (5, 10, 20)),
-    (("experiment", "ablation"), "--eta-sweep", "eta_sweep", "0,0.2", (0.0, 0.2)),
+    (("experiment", "ablation"), "--ridge-sweep", "ridge_sweep", "0,0.2", (0.0, 0.2)),
 ]
 
 
@@ -176,15 +176,29 @@ def test_no_option_takes_several_words(command):
      (0.05, 0.1)),
     (("experiment", "fig1"), "settings = ['homogeneous', 'patches']", "settings", ("homogeneous", "patches")),
     (("experiment", "fedmls"), "prox_weight_grid = [1, 10]", "prox_weight_grid", (1.0, 10.0)),
-    (("experiment", "fedmls"), "step_grid = 0.01", "step_grid", (0.01,)),
+    (("experiment", "fedmls"), "local_lr_grid = 0.01", "local_lr_grid", (0.01,)),
     (("experiment", "ot"), "dims = [2, 3]\nhidden_sizes = [8, 8]", "hidden_sizes", (8, 8)),
-    (("experiment", "ablation"), "eta_sweep = [0.0, 0.5]", "eta_sweep", (0.0, 0.5)),
+    (("experiment", "ablation"), "ridge_sweep = [0.0, 0.5]", "ridge_sweep", (0.0, 0.5)),
 ])
 def test_a_config_list_is_the_same_comma_separated_value(command, toml, dest, values, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text(toml + "\n")
     args = build_parser().parse_args([*command, "--config", str(config)])
     assert getattr(apply_config(args, ["--config", str(config)]), dest) == values
+
+
+@pytest.mark.parametrize("command, toml, dest, value", [
+    (("experiment", "fig1"), "alpha = 0.2\neta = 0.3\nobjective_every = 4", "ridge", 0.3),
+    (("experiment", "fig1"), "alpha = 0.2", "control_variate_step", 0.2),
+    (("experiment", "ablation"), "eta_sweep = [0.0, 0.5]", "ridge_sweep", (0.0, 0.5)),
+    (("experiment", "fedmls"), "step_grid = 0.01\nbatch_fraction = 0.5", "local_lr_grid", (0.01,)),
+])
+def test_a_config_key_of_the_old_vocabulary_is_read_with_a_note(command, toml, dest, value, tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text(toml + "\n")
+    args = build_parser().parse_args([*command, "--config", str(config)])
+    assert getattr(apply_config(args, ["--config", str(config)]), dest) == value
+    assert "is deprecated; use" in capsys.readouterr().err
 
 
 def test_a_config_list_for_a_one_value_option_and_a_bad_config_list_are_refused(tmp_path, capsys):

@@ -96,7 +96,7 @@ def test_lemma5_variance_identity(norm, block):
     _, _, var_sq = dither_moments(x, block_norms(x, block, norm), block, 2)
     assert abs(sq.mean() - target) <= 4 * math.sqrt(var_sq / M) + 1e-12
     # the paper's constant: E||Q-x||^2 <= omega ||x||^2
-    assert target <= BlockQuantizer(block, norm).omega(q) * (x @ x) * (1 + 1e-12)
+    assert target <= BlockQuantizer(block, norm).variance_bound(q) * (x @ x) * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("bits", [3, 5, 8])
@@ -109,7 +109,7 @@ def test_dither_variance_identity_and_bound(bits, norm):
     draws = comp.quantize(np.tile(x, M), 9)  # blocks of 16 tile exactly
     sq = ((draws.reshape(M, q) - x) ** 2).sum(axis=1)
     assert abs(sq.mean() - mse) <= 4 * math.sqrt(var_sq / M) + 1e-12
-    assert mse <= comp.omega(q) * (x @ x)
+    assert mse <= comp.variance_bound(q) * (x @ x)
 
 
 @pytest.mark.parametrize("norm", [2, "inf"])
@@ -125,20 +125,20 @@ def test_omega_bounds_exact_error_on_many_vectors(norm, bits):
         cases.append(np.r_[1.0, np.full(q - 1, t)])
         for x in cases:
             mse, _, _ = dither_moments(x, block_norms(x, q, norm), q, bits)
-            assert mse <= comp.omega(q) * (x @ x) * (1 + 1e-12) + 1e-300
+            assert mse <= comp.variance_bound(q) * (x @ x) * (1 + 1e-12) + 1e-300
     if bits == 2 and norm == "inf":
         q = 49
         x = np.r_[1.0, np.full(q - 1, 1.0 / (math.sqrt(q) + 1.0))]
-        assert lemma5_error(x, q, "inf") == pytest.approx(BlockQuantizer(None, "inf").omega(q) * (x @ x))
+        assert lemma5_error(x, q, "inf") == pytest.approx(BlockQuantizer(None, "inf").variance_bound(q) * (x @ x))
 
 
 def test_omega_values():
-    assert BlockQuantizer(None, 2).omega(100) == pytest.approx(9.0)
-    assert BlockQuantizer(25, 2).omega(1000) == pytest.approx(4.0)
-    assert BlockQuantizer(25, "inf").omega(1000) == pytest.approx(2.0)
-    assert StochasticRounding(8, 2).omega(10**6) == pytest.approx(1000 / 127)
-    assert StochasticRounding(8, 2).omega(100) == pytest.approx(100 / (4 * 127**2))
-    assert Identity().omega(10) == 0.0
+    assert BlockQuantizer(None, 2).variance_bound(100) == pytest.approx(9.0)
+    assert BlockQuantizer(25, 2).variance_bound(1000) == pytest.approx(4.0)
+    assert BlockQuantizer(25, "inf").variance_bound(1000) == pytest.approx(2.0)
+    assert StochasticRounding(8, 2).variance_bound(10**6) == pytest.approx(1000 / 127)
+    assert StochasticRounding(8, 2).variance_bound(100) == pytest.approx(100 / (4 * 127**2))
+    assert Identity().variance_bound(10) == 0.0
 
 
 # ---------------------------------------------------------------- exactness

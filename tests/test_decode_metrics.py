@@ -143,7 +143,8 @@ def test_update_sizes_that_overflow_warn_naming_the_quantity():
 
 def _toy_run(scale, backend, n_rounds=6):
     datas = [d * scale for d in engine_heterogeneous_positive([30, 20, 40], np.random.default_rng(5))]
-    return FedMM(InverseToy(), clients_per_round=2, compressor=StochasticRounding(8), alpha=0.1, step=0.5,
+    return FedMM(InverseToy(), clients_per_round=2, compressor=StochasticRounding(8), control_variate_step=0.1,
+                 step=0.5,
                  batch_size=5, backend=backend).run(datas, n_rounds, seed=3)
 
 

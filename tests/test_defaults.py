@@ -98,12 +98,12 @@ def test_gmm_default_step_reaches_sklearn_em_within_one_percent(iris_clients, co
     model.prepare(datas)
     S0 = model.init_statistic(datas, np.random.default_rng(init_seed))
     optimum = _sklearn_em_optimum(X, model.T(S0), covariance)
-    h = FedMM(GaussianMixture(3, covariance)).run(datas, rounds, seed=0, init=S0, objective_every=rounds)
+    h = FedMM(GaussianMixture(3, covariance)).run(datas, rounds, seed=0, init=S0, evaluate_every=rounds)
     assert h["objective"][-1] <= 1.01 * optimum
     assert h["objective"][-1] >= optimum - 1e-9 * abs(optimum)  # EM never goes below its fixed point's NLL
     # The paper's dictionary-learning schedule, the former default, moves the NLL by a few percent only.
     slow = FedMM(GaussianMixture(3, covariance), step=("sqrt", 0.05)).run(datas, rounds, seed=0, init=S0,
-                                                                          objective_every=rounds)
+                                                                          evaluate_every=rounds)
     assert slow["objective"][-1] > 1.1 * optimum
 
 
@@ -116,7 +116,7 @@ def test_tied_gmm_default_reaches_sklearns_best_iris_fit(iris_clients):
     model = GaussianMixture(3)
     model.prepare(datas)
     S0 = model.init_statistic(datas, np.random.default_rng(2))
-    h = FedMM(GaussianMixture(3)).run(datas, 40, seed=0, init=S0, objective_every=40)
+    h = FedMM(GaussianMixture(3)).run(datas, 40, seed=0, init=S0, evaluate_every=40)
     assert h["objective"][-1] <= 1.01 * best
 
 
@@ -128,7 +128,7 @@ def test_poisson_default_step_reaches_the_map_within_one_percent():
     pooled = np.concatenate(datas)
     exact = minimize_scalar(lambda th: model.objective(pooled, th), bounds=(-5, 5), method="bounded",
                             options={"xatol": 1e-12})
-    h = FedMM(PoissonLatent(support, lam=1.0)).run(datas, 20, seed=0, objective_every=20)
+    h = FedMM(PoissonLatent(support, lam=1.0)).run(datas, 20, seed=0, evaluate_every=20)
     assert h["objective"][-1] <= exact.fun + 0.01 * abs(exact.fun)
     assert abs(h.state["theta"][0] - exact.x) <= 0.01 * abs(exact.x)
 
@@ -204,7 +204,7 @@ def toy_datas():
 
 
 def test_parameter_averaging_monitors_at_the_objective_cadence_by_default(toy_datas):
-    h = ParameterAveraging(InverseToy(), step=0.5, batch_size=5).run(toy_datas, 10, seed=1, objective_every=4)
+    h = ParameterAveraging(InverseToy(), step=0.5, batch_size=5).run(toy_datas, 10, seed=1, evaluate_every=4)
     due = [t for t in range(10) if (t + 1) % 4 == 0 or t == 9]
     assert [r["t"] for r in h.records if "E_sp" in r] == due
     assert [r["t"] for r in h.records if "objective" in r] == due

@@ -46,7 +46,7 @@ def test_remark1_fedmm_and_baseline_limits(toy_datas, participation, alpha):
     theta_star = (mu @ means) ** -0.5
     theta_naive = mu @ means**-0.5
     assert abs(theta_star - theta_naive) > 0.1  # the two limits really differ
-    kw = dict(**participation_kwargs(participation), alpha=alpha, step=0.5 if alpha else 1.0,
+    kw = dict(**participation_kwargs(participation), control_variate_step=alpha, step=0.5 if alpha else 1.0,
               oracle="full", control_variates="zero")
     n_rounds = 400 if alpha else 5
     h = FedMM(InverseToy(), **kw).run(toy_datas, n_rounds, seed=4)
@@ -60,7 +60,7 @@ def test_remark1_with_quantization_converges_exactly(toy_datas):
     comp = StochasticRounding(bits=8)
     mu = _mu(toy_datas)
     theta_star = (mu @ np.array([d.mean() for d in toy_datas])) ** -0.5
-    h = FedMM(InverseToy(), participation_prob=0.5, compressor=comp, alpha=0.5, step=0.5, oracle="full",
+    h = FedMM(InverseToy(), participation_prob=0.5, compressor=comp, control_variate_step=0.5, step=0.5, oracle="full",
               control_variates="oracle").run(toy_datas, 400, seed=5)
     assert abs(h.state["theta"][0] - theta_star) <= 1e-8
 
@@ -92,7 +92,7 @@ def test_sassmm_one_over_t_is_running_mean_of_oracles(toy_datas):
     model = _RecordingToy()
     means = []
     h = SASSMM(model, step="1/t", batch_size=5, start="model").run(
-        toy_datas[0], 50, seed=7, callback=lambda t, S, theta: means.append(S.copy()))
+        toy_datas[0], 50, seed=7, callback=lambda t, state: means.append(state["statistic"].copy()))
     oracles = np.array(model.seen)[:, 0]
     assert oracles.std() > 0  # genuinely stochastic oracles
     running = np.cumsum(oracles) / np.arange(1, 51)
@@ -122,15 +122,16 @@ def test_full_participation_identity_full_batch_is_centralized_mm():
     mu = _mu([d[0] for d in datas])
     S0 = np.zeros(5)
     trajectory = []
-    FedMM(model, participation_prob=1.0, compressor=Identity(), alpha=0.0, step=1.0, oracle="full").run(
-        datas, 25, seed=0, init=S0, callback=lambda t, S, theta: trajectory.append(S.copy()))
+    FedMM(model, participation_prob=1.0, compressor=Identity(), control_variate_step=0.0, step=1.0, oracle="full").run(
+        datas, 25, seed=0, init=S0, callback=lambda t, state: trajectory.append(state["statistic"].copy()))
     ref = engine_centralized_mm(lambda d, th: model.statistic(d, th), model.T, datas, mu, S0, 25)
     np.testing.assert_allclose(np.array(trajectory), np.array(ref[1:]), rtol=1e-13, atol=1e-14)
 
 
 # --------------------------------------------------------------------------- Algorithm 2 vs Algorithm 4
 def _alg_kwargs(compressor=None):
-    return dict(participation_prob=0.5, compressor=compressor or Identity(), alpha=0.3, step=0.2, batch_size=4,
+    return dict(participation_prob=0.5, compressor=compressor or Identity(), control_variate_step=0.3, step=0.2,
+                batch_size=4,
                 control_variates="oracle")
 
 
@@ -169,8 +170,9 @@ def test_control_variates_cancel_with_homogeneous_clients_and_no_compression():
     runs = []
     for alpha, init in ((0.0, "zero"), (0.4, "zero"), (0.7, "oracle")):
         traj = []
-        FedMM(model, participation_prob=1.0, alpha=alpha, step=0.3, batch_size=10, control_variates=init).run(
-            datas, 20, seed=2, callback=lambda t, S, theta: traj.append(S.copy()))
+        FedMM(model, participation_prob=1.0, control_variate_step=alpha, step=0.3, batch_size=10,
+              control_variates=init).run(
+            datas, 20, seed=2, callback=lambda t, state: traj.append(state["statistic"].copy()))
         runs.append(np.array(traj))
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(runs[2], runs[0], rtol=1e-12, atol=1e-13)
@@ -185,21 +187,21 @@ def test_threaded_backends_and_repeated_runs_identical(oracle, extra):
     ref = None
     for n_threads in (1, 2):
         for backend in ("auto", "python"):
-            algo = FedMM(model, participation_prob=0.6, alpha=0.2, step=0.3, batch_size=8, oracle=oracle,
+            algo = FedMM(model, participation_prob=0.6, control_variate_step=0.2, step=0.3, batch_size=8, oracle=oracle,
                          n_threads=n_threads, backend=backend, **extra)
-            h = algo.run(datas, 12, seed=21, objective_every=4)
+            h = algo.run(datas, 12, seed=21, evaluate_every=4)
             if ref is None:
                 ref = h
             assert h.equals(ref)
-    assert not FedMM(model, participation_prob=0.6, alpha=0.2, step=0.3, batch_size=8, oracle=oracle,
+    assert not FedMM(model, participation_prob=0.6, control_variate_step=0.2, step=0.3, batch_size=8, oracle=oracle,
                      **extra).run(datas, 12, seed=22).equals(ref)
 
 
 def test_history_fields_and_json_round_trip(tmp_path, toy_datas):
-    h = FedMM(InverseToy(), participation_prob=0.5, alpha=0.1, step=0.5, batch_size=4).run(
-        toy_datas, 6, seed=1, objective_every=2)
-    g = ParameterAveraging(InverseToy(), participation_prob=0.5, alpha=0.1, step=0.5, batch_size=4).run(
-        toy_datas, 6, seed=1, objective_every=2)
+    h = FedMM(InverseToy(), participation_prob=0.5, control_variate_step=0.1, step=0.5, batch_size=4).run(
+        toy_datas, 6, seed=1, evaluate_every=2)
+    g = ParameterAveraging(InverseToy(), participation_prob=0.5, control_variate_step=0.1, step=0.5, batch_size=4).run(
+        toy_datas, 6, seed=1, evaluate_every=2)
     for rec in h.records:
         assert {"t", "gamma", "E_s", "E_ps", "active", "bytes_up", "bytes_down", "wall_time"} <= set(rec)
         assert rec["bytes_up"] == len(rec["active"]) * Identity().payload_nbytes(1)
@@ -216,8 +218,9 @@ def test_history_fields_and_json_round_trip(tmp_path, toy_datas):
 
 def test_E_s_and_E_ps_match_the_definitions(toy_datas):
     states = []
-    h = FedMM(InverseToy(), participation_prob=0.5, alpha=0.1, step=("sqrt", 0.5), batch_size=4).run(
-        toy_datas, 8, seed=3, callback=lambda t, S, theta: states.append((S.copy(), theta.copy())))
+    h = FedMM(InverseToy(), participation_prob=0.5, control_variate_step=0.1, step=("sqrt", 0.5), batch_size=4).run(
+        toy_datas, 8, seed=3, callback=lambda t, state: states.append((state["statistic"].copy(),
+                                                                       state["theta"].copy())))
     S0 = InverseToy().T  # noqa: F841 - only the differences below matter
     for t in range(1, 8):
         gamma = 0.5 / np.sqrt(0.5 + t + 1)
@@ -238,7 +241,7 @@ def test_E_s_and_E_ps_match_the_definitions(toy_datas):
     ({"clients_per_round": 2, "participation_prob": 0.5}, ValueError, "at most one of 'clients_per_round'"),
     ({"clients_per_round": 2, "participation_mode": "compress-local"}, ValueError, "participation_prob"),
     ({"backend": "gpu"}, ValueError, "backend"),
-    ({"alpha": -0.1}, ValueError, "alpha"),
+    ({"control_variate_step": -0.1}, ValueError, "control_variate_step"),
     ({"step": 0.0}, ValueError, "step"),
     ({"oracle": "sgd"}, ValueError, "oracle"),
     ({"oracle": "spider", "batch_size": 3}, ValueError, "k_in"),
@@ -323,7 +326,8 @@ def test_bytes_up_arrays_down_protocol_reproduces_run(toy_datas):
     """A runtime that only moves Broadcast arrays down and bytes up gives the in-process result."""
     from fedmm.algorithms import Broadcast
 
-    algo = FedMM(InverseToy(), participation_prob=0.5, compressor=StochasticRounding(bits=8), alpha=0.2, step=0.3,
+    algo = FedMM(InverseToy(), participation_prob=0.5, compressor=StochasticRounding(bits=8), control_variate_step=0.2,
+                 step=0.3,
                  batch_size=4, control_variates="oracle")
     ref = algo.run(toy_datas, 8, seed=5)  # default backend
     server, clients = algo.build(toy_datas, seed=5)
@@ -341,3 +345,25 @@ def test_bytes_up_arrays_down_protocol_reproduces_run(toy_datas):
         assert all(type(b) is bytes for b in payloads.values())
         server.aggregate(t, payloads)
     np.testing.assert_array_equal(server.S, ref.state["S"])
+
+
+# --------------------------------------------------------------------------- the one vocabulary (issue 24)
+@pytest.mark.parametrize("algorithm", ["FedMM", "ParameterAveraging", "SASSMM"])
+def test_callback_state_is_read_only_with_params_theta_and_statistic(algorithm, toy_datas):
+    seen = []
+    callback = lambda t, state: seen.append(state)  # noqa: E731
+    if algorithm == "SASSMM":
+        h = SASSMM(InverseToy(), step=0.5, batch_size=10).run(toy_datas[0], 3, seed=1, callback=callback)
+    else:
+        cls = FedMM if algorithm == "FedMM" else ParameterAveraging
+        h = cls(InverseToy(), step=0.5, control_variate_step=0.5).run(toy_datas, 3, seed=1, callback=callback)
+    assert len(seen) == 3
+    last = seen[-1]
+    np.testing.assert_array_equal(last["params"]["theta"], h.params["theta"])
+    np.testing.assert_array_equal(np.atleast_1d(last["theta"]), h.state["theta"])
+    if algorithm == "ParameterAveraging":
+        assert last["statistic"] is None
+    else:
+        np.testing.assert_array_equal(last["statistic"], h.state["S"])
+    with pytest.raises(TypeError):
+        last["params"] = {}

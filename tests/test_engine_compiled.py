@@ -120,8 +120,9 @@ COMPRESSORS = {
 def test_compiled_and_python_histories_identical_across_threads(algorithm):
     datas = _clients()
     runs = [algorithm(DictionaryLearning(K, LAM, ETA), clients_per_round=3, compressor=StochasticRounding(bits=6),
-                      alpha=0.02, step=("sqrt", 0.05), batch_size=9, n_threads=n_threads, backend=backend)
-            .run(datas, 12, seed=2, objective_every=4)
+                      control_variate_step=0.02, step=("sqrt", 0.05), batch_size=9, n_threads=n_threads,
+                      backend=backend)
+            .run(datas, 12, seed=2, evaluate_every=4)
             for n_threads, backend in ((1, "compiled"), (2, "compiled"), (1, "python"))]
     assert [h.config["backend"] for h in runs] == ["compiled", "compiled", "python"]
     for h in runs[1:]:
@@ -228,17 +229,18 @@ def test_compiled_stretches_equal_the_per_round_path(monkeypatch, alpha, compres
 
     def run(n_threads, backend, **kw):
         algo = algorithm(DictionaryLearning(K, LAM, ETA), **participation_kwargs(participation),
-                         compressor=COMPRESSORS[compressor], alpha=alpha, step=("sqrt", 0.1), batch_size=6,
+                         compressor=COMPRESSORS[compressor], control_variate_step=alpha, step=("sqrt", 0.1),
+                         batch_size=6,
                          n_threads=n_threads, backend=backend, control_variates="oracle" if alpha else "zero",
                          participation_mode=mode)
         if algorithm is ParameterAveraging:
             kw["monitor_every"] = 1  # E_sp every round (its default is the objective's cadence)
         return algo.run(datas, 23, seed=7, **kw)
 
-    ref = run(1, "python", objective_every=5)
+    ref = run(1, "python", evaluate_every=5)
     assert calls == {"ran": 0, "declined": 0} and ref.config["backend"] == "python"
     for n_threads in (1, 2):
-        h = run(n_threads, "compiled", objective_every=5)
+        h = run(n_threads, "compiled", evaluate_every=5)
         assert h.config["backend"] == "compiled"
         assert h.equals(ref)
         for key in ref.state:
@@ -256,9 +258,11 @@ def test_compiled_stretches_with_a_callback_see_every_round(monkeypatch):
     calls = _counting_simulate_rounds(monkeypatch)
     seen = {"compiled": [], "python": []}
     for backend in seen:
-        FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=4, compressor=StochasticRounding(bits=8), alpha=0.05,
+        FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=4, compressor=StochasticRounding(bits=8),
+              control_variate_step=0.05,
               batch_size=5, backend=backend).run(
-            datas, 6, seed=1, callback=lambda t, S, theta, b=backend: seen[b].append((t, S.copy(), theta.copy())))
+            datas, 6, seed=1, callback=lambda t, state, b=backend: seen[b].append(
+                (t, state["statistic"].copy(), state["theta"].copy())))
     assert calls["ran"] == 6
     for (t_a, S_a, th_a), (t_b, S_b, th_b) in zip(seen["compiled"], seen["python"], strict=True):
         assert t_a == t_b
@@ -326,7 +330,7 @@ def test_compiled_stretches_on_degenerate_shapes(algorithm, shape):
     rng = np.random.default_rng(0)
     datas = [np.ascontiguousarray(rng.standard_normal((30, p))) for _ in range(4)]
     histories = [algorithm(DictionaryLearning(k, 0.05, 0.2), clients_per_round=2, compressor=StochasticRounding(bits=6),
-                           alpha=0.05, batch_size=5, backend=backend).run(datas, 15, seed=1)
+                           control_variate_step=0.05, batch_size=5, backend=backend).run(datas, 15, seed=1)
                  for backend in ("compiled", "python")]
     assert histories[0].equals(histories[1])
 
@@ -340,9 +344,9 @@ def test_compiled_stretches_cut_short_by_time_give_the_same_history(monkeypatch)
     datas = _clients()
     calls = _counting_simulate_rounds(monkeypatch)
     monkeypatch.setattr(local, "_STRETCH_SECONDS", 0.0)
-    algo = dict(clients_per_round=3, compressor=StochasticRounding(bits=8), alpha=0.05, batch_size=5)
-    cut = FedMM(DictionaryLearning(K, LAM, ETA), **algo).run(datas, 9, seed=4, objective_every=4)
-    ref = FedMM(DictionaryLearning(K, LAM, ETA), backend="python", **algo).run(datas, 9, seed=4, objective_every=4)
+    algo = dict(clients_per_round=3, compressor=StochasticRounding(bits=8), control_variate_step=0.05, batch_size=5)
+    cut = FedMM(DictionaryLearning(K, LAM, ETA), **algo).run(datas, 9, seed=4, evaluate_every=4)
+    ref = FedMM(DictionaryLearning(K, LAM, ETA), backend="python", **algo).run(datas, 9, seed=4, evaluate_every=4)
     assert calls["ran"] == 9  # one round per call
     assert cut.equals(ref)
 
@@ -353,7 +357,8 @@ def test_compiled_stretches_without_warm_starts_and_with_client_weights(algorith
     datas = _clients()
     weights = np.arange(1.0, len(datas) + 1.0)
     runs = [algorithm(DictionaryLearning(K, LAM, ETA, warm_start=False), participation_prob=0.6,
-                      compressor=BlockQuantizer(block_size=8), alpha=0.1, step="1/t", batch_size=4, weights=weights,
+                      compressor=BlockQuantizer(block_size=8), control_variate_step=0.1, step="1/t", batch_size=4,
+                      weights=weights,
                       n_threads=n_threads, backend=backend).run(datas, 11, seed=9)
             for n_threads, backend in ((2, "compiled"), (1, "python"))]
     assert runs[0].equals(runs[1])

@@ -110,10 +110,10 @@ def test_python_and_compiled_backends_agree(name, alpha, compressor, mode, parti
 
     def make(backend, n_threads):
         return algorithm(model, **participation_kwargs(participation), compressor=COMPRESSORS[compressor](),
-                         alpha=alpha, step=0.1, batch_size=7, n_threads=n_threads, backend=backend,
+                         control_variate_step=alpha, step=0.1, batch_size=7, n_threads=n_threads, backend=backend,
                          participation_mode=mode, control_variates="oracle" if alpha else "zero")
 
-    ref = assert_backends_agree(make, datas, 12, seed=5, init=S0, objective_every=5)
+    ref = assert_backends_agree(make, datas, 12, seed=5, init=S0, evaluate_every=5)
     assert len(ref) == 12 and np.isfinite(ref.column("objective")[[4, 9, 11]]).all()
     assert sum(len(r["active"]) for r in ref.records) > 0
 
@@ -129,11 +129,12 @@ def test_gmm_parameter_averaging_backends_agree_while_theta_stays_valid(covarian
     S0 = model.init_statistic(datas, np.random.default_rng(3))
 
     def make(backend, n_threads):
-        return ParameterAveraging(model, **participation_kwargs(participation), compressor=Identity(), alpha=0.0,
+        return ParameterAveraging(model, **participation_kwargs(participation), compressor=Identity(),
+                                  control_variate_step=0.0,
                                   step=0.1, batch_size=7, n_threads=n_threads, backend=backend,
                                   participation_mode=mode)
 
-    assert_backends_agree(make, datas, 12, seed=5, init=S0, objective_every=5)
+    assert_backends_agree(make, datas, 12, seed=5, init=S0, evaluate_every=5)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -145,7 +146,7 @@ def test_backends_agree_with_full_oracles_weights_and_decreasing_steps(algorithm
     S0 = model.init_statistic(datas, np.random.default_rng(4))
 
     def make(backend, n_threads):
-        return algorithm(model, compressor=StochasticRounding(bits=6), alpha=0.1, step="1/t",
+        return algorithm(model, compressor=StochasticRounding(bits=6), control_variate_step=0.1, step="1/t",
                          batch_size=None, weights=np.arange(1.0, len(datas) + 1.0), n_threads=n_threads,
                          backend=backend)
 
@@ -164,7 +165,8 @@ def test_gmm_backends_agree_on_degenerate_and_larger_shapes(covariance, p, G):
     S0 = model.init_statistic(datas, np.random.default_rng(8))
 
     def make(backend, n_threads):
-        return FedMM(model, clients_per_round=2, compressor=BlockQuantizer(block_size=4), alpha=0.05, step=0.2,
+        return FedMM(model, clients_per_round=2, compressor=BlockQuantizer(block_size=4), control_variate_step=0.05,
+                     step=0.2,
                      batch_size=None if p == 20 else 6, n_threads=n_threads, backend=backend,
                      control_variates="oracle")
 
@@ -316,7 +318,7 @@ def test_one_round_with_one_client_is_one_exact_em_step(case, backend):
         model = GaussianMixture(G, covariance="tied" if case != "full" else "full", reg_covar=0.0)
     S0 = model.init_statistic([Y], rng)
     theta0 = model.T(S0)
-    h = FedMM(model, compressor=Identity(), alpha=0.0, step=1.0, batch_size=None,
+    h = FedMM(model, compressor=Identity(), control_variate_step=0.0, step=1.0, batch_size=None,
               backend=backend).run([Y], 1, seed=0, init=S0)
     assert h.config["backend"] == backend
     theta1 = model.theta_from_vector(h.state["theta"])
@@ -343,7 +345,7 @@ def test_poisson_one_round_is_one_exact_em_step(parameterization, backend):
     model = PoissonLatent(SUPPORT, PROBS, lam=0.5, parameterization=parameterization)
     S0 = model.init_statistic([Z], rng)
     theta0 = model.T(S0)
-    h = FedMM(model, compressor=Identity(), alpha=0.0, step=1.0, batch_size=None,
+    h = FedMM(model, compressor=Identity(), control_variate_step=0.0, step=1.0, batch_size=None,
               backend=backend).run([Z], 1, seed=0, init=S0)
     assert h.config["backend"] == backend
     post = poisson_latent_posterior(Z, theta0, SUPPORT, PROBS) @ np.exp(SUPPORT)
@@ -359,7 +361,7 @@ def test_inverse_toy_rounds_reach_the_closed_forms(backend):
     datas = _toy_datas()
     mu = np.array(SIZES, dtype=np.float64) / sum(SIZES)
     means = np.array([d.mean() for d in datas])
-    kw = dict(compressor=Identity(), alpha=0.0, step=1.0, batch_size=None, backend=backend)
+    kw = dict(compressor=Identity(), control_variate_step=0.0, step=1.0, batch_size=None, backend=backend)
     h = FedMM(InverseToy(), **kw).run(datas, 2, seed=0)
     g = ParameterAveraging(InverseToy(), **kw).run(datas, 2, seed=0)
     assert h.state["theta"][0] == pytest.approx((mu @ means) ** -0.5, rel=1e-15)

@@ -35,7 +35,7 @@ def _invariant_gap(server, clients):
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_a_raising_client_is_dropped_and_the_run_equals_algorithm_2_without_it(n_threads):
     datas = _toy_datas()
-    algo = FedMM(FailingInverseToy(), participation_prob=1.0, alpha=0.5, step=0.5, batch_size=5,
+    algo = FedMM(FailingInverseToy(), participation_prob=1.0, control_variate_step=0.5, step=0.5, batch_size=5,
                  n_threads=n_threads, start="model")  # the mean-statistic start would need client 4's statistic
     h = algo.run(datas, 4, seed=7)
     assert h.config["backend"] == "python"  # the subclass overrides statistic: no compiled form
@@ -76,7 +76,7 @@ def test_an_invalid_payload_drops_its_client_and_restores_its_state(alpha, caugh
     rng = np.random.default_rng(0)
     datas = [np.ascontiguousarray(rng.standard_normal((30, 5))) for _ in range(4)]
     comps = [_Garbling(i == 2) for i in range(4)]
-    algo = FedMM(DictionaryLearning(3, 0.1, 0.2), participation_prob=1.0, compressor=comps, alpha=alpha,
+    algo = FedMM(DictionaryLearning(3, 0.1, 0.2), participation_prob=1.0, compressor=comps, control_variate_step=alpha,
                  batch_size=6, control_variates="oracle")
     server, clients = algo.build(datas, seed=1)
     h = LocalRuntime().run(server, clients, 5, history=History("FedMM"))
@@ -98,7 +98,7 @@ def test_ctrl_c_leaves_consistent_parties_and_attaches_the_completed_rounds(back
     rng = np.random.default_rng(2)
     datas = [np.ascontiguousarray(rng.standard_normal((30, 5))) for _ in range(5)]
     algo = FedMM(DictionaryLearning(3, 0.1, 0.2), clients_per_round=3, compressor=StochasticRounding(bits=8),
-                 alpha=0.3, batch_size=6, backend=backend)
+                 control_variate_step=0.3, batch_size=6, backend=backend)
     server, clients = algo.build(datas, seed=4)
 
     def interrupt(t):
@@ -125,7 +125,7 @@ def test_a_failing_client_inside_a_compiled_stretch_commits_the_rounds_before_it
     rng = np.random.default_rng(5)
     datas = [np.ascontiguousarray(rng.standard_normal((30, 5))) for _ in range(4)]
     algo = FedMM(DictionaryLearning(3, 0.1, 0.2), participation_prob=1.0, compressor=StochasticRounding(bits=8),
-                 alpha=0.1, batch_size=30, backend="compiled")
+                 control_variate_step=0.1, batch_size=30, backend="compiled")
     server, clients = algo.build(datas, seed=3)
     h = LocalRuntime().run(server, clients, 3, history=History("FedMM"))
     assert all(r["dropped"] == [] for r in h.records)  # healthy: nothing dropped
@@ -306,7 +306,8 @@ def test_absurd_statistics_are_dropped_alike_on_both_backends(alpha):
     datas = _absurd_toy_datas()
     runs = {}
     for backend in ("python", "compiled"):
-        algo = FedMM(InverseToy(), clients_per_round=2, alpha=alpha, step=0.5, batch_size=4, backend=backend,
+        algo = FedMM(InverseToy(), clients_per_round=2, control_variate_step=alpha, step=0.5, batch_size=4,
+                     backend=backend,
                      start="model")  # client 9's absurd statistic is for the rounds, not the start exchange
         server, clients = algo.build(datas, seed=7)
         h = LocalRuntime(compiled=backend == "compiled").run(server, clients, 12, history=History("FedMM"))
@@ -323,7 +324,7 @@ def test_absurd_statistics_are_dropped_alike_on_both_backends(alpha):
         for key in ("t", "active", "dropped", "drop_reasons", "gamma", "E_s", "E_ps"):
             assert rec.get(key) == rec_c.get(key), (rec["t"], key)
     _assert_same_state(state, state_c)
-    algo = FedMM(InverseToy(), clients_per_round=2, alpha=alpha, step=0.5, batch_size=4, start="model")
+    algo = FedMM(InverseToy(), clients_per_round=2, control_variate_step=alpha, step=0.5, batch_size=4, start="model")
     assert algo.run(datas, 12, seed=7).config["backend"] == "compiled"
 
 
@@ -346,7 +347,8 @@ def test_a_client_sending_1e300_everywhere_is_dropped_and_the_run_equals_one_whe
     fails in the same rounds (records, states, bit for bit; only the drop reason differs)."""
     rng = np.random.default_rng(0)
     datas = [rng.standard_normal((30, 5)) for _ in range(4)]
-    algo = FedMM(DictionaryLearning(3, 0.1, eta=0.0), clients_per_round=2, alpha=0.3, step=0.5, batch_size=5,
+    algo = FedMM(DictionaryLearning(3, 0.1, ridge=0.0), clients_per_round=2, control_variate_step=0.3, step=0.5,
+                 batch_size=5,
                  backend="python")
     n_rounds = 12
     h, server = _run_with_faulty_client(algo, datas, {(t, 1): "absurd" for t in range(n_rounds)}, n_rounds)
@@ -378,7 +380,7 @@ def test_absurd_statistics_of_a_client_s_own_data_are_dropped_alike_on_both_back
     """The compiled round refuses the message beyond the state bound (ERANGE) and reruns the round on the Python
     backend, which drops the client: both backends give the run where that client fails, bit for bit."""
     datas = _heavy_dictionary_datas()
-    kwargs = dict(clients_per_round=2, alpha=alpha, step=0.5, batch_size=5, start="model")
+    kwargs = dict(clients_per_round=2, control_variate_step=alpha, step=0.5, batch_size=5, start="model")
     # without warm starts: a failed compiled round leaves the warm-start codes it wrote (fedmm.kernels.run_rounds),
     # so the Python rerun of that round starts its LASSO solves elsewhere (same minimizers, other last bits)
     model = dict(n_components=3, lam=0.1, eta=0.0, warm_start=False)
@@ -404,11 +406,11 @@ def test_large_but_valid_dictionary_statistics_are_not_dropped():
     (the mean-statistic start and every step are scale-equivariant), and the two backends agree bit for bit."""
     rng = np.random.default_rng(0)
     datas = [rng.standard_normal((30, 5)) for _ in range(4)]
-    kwargs = dict(clients_per_round=2, alpha=0.3, step=0.5, batch_size=5)
+    kwargs = dict(clients_per_round=2, control_variate_step=0.3, step=0.5, batch_size=5)
     runs = {}
     for scale in (1.0, 1e60):
         for backend in ("python", "compiled"):
-            algo = FedMM(DictionaryLearning(3, 0.1 * scale, eta=0.2 * scale**2), backend=backend, **kwargs)
+            algo = FedMM(DictionaryLearning(3, 0.1 * scale, ridge=0.2 * scale**2), backend=backend, **kwargs)
             runs[scale, backend] = algo.run([d * scale for d in datas], 8, seed=0)
     big = runs[1e60, "python"]
     assert runs[1e60, "compiled"].equals(big) and runs[1e60, "compiled"].config["backend"] == "compiled"
@@ -424,7 +426,7 @@ def test_large_but_valid_statistics_are_not_dropped(backend):
     2**460, θ = S^{-1/2} by 2**-230, bit for bit)."""
     datas = _toy_datas(failing=None)
     scale = 2.0**460
-    algo = FedMM(InverseToy(), clients_per_round=3, alpha=0.3, step=0.5, batch_size=5, backend=backend)
+    algo = FedMM(InverseToy(), clients_per_round=3, control_variate_step=0.3, step=0.5, batch_size=5, backend=backend)
     h = algo.run(datas, 8, seed=4)
     big = algo.run([d * scale for d in datas], 8, seed=4)
     assert big.config["backend"] == backend
@@ -452,7 +454,7 @@ def test_stop_run_from_the_callback_returns_the_completed_rounds(backend):
     datas = [np.ascontiguousarray(rng.standard_normal((40, 2)) + k) for k in range(3)]
     algo = FedMM(GaussianMixture(2, "full"), compressor=StochasticRounding(bits=8), step=0.5, backend=backend)
 
-    def stop(t, S, theta):
+    def stop(t, state):
         if t == 4:
             raise StopRun
 

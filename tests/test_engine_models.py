@@ -101,7 +101,7 @@ def test_logistic_objective_decreases_under_mm():
     y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.3 * rng.standard_normal(150) > 0, 1.0, -1.0)
     m = ProximalGradient("logistic", "l2", rho=1.0, lam=0.1)
     m = ProximalGradient("logistic", "l2", rho=1.0 / m.lipschitz([(X, y)]), lam=0.1)
-    h = SASSMM(m, step=1.0, oracle="full", start="model").run((X, y), 40, seed=0, objective_every=1)
+    h = SASSMM(m, step=1.0, oracle="full", start="model").run((X, y), 40, seed=0, evaluate_every=1)
     obj = np.concatenate([[h.config["initial_objective"]], h.column("objective")])
     assert np.all(np.diff(obj) <= 1e-13)  # MM: monotone
     assert obj[-1] < obj[0] - 0.05

@@ -38,7 +38,7 @@ def _datas(n_clients=7, seed=0):
 
 def _algorithm(**kwargs):
     return FedMM(DictionaryLearning(K, LAM, ETA), clients_per_round=5, compressor=StochasticRounding(bits=8),
-                 alpha=0.05, step=("sqrt", 0.05), batch_size=6, **kwargs)
+                 control_variate_step=0.05, step=("sqrt", 0.05), batch_size=6, **kwargs)
 
 
 def _set_up(datas, seed=0):
@@ -63,8 +63,8 @@ needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="no
 @pytest.mark.parametrize("n_threads", [2, 3, 5])
 def test_histories_equal_the_one_thread_run_bit_for_bit(n_threads):
     datas = _datas()
-    one = _algorithm(n_threads=1).run(datas, 30, seed=4, objective_every=10)
-    many = _algorithm(n_threads=n_threads).run(datas, 30, seed=4, objective_every=10)
+    one = _algorithm(n_threads=1).run(datas, 30, seed=4, evaluate_every=10)
+    many = _algorithm(n_threads=n_threads).run(datas, 30, seed=4, evaluate_every=10)
     assert one.config["backend"] == many.config["backend"] == "compiled"
     assert many.equals(one)
     for key in ("S", "theta"):
@@ -159,7 +159,7 @@ def test_a_run_interrupted_in_a_callback_leaves_no_thread():
     _algorithm().run(datas, 2, seed=0)  # threads that outlive any first run (not the pool's)
     before = _n_os_threads()
 
-    def stop(t, S, theta):
+    def stop(t, state):
         if t == 4:
             raise KeyboardInterrupt
 

@@ -39,7 +39,7 @@ def _assert_same_state(a, b):
 def test_restored_parties_continue_bit_for_bit(algorithm, backend):
     datas = _dictionary_clients()
     algo = algorithm(DictionaryLearning(4, 0.1, 0.2), participation_prob=0.6, compressor=StochasticRounding(bits=8),
-                     alpha=0.05, step=("sqrt", 0.1), batch_size=7, control_variates="oracle")
+                     control_variate_step=0.05, step=("sqrt", 0.1), batch_size=7, control_variates="oracle")
     # the uninterrupted run: 12 rounds
     server, clients = _set_up(algo, datas, seed=3)
     _python_rounds(server, clients, range(12))
@@ -75,10 +75,12 @@ def test_each_payload_is_decoded_with_its_clients_compressor(backend):
     """Clients with different compressors: the server decodes each one's payload with its own."""
     datas = _dictionary_clients(n=4)
     comps = [Identity(), StochasticRounding(bits=4), BlockQuantizer(block_size=5), StochasticRounding(bits=8)]
-    run = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, alpha=0.1, batch_size=6,
+    run = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, control_variate_step=0.1,
+                batch_size=6,
                 backend=backend).run(datas, 6, seed=1)
     assert run.config["backend"] == backend
-    ref = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, alpha=0.1, batch_size=6,
+    ref = FedMM(DictionaryLearning(4, 0.1, 0.2), participation_prob=1.0, compressor=comps, control_variate_step=0.1,
+                batch_size=6,
                 backend="python").run(datas, 6, seed=1)
     assert run.equals(ref)
     # byte counts are each client's own payload size
@@ -109,7 +111,7 @@ def test_python_compressor_with_its_own_format_next_to_builtin_ones():
     datas = _dictionary_clients(n=3)
     mixed = [StochasticRounding(bits=8), _RawFloat64(), StochasticRounding(bits=8)]
     builtin = [StochasticRounding(bits=8), Identity(), StochasticRounding(bits=8)]
-    kw = dict(participation_prob=1.0, alpha=0.1, batch_size=6)
+    kw = dict(participation_prob=1.0, control_variate_step=0.1, batch_size=6)
     h = FedMM(DictionaryLearning(4, 0.1, 0.2), compressor=mixed, **kw).run(datas, 5, seed=2)
     assert h.config["backend"] == "python" and "quantizer_spec" in h.config["backend_reason"]
     ref = FedMM(DictionaryLearning(4, 0.1, 0.2), compressor=builtin, backend="python", **kw).run(datas, 5, seed=2)

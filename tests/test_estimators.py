@@ -98,7 +98,7 @@ def test_gaussian_mixture_reproduces_the_fedmm_run(blobs, covariance_type):
                                    init_params="random_from_data",
                                    control_variate_step=0.1, random_state=7, **settings).fit(X, clients=clients)
     datas = [X[clients == c] for c in np.unique(clients)]
-    ref = FedMM(GaussianMixture(3, covariance_type), alpha=0.1, **settings).run(datas, 15, seed=7)
+    ref = FedMM(GaussianMixture(3, covariance_type), control_variate_step=0.1, **settings).run(datas, 15, seed=7)
     assert est.history_.equals(ref)
     np.testing.assert_array_equal(est.means_, ref.theta.means)
     np.testing.assert_array_equal(est.covariances_, ref.theta.covariance)

@@ -16,8 +16,8 @@ from reference import cli_status, lasso_objective, lasso_sklearn
 
 #: 200 points of dimension 6 in 4 k-means clients of 50, K = 4 atoms, 2 active clients, minibatches of 10.
 TINY = ["--samples", "200", "--p", "6", "--K", "4", "--clients", "4", "--active-clients", "2", "--batch-size", "10",
-        "--rounds", "8", "--objective-every", "2", "--fixed-point-rounds", "5", "--map-points", "3",
-        "--minibatch-draws", "2", "--p-sweep", "5,6", "--eta-sweep", "0.2,0.05", "--no-progress"]
+        "--rounds", "8", "--evaluate-every", "2", "--fixed-point-rounds", "5", "--map-points", "3",
+        "--minibatch-draws", "2", "--p-sweep", "5,6", "--ridge-sweep", "0.2,0.05", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_tiny_run_writes_runs_figure_and_summary(tiny_run):
     (["--batch-size", "60"], "--batch-size"),  # larger than a client's 50 samples
     (["--fixed-point-step", "2"], "--fixed-point-step"),
     (["--p-sweep", "0,3"], "--p-sweep"),
-    (["--eta-sweep", "x"], "--eta-sweep"),
+    (["--ridge-sweep", "x"], "--ridge-sweep"),
     (["--bits", "1"], "--bits"),
     (["--samples", "3"], "--samples"),
 ])
@@ -118,7 +118,7 @@ def test_maps_against_scikit_learn_lasso_reference():
     datas = [rng.standard_normal((25, 5)) + 2.0, rng.standard_normal((15, 5)) - 1.0]
     theta = rng.standard_normal((5, 3))
     lam, eta = 0.1, 0.2
-    model = DictionaryLearning(3, lam, eta=eta)
+    model = DictionaryLearning(3, lam, ridge=eta)
     got = map_comparison(model, datas, theta, batch_size=5, draws=3, rng=0)
     t_of_mean, mean_of_t = _reference_maps(datas, theta, lam, eta)
     # LASSO solves to a relative duality gap of 1e-9: statistics and maps agree to ~1e-6
@@ -133,7 +133,7 @@ def test_one_client_full_batch_baseline_step_is_t_of_mean_statistic():
     """One client, full batch, γ = 1, α = 0: the baseline's step, the three maps and MM coincide."""
     rng = np.random.default_rng(2)
     data = rng.standard_normal((40, 6))
-    model = DictionaryLearning(4, 0.1, eta=0.2)
+    model = DictionaryLearning(4, 0.1, ridge=0.2)
     algorithm = ParameterAveraging(model, step=1.0, batch_size=None)
     server, _ = algorithm.build([data], seed=5)
     theta0 = np.array(server.theta)

@@ -165,7 +165,7 @@ def test_cycle_weight_is_the_lambda_of_every_run(tmp_path):
     assert main(["experiment", "ot", *tiny, "--seeds", "1", "--cycle-weight", "2.5", "--no-plot", "--quiet",
                  "--out", str(tmp_path)]) == 0
     runs = fedmm.load(tmp_path / "ot_histories.json")
-    assert {h.config["problem"]["cycle_weight"] for h in runs.values()} == {2.5}
+    assert {h.config["model"]["cycle_weight"] for h in runs.values()} == {2.5}
     summary = json.loads((tmp_path / "ot_summary.json").read_text())
     assert summary["config"]["cycle_weight"] == 2.5
     assert build_parser().parse_args(["experiment", "ot"]).cycle_weight == 1.0

@@ -105,7 +105,7 @@ def test_fig2_full_batches_and_beta_tuning(tmp_path):
         best = min(scores, key=lambda b: (scores[b], float(b)))
         assert result["beta"][name] == float(best)
         history = result["runs"][name][0]
-        assert history.config["batch_size"] is None and history.config["alpha"] == float(name[6:])
+        assert history.config["batch_size"] is None and history.config["control_variate_step"] == float(name[6:])
     assert (out / "fig2.png").is_file()
 
 
@@ -177,7 +177,7 @@ def test_example_configs_are_valid(path, tmp_path):
     args = _parse_with_config(["experiment", figure, "--config", str(path), "--ratings", str(ratings)])
     config, out_dir = config_from_args(args)
     assert config.figure == figure and out_dir.startswith("out/")
-    assert config.n_clients == 20 and config.active_clients == 10 and config.lam == 0.1 and config.eta == 0.2
+    assert config.n_clients == 20 and config.active_clients == 10 and config.lam == 0.1 and config.ridge == 0.2
     assert all(0.001 <= b <= 0.05 for b in config.beta_grid)
 
 
@@ -186,7 +186,7 @@ def test_cli_overrides_config_file(tmp_path):
                                "--seeds", "3", "--out", str(tmp_path)])
     config, out_dir = config_from_args(args)
     assert config.seeds == 3 and config.rounds == 300 and out_dir == str(tmp_path)
-    assert config.jobs == 2 and config.objective_every == 5  # from the file
+    assert config.jobs == 2 and config.evaluate_every == 5  # from the file
 
 
 def test_version_flag(capsys):

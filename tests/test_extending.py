@@ -39,7 +39,7 @@ def test_python_model_fixed_point_is_the_pooled_mean(recipes, n_features):
     # Full participation, no compression, step 1: Ŝ_1 = Σ μ_i mean_i = pooled mean (μ_i = N_i/N), and it stays.
     datas = _clients(n_features)
     pooled = np.concatenate(datas).mean(axis=0)
-    history = FedMM(recipes.GaussianMean(n_features), step=1.0).run(datas, 4, seed=2, objective_every=1)
+    history = FedMM(recipes.GaussianMean(n_features), step=1.0).run(datas, 4, seed=2, evaluate_every=1)
     np.testing.assert_allclose(history.state["theta"], pooled, rtol=0.0, atol=1e-12)
     np.testing.assert_allclose(history.state["S"], pooled, rtol=0.0, atol=1e-12)
     # The objective is minimal at the pooled mean: ½ (mean squared norm of the centred data).
@@ -123,7 +123,7 @@ def test_python_compressor_as_a_per_client_list(recipes):
 def test_python_compressor_with_oracle_control_variates(recipes):
     """The set-up exchange sends V_0,i in the Identity format, decoded as such whatever the compressor."""
     datas = _clients(2)
-    h = FedMM(recipes.GaussianMean(2), compressor=recipes.BernoulliSparsifier(0.5), alpha=0.5, step=0.5,
+    h = FedMM(recipes.GaussianMean(2), compressor=recipes.BernoulliSparsifier(0.5), control_variate_step=0.5, step=0.5,
               control_variates="oracle", backend="python").run(datas, 2, seed=0)
     assert h.config["setup_bytes_up"] == len(datas) * Identity().payload_nbytes(2)
 
@@ -147,11 +147,12 @@ def test_python_compressor_on_the_default_backend(recipes):
 # --------------------------------------------------------------------------- 3. a runtime
 def test_sequential_runtime_equals_local_runtime_with_partial_participation(recipes):
     datas = _clients(2)
-    algo = FedMM(recipes.GaussianMean(2), participation_prob=0.5, compressor=StochasticRounding(4), alpha=0.3,
+    algo = FedMM(recipes.GaussianMean(2), participation_prob=0.5, compressor=StochasticRounding(4),
+                 control_variate_step=0.3,
                  step=("sqrt", 0.5), batch_size=5, oracle="spider", k_in=2)
-    ours = algo.run(datas, 8, seed=5, runtime=recipes.SequentialRuntime(), objective_every=3)
-    assert ours.equals(algo.run(datas, 8, seed=5, runtime=LocalRuntime(compiled=False), objective_every=3))
-    assert ours.equals(algo.run(datas, 8, seed=5, objective_every=3))  # the default backend
+    ours = algo.run(datas, 8, seed=5, runtime=recipes.SequentialRuntime(), evaluate_every=3)
+    assert ours.equals(algo.run(datas, 8, seed=5, runtime=LocalRuntime(compiled=False), evaluate_every=3))
+    assert ours.equals(algo.run(datas, 8, seed=5, evaluate_every=3))  # the default backend
 
 
 # --------------------------------------------------------------------------- 4. an algorithm

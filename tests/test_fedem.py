@@ -25,7 +25,7 @@ def _mixture(rng, n=300, p=3, G=3):
 
 def _exact_em(**kw):
     """One client, full participation, Identity, α = 0, full batch, γ = 1."""
-    return FedMM(kw.pop("model"), participation_prob=1.0, compressor=Identity(), alpha=0.0, step=1.0,
+    return FedMM(kw.pop("model"), participation_prob=1.0, compressor=Identity(), control_variate_step=0.0, step=1.0,
                  batch_size=None, **kw)
 
 
@@ -37,8 +37,8 @@ def test_one_fedmm_round_is_one_textbook_em_iteration(seed):
     S0 = model.init_statistic([Y], rng)
     theta0 = model.T(S0)
     thetas = []
-    history = _exact_em(model=model).run([Y], 12, seed=seed, init=S0, objective_every=1,
-                                         callback=lambda t, S, theta: thetas.append(theta))
+    history = _exact_em(model=model).run([Y], 12, seed=seed, init=S0, evaluate_every=1,
+                                         callback=lambda t, state: thetas.append(state["theta"]))
     ref = (theta0.weights, theta0.means, theta0.covariance)
     lls = [gmm_tied_loglik(Y, *ref)]
     for theta in thetas:
@@ -84,7 +84,8 @@ def test_fedmm_poisson_reaches_the_em_root(parameterization):
                                 bracket=(-2, 2), tol=1e-12).x
     assert model.T(s_star) == pytest.approx(map_theta, abs=1e-6)
     # full local batches, partial participation and control variates: the fixed point is exact
-    algo = FedMM(model, participation_prob=0.5, compressor=Identity(), alpha=0.5, step=0.5, batch_size=None,
+    algo = FedMM(model, participation_prob=0.5, compressor=Identity(), control_variate_step=0.5, step=0.5,
+                 batch_size=None,
                  control_variates="oracle")
     h = algo.run(datas, 150, seed=1, init=S0)
     np.testing.assert_allclose(h.state["S"], s_star, atol=1e-9)
@@ -92,7 +93,8 @@ def test_fedmm_poisson_reaches_the_em_root(parameterization):
     # evaluations is sd = √(Var Z / s₁² + Var E[e^h|Z] / (λ − s₂)²) / √n (delta method on T);
     # the SA recursion inflates it by about 1/(1 − ρ) (ρ: EM contraction), hence 10 sd.
     n_rounds, b = 300, 20
-    algo = FedMM(model, participation_prob=1.0, compressor=Identity(), alpha=0.0, step="1/t", batch_size=b)
+    algo = FedMM(model, participation_prob=1.0, compressor=Identity(), control_variate_step=0.0, step="1/t",
+                 batch_size=b)
     h = algo.run(datas, n_rounds, seed=2, init=S0)
     theta_star = model.T(s_star)
     post = model.posterior(Z, theta_star) @ np.exp(SUPPORT)
@@ -111,7 +113,7 @@ def test_fedmissem_full_observation_round_is_rank_r_svd():
     model = MissingValues(2)
     S0 = model.init_statistic([data], rng)
     thetas = []
-    _exact_em(model=model).run([data], 2, seed=0, init=S0, callback=lambda t, S, th: thetas.append(th))
+    _exact_em(model=model).run([data], 2, seed=0, init=S0, callback=lambda t, state: thetas.append(state["theta"]))
     for th in thetas:
         np.testing.assert_allclose(th.matrix, rank_r_svd(X.mean(axis=0), 2), atol=1e-10)
 
@@ -133,7 +135,8 @@ def test_fedmm_gmm_with_quantization_and_partial_participation_approaches_em():
     s_star = _deterministic_em_root(model, datas, S0, n_iter=300)
     # exact oracles: the control variates learn h_i(s*), the quantized messages vanish and the
     # iteration converges geometrically to the EM root (α = 1/(1 + ω) with ω = 1)
-    algo = FedMM(model, participation_prob=0.75, compressor=BlockQuantizer(block_size=4), alpha=0.5, step=0.5,
+    algo = FedMM(model, participation_prob=0.75, compressor=BlockQuantizer(block_size=4), control_variate_step=0.5,
+                 step=0.5,
                  batch_size=None, control_variates="oracle")
     h = algo.run(datas, 700, seed=3, init=S0)
     np.testing.assert_allclose(h.state["S"], s_star, atol=1e-6)
@@ -206,7 +209,8 @@ def test_fedem_threads_and_batching_give_identical_runs():
     datas = np.array_split(_mixture(rng, n=600, p=2, G=2), 6)
     model = GaussianMixture(2)
     S0 = model.init_statistic(datas, rng)
-    runs = [FedMM(model, participation_prob=0.75, compressor=BlockQuantizer(block_size=4), alpha=1e-2, step=1e-2,
+    runs = [FedMM(model, participation_prob=0.75, compressor=BlockQuantizer(block_size=4), control_variate_step=1e-2,
+                  step=1e-2,
                   batch_size=20, n_threads=threads, backend=backend).run(datas, 15, seed=4, init=S0)
             for threads, backend in ((1, "auto"), (2, "auto"), (1, "python"))]
     for other in runs[1:]:

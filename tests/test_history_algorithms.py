@@ -109,9 +109,9 @@ def test_surrogate_algorithms_history(name, tmp_path):
     S0 = model.init_statistic(pooled, np.random.default_rng(5))
     theta0 = model.T(S0)
     if name == "SASSMM":
-        h = algo.run(datas, N_ROUNDS, seed=1, init=S0, objective_every=EVERY)
+        h = algo.run(datas, N_ROUNDS, seed=1, init=S0, evaluate_every=EVERY)
     else:
-        h = algo.run(datas, N_ROUNDS, seed=1, init=S0, objective_every=EVERY, progress=False)
+        h = algo.run(datas, N_ROUNDS, seed=1, init=S0, evaluate_every=EVERY, progress=False)
     sizes = np.array([model.n_samples(d) for d in pooled], dtype=np.float64)
     if reference is None:  # F(θ_0) = Σ_i μ_i f_i(θ_0) with the model's f_i
         initial = float(sizes / sizes.sum() @ [model.objective(d, theta0) for d in pooled])
@@ -139,13 +139,13 @@ def test_surrogate_algorithms_history(name, tmp_path):
 
 @pytest.mark.parametrize("cls,kwargs", [
     (FedMLS, dict(prox_weight=("inverse", 2.0), radius=5.0, local_steps=2)),
-    (FedAvg, dict(step=0.05, local_steps=2)),
-    (Scaffold, dict(step=0.05, local_steps=2)),
-    (Scaffnew, dict(step=0.05, communication_prob=0.5)),
+    (FedAvg, dict(local_lr=0.05, local_steps=2)),
+    (Scaffold, dict(local_lr=0.05, local_steps=2)),
+    (Scaffnew, dict(local_lr=0.05, communication_prob=0.5)),
 ])
 def test_nonsmooth_family_history(cls, kwargs, tmp_path):
     datas = nonsmooth_toy_data("hinge", n_clients=3, m=12, d=3)
-    h = cls(HingeSVM(), oracle="full", **kwargs).run(datas, N_ROUNDS, seed=2, objective_every=EVERY, progress=False)
+    h = cls(HingeSVM(), oracle="full", **kwargs).run(datas, N_ROUNDS, seed=2, evaluate_every=EVERY, progress=False)
     # x_0 = 0: every hinge term is max(0, 1 − 0) = 1, F(0) = (1/n) Σ_i m_i = 12 (checked against the reference)
     assert nonsmooth_objective("hinge", datas, np.zeros(4), True) == 12.0
     _check_history(h, 12.0)

@@ -24,7 +24,7 @@ def _run_history() -> History:
     rng = np.random.default_rng(0)
     datas = [rng.normal(size=(40, 2)) + i for i in range(3)]
     return FedMM(GaussianMixture(2, n_features=2), clients_per_round=2, batch_size=10, step=0.5).run(
-        datas, 4, seed=0, objective_every=2)
+        datas, 4, seed=0, evaluate_every=2)
 
 
 @pytest.fixture(scope="module")

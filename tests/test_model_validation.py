@@ -195,7 +195,7 @@ def test_sassmm_sets_up_a_gaussian_mixture_from_the_data():
     model = GaussianMixture(3)
     h = SASSMM(model, batch_size=10).run(Y, 5, seed=0)
     assert len(h) == 5 and model.n_features == 2
-    long = SASSMM(GaussianMixture(3), batch_size=10, step=0.5).run(Y, 200, seed=0, objective_every=200)
+    long = SASSMM(GaussianMixture(3), batch_size=10, step=0.5).run(Y, 200, seed=0, evaluate_every=200)
     means = np.sort(long.theta.means[:, 0])
     np.testing.assert_allclose(means, [-6.0, 0.0, 6.0], atol=0.5)
     assert np.isfinite(long["objective"][-1])

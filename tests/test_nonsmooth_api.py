@@ -33,18 +33,18 @@ def _reference_datas(kind):
 def _reference_cases():
     svm, lad = HingeSVM(), L1Regression()
     return {  # the cases of make_nonsmooth_reference.py, in the new names
-        "fedavg_hinge_mb": (FedAvg(svm, step=0.05), "hinge", 12, {"seed": 3}),
-        "fedavg_l1_full": (FedAvg(lad, step=lambda k: 0.01 / k, local_steps=2, oracle="full"), "l1", 10, {}),
-        "scaffold_hinge_mb": (Scaffold(svm, step=0.05), "hinge", 12, {"seed": 3}),
-        "scaffold_l1_mb": (Scaffold(lad, step=lambda s: 0.02 / np.sqrt(s), local_steps=3, global_step=1.5,
-                                    batch_fraction=0.3),
+        "fedavg_hinge_mb": (FedAvg(svm, local_lr=0.05), "hinge", 12, {"seed": 3}),
+        "fedavg_l1_full": (FedAvg(lad, local_lr=lambda k: 0.01 / k, local_steps=2, oracle="full"), "l1", 10, {}),
+        "scaffold_hinge_mb": (Scaffold(svm, local_lr=0.05), "hinge", 12, {"seed": 3}),
+        "scaffold_l1_mb": (Scaffold(lad, local_lr=lambda s: 0.02 / np.sqrt(s), local_steps=3, server_lr=1.5,
+                                    batch_size=0.3),
                            "l1", 10, {"seed": np.random.SeedSequence(7), "init": np.full(4, 0.5)}),
-        "scaffnew_hinge_mb": (Scaffnew(svm, step=0.05), "hinge", 12, {"seed": 3}),
-        "scaffnew_l1_full": (Scaffnew(lad, step=lambda s: 0.01, communication_prob=0.3, oracle="full"), "l1", 10,
+        "scaffnew_hinge_mb": (Scaffnew(svm, local_lr=0.05), "hinge", 12, {"seed": 3}),
+        "scaffnew_l1_full": (Scaffnew(lad, local_lr=lambda s: 0.01, communication_prob=0.3, oracle="full"), "l1", 10,
                              {"seed": 4}),
         "fedmls_hinge_mb_c": (FedMLS(svm, prox_weight=("inverse", 1.0), radius=5.0), "hinge", 12, {"seed": 3}),
         "fedmls_l1_mb_numpy": (FedMLS(lad, local_steps=("linear", 2), prox_weight=("inverse", 0.5),
-                                      backend="numpy"), "l1", 10, {"seed": 5}),
+                                      backend="python"), "l1", 10, {"seed": 5}),
     }
 
 
@@ -54,7 +54,7 @@ def _reference_cases():
 def test_histories_equal_the_pre_redesign_reference(case, runtime):
     algo, kind, n_rounds, kwargs = _reference_cases()[case]
     datas = _reference_datas(kind)
-    h = algo.run(datas, n_rounds, objective_every=1, runtime=runtime, **kwargs)
+    h = algo.run(datas, n_rounds, evaluate_every=1, runtime=runtime, **kwargs)
     assert h["t"].tolist() == list(range(n_rounds))  # 0-based rounds (the old records had k = t + 1)
     n, p = len(datas), datas[0][0].shape[1] + (kind == "hinge")
     checked = 0
@@ -79,10 +79,10 @@ def test_histories_equal_the_pre_redesign_reference(case, runtime):
 # -- the Server/Client/runtime split -------------------------------------------------------------------------
 def _algorithms(problem):
     return [
-        FedAvg(problem, step=0.05),
-        Scaffold(problem, step=0.05),
-        Scaffnew(problem, step=0.05),
-        FedMLS(problem, prox_weight=("inverse", 1.0), radius=5.0, backend="numpy"),
+        FedAvg(problem, local_lr=0.05),
+        Scaffold(problem, local_lr=0.05),
+        Scaffnew(problem, local_lr=0.05),
+        FedMLS(problem, prox_weight=("inverse", 1.0), radius=5.0, backend="python"),
     ]
 
 
@@ -92,12 +92,12 @@ def test_every_method_gives_the_same_history_on_any_thread_count_and_batching(or
     datas = _reference_datas("hinge")
     for algo in _algorithms(HingeSVM()):
         algo.oracle = oracle
-        reference = algo.run(datas, 9, seed=8, objective_every=2, runtime=LocalRuntime(1))
+        reference = algo.run(datas, 9, seed=8, evaluate_every=2, runtime=LocalRuntime(1))
         for runtime in (LocalRuntime(2), LocalRuntime(1, batched=False), LocalRuntime(2, batched=False)):
-            assert algo.run(datas, 9, seed=8, objective_every=2, runtime=runtime).equals(reference), algo.name
+            assert algo.run(datas, 9, seed=8, evaluate_every=2, runtime=runtime).equals(reference), algo.name
         # the constructor's n_threads/batched configure the default runtime, with the same numbers
         algo.n_threads, algo.batched = 2, False
-        assert algo.run(datas, 9, seed=8, objective_every=2).equals(reference), algo.name
+        assert algo.run(datas, 9, seed=8, evaluate_every=2).equals(reference), algo.name
         assert reference.records[0]["active"] == [0, 1, 2, 3, 4]
         assert reference.records[0]["dropped"] == []
 
@@ -116,12 +116,12 @@ def test_payload_and_message_sizes():
 
 def test_scaffnew_rounds_are_communications_and_scaffold_counts_local_steps_over_the_run():
     datas = _reference_datas("hinge")
-    h = Scaffnew(HingeSVM(), step=0.05, communication_prob=lambda s: 1.0 if s % 3 == 0 else 1e-12).run(
+    h = Scaffnew(HingeSVM(), local_lr=0.05, communication_prob=lambda s: 1.0 if s % 3 == 0 else 1e-12).run(
         datas, 4, seed=1)
     assert h["local_steps"].tolist() == [3, 3, 3, 3] and h["total_local_steps"].tolist() == [3, 6, 9, 12]
     assert h["communication_prob"].tolist() == [1.0] * 4
     assert h["step"].tolist() == [0.05 * s ** -0.5 for s in (3, 6, 9, 12)]
-    h = Scaffold(HingeSVM(), step=0.05).run(datas, 3, seed=1)
+    h = Scaffold(HingeSVM(), local_lr=0.05).run(datas, 3, seed=1)
     assert h["local_steps"].tolist() == [1, 2, 3] and h["total_local_steps"].tolist() == [1, 3, 6]
     assert h["gamma"].tolist() == [math.sqrt(5)] * 3  # η_g = √n
 
@@ -130,7 +130,7 @@ def test_zero_rounds_return_the_initial_point_and_init_is_copied():
     datas = _reference_datas("l1")
     init = np.arange(4.0)
     for algo in _algorithms(L1Regression()):
-        h = algo.run(datas, 0, init=init, objective_every=1)
+        h = algo.run(datas, 0, init=init, evaluate_every=1)
         assert len(h) == 0
         np.testing.assert_array_equal(h.state["x"], init)
         assert h.config["initial_objective"] == L1Regression().objective(datas, init)
@@ -146,30 +146,30 @@ def test_callback_gets_0_based_rounds_and_the_server_state():
         np.testing.assert_array_equal(seen[-1][1]["x"], h.state["x"])
         assert seen[0][1]["x"] is not seen[1][1]["x"]  # copies
     seen.clear()
-    Scaffold(HingeSVM(), step=0.05).run(datas, 2, seed=2, callback=lambda t, state: seen.append(sorted(state)))
-    assert seen == [["c", "x"], ["c", "x"]]
+    Scaffold(HingeSVM(), local_lr=0.05).run(datas, 2, seed=2, callback=lambda t, state: seen.append(sorted(state)))
+    assert seen == [["c", "params", "x"], ["c", "params", "x"]]
 
 
-def test_objective_cadence_initial_objective_and_objective_data():
+def test_objective_cadence_initial_objective_and_evaluate_data():
     problem = HingeSVM()
     datas = _reference_datas("hinge")
     held_out = nonsmooth_toy_data("hinge", n_clients=2, m=10, d=3, seed=4)
-    algo = FedAvg(problem, step=0.05)
-    h = algo.run(datas, 7, seed=0, objective_every=3)
+    algo = FedAvg(problem, local_lr=0.05)
+    h = algo.run(datas, 7, seed=0, evaluate_every=3)
     assert [r["t"] for r in h.records if "objective" in r] == [2, 5, 6]
     assert h.config["initial_objective"] == problem.objective(datas, np.zeros(4))
-    assert "objective" not in algo.run(datas, 3, seed=0).keys()  # objective_every=0: never
-    h2 = algo.run(datas, 7, seed=0, objective_every=7, objective_data=held_out)
+    assert "objective" not in algo.run(datas, 3, seed=0).keys()  # evaluate_every=0: never
+    h2 = algo.run(datas, 7, seed=0, evaluate_every=7, evaluate_data=held_out)
     assert h2["objective"][-1] == problem.objective(held_out, h.state["x"])
-    with pytest.raises(ValueError, match="'objective_data' with the features of 'datas'"):
-        algo.run(datas, 1, objective_every=1, objective_data=nonsmooth_toy_data("hinge", n_clients=1, d=2))
+    with pytest.raises(ValueError, match="'evaluate_data' with the features of 'datas'"):
+        algo.run(datas, 1, evaluate_every=1, evaluate_data=nonsmooth_toy_data("hinge", n_clients=1, d=2))
 
 
 def test_history_config_records_the_new_names():
     datas = _reference_datas("hinge")
     configs = {a.name: a.run(datas, 1, seed=0).config for a in _algorithms(HingeSVM())}
-    assert configs["FedAvg"]["step"] == "inverse_sqrt(0.05)" and configs["FedAvg"]["local_steps"] == "linear(1)"
-    assert configs["Scaffold"]["step"] == "0.05/(global_step*s)"
+    assert configs["FedAvg"]["local_lr"] == "inverse_sqrt(0.05)" and configs["FedAvg"]["local_steps"] == "linear(1)"
+    assert configs["Scaffold"]["local_lr"] == "0.05/(server_lr*s)"
     assert configs["Scaffnew"]["communication_prob"] == "inverse_sqrt(1.0)"
     assert configs["FedMLS"]["prox_weight"] == "inverse(1.0)" and configs["FedMLS"]["radius"] == 5.0
     for config in configs.values():
@@ -185,18 +185,18 @@ def test_generator_and_none_seeds_are_recorded_and_replayable(tmp_path, index):
     assert algo.run(datas, 5, seed=3).equals(algo.run(datas, 5, seed=np.random.SeedSequence(3)))
     # a Generator: advanced by the run, the run replayable from History.config (after a JSON round trip)
     rng = np.random.default_rng(42)
-    h1 = algo.run(datas, 5, seed=rng, objective_every=1)
-    h2 = algo.run(datas, 5, seed=rng, objective_every=1)
+    h1 = algo.run(datas, 5, seed=rng, evaluate_every=1)
+    h2 = algo.run(datas, 5, seed=rng, evaluate_every=1)
     assert not np.array_equal(h1.state["x"], h2.state["x"])  # the generator moved on
     h1.save(tmp_path / "h.json")
     loaded = History.load(tmp_path / "h.json")
-    replay = algo.run(datas, 5, seed=seed_from_repr(loaded.config["seed"]), objective_every=1)
+    replay = algo.run(datas, 5, seed=seed_from_repr(loaded.config["seed"]), evaluate_every=1)
     assert replay.equals(h1)
-    assert algo.run(datas, 5, seed=np.random.default_rng(42), objective_every=1).equals(h1)
+    assert algo.run(datas, 5, seed=np.random.default_rng(42), evaluate_every=1).equals(h1)
     # None: fresh OS entropy, recorded as an int that can be passed back as is
-    h3 = algo.run(datas, 5, objective_every=1)
+    h3 = algo.run(datas, 5, evaluate_every=1)
     assert isinstance(h3.config["seed"], int) and h3.config["seed"] >= 0
-    assert algo.run(datas, 5, seed=h3.config["seed"], objective_every=1).equals(h3)
+    assert algo.run(datas, 5, seed=h3.config["seed"], evaluate_every=1).equals(h3)
     # a SeedSequence with a spawn key is recorded as a dict, and is not spawned from
     ss = np.random.SeedSequence(9, spawn_key=(4,))
     h4 = algo.run(datas, 5, seed=ss)
@@ -211,3 +211,39 @@ def test_module_examples(module):
 
     failures, tried = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert failures == 0 and tried > 0
+
+
+# -- the package's one vocabulary (issue 24, item 5) ---------------------------------------------------------
+def test_batch_size_is_a_fraction_as_a_float_and_a_count_as_an_int():
+    # 5 clients of 20 samples: 0.1 of 20 is 2 samples, the same minibatches as batch_size=2, bit for bit
+    datas = nonsmooth_toy_data("hinge", n_clients=5, m=20, d=3, seed=1)
+    for make in (lambda b: FedAvg(HingeSVM(), local_lr=0.05, batch_size=b),
+                 lambda b: FedMLS(HingeSVM(), prox_weight=1.0, batch_size=b)):
+        fraction, count = make(0.1).run(datas, 4, seed=2), make(2).run(datas, 4, seed=2)
+        np.testing.assert_array_equal(fraction.state["x"], count.state["x"])
+        assert fraction.config["batch_size"] == 0.1 and count.config["batch_size"] == 2
+    # a count beyond a client's size is clipped to it: the full local batch, as the fraction 1.0
+    whole, clipped = (FedAvg(HingeSVM(), local_lr=0.05, batch_size=b).run(datas, 3, seed=2) for b in (1.0, 10**6))
+    np.testing.assert_array_equal(whole.state["x"], clipped.state["x"])
+    for bad, error in ((0, ValueError), (1.5, ValueError), (True, TypeError), ("0.1", TypeError)):
+        with pytest.raises(error, match="'batch_size'"):
+            FedAvg(HingeSVM(), local_lr=0.05, batch_size=bad)
+
+
+def test_fedmls_backends_are_auto_python_compiled_and_the_old_names_are_refused():
+    assert FedMLS(HingeSVM(), prox_weight=1.0).backend == "compiled"  # 'auto': the problem has a kernel
+    datas = _reference_datas("hinge")
+    runs = {b: FedMLS(HingeSVM(), prox_weight=1.0, backend=b).run(datas, 2, seed=0) for b in ("auto", "compiled")}
+    assert runs["auto"].config["backend"] == "compiled" and runs["auto"].equals(runs["compiled"])
+    for old, new in (("c", "compiled"), ("numpy", "python")):
+        with pytest.raises(ValueError, match=f"backend='{old}' is now backend='{new}'.*'auto', 'python', 'compiled'"):
+            FedMLS(HingeSVM(), prox_weight=1.0, backend=old)
+
+
+def test_callback_state_is_read_only_with_the_params():
+    datas = _reference_datas("hinge")
+    seen = []
+    h = FedAvg(HingeSVM(), local_lr=0.05).run(datas, 2, seed=2, callback=lambda t, state: seen.append(state))
+    np.testing.assert_array_equal(seen[-1]["params"]["x"], h.params["x"])
+    with pytest.raises(TypeError):
+        seen[-1]["x"] = None

@@ -100,7 +100,7 @@ def test_deterministic_fedmm_reaches_the_sklearn_objective(example, clients):
     assert len({round(float(np.mean(d[:, -1] > 0)), 2) for d in datas}) > 1  # ... and label mixes
     model = example.BohningLogistic(X.shape[1], RHO)
     h = FedMM(model, participation_prob=1.0, step=1.0, oracle="full", compressor=Identity()).run(
-        datas, 1000, seed=0, objective_every=100)
+        datas, 1000, seed=0, evaluate_every=100)
     assert h.config["backend"] == "compiled"
     objectives = [r["objective"] for r in h.records if "objective" in r]
     assert all(b <= a + 1e-15 for a, b in zip(objectives, objectives[1:]))  # MM descends
@@ -148,17 +148,19 @@ def test_compiled_statistic_and_T_match_numpy(fitted, clients):
 # --------------------------------------------------------------------------- both backends, bit for bit
 CONFIGS = {
     # Algorithm 2, Bernoulli participation, minibatches, 8-bit stochastic rounding, control variates
-    "bernoulli-dither8-cv": dict(participation_prob=0.6, compressor=StochasticRounding(bits=8), alpha=0.1,
+    "bernoulli-dither8-cv": dict(participation_prob=0.6, compressor=StochasticRounding(bits=8),
+                                 control_variate_step=0.1,
                                  batch_size=16, control_variates="oracle", step=("sqrt", 0.5)),
     # a fixed count of clients, block-p quantization, no control variates
-    "count-blockp": dict(clients_per_round=3, compressor=BlockQuantizer(block_size=8, norm="inf"), alpha=0.0,
+    "count-blockp": dict(clients_per_round=3, compressor=BlockQuantizer(block_size=8, norm="inf"),
+                         control_variate_step=0.0,
                          batch_size=10, step=("sqrt", 0.5)),
     # Algorithm 4, server-drawn coins
     "alg4-dither8": dict(participation_prob=0.5, participation_mode="compress", compressor=StochasticRounding(bits=8),
-                         alpha=0.05, batch_size=16, step=0.3),
+                         control_variate_step=0.05, batch_size=16, step=0.3),
     # Algorithm 4, client-drawn coins, full local batches, no compression
     "alg4-local-full": dict(participation_prob=0.7, participation_mode="compress-local", compressor=Identity(),
-                            alpha=0.2, oracle="full", step=0.5),
+                            control_variate_step=0.2, oracle="full", step=0.5),
 }
 
 
@@ -166,7 +168,7 @@ def _runs(algorithm, model, datas, kwargs, n_rounds=25):
     out = []
     for backend, n_threads in (("compiled", 1), ("compiled", 2), ("python", 1), ("python", 2)):
         h = algorithm(model, backend=backend, n_threads=n_threads, **kwargs).run(datas, n_rounds, seed=3,
-                                                                                 objective_every=5)
+                                                                                 evaluate_every=5)
         assert h.config["backend"] == backend
         out.append(h)
     return out
@@ -216,7 +218,7 @@ def test_projection_and_a_toy_against_the_builtin_model():
     assert not toy.in_domain(np.array([-1.0])) and toy.in_domain(np.array([1.0]))
     rng = np.random.default_rng(1)
     datas = [rng.uniform(1, 2, 40), rng.uniform(5, 9, 25), rng.uniform(0.1, 0.5, 60)]
-    kwargs = dict(participation_prob=0.7, compressor=StochasticRounding(bits=4), alpha=0.1, batch_size=5,
+    kwargs = dict(participation_prob=0.7, compressor=StochasticRounding(bits=4), control_variate_step=0.1, batch_size=5,
                   step=("sqrt", 0.9))
     runs = _runs(FedMM, toy, datas, {k: v for k, v in kwargs.items()}, n_rounds=40)
     for h in runs[1:]:

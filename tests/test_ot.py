@@ -16,6 +16,7 @@ from fedmm.algorithms import FedAdam, FedMMOT  # noqa: E402
 from fedmm.compression import StochasticRounding  # noqa: E402
 from fedmm.engine import LocalRuntime  # noqa: E402
 from fedmm.models import ICNN, TransportMap, TransportProblem  # noqa: E402
+from fedmm.history import History  # noqa: E402
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -247,7 +248,7 @@ def test_bad_inputs_raise_clear_errors(small_problem, small_data):
         ICNN(0)
     with pytest.raises(ValueError, match="cycle_weight"):
         TransportProblem(2, cycle_weight=-1.0)
-    with pytest.raises(TypeError, match="problem"):
+    with pytest.raises(TypeError, match="'model'"):
         FedMMOT(ICNN(2, [4]))
     algo = FedMMOT(small_problem)
     bad_dim = [datas[0], np.zeros((10, 3))]
@@ -425,7 +426,8 @@ def test_fedadam_one_client_equals_its_definition():
 
 # --------------------------------------------------------------------------- reproducibility
 def _full_config(problem, **kw):
-    return FedMMOT(problem, clients_per_round=3, alpha=0.5, step=0.8, omega_step="sgd", local_steps=2, local_lr=0.05,
+    return FedMMOT(problem, clients_per_round=3, control_variate_step=0.5, step=0.8, omega_step="sgd", local_steps=2,
+                   local_lr=0.05,
                    server_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20, **kw)
 
 
@@ -556,8 +558,8 @@ datas = [rng.normal(loc=i, size=(40 + 5 * i, 2)) for i in range(4)]
 target = rng.normal(loc=1.0, scale=0.7, size=(60, 2))
 problem = TransportProblem(2, hidden_sizes=[8, 8], batch_size=16)
 with local_ray(num_cpus=2):  # Ray starts before JAX runs in this process
-    for algo in (FedMMOT(problem, clients_per_round=3, alpha=0.5, step=0.8, omega_step="sgd", local_steps=2,
-                         local_lr=0.05,
+    for algo in (FedMMOT(problem, clients_per_round=3, control_variate_step=0.5, step=0.8, omega_step="sgd",
+                         local_steps=2, local_lr=0.05,
                          server_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20),
                  FedAdam(problem, clients_per_round=3, server_lr=0.01, identity_steps=20)):
         got = algo.run(datas, 3, target=target, seed=4, runtime=RayRuntime(1))
@@ -610,3 +612,24 @@ def test_docstring_examples(module):
 
     failures, tried = doctest.testmod(importlib.import_module(module))
     assert tried > 0 and failures == 0
+
+
+# --------------------------------------------------------------------------- the one vocabulary (issue 24)
+@pytest.mark.parametrize("cls", [FedMMOT, FedAdam])
+def test_history_params_and_callback_state(cls, small_problem, small_data):
+    datas, target = small_data
+    algo = cls(model=small_problem, local_lr=0.05, identity_steps=5)
+    assert algo.model is small_problem
+    seen = []
+    h = algo.run(datas, 3, target=target, seed=0, callback=lambda t, state: seen.append((t, state)))
+    assert [t for t, _ in seen] == [0, 1, 2] and h.config["model"] == small_problem.config()
+    assert sorted(h.params) == ["omega", "theta"]
+    np.testing.assert_array_equal(h.params["omega"], h.state["omega"])
+    np.testing.assert_array_equal(h.params["theta"], h.state["theta"])
+    last = seen[-1][1]
+    np.testing.assert_array_equal(last["potential"], h.state["omega"])
+    np.testing.assert_array_equal(last["theta"], h.state["theta"])
+    np.testing.assert_array_equal(last["params"]["omega"], h.params["omega"])
+    with pytest.raises(TypeError):
+        last["potential"] = None
+    assert History.from_dict(h.to_dict()).equals(h)  # params saved with the History

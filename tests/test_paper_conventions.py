@@ -19,7 +19,8 @@ def _gmm_clients(n_clients, seed=0):
 
 
 def _run(alpha, convention, backend, *, n_rounds=12, **participation):
-    algo = FedMM(GaussianMixture(3, n_features=2), alpha=alpha, alpha_convention=convention, step=0.5,
+    algo = FedMM(GaussianMixture(3, n_features=2), control_variate_step=alpha, control_variate_convention=convention,
+                 step=0.5,
                  batch_size=8, compressor=BlockQuantizer(block_size=4), backend=backend, **participation)
     return algo.run(_gmm_clients(6), n_rounds, seed=3)
 
@@ -27,50 +28,50 @@ def _run(alpha, convention, backend, *, n_rounds=12, **participation):
 @pytest.mark.parametrize("backend", ["python", "compiled"])
 @pytest.mark.parametrize("participation", [dict(clients_per_round=3), dict(participation_prob=0.4)],
                          ids=["count", "bernoulli"])
-def test_fedem_alpha_convention_is_fedmm_with_alpha_times_p(backend, participation):
+def test_fedem_control_variate_convention_is_fedmm_with_alpha_times_p(backend, participation):
     alpha = 0.3
     p = 3 / 6 if "clients_per_round" in participation else 0.4
     fedem = _run(alpha, "fedem", backend, **participation)
     fedmm = _run(alpha * p, "fedmm", backend, **participation)
-    assert fedem.config["backend"] == backend and fedem.config["alpha_convention"] == "fedem"
-    assert fedem.config["alpha"] == alpha
+    assert fedem.config["backend"] == backend and fedem.config["control_variate_convention"] == "fedem"
+    assert fedem.config["control_variate_step"] == alpha
     assert fedem.equals(fedmm)
     # and it is a different run from FedMM's convention with the same α (the control variates matter here)
     assert not np.array_equal(fedem.state["S"], _run(alpha, "fedmm", backend, **participation).state["S"])
 
 
-def test_alpha_conventions_coincide_with_full_participation():
+def test_control_variate_conventions_coincide_with_full_participation():
     assert _run(0.3, "fedem", "python").equals(_run(0.3, "fedmm", "python"))
 
 
-def test_alpha_convention_is_checked_and_in_the_checkpoint_fingerprint(tmp_path):
-    with pytest.raises(ValueError, match="alpha_convention"):
-        FedMM(GaussianMixture(3), alpha_convention="FedEM paper")
+def test_control_variate_convention_is_checked_and_in_the_checkpoint_fingerprint(tmp_path):
+    with pytest.raises(ValueError, match="control_variate_convention"):
+        FedMM(GaussianMixture(3), control_variate_convention="FedEM paper")
     datas = _gmm_clients(4)
     path = tmp_path / "run.ckpt"
-    FedMM(GaussianMixture(3, n_features=2), alpha=0.1, clients_per_round=2, batch_size=8,
-          alpha_convention="fedem").run(datas, 3, seed=0, checkpoint_path=str(path), checkpoint_every=1)
+    FedMM(GaussianMixture(3, n_features=2), control_variate_step=0.1, clients_per_round=2, batch_size=8,
+          control_variate_convention="fedem").run(datas, 3, seed=0, checkpoint_path=str(path), checkpoint_every=1)
     ckpt = Checkpoint.load(str(path))
-    assert ckpt.fingerprint["config"]["alpha_convention"] == "fedem"
-    other = FedMM(GaussianMixture(3, n_features=2), alpha=0.1, clients_per_round=2, batch_size=8)
-    with pytest.raises(ValueError, match="alpha_convention"):
+    assert ckpt.fingerprint["config"]["control_variate_convention"] == "fedem"
+    other = FedMM(GaussianMixture(3, n_features=2), control_variate_step=0.1, clients_per_round=2, batch_size=8)
+    with pytest.raises(ValueError, match="control_variate_convention"):
         other.run(datas, 5, seed=0, resume=str(path))
 
 
-def test_cli_fedem_experiment_alpha_convention(tmp_path, capsys):
+def test_cli_fedem_experiment_control_variate_convention(tmp_path, capsys):
     import fedmm
     from fedmm.cli import main
 
     assert main(["experiment", "fedmissem", "--out", str(tmp_path), "--rounds", "2", "--monitor-every", "2",
-                 "--alpha-convention", "fedem"]) == 0
+                 "--control-variate-convention", "fedem"]) == 0
     loaded = fedmm.load(tmp_path / "fedmissem.json")
-    assert loaded.metadata["results"][0]["config"]["alpha_convention"] == "fedem"
-    assert all(h.config["alpha_convention"] == "fedem" for h in loaded.values())
+    assert loaded.metadata["results"][0]["config"]["control_variate_convention"] == "fedem"
+    assert all(h.config["control_variate_convention"] == "fedem" for h in loaded.values())
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
-        main(["experiment", "fedem-fig1", "--alpha-convention", "paper"])
+        main(["experiment", "fedem-fig1", "--control-variate-convention", "paper"])
     assert exc.value.code == 2
-    assert "--alpha-convention" in capsys.readouterr().err
+    assert "--control-variate-convention" in capsys.readouterr().err
 
 
 def _missing_client(seed=0, m=6, J=4, L=5, family="gaussian"):
@@ -130,7 +131,7 @@ def test_fedmissem_with_entrywise_minibatches_runs_and_is_deterministic():
     from fedmm.data import synthetic_lowrank
 
     datas = synthetic_lowrank(3, 8, 6, 5, 2, seed=4).datas
-    runs = [FedMM(MissingValues(2, minibatch="entries"), batch_size=40, step=0.5, alpha=0.1,
+    runs = [FedMM(MissingValues(2, minibatch="entries"), batch_size=40, step=0.5, control_variate_step=0.1,
                   clients_per_round=2).run(datas, 5, seed=1) for _ in range(2)]
     assert runs[0].equals(runs[1]) and runs[0].config["backend"] == "python"
     assert np.isfinite(runs[0].state["S"]).all()

@@ -47,7 +47,7 @@ def test_progress_rule():
 
 def test_auto_progress_is_silent_when_stderr_is_not_a_terminal(capsys):
     FedMM(InverseToy()).run(_toy_datas(), 4, seed=0)  # progress=None by default
-    FedAvg(HingeSVM(), step=0.1, oracle="full").run(
+    FedAvg(HingeSVM(), local_lr=0.1, oracle="full").run(
         [(np.eye(3), np.array([1.0, -1.0, 1.0]))] * 2, 3, seed=0)
     assert run_tasks(lambda task, tick: tick(1) or task, [1, 2], total=2, desc="tasks") == [1, 2]
     captured = capsys.readouterr()

@@ -21,7 +21,7 @@ from fedmm.models.nonsmooth import L1Regression
 from fedmm.runtime import LocalRuntime, RayRuntime
 from reference import extending_recipes, nonsmooth_toy_data
 
-PROTOCOLS = [P.Model, P.Layout, P.SupportsCompiledModel, P.Compressor, P.SupportsQuantize, P.SupportsOmega,
+PROTOCOLS = [P.Model, P.Layout, P.SupportsCompiledModel, P.Compressor, P.SupportsQuantize, P.SupportsVarianceBound,
              P.SupportsQuantizerSpec, P.Message, P.ServerParty, P.CompiledRoundsServer, P.ClientParty,
              P.StatefulClientParty, P.SupportsStepMany, P.Monitor, P.Runtime, P.SupportsResume]
 _BASES = {object, Protocol}
@@ -175,7 +175,7 @@ def test_python_model_of_the_docs_is_a_model():
 @pytest.mark.parametrize("comp", [Identity(), BlockQuantizer(4), StochasticRounding(8, norm="inf", block_size=3)],
                          ids=repr)
 def test_builtin_compressors_are_compressors_with_the_simulation_hooks(comp):
-    assert_satisfies(comp, P.Compressor, P.SupportsQuantize, P.SupportsOmega)
+    assert_satisfies(comp, P.Compressor, P.SupportsQuantize, P.SupportsVarianceBound)
     if hasattr(comp, "quantizer_spec"):
         assert_satisfies(comp, P.SupportsQuantizerSpec)
     rng = np.random.default_rng(3)
@@ -187,7 +187,7 @@ def test_builtin_compressors_are_compressors_with_the_simulation_hooks(comp):
 
 def test_pure_python_sparsifier_is_a_compressor_and_nothing_more():
     sparsifier = extending_recipes().BernoulliSparsifier(0.5)
-    assert_satisfies(sparsifier, P.Compressor, P.SupportsOmega)
+    assert_satisfies(sparsifier, P.Compressor, P.SupportsVarianceBound)
     assert not isinstance(sparsifier, P.SupportsQuantize)
     assert not isinstance(sparsifier, P.SupportsQuantizerSpec)
     x = np.linspace(-1.0, 1.0, 9)
@@ -220,8 +220,8 @@ def test_runtime_of_the_docs_is_a_runtime():
 def test_fedmm_parties_messages_and_monitor(algorithm):
     datas = [np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0])]
     capture = CaptureRuntime()
-    algorithm(InverseToy(), alpha=0.5).run(datas, 3, seed=0, runtime=capture, objective_every=1,
-                                           callback=lambda t, S, theta: None)
+    algorithm(InverseToy(), control_variate_step=0.5).run(datas, 3, seed=0, runtime=capture, evaluate_every=1,
+                                           callback=lambda t, state: None)
     assert_satisfies(capture.server, P.ServerParty)
     for client in capture.clients:
         assert_satisfies(client, P.ClientParty, P.StatefulClientParty)

@@ -73,7 +73,7 @@ class _Stop(Exception):
 
 
 def _stop_at(t_stop):
-    def callback(t, *state):
+    def callback(t, state):
         if t == t_stop:
             raise _Stop(f"stop at round {t}")
     return callback
@@ -82,7 +82,7 @@ def _stop_at(t_stop):
 @pytest.mark.parametrize("backend", ["python", "compiled"])
 def test_an_exception_that_ends_a_fedmm_run_carries_its_history_and_a_checkpoint(backend, tmp_path):
     datas = _toy_clients()
-    algo = FedMM(InverseToy(), clients_per_round=3, alpha=0.5, batch_size=4, backend=backend)
+    algo = FedMM(InverseToy(), clients_per_round=3, control_variate_step=0.5, batch_size=4, backend=backend)
     ref = algo.run(datas, 6, seed=2)
     path = tmp_path / "run.ckpt"
     with pytest.raises(_Stop) as info:
@@ -112,7 +112,7 @@ def test_a_client_error_under_raise_carries_the_completed_rounds():
 
 def test_an_exception_that_ends_a_nonsmooth_or_sassmm_run_carries_its_history():
     datas = nonsmooth_toy_data("hinge", n_clients=4, m=20, d=3, seed=3)
-    algo = FedAvg(HingeSVM(), step=0.05)
+    algo = FedAvg(HingeSVM(), local_lr=0.05)
     ref = algo.run(datas, 5, seed=1)
     with pytest.raises(_Stop) as info:
         algo.run(datas, 5, seed=1, callback=_stop_at(2))
@@ -145,7 +145,7 @@ def test_the_runtime_itself_attaches_the_history():
 def test_read_only_warm_start_codes_are_copied_before_they_are_written(backend):
     # What a Ray worker receives: the warm-start codes of a client as a read-only view.
     datas = [np.random.default_rng(i).standard_normal((40, 8)) for i in range(3)]
-    algo = FedMM(DictionaryLearning(3, lam=0.1, eta=0.2), participation_prob=1.0, batch_size=10, step=0.5,
+    algo = FedMM(DictionaryLearning(3, lam=0.1, ridge=0.2), participation_prob=1.0, batch_size=10, step=0.5,
                  backend=backend)
     ref = algo.run(datas, 3, seed=0)
     server, clients = algo.build(datas, seed=0)
@@ -164,7 +164,7 @@ def test_read_only_warm_start_codes_are_copied_before_they_are_written(backend):
 
 def test_an_unpickled_client_owns_writable_memory():
     datas = [np.random.default_rng(i).standard_normal((40, 8)) for i in range(2)]
-    algo = FedMM(DictionaryLearning(3, lam=0.1, eta=0.2), participation_prob=1.0, batch_size=10, step=0.5)
+    algo = FedMM(DictionaryLearning(3, lam=0.1, ridge=0.2), participation_prob=1.0, batch_size=10, step=0.5)
     _, clients = algo.build(datas, seed=0)
     buffers = []
     blob = pickle.dumps(clients[0], protocol=5, buffer_callback=buffers.append)

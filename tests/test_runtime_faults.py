@@ -28,7 +28,8 @@ def _datas(n_clients=4):
             for i in range(n_clients)]
 
 
-ALGO = FedMM(GaussianMixture(3, n_features=2), participation_prob=1.0, alpha=0.3, step=0.5, batch_size=10,
+ALGO = FedMM(GaussianMixture(3, n_features=2), participation_prob=1.0, control_variate_step=0.3, step=0.5,
+             batch_size=10,
              control_variates="oracle", compressor=StochasticRounding(bits=8))
 
 

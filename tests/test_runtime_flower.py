@@ -142,7 +142,8 @@ def test_flower_simulation_reproduces_in_process_history():
     # Gaussian mixture (EM surrogate) with SPIDER memory and V_i in context.state, block quantization,
     # a fixed count of 3 of 4 clients, control variates initialized by the oracle (set-up exchange).
     datas = _gmm_clients(4)
-    algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, alpha=0.3, step=0.5, batch_size=8,
+    algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, control_variate_step=0.3, step=0.5,
+                 batch_size=8,
                  oracle="spider", k_in=2, control_variates="oracle", compressor=BlockQuantizer(4))
     S0 = GaussianMixture(3).init_statistic(datas, init_generator(9))
     ref = algo.run(datas, 4, seed=9, init=S0)
@@ -159,7 +160,8 @@ def test_flower_simulation_mean_statistic_start_reproduces_in_process_history():
     # The default start: θ_0 = T(init_statistic(init_datas)), then a start exchange gives Ŝ_0 = Π(Σ μ_i s̄_i(θ_0)),
     # bit for bit the Ŝ_0 that FedMM.run computes in process; control variates from the oracle at that Ŝ_0.
     datas = _gmm_clients(4)
-    algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, alpha=0.3, step=0.5, batch_size=8,
+    algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, control_variate_step=0.3, step=0.5,
+                 batch_size=8,
                  control_variates="oracle", compressor=BlockQuantizer(4))
     assert algo.start == "mean_statistic"
     ref = algo.run(datas, 3, seed=9)
@@ -178,7 +180,8 @@ def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_clien
     # client 1 raises in every round: it is dropped and the others' rounds equal the in-process steps.
     Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
     datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
-    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.5, step=0.5,
+    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, control_variate_step=0.5,
+                 step=0.5,
                  batch_size=10, compressor=StochasticRounding(bits=8), start="model")
     strategy = _simulate(algo, datas, 3, 7)
     rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={1})
@@ -198,7 +201,8 @@ def test_flower_simulation_start_exchange_drops_a_failing_client():
     # (μ re-weighted over clients 0 and 2), recorded in history.initial; the numbers are those of FedMM.run.
     Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
     datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
-    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.5, step=0.5,
+    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, control_variate_step=0.5,
+                 step=0.5,
                  batch_size=10, compressor=StochasticRounding(bits=8), backend="python")  # the override's backend
     assert algo.start == "mean_statistic"
     ref = algo.run(datas, 2, seed=7)
@@ -232,7 +236,8 @@ def _faulty_dictionary_run():
     Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
     datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
     comps = [StochasticRounding(bits=8), StochasticRounding(bits=8), _NaNPayloads(bits=8)]
-    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, alpha=0.0, step=0.5,
+    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, control_variate_step=0.0,
+                 step=0.5,
                  batch_size=10, compressor=comps, start="model")
     return algo, datas
 
@@ -482,8 +487,8 @@ problem = TransportProblem(2, hidden_sizes=[8, 8], batch_size=16)
 runs = [
     # FedMM-OT: 2 of 3 clients per round, control variates (alpha > 0), 8-bit stochastic rounding; two
     # strategies in turn in one Flower run (seeds 4, 6): the second ignores the client state of the first
-    (FedMMOT(problem, clients_per_round=2, alpha=0.5, step=0.8, omega_step="sgd", local_steps=2, local_lr=0.05,
-             server_steps=2,
+    (FedMMOT(problem, clients_per_round=2, control_variate_step=0.5, step=0.8, omega_step="sgd", local_steps=2,
+             local_lr=0.05, server_steps=2,
              compressor=StochasticRounding(bits=8), identity_steps=20), [4, 6], []),
     # FedAdam: every client, client 2 sends NaN payloads: dropped with the server's reason, as in process
     (FedAdam(problem, server_lr=0.01, local_lr=0.05, identity_steps=20,

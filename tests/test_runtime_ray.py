@@ -36,7 +36,8 @@ def _gmm_clients(n_clients, seed=0):
 def test_ray_reproduces_in_process_gmm(ray_session):
     # SPIDER memory, control variates from the oracle and 8-bit compression all live in the actors.
     datas = _gmm_clients(7)
-    algo = FedMM(GaussianMixture(3), clients_per_round=4, alpha=0.2, step=0.5, batch_size=10, oracle="spider",
+    algo = FedMM(GaussianMixture(3), clients_per_round=4, control_variate_step=0.2, step=0.5, batch_size=10,
+                 oracle="spider",
                  k_in=2, control_variates="oracle", compressor=StochasticRounding(bits=8))
     ref = algo.run(datas, 5, seed=11)
     got = algo.run(datas, 5, seed=11, runtime=RayRuntime(2))
@@ -51,7 +52,7 @@ def test_ray_reproduces_in_process_with_the_defaults(ray_session, model):
     # read-only (Ray's object store) and are written by the first round.
     if model == "dictionary":
         datas = [np.random.default_rng(i).standard_normal((40, 8)) for i in range(4)]
-        algo = FedMM(DictionaryLearning(3, lam=0.1, eta=0.2), participation_prob=1.0, batch_size=10, step=0.5)
+        algo = FedMM(DictionaryLearning(3, lam=0.1, ridge=0.2), participation_prob=1.0, batch_size=10, step=0.5)
     elif model == "mixture":
         datas = _gmm_clients(4)
         algo = FedMM(GaussianMixture(3), participation_prob=1.0, batch_size=10, step=0.5)
@@ -99,7 +100,7 @@ def test_ray_start_exchange_and_rounds_follow_the_fault_policy(ray_session):
 def test_ray_reproduces_parameter_averaging(ray_session):
     rng = np.random.default_rng(2)
     datas = [rng.uniform(1, 3, 30) for _ in range(5)]
-    algo = ParameterAveraging(InverseToy(), participation_prob=0.6, alpha=0.3, step=0.5, batch_size=4)
+    algo = ParameterAveraging(InverseToy(), participation_prob=0.6, control_variate_step=0.3, step=0.5, batch_size=4)
     runtime = RayRuntime(2)  # one Client.step per client: payloads are real bytes
     assert algo.run(datas, 4, seed=5, runtime=runtime).equals(algo.run(datas, 4, seed=5))
 
@@ -109,7 +110,7 @@ def test_ray_drops_and_reports_a_failing_client(ray_session):
     rng = np.random.default_rng(3)
     datas = [rng.uniform(1, 3, 20) for _ in range(6)]
     datas[4] = np.full(20, FailingInverseToy.FAIL_MARK)
-    algo = FedMM(FailingInverseToy(), participation_prob=1.0, alpha=0.5, step=0.5, batch_size=5,
+    algo = FedMM(FailingInverseToy(), participation_prob=1.0, control_variate_step=0.5, step=0.5, batch_size=5,
                  start="model")  # the mean-statistic start would need client 4's statistic
     errors = []
     h = algo.run(datas, 3, seed=7, runtime=RayRuntime(2, errors=errors))
@@ -134,10 +135,10 @@ def test_ray_carries_the_nonsmooth_family(ray_session):
 
     problem = HingeSVM()
     datas = nonsmooth_toy_data("hinge", n_clients=5, m=20, d=3, seed=3)
-    for algo in [FedAvg(problem, step=0.05), Scaffold(problem, step=0.05), Scaffnew(problem, step=0.05),
+    for algo in [FedAvg(problem, local_lr=0.05), Scaffold(problem, local_lr=0.05), Scaffnew(problem, local_lr=0.05),
                  FedMLS(problem, prox_weight=("inverse", 1.0), radius=5.0)]:
-        ref = algo.run(datas, 5, seed=2, objective_every=1)
-        got = algo.run(datas, 5, seed=2, objective_every=1, runtime=RayRuntime(2))
+        ref = algo.run(datas, 5, seed=2, evaluate_every=1)
+        got = algo.run(datas, 5, seed=2, evaluate_every=1, runtime=RayRuntime(2))
         assert got.equals(ref), algo.name
 
 

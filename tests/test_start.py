@@ -53,7 +53,7 @@ def _model_start(algo, datas, seed):
 
 @pytest.mark.parametrize("make", [
     lambda: (FedMM(GaussianMixture(3), clients_per_round=2, batch_size=5), _gmm_clients(4)),
-    lambda: (FedMM(DictionaryLearning(3, 0.1, eta=0.2), clients_per_round=2, batch_size=5), _dictionary_clients(4)),
+    lambda: (FedMM(DictionaryLearning(3, 0.1, ridge=0.2), clients_per_round=2, batch_size=5), _dictionary_clients(4)),
 ], ids=["gmm", "dictionary"])
 def test_mean_statistic_start_is_one_exact_mm_step_from_the_model_start(make):
     algo, datas = make()
@@ -86,9 +86,9 @@ def test_start_is_reproducible_and_both_backends_agree():
     datas = _dictionary_clients(4)
 
     def run(backend, start="mean_statistic"):
-        algo = FedMM(DictionaryLearning(3, 0.1, eta=0.2), clients_per_round=2, batch_size=5, alpha=0.1,
+        algo = FedMM(DictionaryLearning(3, 0.1, ridge=0.2), clients_per_round=2, batch_size=5, control_variate_step=0.1,
                      compressor=StochasticRounding(bits=8), backend=backend, start=start)
-        return algo.run(datas, 6, seed=9, objective_every=3)
+        return algo.run(datas, 6, seed=9, evaluate_every=3)
 
     ref = run("python")
     assert ref.config["start"] == "mean_statistic"
@@ -116,7 +116,7 @@ def test_explicit_init_overrides_the_start():
 
 def test_sassmm_mean_statistic_start_is_one_full_mm_iteration():
     Z, _, _ = synthetic_dictionary(120, 6, 3, seed=3)
-    model = DictionaryLearning(3, 0.1, eta=0.2)
+    model = DictionaryLearning(3, 0.1, ridge=0.2)
     mean = SASSMM(model, step=1.0).run(Z, 2, seed=5)
     plain = SASSMM(model, step=1.0, start="model").run(Z, 3, seed=5)
     # γ = 1 and full batches: the mean-statistic start is the model start's first iteration
@@ -256,7 +256,7 @@ def test_mean_statistic_refuses_a_start_statistic_beyond_the_model_s_bound():
     # A finite but absurd start statistic (1e300 > DictionaryLearning.statistic_bound) is refused like a NaN.
     from fault_injection import absurd_payload
 
-    algo = FedMM(DictionaryLearning(3, 0.1, eta=0.2), batch_size=5, start="model")
+    algo = FedMM(DictionaryLearning(3, 0.1, ridge=0.2), batch_size=5, start="model")
     server, clients = algo.build(_dictionary_clients(3), seed=0)
     message = server.start_message()
     payloads = {c.index: c.start_statistic(message) for c in clients}

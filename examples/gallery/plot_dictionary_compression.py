@@ -24,7 +24,7 @@ from fedmm.models import DictionaryLearning
 
 Z, theta_star, _ = synthetic_dictionary(2000, 20, 15, seed=0)
 datas = split_by_constrained_kmeans(Z, 20, seed=0)
-model = DictionaryLearning(15, lam=0.1, eta=0.2)
+model = DictionaryLearning(15, lam=0.1, ridge=0.2)
 
 compressors = {
     "none (float64)": Identity(),
@@ -33,7 +33,7 @@ compressors = {
 }
 for name, c in compressors.items():
     q = 15 * 15 + 20 * 15  # the statistic (h hᵀ, z hᵀ) of K = 15 atoms in dimension p = 20
-    print(f"{name:36s} payload {c.payload_nbytes(q):5d} bytes, omega = {c.omega(q):.3g}")
+    print(f"{name:36s} payload {c.payload_nbytes(q):5d} bytes, omega = {c.variance_bound(q):.3g}")
 
 # %%
 # Runs
@@ -42,8 +42,9 @@ for name, c in compressors.items():
 # the compression alone.
 histories = {}
 for name, c in compressors.items():
-    algo = FedMM(model, clients_per_round=10, compressor=c, alpha=0.01, step=("sqrt", 0.05), batch_size=50)
-    histories[name] = algo.run(datas, 150, seed=0, objective_every=10)
+    algo = FedMM(model, clients_per_round=10, compressor=c, control_variate_step=0.01, step=("sqrt", 0.05),
+                 batch_size=50)
+    histories[name] = algo.run(datas, 150, seed=0, evaluate_every=10)
 
 # %%
 # Objective against bytes sent

@@ -34,13 +34,13 @@ print("client sizes:", [d.shape[0] for d in datas])
 # Federated EM
 # ------------
 # The tied-covariance model aggregates the global second moment once at start-up
-# (FedEM paper, App. F.1).  ``objective_every=1`` records the mean negative log-likelihood
+# (FedEM paper, App. F.1).  ``evaluate_every=1`` records the mean negative log-likelihood
 # ``-mean_j log p(y_j; θ_t)`` of the pooled data after every round.
 model = GaussianMixture(3, covariance="tied")
-algo = FedMM(model, participation_prob=1.0, step=1.0, batch_size=None, alpha=0.0)
+algo = FedMM(model, participation_prob=1.0, step=1.0, batch_size=None, control_variate_step=0.0)
 curves = {}
 for seed in range(5):
-    history = algo.run(datas, 80, seed=seed, objective_every=1)
+    history = algo.run(datas, 80, seed=seed, evaluate_every=1)
     t, nll = history.column("t"), history.column("objective")
     curves[seed] = (t[t >= 1], nll[t >= 1])
 best_seed = min(curves, key=lambda seed: curves[seed][1][-1])

@@ -37,11 +37,11 @@ settings = {
 }
 histories, seconds = {}, {}
 for name, setting in settings.items():
-    algo = FedMM(DictionaryLearning(15, lam=0.1, eta=0.2), clients_per_round=10,
-                 compressor=StochasticRounding(bits=8), alpha=0.01, step=("sqrt", 0.05), batch_size=50,
+    algo = FedMM(DictionaryLearning(15, lam=0.1, ridge=0.2), clients_per_round=10,
+                 compressor=StochasticRounding(bits=8), control_variate_step=0.01, step=("sqrt", 0.05), batch_size=50,
                  **setting)
     start = time.perf_counter()
-    histories[name] = algo.run(datas, 100, seed=0, objective_every=10)
+    histories[name] = algo.run(datas, 100, seed=0, evaluate_every=10)
     seconds[name] = time.perf_counter() - start
 
 # %%

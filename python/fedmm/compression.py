@@ -3,7 +3,8 @@
 
 Every compressor ``C`` satisfies assumption A6 of the FedEM paper
 (Dieuleveut et al., 2021): ``E[C(x)] = x`` and
-``E||C(x) - x||^2 <= omega(q) ||x||^2`` for every ``x`` in ``R^q``.
+``E||C(x) - x||^2 <= omega(q) ||x||^2`` for every ``x`` in ``R^q`` (the paper's ``ω``, given by
+:meth:`Compressor.variance_bound`).
 
 * :class:`Identity` -- no compression, ``omega = 0``.
 * :class:`BlockQuantizer` -- block-p quantization (FedEM, Appendix B).
@@ -12,7 +13,7 @@ Every compressor ``C`` satisfies assumption A6 of the FedEM paper
 
 Each has ``quantize(x, rng)`` (fused, returns float64 values, for simulation),
 ``encode(x, rng) -> bytes`` (the wire payload), ``decode(payload) -> ndarray``,
-``omega(q)`` and ``payload_nbytes(q)``.  ``decode(encode(x, rng))`` equals
+``variance_bound(q)`` and ``payload_nbytes(q)``.  ``decode(encode(x, rng))`` equals
 ``quantize(x, rng2)`` bit for bit when ``rng2`` starts from the same state.
 ``x`` is a 1-D float32 or float64 array in any memory layout (strided input
 is copied once).  The byte layout is documented in ``docs/wire-format.md``;
@@ -31,7 +32,8 @@ from fedmm import kernels
 from fedmm._validation import as_rng, check_int
 from fedmm.kernels import as_vector, effective_block, norm_code, unpack
 
-__all__ = ["Compressor", "Identity", "BlockQuantizer", "StochasticRounding", "decode", "dither_omega"]
+__all__ = ["Compressor", "Identity", "BlockQuantizer", "StochasticRounding", "decode",
+           "dither_variance_bound"]
 
 #: Size in bytes of the fixed payload header.
 HEADER_NBYTES = 32
@@ -116,7 +118,7 @@ class Compressor(ABC):
         return decode(payload)
 
     @abstractmethod
-    def omega(self, q: int) -> float:
+    def variance_bound(self, q: int) -> float:
         """Variance constant of assumption A4: ``E‖Quant(x) − x‖² ≤ ω‖x‖²`` for length ``q``."""
 
     @abstractmethod
@@ -164,7 +166,7 @@ class Identity(Compressor):
         """Header + the raw little-endian values of ``x`` (float32 or float64)."""
         return kernels.pack_identity(x)
 
-    def omega(self, q: int) -> float:
+    def variance_bound(self, q: int) -> float:
         """0: the identity adds no variance."""
         check_int(q, "q", low=1)
         return 0.0
@@ -264,10 +266,10 @@ class StochasticRounding(Compressor):
         return kernels.pack_spec(arr, self._scheme_id, self.bits, self._norm_code,
                                  self._effective_block(arr.shape[0]), as_rng(rng))
 
-    def omega(self, q: int) -> float:
-        """Variance constant of A6 for vectors of length ``q`` (see :func:`dither_omega`)."""
+    def variance_bound(self, q: int) -> float:
+        """Variance constant of A6 for vectors of length ``q`` (see :func:`dither_variance_bound`)."""
         q = check_int(q, "q", low=1)
-        return dither_omega(effective_block(self.block_size, q), self.levels, self._norm_code)
+        return dither_variance_bound(effective_block(self.block_size, q), self.levels, self._norm_code)
 
     def payload_nbytes(self, q: int, dtype: Any = np.float64) -> int:
         """``32 + m * itemsize + ceil(q * bits / 8)`` with ``m = ceil(q / block)``."""
@@ -306,7 +308,7 @@ class BlockQuantizer(StochasticRounding):
     >>> import numpy as np
     >>> from fedmm.compression import BlockQuantizer
     >>> c = BlockQuantizer(block_size=256)
-    >>> c.payload_nbytes(1000), round(c.omega(1000), 6)
+    >>> c.payload_nbytes(1000), round(c.variance_bound(1000), 6)
     (314, 15.0)
     """
 
@@ -319,7 +321,7 @@ class BlockQuantizer(StochasticRounding):
         return f"BlockQuantizer(block_size={self.block_size!r}, norm={self.norm!r})"
 
 
-def dither_omega(block: int, levels: int, norm_code: int) -> float:
+def dither_variance_bound(block: int, levels: int, norm_code: int) -> float:
     """Variance constant of stochastic rounding with blocks of at most ``block`` coordinates.
 
     With ``a_j = s|x_j|/N`` and ``f_j = a_j - floor(a_j)``, each block has
@@ -359,7 +361,7 @@ def dither_omega(block: int, levels: int, norm_code: int) -> float:
 
     Examples
     --------
-    >>> dither_omega(16, 1, 1)  # block-p, 2-norm: sqrt(16) - 1
+    >>> dither_variance_bound(16, 1, 1)  # block-p, 2-norm: sqrt(16) - 1
     3.0
     """
     block = check_int(block, "block", low=1)

@@ -54,12 +54,12 @@ class DemoConfig:
     active_clients: int = 10
     batch_size: int = 50
     lam: float = 0.1
-    eta: float = 0.2
-    alpha: float = 0.01
+    ridge: float = 0.2
+    control_variate_step: float = 0.01
     beta: float = 0.5
     bits: int = 8
     n_rounds: int = 1000
-    objective_every: int = 25
+    evaluate_every: int = 25
     seed: int = 0
     n_threads: int = 1
 
@@ -78,18 +78,19 @@ def _algorithm(name: str, cfg: DemoConfig) -> Any:
     from fedmm.compression import StochasticRounding
     from fedmm.models import DictionaryLearning
 
-    model = DictionaryLearning(cfg.n_components, cfg.lam, cfg.eta)
+    model = DictionaryLearning(cfg.n_components, cfg.lam, cfg.ridge)
     cls = {"FedMM": FedMM, "ParameterAveraging": ParameterAveraging}[name]
     return cls(model, clients_per_round=cfg.active_clients, compressor=StochasticRounding(bits=cfg.bits),
-               alpha=cfg.alpha, step=("sqrt", cfg.beta), batch_size=cfg.batch_size, n_threads=cfg.n_threads)
+               control_variate_step=cfg.control_variate_step, step=("sqrt", cfg.beta), batch_size=cfg.batch_size,
+               n_threads=cfg.n_threads)
 
 
 def _run_task(task: tuple[str, DemoConfig], tick: Callable[[int], None]) -> History:
     """One algorithm on one seed (data and algorithm seeded by ``cfg.seed``)."""
     name, cfg = task
     history = _algorithm(name, cfg).run(make_clients(cfg), cfg.n_rounds, seed=cfg.seed,
-                                        objective_every=cfg.objective_every, monitor_every=cfg.objective_every,
-                                        callback=lambda t, S, theta: tick(1), progress=False)  # run_tasks' bar
+                                        evaluate_every=cfg.evaluate_every, monitor_every=cfg.evaluate_every,
+                                        callback=lambda t, state: tick(1), progress=False)  # run_tasks' bar
     history.config.update(seed=cfg.seed)
     return history
 
@@ -103,8 +104,8 @@ def run_demo(cfg: DemoConfig, *, progress: bool | None = None) -> dict[str, Hist
     histories = {}
     for name in ALGORITHMS:
         histories[name] = _algorithm(name, cfg).run(datas, cfg.n_rounds, seed=cfg.seed,
-                                                    objective_every=cfg.objective_every,
-                                                    monitor_every=cfg.objective_every, progress=progress)
+                                                    evaluate_every=cfg.evaluate_every,
+                                                    monitor_every=cfg.evaluate_every, progress=progress)
     return histories
 
 
@@ -260,7 +261,7 @@ def main(args: Any) -> int:
                               option="--samples")
     base = DemoConfig(n_rounds=args.rounds, n_threads=args.threads, n_samples=args.samples,
                       n_clients=args.clients, active_clients=args.clients // 2,
-                      objective_every=max(1, args.rounds // 60))
+                      evaluate_every=max(1, args.rounds // 60))
     log = make_log(args)
     os.makedirs(args.out, exist_ok=True)
     seeds = seed_list(args)

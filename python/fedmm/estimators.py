@@ -16,6 +16,12 @@ Conventions (scikit-learn's)
   :class:`sklearn.base.BaseEstimator`.
 - Fitted attributes end with an underscore; ``n_features_in_`` (and
   ``feature_names_in_`` for a DataFrame) are set by ``fit``.
+- The names follow scikit-learn where it has one and the core elsewhere:
+  ``random_state`` is passed as the core's ``seed`` (below),
+  ``control_variate_step`` is :class:`~fedmm.algorithms.FedMM`'s
+  ``control_variate_step`` (``α``), and ``alpha`` is scikit-learn's ℓ1
+  penalty (the model's ``lam``; :class:`FederatedDictionaryLearning`), as
+  ``ridge`` is :class:`~fedmm.models.DictionaryLearning`'s ``ridge``.
 - ``random_state``: None (fresh OS entropy, recorded in
   ``history_.config['seed']``), an int (the ``seed`` of ``FedMM.run``), a
   ``numpy.random.RandomState`` (an int seed is drawn from it) or a
@@ -46,7 +52,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from fedmm import kernels
 from fedmm._validation import as_array, check_bool, check_count, check_in, check_int, check_real
-from fedmm.algorithms import check_alpha, check_compressor
+from fedmm.algorithms import check_control_variate_step, check_compressor
 from fedmm.algorithms import FedMM, StopRun, check_seed
 from fedmm.engine import Checkpoint, data_digest
 from fedmm.models import DictionaryLearning, GaussianMixture
@@ -147,7 +153,7 @@ class _FederatedMixin:
         check_int(self.n_clients, "n_clients", low=1)
         if self.clients_per_round is not None:
             check_int(self.clients_per_round, "clients_per_round", low=1)
-        check_alpha(self.control_variate_step, "control_variate_step")
+        check_control_variate_step(self.control_variate_step, "control_variate_step")
         if self.compressor is not None:
             check_compressor(self.compressor)
         if self.batch_size is not None:
@@ -156,7 +162,7 @@ class _FederatedMixin:
     def _algorithm(self, model: Any) -> FedMM:
         """The FedMM that ``fit`` runs (same arguments as documented in the class)."""
         return FedMM(model, clients_per_round=self.clients_per_round, compressor=self.compressor,
-                     alpha=self.control_variate_step, step=self.step, batch_size=self.batch_size)
+                     control_variate_step=self.control_variate_step, step=self.step, batch_size=self.batch_size)
 
     def _clients(self, X: np.ndarray, clients: Any) -> list[np.ndarray]:
         datas, labels = split_rows(X, clients, self.n_clients)
@@ -235,11 +241,12 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
     compressor : fedmm compressor, optional
         Unbiased compressor of the clients' messages (default none).
     control_variate_step : float >= 0, default 0.0
-        FedMM's ``α`` (0: no control variates).
+        FedMM's ``control_variate_step`` ``α`` (0: no control variates).
     batch_size : int, optional
         Local minibatch size (default: full local batches).
     random_state : None, int, RandomState or Generator
-        Root of all randomness of the run(s) (see the module docstring).
+        Root of all randomness of the run(s), passed as the core's ``seed``
+        (see the module docstring).
     warm_start : bool, default False
         If True and the estimator is fitted, ``fit`` starts from the last
         fit's final statistic ``Ŝ`` (``history_.state['S']``) with one run
@@ -333,7 +340,7 @@ class FederatedGaussianMixture(_FederatedMixin, DensityMixin, BaseEstimator):
         if step is None and self.compressor is not None:
             step = _COMPRESSED_STEP
         return FedMM(model, clients_per_round=self.clients_per_round, compressor=self.compressor,
-                     alpha=self.control_variate_step, step=step, batch_size=self.batch_size)
+                     control_variate_step=self.control_variate_step, step=step, batch_size=self.batch_size)
 
     def fit(self, X: Any, y: Any = None, *, clients: Any = None) -> "FederatedGaussianMixture":
         """Run FedMM on the clients' rows of ``X`` until the likelihood changes by less than ``tol``.
@@ -582,10 +589,10 @@ class _ToleranceStop:
     def mean_log_likelihood(self, theta: Any) -> float:
         return -sum(self.model.objective(d, theta) * d.shape[0] for d in self.datas) / self.n
 
-    def __call__(self, t: int, S: Any, theta: Any) -> None:
+    def __call__(self, t: int, state: Any) -> None:
         if self.stop_next:
             raise StopRun
-        value = self.mean_log_likelihood(theta)
+        value = self.mean_log_likelihood(state["theta"])
         change = value - self.last
         self.last = value
         if self.log:
@@ -611,9 +618,9 @@ class FederatedDictionaryLearning(_FederatedMixin, ClassNamePrefixFeaturesOutMix
     n_components : int, optional
         Number of atoms ``K`` (default ``n_features``).
     alpha : float > 0, default 1.0
-        ℓ1 weight of the codes ``λ``.
+        ℓ1 weight of the codes ``λ`` (scikit-learn's ``alpha``; the model's ``lam``).
     ridge : float >= 0, default 0.0
-        ``η`` of the penalty ``η‖D‖²_F``.
+        ``η`` of the penalty ``η‖D‖²_F`` (:class:`~fedmm.models.DictionaryLearning`'s ``ridge``).
     constraint : {'unit_norm', None}, default 'unit_norm'
         Atoms in the unit ball, or free atoms (then ``ridge`` or the codes
         must make ``T`` well-posed).

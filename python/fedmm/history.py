@@ -270,7 +270,7 @@ class History:
       ``θ_0`` (``initial["monitor_time"]``).  ``wall_time + monitor_time`` is
       the run's elapsed time up to that round.
 
-    The objective is evaluated only at the ``objective_every`` cadence: in
+    The objective is evaluated only at the ``evaluate_every`` cadence: in
     other rounds the field is absent (a missing value in :meth:`to_pandas`,
     NaN in :meth:`column`/:meth:`series`).
 

@@ -70,7 +70,7 @@ __all__ = [
     "SupportsCompiledModel",
     "SupportsResume",
     "SupportsStepMany",
-    "SupportsOmega",
+    "SupportsVarianceBound",
     "SupportsQuantize",
     "SupportsQuantizerSpec",
 ]
@@ -242,7 +242,7 @@ class Compressor(Protocol):
     Python backend with real payloads (``FedMM(..., batched=False)``).
 
     Optional hooks: ``quantize`` (:class:`SupportsQuantize`, the batched
-    in-process path without packing), ``omega`` (:class:`SupportsOmega`),
+    in-process path without packing), ``variance_bound`` (:class:`SupportsVarianceBound`),
     ``quantizer_spec`` (:class:`SupportsQuantizerSpec`, the compiled
     backend).
     """
@@ -289,10 +289,10 @@ class SupportsQuantize(Protocol):
 
 
 @runtime_checkable
-class SupportsOmega(Protocol):
+class SupportsVarianceBound(Protocol):
     """Optional compressor hook: the variance constant of A4, reported and used by step-size rules."""
 
-    def omega(self, q: int) -> float:
+    def variance_bound(self, q: int) -> float:
         """``ω`` with ``E‖Quant(x) − x‖² ≤ ω‖x‖²`` for every ``x`` of length ``q``."""
         ...
 

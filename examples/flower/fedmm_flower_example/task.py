@@ -21,8 +21,9 @@ CENTERS = np.array([[-4.0, 0.0], [0.0, 4.0], [4.0, 0.0]])
 def make_algorithm(config: Any) -> FedMM:
     """The FedMM configuration, from the app's run config (identical on the server and the nodes)."""
     model = GaussianMixture(int(config["n-components"]), n_features=CENTERS.shape[1])
-    return FedMM(model, participation_prob=float(config["participation"]), alpha=float(config["alpha"]),
-                 step=float(config["step"]), batch_size=int(config["batch-size"]))
+    return FedMM(model, participation_prob=float(config["participation"]),
+                 control_variate_step=float(config["control-variate-step"]), step=float(config["step"]),
+                 batch_size=int(config["batch-size"]))
 
 
 def load_partition(partition_id: int, config: Any) -> np.ndarray:

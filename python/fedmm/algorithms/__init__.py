@@ -13,14 +13,14 @@ counts and other sequences of hyper-parameters; :class:`StepSchedule` is its
 and :func:`seed_from_repr` (a run's seed as recorded in ``History.config`` and
 back), :func:`init_generator` (the stream that draws the initial statistic,
 for runtimes that build it), :class:`Cadence` (the rounds a monitored quantity
-is due), :func:`check_alpha` and :func:`check_compressor` (the constructors'
+is due), :func:`check_control_variate_step` and :func:`check_compressor` (the constructors'
 checks, for front ends such as the estimators).
 """
 from fedmm._validation import check_seed
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._random import init_generator, seed_from_repr, seed_repr
 from fedmm.algorithms._schedule import Schedule, StepSchedule
-from fedmm.algorithms._setup import check_alpha, check_compressor
+from fedmm.algorithms._setup import check_control_variate_step, check_compressor
 from fedmm.algorithms.federated import Broadcast, Client, FedMM, ParameterAveraging, Server, StopRun
 from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
@@ -29,4 +29,4 @@ from fedmm.algorithms.ot import FedAdam, FedMMOT  # JAX is imported when they ar
 
 __all__ = ["SASSMM", "FedMM", "ParameterAveraging", "Server", "Client", "Broadcast", "StopRun", "StepSchedule",
            "FedMLS", "FedAvg", "Scaffold", "Scaffnew", "Schedule", "Cadence", "check_seed", "seed_repr",
-           "seed_from_repr", "FedMMOT", "FedAdam", "init_generator", "check_alpha", "check_compressor"]
+           "seed_from_repr", "FedMMOT", "FedAdam", "init_generator", "check_control_variate_step", "check_compressor"]

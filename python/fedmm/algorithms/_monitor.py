@@ -17,7 +17,7 @@ class Cadence:
     Parameters
     ----------
     every : int >= 0
-        The cadence in rounds (``objective_every`` of the algorithms' ``run``).
+        The cadence in rounds (``evaluate_every`` of the algorithms' ``run``).
     n_rounds : int >= 0
         Rounds of the run (its last round is always due when ``every > 0``).
     name : str
@@ -34,7 +34,7 @@ class Cadence:
 
     __slots__ = ("every", "n_rounds")
 
-    def __init__(self, every: int, n_rounds: int, *, name: str = "objective_every") -> None:
+    def __init__(self, every: int, n_rounds: int, *, name: str = "evaluate_every") -> None:
         self.every = check_int(every, name, low=0)
         self.n_rounds = check_count(n_rounds, "n_rounds", low=0)
 

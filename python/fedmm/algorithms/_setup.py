@@ -15,11 +15,11 @@ from fedmm._validation import check_in, check_real
 from fedmm.engine.local import CLIENT_ERROR_POLICIES
 
 __all__ = ["check_datas_list", "normalized_weights", "participation", "compressor_list", "checked_compressors",
-           "check_alpha", "check_weights", "check_compressor", "check_runtime", "client_error_policy",
+           "check_control_variate_step", "check_weights", "check_compressor", "check_runtime", "client_error_policy",
            "CLIENT_ERROR_POLICIES"]
 
 
-def check_alpha(alpha: Any, name: str = "alpha") -> float:
+def check_control_variate_step(value: Any, name: str = "control_variate_step") -> float:
     """The control-variate step ``α`` of Algorithms 2-4 of the FedMM paper: a real number in ``[0, 1]``.
 
     Theorem 1 of the FedMM paper runs FedMM with ``α ∈ [0, 1]`` without
@@ -29,9 +29,9 @@ def check_alpha(alpha: Any, name: str = "alpha") -> float:
 
     Parameters
     ----------
-    alpha : float
+    value : float
         The value to check.
-    name : str, default 'alpha'
+    name : str, default 'control_variate_step'
         The argument's name in the error message.
 
     Returns
@@ -40,14 +40,14 @@ def check_alpha(alpha: Any, name: str = "alpha") -> float:
 
     Examples
     --------
-    >>> check_alpha(0.01)
+    >>> check_control_variate_step(0.01)
     0.01
-    >>> check_alpha(2.0)  # doctest: +ELLIPSIS
+    >>> check_control_variate_step(2.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: Expected 'alpha' in [0, 1] (the control-variate step of FedMM paper Theorem 1, ...), got 2.0
+    ValueError: Expected 'control_variate_step' in [0, 1] (the control-variate step of FedMM paper Theorem 1, ...), got 2.0
     """
-    value = check_real(alpha, name, low=0.0)
+    value = check_real(value, name, low=0.0)
     if value > 1.0:
         raise ValueError(f"Expected '{name}' in [0, 1] (the control-variate step of FedMM paper Theorem 1, at most "
                          f"1/(1 + omega_p) with compression or partial participation), got {value!r}")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from fedmm.algorithms._random import (
 )
 from fedmm.algorithms._schedule import StepSchedule
 from fedmm.algorithms._setup import (
-    check_alpha,
+    check_control_variate_step,
     check_compressor,
     check_datas_list,
     check_runtime,
@@ -56,7 +57,7 @@ from fedmm.models.base import SurrogateModel
 logger = logging.getLogger(__name__)
 
 __all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "StopRun", "BACKENDS", "STARTS",
-           "ALPHA_CONVENTIONS"]
+           "CONTROL_VARIATE_CONVENTIONS"]
 
 #: Where clients send their updates: FedMM aggregates statistics, the baseline parameters.
 SPACES = ("statistic", "parameter")
@@ -66,8 +67,9 @@ PARTICIPATION_MODES = ("select", "compress", "compress-local")
 BACKENDS = ("auto", "python", "compiled")
 #: Where the run starts when no ``init`` is given (see :class:`FedMM`, parameter ``start``).
 STARTS = ("mean_statistic", "model")
-#: How ``alpha`` enters the control-variate updates: FedMM's ``α/p`` or FedEM's ``α`` (see :class:`FedMM`).
-ALPHA_CONVENTIONS = ("fedmm", "fedem")
+#: How ``control_variate_step`` enters the control-variate updates: FedMM's ``α/p`` or FedEM's ``α``
+#: (see :class:`FedMM`).
+CONTROL_VARIATE_CONVENTIONS = ("fedmm", "fedem")
 
 
 #: Retries of a failed server step, each without one more of the largest messages
@@ -102,7 +104,7 @@ class StopRun(Exception):
     >>> import numpy as np
     >>> from fedmm.models import GaussianMixture
     >>> Y = np.random.default_rng(0).normal(size=(50, 2))
-    >>> def stop_after_three(t, S, theta):
+    >>> def stop_after_three(t, state):
     ...     if t == 2:
     ...         raise StopRun
     >>> len(FedMM(GaussianMixture(1, "full")).run([Y], 10, seed=0, callback=stop_after_three))
@@ -812,7 +814,7 @@ class FedMM:
         (``participation_prob=1.0``).
     compressor : compressor or sequence of n compressors, default Identity()
         Unbiased compressor(s) of ``fedmm.compression`` (one per client if a sequence).
-    alpha : float in [0, 1]
+    control_variate_step : float in [0, 1]
         Control-variate step ``α`` (0 disables the control variates).  The FedMM
         paper's Theorem 1 takes ``α ∈ [0, 1]``, and ``α ≤ 1/(1 + ω_p)`` under
         compression or partial participation; a value above 1 is refused.
@@ -825,7 +827,9 @@ class FedMM:
         be asked for.  The resolved schedule is ``History.config['step']``, and
         ``History.config['step_source']`` says ``'model default'`` or ``'user'``.
     batch_size : int or None
-        Local minibatch size ``b``; None = full local batch.
+        Local minibatch size ``b``, a number of samples (an int, unlike the
+        non-smooth family's ``batch_size``, which also takes a fraction);
+        None = full local batch.
     projection : {'euclidean', None}
         Line 16 with ``B_t = I``; None skips it.
     oracle : {'minibatch', 'full', 'spider'}
@@ -835,8 +839,8 @@ class FedMM:
         ``μ_i`` (normalized to sum to one); default ``N_i/N``.
     control_variates : {'zero', 'oracle'}
         ``V_{0,i} = 0`` or ``h_i(Ŝ_0)`` (one full local pass, sent uncompressed).
-    alpha_convention : {'fedmm', 'fedem'}
-        How ``alpha`` enters the control-variate updates (Algorithm 2 lines 8
+    control_variate_convention : {'fedmm', 'fedem'}
+        How ``control_variate_step`` enters the control-variate updates (Algorithm 2 lines 8
         and 17).  ``'fedmm'`` (default): as written above, the client sets
         ``V_{t+1,i} = V_{t,i} + (α/p) Quant(Δ_{t+1,i})`` and the server
         ``V_{t+1} = V_t + (α/p) Σ_{i active} μ_i Quant(Δ_{t+1,i})``.
@@ -846,8 +850,9 @@ class FedMM:
         ``α n⁻¹ Σ_{i active}`` with ``μ_i = 1/n``), i.e. the ``'fedmm'``
         rounds with the effective step ``α_eff = α p``.  ``H_{t+1}``
         and the aggregation are the same in both.  The two coincide for
-        ``p = 1``.  ``History.config`` records ``alpha`` as given and the
-        convention; the parties receive ``α_eff``.
+        ``p = 1``.  ``History.config`` records ``control_variate_step`` as given
+        and the convention; the parties receive ``α_eff``
+        (:meth:`effective_control_variate_step`).
     n_threads : int >= 1
         Threads of the in-process runtime.
     backend : {'auto', 'python', 'compiled'}
@@ -892,11 +897,11 @@ class FedMM:
 
     def __init__(self, model: SurrogateModel, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None,
-                 alpha: float = 0.0, step: Any = None, batch_size: int | None = None,
+                 control_variate_step: float = 0.0, step: Any = None, batch_size: int | None = None,
                  projection: str | None = "euclidean", oracle: str = "minibatch", k_in: int | None = None,
                  weights: Sequence[float] | None = None, control_variates: str = "zero", n_threads: int = 1,
                  backend: str = "auto", participation_mode: str = "select",
-                 start: str = "mean_statistic", alpha_convention: str = "fedmm") -> None:
+                 start: str = "mean_statistic", control_variate_convention: str = "fedmm") -> None:
         if not isinstance(model, SurrogateModel):
             raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
         self.model = model
@@ -905,8 +910,9 @@ class FedMM:
         if compressor is None:
             compressor = Identity()
         self.compressor = check_compressor(compressor)
-        self.alpha = check_alpha(alpha)
-        self.alpha_convention = check_in(alpha_convention, "alpha_convention", ALPHA_CONVENTIONS)
+        self.control_variate_step = check_control_variate_step(control_variate_step, "control_variate_step")
+        self.control_variate_convention = check_in(control_variate_convention, "control_variate_convention",
+                                                   CONTROL_VARIATE_CONVENTIONS)
         #: Where the step came from: ``'user'`` or ``'model default'`` (``model.default_step``).
         self.step_source = "user" if step is not None else "model default"
         self.schedule = StepSchedule(step if step is not None else model.default_step)
@@ -931,8 +937,8 @@ class FedMM:
             "clients_per_round": self.clients_per_round,
             "participation_prob": self.participation_prob,
             "compressor": [repr(c) for c in comp] if isinstance(comp, (list, tuple)) else repr(comp),
-            "alpha": self.alpha,
-            "alpha_convention": self.alpha_convention,
+            "control_variate_step": self.control_variate_step,
+            "control_variate_convention": self.control_variate_convention,
             "step": self.schedule.description,
             "step_source": self.step_source,
             "batch_size": self.batch_size,
@@ -955,13 +961,16 @@ class FedMM:
             return normalized_weights([self.model.n_samples(d) for d in datas], len(datas))
         return normalized_weights(self.weights, len(datas))
 
-    def effective_alpha(self, p: float) -> float:
+    def effective_control_variate_step(self, p: float) -> float:
         """The control-variate step of Algorithm 2 (``α`` in ``V += (α/p) Quant(Δ)``) for participation ``p``.
 
-        ``alpha`` for ``alpha_convention='fedmm'``; ``alpha · p`` for
-        ``'fedem'`` (FedEM's ``V += α Quant(Δ)`` written in FedMM's form).
+        ``control_variate_step`` for ``control_variate_convention='fedmm'``;
+        ``control_variate_step · p`` for ``'fedem'`` (FedEM's ``V += α Quant(Δ)``
+        written in FedMM's form).  The parties (:class:`Server`, :class:`Client`)
+        receive it as their ``alpha``.
         """
-        return self.alpha * p if self.alpha_convention == "fedem" else self.alpha
+        step = self.control_variate_step
+        return step * p if self.control_variate_convention == "fedem" else step
 
     def _message_size(self, S0: np.ndarray) -> int:
         model = self.model
@@ -1010,7 +1019,7 @@ class FedMM:
         count, p = participation(self.clients_per_round, self.participation_prob, n)
         comps = checked_compressors(self.compressor, n, self._message_size(S0))
         return Server(self.model, n, weights=w, p=p, count=count, schedule=self.schedule,
-                      alpha=self.effective_alpha(p), projection=self.projection, space=self.space,
+                      alpha=self.effective_control_variate_step(p), projection=self.projection, space=self.space,
                       mode=self.participation_mode, init=S0, seed=seed, decoders=comps)
 
     def build_client(self, index: int, data: Any, *, n_clients: int,
@@ -1028,8 +1037,8 @@ class FedMM:
             data = self.model.check_data(data, f"datas[{index}]")
         _, p = participation(self.clients_per_round, self.participation_prob, n)
         return Client(index, data, self.model, space=self.space, compressor=compressor_list(self.compressor, n)[index],
-                      alpha=self.effective_alpha(p), p=p, mode=self.participation_mode, oracle=self.oracle,
-                      batch_size=self.batch_size, k_in=self.k_in, seed=seed,
+                      alpha=self.effective_control_variate_step(p), p=p, mode=self.participation_mode,
+                      oracle=self.oracle, batch_size=self.batch_size, k_in=self.k_in, seed=seed,
                       control_variates=self.control_variates)
 
     def build(self, datas: Sequence[Any], *, seed: int | np.random.SeedSequence = 0,
@@ -1095,22 +1104,21 @@ class FedMM:
             server.start_drops = dict(sorted(drops.items()))
         return server, clients
 
-    def _fingerprint(self, server: Server, datas: Sequence[Any], seed: Any, objective_every: int,
-                     objective_data: Any, monitor_every: int) -> dict[str, Any]:
+    def _fingerprint(self, server: Server, datas: Sequence[Any], seed: Any, evaluate_every: int,
+                     evaluate_data: Any, monitor_every: int) -> dict[str, Any]:
         """What ties a checkpoint to this run (everything that changes its numbers or records)."""
         config = {k: v for k, v in self.config().items() if k not in ("n_threads", "backend", "model")}
         config["model"] = _model_fingerprint(self.model)
         return {"algorithm": self.name, "config": config, "seed": seed_repr(seed), "n_clients": len(datas),
                 "weights": data_digest([np.asarray(server.weights, dtype=np.float64)]),
-                "data": data_digest(datas), "objective_every": objective_every, "monitor_every": monitor_every,
-                "objective_data": None if objective_data is None else data_digest([objective_data])}
+                "data": data_digest(datas), "evaluate_every": evaluate_every, "monitor_every": monitor_every,
+                "evaluate_data": None if evaluate_data is None else data_digest([evaluate_data])}
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None,
-            init: np.ndarray | None = None, objective_every: int = 0, objective_data: Any = None,
-            monitor_every: int = 1, progress: bool | None = None,
-            callback: Callable[[int, Any, Any], None] | None = None, runtime: Any = None,
-            on_client_error: str | None = None, resume: Any = None, checkpoint_every: int = 0,
-            checkpoint_path: Any = None) -> History:
+            init: np.ndarray | None = None, runtime: Any = None, on_client_error: str | None = None,
+            progress: bool | None = None, callback: Callable[[int, Mapping[str, Any]], None] | None = None,
+            evaluate_every: int = 0, evaluate_data: Any = None, monitor_every: int = 1,
+            resume: Any = None, checkpoint_every: int = 0, checkpoint_path: Any = None) -> History:
         """Run ``n_rounds`` rounds on the clients' data ``datas``.
 
         Parameters
@@ -1125,21 +1133,30 @@ class FedMM:
             for bit from ``History.config["seed"]`` (``seed_from_repr``).
         init : ndarray of shape (q,), optional
             The initial statistic ``Ŝ_0`` (default: the start chosen by ``start``).
-        objective_every : int
+        evaluate_every : int
             Record ``objective`` (``Σ_i μ_i f_i(θ) + g(θ)`` on the clients' data,
-            or ``f + g`` on ``objective_data``) every this many rounds and at
+            or ``f + g`` on ``evaluate_data``) every this many rounds and at
             the last round; 0 never.  The value at ``θ_0`` goes to
             ``history.initial['objective']`` (the row ``round = 0`` of
             :meth:`History.to_pandas`).
-        objective_data : data, optional
+        evaluate_data : data, optional
             A single data set on which to evaluate the objective instead.
         monitor_every : int
-            Cadence of the baseline's ``E_sp`` (needs a full pass over all data).
+            Cadence of the baseline's ``E_sp`` (needs a full pass over all
+            data).  Unlike ``evaluate_every`` (the objective, every family's
+            evaluation cadence), it paces a quantity only the Θ-space
+            baseline records; FedMM's own per-round fields (``E_s``, ``E_ps``)
+            are cheap and recorded every round.
         progress : bool or None
             A tqdm progress bar on standard error: True on, False off, None
             (default) on only when standard error is a terminal.
-        callback : callable(t, S, theta), optional
-            Called after each round with ``Ŝ_{t+1}`` (None for the baseline) and ``θ_{t+1}``.
+        callback : callable(t, state), optional
+            Called after each round ``t`` with a read-only mapping
+            (``types.MappingProxyType``): ``state["params"]`` is ``θ_{t+1}`` as
+            named arrays (``model.theta_to_dict``, what ``History.params``
+            holds at the end), ``state["theta"]`` the same parameter as the
+            model's own object (as ``History.theta``) and
+            ``state["statistic"]`` ``Ŝ_{t+1}`` (None for the baseline).
             Raising :class:`StopRun` ends the run there: ``run`` returns the History of the
             completed rounds (``config['stopped_early'] = True``) as a normal result.
         runtime : object, optional
@@ -1204,7 +1221,7 @@ class FedMM:
             ``(p, K)`` dictionary, or ``GaussianMixtureParams``; in memory only).
         """
         n_rounds = check_count(n_rounds, "n_rounds", low=0)
-        objective_every = check_int(objective_every, "objective_every", low=0)
+        evaluate_every = check_int(evaluate_every, "evaluate_every", low=0)
         monitor_every = check_int(monitor_every, "monitor_every", low=1)
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every", low=0)
         check_callable(callback, "callback")
@@ -1225,11 +1242,11 @@ class FedMM:
         # the start exchange (in this process) follows the fault policy of the runtime that runs the rounds
         server, clients = self.build(datas, seed=seed, init=init, on_client_error=on_client_error)
         datas = [c.data for c in clients]
-        if objective_data is not None:
-            objective_data = self.model.check_data(objective_data, "objective_data")
+        if evaluate_data is not None:
+            evaluate_data = self.model.check_data(evaluate_data, "evaluate_data")
         fingerprint = None
         if resumed is not None or checkpoint_path is not None:
-            fingerprint = self._fingerprint(server, datas, seed, objective_every, objective_data, monitor_every)
+            fingerprint = self._fingerprint(server, datas, seed, evaluate_every, evaluate_data, monitor_every)
         if resumed is not None:
             resumed.check_matches(fingerprint)
             server.set_state(resumed.server_state)
@@ -1240,12 +1257,12 @@ class FedMM:
         else:
             history = History(self.name, {**self.config(), "seed": seed_repr(seed),
                                            "n_clients": len(clients), "n_rounds": n_rounds})
-        monitor = _Monitor(self.model, server, datas, objective_every, objective_data, n_rounds,
+        monitor = _Monitor(self.model, server, datas, evaluate_every, evaluate_data, n_rounds,
                            monitor_every if self.space == "parameter" else 0)
         if resumed is None:
             if init is None and self.start == "mean_statistic":
                 record_start_drops(history, server.start_drops)
-            record_initial(history, monitor.objective if objective_every else None)
+            record_initial(history, monitor.objective if evaluate_every else None)
         if runtime is None:
             reason = compiled_unsupported(server, clients)
             if self.backend == "compiled" and reason is not None:
@@ -1263,12 +1280,13 @@ class FedMM:
         user_callback = None
         if callback is not None:
             def user_callback(t: int, srv: Server = server) -> None:
-                callback(t, srv.S, srv.theta)
+                callback(t, MappingProxyType({"params": self.model.theta_to_dict(srv.theta), "theta": srv.theta,
+                                              "statistic": srv.S}))
 
         def snapshot() -> Checkpoint:
             nonlocal fingerprint
             if fingerprint is None:  # computed on demand: hashing the data costs a pass over it
-                fingerprint = self._fingerprint(server, datas, seed, objective_every, objective_data, monitor_every)
+                fingerprint = self._fingerprint(server, datas, seed, evaluate_every, evaluate_data, monitor_every)
             return Checkpoint(fingerprint=fingerprint, next_round=len(history.records),
                               server_state=server.get_state(), client_states=[c.get_state() for c in clients],
                               history=history.copy())
@@ -1336,7 +1354,7 @@ class ParameterAveraging(FedMM):
     clients) every ``monitor_every`` rounds.  ``history.state`` has ``theta`` only.
 
     By default (``monitor_every=None`` in :meth:`run`) ``E_sp`` is evaluated
-    at the objective's cadence (``objective_every``), or only at the last
+    at the objective's cadence (``evaluate_every``), or only at the last
     round when no objective is asked for: at every round, its full pass over
     all data would cost more than the rounds themselves.
 
@@ -1368,14 +1386,14 @@ class ParameterAveraging(FedMM):
         ----------
         monitor_every : int >= 1 or None
             Rounds between evaluations of ``E_sp`` (and the last round).
-            None (the default): ``objective_every`` when it is positive, else
+            None (the default): ``evaluate_every`` when it is positive, else
             ``n_rounds`` (the last round only).
         **kwargs
             Every other argument of :meth:`FedMM.run`.
         """
         if monitor_every is None:
             rounds = check_count(n_rounds, "n_rounds", low=0)
-            every = check_int(kwargs.get("objective_every", 0), "objective_every", low=0)
+            every = check_int(kwargs.get("evaluate_every", 0), "evaluate_every", low=0)
             monitor_every = every if every else max(rounds, 1)
         return super().run(datas, n_rounds, monitor_every=monitor_every, **kwargs)
 
@@ -1402,13 +1420,13 @@ def _model_fingerprint(model: Any) -> dict[str, Any]:
 class _Monitor:
     """Objective and ``E_sp`` evaluations at their cadences (reporting only)."""
 
-    def __init__(self, model: SurrogateModel, server: Server, datas: list[Any], objective_every: int,
-                 objective_data: Any, n_rounds: int, sp_every: int) -> None:
+    def __init__(self, model: SurrogateModel, server: Server, datas: list[Any], evaluate_every: int,
+                 evaluate_data: Any, n_rounds: int, sp_every: int) -> None:
         self.model = model
         self.server = server
         self.datas = datas
-        self.objective_cadence = Cadence(objective_every, n_rounds)
-        self.objective_data = objective_data
+        self.objective_cadence = Cadence(evaluate_every, n_rounds, name="evaluate_every")
+        self.objective_data = evaluate_data
         self.sp_cadence = Cadence(sp_every, n_rounds, name="monitor_every")
         self._mean_field_cache: tuple[np.ndarray, np.ndarray] | None = None
 

@@ -54,6 +54,11 @@ from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
 __all__ = ["FedMLS", "FedMLSServer", "FedMLSClient", "FedMLSMessage", "project_rows_to_ball"]
 
+#: Which backend runs FedMLS's local loops (the names of :data:`fedmm.algorithms.federated.BACKENDS`).
+BACKENDS = ("auto", "python", "compiled")
+#: The names of the first release: each is refused with its new name.
+_OLD_BACKENDS = {"c": "compiled", "numpy": "python"}
+
 
 def project_rows_to_ball(U: np.ndarray, radius: float | None) -> np.ndarray:
     """Scale each row of ``U`` by ``min(1, R/‖row‖₂)`` in place (no-op for ``radius=None``)."""
@@ -68,7 +73,7 @@ class FedMLS(FederatedSubgradientMethod):
 
     Parameters
     ----------
-    problem : NonsmoothProblem
+    model : NonsmoothProblem
         :class:`~fedmm.models.nonsmooth.HingeSVM` or
         :class:`~fedmm.models.nonsmooth.L1Regression`.
     prox_weight : float or Schedule spec
@@ -85,13 +90,18 @@ class FedMLS(FederatedSubgradientMethod):
         are projected on (it should contain a minimizer); None for no projection.
     oracle : {"minibatch", "full"}
         Unbiased minibatch estimates or exact subgradients of the :math:`f_i`.
-    batch_fraction : float
-        Fraction of local samples per minibatch (the paper: 0.1).
-    backend : {"c", "numpy"}
-        ``"c"``: each round's local loops run in the compiled kernel
-        :func:`fedmm.kernels.fedmls_local_round` (GIL released); ``"numpy"``: the
-        same loop with one vectorized NumPy oracle call per local step.  Both
-        consume the same random draws; results agree to rounding.
+    batch_size : float in (0, 1] or int >= 1
+        Each client's minibatch: a fraction of its samples (float; the paper:
+        0.1) or a number of samples (int, clipped to the client's size); see
+        :class:`~fedmm.algorithms.nonsmooth.FederatedSubgradientMethod`.
+    backend : {"auto", "python", "compiled"}
+        ``"compiled"``: each round's local loops run in the compiled kernel
+        :func:`fedmm.kernels.fedmls_local_round` (GIL released; the problem
+        needs a ``kernel_loss``); ``"python"``: the same loop with one
+        vectorized NumPy oracle call per local step; ``"auto"`` (default): the
+        compiled one when the problem has a ``kernel_loss``.  Both consume the
+        same random draws; results agree to rounding.  ``History.config["backend"]``
+        records the one that ran.
     n_threads, batched
         The default runtime's threads and batching (see
         :class:`~fedmm.algorithms.nonsmooth.FederatedSubgradientMethod`); the
@@ -103,7 +113,7 @@ class FedMLS(FederatedSubgradientMethod):
     ``prox_weight`` (:math:`λ_k`), ``T`` (:math:`T_k`), ``local_steps``
     (cumulative per client), ``active``, ``dropped``, ``bytes_up``,
     ``bytes_down``, ``wall_time`` and ``objective`` :math:`F(x_k)` at the
-    ``objective_every`` cadence; ``history.state`` holds ``x`` (:math:`x_K`) and
+    ``evaluate_every`` cadence; ``history.state`` holds ``x`` (:math:`x_K`) and
     ``z_clients`` (the clients' :math:`z_K^i`, shape (n, p)).
 
     Examples
@@ -113,7 +123,7 @@ class FedMLS(FederatedSubgradientMethod):
     >>> rng = np.random.default_rng(0)
     >>> datas = [(rng.normal(size=(20, 3)), rng.normal(size=20)) for _ in range(4)]
     >>> algo = FedMLS(L1Regression(), prox_weight=("inverse", 1.0), radius=10.0, oracle="full")
-    >>> hist = algo.run(datas, 50, objective_every=10)
+    >>> hist = algo.run(datas, 50, evaluate_every=10)
     >>> f_star = L1Regression().minimize(datas).value
     >>> bool(hist["objective"][-1] - f_star < 1e-2 * f_star)
     True
@@ -123,21 +133,27 @@ class FedMLS(FederatedSubgradientMethod):
 
     def __init__(
         self,
-        problem: NonsmoothProblem,
+        model: NonsmoothProblem,
         *,
         prox_weight: Any,
         local_steps: Any = ("linear", 1),
         radius: float | None = None,
         oracle: str = "minibatch",
-        batch_fraction: float = 0.1,
-        backend: str = "c",
+        batch_size: float | int = 0.1,
+        backend: str = "auto",
         n_threads: int = 1,
         batched: bool = True,
     ) -> None:
-        super().__init__(problem, oracle=oracle, batch_fraction=batch_fraction, n_threads=n_threads, batched=batched)
-        self.backend = check_in(backend, "backend", ("c", "numpy"))
-        if backend == "c" and problem.kernel_loss is None:
-            raise ValueError(f"backend='c' does not support {problem!r}; use backend='numpy'")
+        super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
+        if isinstance(backend, str) and backend in _OLD_BACKENDS:
+            raise ValueError(f"backend={backend!r} is now backend={_OLD_BACKENDS[backend]!r}: expected 'backend' in "
+                             f"{BACKENDS}")
+        backend = check_in(backend, "backend", BACKENDS)
+        if backend == "compiled" and model.kernel_loss is None:
+            raise ValueError(f"backend='compiled' does not support {model!r} (it has no kernel_loss); use "
+                             "backend='python' or 'auto'")
+        #: The backend that runs the local loops: ``'compiled'`` or ``'python'`` (``'auto'`` resolved).
+        self.backend = backend if backend != "auto" else ("compiled" if model.kernel_loss is not None else "python")
         self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
         self.prox_weight = Schedule(prox_weight, name="prox_weight")
         self.radius = None if radius is None else check_real(radius, "radius", low=0.0, low_open=True)
@@ -151,7 +167,7 @@ class FedMLS(FederatedSubgradientMethod):
 
     def build_client(self, index: int, data: StackedClients, oracle: SubgradientOracle, x0: np.ndarray,
                      n_clients: int) -> "FedMLSClient":
-        return FedMLSClient(index, self.problem, data, oracle, x0, n_clients, self.radius, self.backend)
+        return FedMLSClient(index, self.model, data, oracle, x0, n_clients, self.radius, self.backend)
 
     def final_state(self, server: "FedMLSServer", clients: Sequence["FedMLSClient"]) -> dict:
         """``x`` (:math:`x_K`) and ``z_clients`` (the clients' :math:`z_K^i`, shape (n, p))."""
@@ -241,7 +257,7 @@ class FedMLSClient(SubgradientClient):
         V = Z - (k / 4.0) * (np.stack([c.y for c in clients]) - message.y)
         U, U_avg = Z.copy(), Z.copy()
         oracle = ShareOracle(clients, T)
-        if first.backend == "c":
+        if first.backend == "compiled":
             share = oracle.share
             for first_step, count, rows in oracle.chunks():  # bounded minibatch memory per call
                 kernels.fedmls_local_round(first.problem.kernel_loss, share.design, share.target, share.offsets,

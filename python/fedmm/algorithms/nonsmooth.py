@@ -11,13 +11,21 @@ non-smooth problems).  Round ``t = 0, 1, …`` is the paper's round
 
 - :class:`FedAvg` (local SGD): :math:`T_k` local steps
   :math:`u \leftarrow u − η_k g_i(u)` from the server point,
-  :math:`η_k = η_0/\sqrt{k}`; the server averages.
+  :math:`η_k = η_0/\sqrt{k}` (``local_lr`` :math:`= η_0`); the server averages.
 - :class:`Scaffold` (Karimireddy et al. 2020, option II control variates):
-  global step :math:`η_g = \sqrt{n}`, local step :math:`η_s = η_0/(η_g s)` at the
+  server step (``server_lr``) :math:`η_g = \sqrt{n}`, local step
+  :math:`η_s = η_0/(η_g s)` (``local_lr`` :math:`= η_0`) at the
   :math:`s`-th local step counted over the whole run.
 - :class:`Scaffnew` (ProxSkip, Mishchenko et al. 2022): one local step per
   iteration :math:`s`, communication with probability :math:`p_s = 1/\sqrt{s}`,
-  step :math:`η_s = η_0/\sqrt{s}`.
+  step :math:`η_s = η_0/\sqrt{s}` (``local_lr`` :math:`= η_0`).
+
+The family's vocabulary is the package's: the first argument is the ``model``
+(a :class:`~fedmm.models.nonsmooth.NonsmoothProblem`), ``batch_size`` the
+minibatch, ``local_lr`` the clients' step (``step`` names only a server's
+stochastic-approximation step γ elsewhere), ``server_lr`` Scaffold's server
+step, and ``run`` takes ``evaluate_every``/``evaluate_data`` and calls
+``callback(t, state)``.
 
 Like :class:`fedmm.algorithms.FedMLS`, each method is a server and clients
 that exchange messages (:class:`SubgradientServer`, :class:`SubgradientClient`),
@@ -34,14 +42,15 @@ Every ``run`` returns a :class:`fedmm.History` with, per round ``t``: ``gamma``
 per client), the method's schedule values, ``active``, ``dropped``,
 ``bytes_up``/``bytes_down`` (payload sizes), ``wall_time`` (cumulative,
 monitoring excluded), ``monitor_time`` (cumulative seconds of monitoring) and,
-at the ``objective_every`` cadence, ``objective`` :math:`F` at the server
+at the ``evaluate_every`` cadence, ``objective`` :math:`F` at the server
 point; ``history.initial`` holds the values at ``x_0``,
 ``history.state["x"]`` and ``history.params["x"]`` the final server point.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -65,6 +74,40 @@ __all__ = [
 _WORD = 8  # bytes of one float64 vector entry or one scalar on the wire
 
 
+def check_batch_size(batch_size: Any) -> float | int:
+    """The non-smooth family's ``batch_size``: a fraction in (0, 1] (a float) or a count >= 1 (an int).
+
+    Examples
+    --------
+    >>> check_batch_size(0.1), check_batch_size(32)
+    (0.1, 32)
+    >>> check_batch_size(0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: Expected 'batch_size' to be a fraction of each client's samples in (0, 1] (a float) or a ...
+    """
+    expected = ("Expected 'batch_size' to be a fraction of each client's samples in (0, 1] (a float) or a number "
+                "of samples >= 1 (an int)")
+    if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{expected}, got {type(batch_size).__name__}")
+    if isinstance(batch_size, (int, np.integer)):
+        if batch_size < 1:
+            raise ValueError(f"{expected}, got {batch_size!r}")
+        return int(batch_size)
+    value = float(batch_size)
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"{expected}, got {batch_size!r}")
+    return value
+
+
+def minibatch_sizes(batch_size: float | int, counts: np.ndarray) -> np.ndarray:
+    """Each client's minibatch ``b_i`` for ``batch_size`` (see :func:`check_batch_size`) and sample counts ``m_i``."""
+    counts = np.asarray(counts)
+    if isinstance(batch_size, (int, np.integer)):
+        return np.maximum(1, np.minimum(int(batch_size), counts)).astype(np.int64)
+    return np.maximum(1, np.ceil(batch_size * counts - 1e-12)).astype(np.int64)
+
+
 # -- oracles ----------------------------------------------------------------------------------
 class SubgradientOracle:
     """Subgradients of clients' ``f_i``, full or minibatch, each client drawing from its own stream.
@@ -74,11 +117,13 @@ class SubgradientOracle:
     problem : NonsmoothProblem
     stacked : StackedClients
         The clients' samples (one client for a :class:`SubgradientClient`'s oracle).
-    batch_fraction : float or None
+    batch_size : float, int or None
         None: exact subgradients of ``f_i`` (deterministic).  Otherwise each
-        client draws ``b_i = ⌈batch_fraction · m_i⌉`` of its ``m_i`` samples
-        uniformly without replacement at every local step, and the estimate is
-        scaled by ``m_i / b_i`` (unbiased).
+        client draws ``b_i`` of its ``m_i`` samples uniformly without
+        replacement at every local step, and the estimate is scaled by
+        ``m_i / b_i`` (unbiased): ``b_i = max(1, ⌈batch_size · m_i⌉)`` for a
+        float (a fraction in (0, 1]), ``b_i = min(batch_size, m_i)`` for an
+        int (a count, clipped to the client's size).
     seeds : sequence of SeedSequence
         One per client: client ``i`` draws only from its own stream, so results
         do not depend on how clients are grouped.
@@ -91,20 +136,20 @@ class SubgradientOracle:
         self,
         problem: NonsmoothProblem,
         stacked: StackedClients,
-        batch_fraction: float | None,
+        batch_size: float | int | None,
         seeds: Sequence[np.random.SeedSequence],
         chunk: int = 64,
     ) -> None:
         self.problem = problem
         self.stacked = stacked
-        self.batch_fraction = batch_fraction
+        self.batch_size = batch_size
         self.seeds = list(seeds)
         self.calls = 0
-        if batch_fraction is None:
+        if batch_size is None:
             return
         counts = stacked.counts
         self._rngs = [np.random.default_rng(s) for s in seeds]
-        self.batch = np.maximum(1, np.ceil(batch_fraction * counts - 1e-12)).astype(np.int64)
+        self.batch = minibatch_sizes(batch_size, counts)
         self.row_offsets = np.concatenate([[0], np.cumsum(self.batch)[:-1]]).astype(np.int64)
         self.scale = counts / self.batch
         self._chunk = int(chunk)
@@ -145,7 +190,7 @@ class SubgradientOracle:
     def __call__(self, W: np.ndarray) -> np.ndarray:
         """``G`` of shape (n, p): row ``i`` estimates a subgradient of ``f_i`` at ``W[i]``."""
         self.calls += 1
-        if self.batch_fraction is None:
+        if self.batch_size is None:
             return self.problem.subgradients(self.stacked, W)
         if self._pos == self._buffer.shape[0]:
             self._refill()
@@ -156,7 +201,7 @@ class SubgradientOracle:
     def get_state(self) -> dict:
         """A copy of the streams' positions (generator states, drawn-ahead minibatches)."""
         state: dict[str, Any] = {"calls": self.calls}
-        if self.batch_fraction is not None:
+        if self.batch_size is not None:
             state.update(rngs=[rng.bit_generator.state for rng in self._rngs], buffer=self._buffer.copy(),
                          pos=self._pos)
         return state
@@ -164,7 +209,7 @@ class SubgradientOracle:
     def set_state(self, state: dict) -> None:
         """Restore a :meth:`get_state` snapshot."""
         self.calls = int(state["calls"])
-        if self.batch_fraction is not None:
+        if self.batch_size is not None:
             for rng, s in zip(self._rngs, state["rngs"]):
                 rng.bit_generator.state = s
             self._buffer = np.array(state["buffer"], dtype=np.int64, copy=True)
@@ -212,7 +257,7 @@ class ShareOracle:
         self._clients = list(clients)
         self.rows = self.row_bounds = self.scale = None
         self._first = 0  # step index (0-based) of rows[0]
-        if first.oracle.batch_fraction is not None:
+        if first.oracle.batch_size is not None:
             self.row_bounds = np.concatenate([[0], np.cumsum([c.oracle.batch[0] for c in clients])]).astype(np.int64)
             self.scale = np.array([c.oracle.scale[0] for c in clients])
             self.rows = np.empty((0, int(self.row_bounds[-1])), dtype=np.int64)
@@ -500,13 +545,16 @@ class FederatedSubgradientMethod:
 
     Parameters
     ----------
-    problem : NonsmoothProblem
+    model : NonsmoothProblem
         :class:`~fedmm.models.nonsmooth.HingeSVM` or
         :class:`~fedmm.models.nonsmooth.L1Regression`.
     oracle : {"minibatch", "full"}
         Unbiased minibatch estimates or exact subgradients of the ``f_i``.
-    batch_fraction : float in (0, 1]
-        Fraction of each client's samples per minibatch (the paper: 0.1).
+    batch_size : float in (0, 1] or int >= 1
+        Each client's minibatch: a float is a fraction of the client's
+        samples (``⌈batch_size · m_i⌉``, at least one; the paper: 0.1), an
+        int a number of samples (clipped to the client's ``m_i``).  Unused
+        with ``oracle="full"``.
     n_threads : int >= 1
         Threads of the default in-process runtime.
     batched : bool
@@ -517,23 +565,23 @@ class FederatedSubgradientMethod:
 
     name = "base"
 
-    def __init__(self, problem: NonsmoothProblem, *, oracle: str = "minibatch", batch_fraction: float = 0.1,
+    def __init__(self, model: NonsmoothProblem, *, oracle: str = "minibatch", batch_size: float | int = 0.1,
                  n_threads: int = 1, batched: bool = True) -> None:
-        if not isinstance(problem, NonsmoothProblem):
+        if not isinstance(model, NonsmoothProblem):
             raise TypeError(
-                f"Expected 'problem' to be a fedmm.models.nonsmooth problem (HingeSVM, L1Regression), "
-                f"got {type(problem).__name__}"
+                f"Expected 'model' to be a fedmm.models.nonsmooth problem (HingeSVM, L1Regression), "
+                f"got {type(model).__name__}"
             )
-        self.problem = problem
+        self.model = model
         self.oracle = check_in(oracle, "oracle", ("full", "minibatch"))
-        self.batch_fraction = check_real(batch_fraction, "batch_fraction", low=0.0, high=1.0, low_open=True)
+        self.batch_size = check_batch_size(batch_size)
         self.n_threads = check_int(n_threads, "n_threads", low=1)
         self.batched = check_bool(batched, "batched")
 
     def config(self) -> dict:
         """The hyper-parameters as JSON-friendly values (recorded in ``History.config``)."""
-        return {"problem": repr(self.problem), "oracle": self.oracle,
-                "batch_fraction": self.batch_fraction if self.oracle == "minibatch" else None}
+        return {"model": repr(self.model), "oracle": self.oracle,
+                "batch_size": self.batch_size if self.oracle == "minibatch" else None}
 
     def build_server(self, n_clients: int, x0: np.ndarray, seed: np.random.SeedSequence) -> SubgradientServer:
         """The server for ``n_clients`` clients starting at ``x0`` (``seed``: its own stream)."""
@@ -546,17 +594,17 @@ class FederatedSubgradientMethod:
 
     def _build(self, stacked: StackedClients, seed: np.random.SeedSequence, init: Any):
         n, p = stacked.n_clients, stacked.n_params
-        x0 = np.zeros(p) if init is None else self.problem.check_w(init, p, "init").copy()
+        x0 = np.zeros(p) if init is None else self.model.check_w(init, p, "init").copy()
         # Streams 0..n-1 for the clients, n for the server (the children seed.spawn(n + 1) would give
         # a fresh seed, derived without mutating it).
         children = [derive_seed(seed, i) for i in range(n + 1)]
-        fraction = self.batch_fraction if self.oracle == "minibatch" else None
+        batch_size = self.batch_size if self.oracle == "minibatch" else None
         clients = []
         for i in range(n):
             lo, hi = stacked.offsets[i], stacked.offsets[i + 1]
             own = StackedClients(stacked.design[lo:hi], stacked.target[lo:hi], np.array([0, hi - lo]),
                                  np.zeros(hi - lo, dtype=np.int64))
-            oracle = SubgradientOracle(self.problem, own, fraction, [children[i]])
+            oracle = SubgradientOracle(self.model, own, batch_size, [children[i]])
             clients.append(self.build_client(i, own, oracle, x0, n))
         return self.build_server(n, x0, children[n]), clients
 
@@ -578,15 +626,16 @@ class FederatedSubgradientMethod:
         server : SubgradientServer
         clients : list of SubgradientClient
         """
-        return self._build(self.problem.stack(datas), check_seed(seed), init)
+        return self._build(self.model.stack(datas), check_seed(seed), init)
 
     def final_state(self, server: SubgradientServer, clients: Sequence[SubgradientClient]) -> dict:
         """``History.state`` at the end of a run (the server's state arrays)."""
         return server.state()
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None, init: Any = None,
-            runtime: Any = None, objective_every: int = 0, objective_data: Sequence[Any] | None = None,
-            progress: bool | None = None, callback: Callable[[int, dict], None] | None = None) -> History:
+            runtime: Any = None, progress: bool | None = None,
+            callback: Callable[[int, Mapping[str, Any]], None] | None = None, evaluate_every: int = 0,
+            evaluate_data: Sequence[Any] | None = None) -> History:
         r"""Run ``n_rounds`` communication rounds on the clients' data.
 
         Parameters
@@ -611,19 +660,22 @@ class FederatedSubgradientMethod:
             :class:`fedmm.runtime.RayRuntime`); default a local one with this
             object's ``n_threads`` and ``batched``.  The numbers do not depend
             on the runtime.
-        objective_every : int >= 0
-            Record ``objective`` :math:`F(x)` at the server point every this
-            many rounds and at the last round (:class:`fedmm.algorithms.Cadence`);
-            0 never.  ``F(x_0)`` then goes to ``history.initial["objective"]``.
-        objective_data : list of (A, y), optional
-            Client data sets on which :math:`F` is evaluated instead of ``datas``
-            (e.g. held-out data; :math:`F` averages over their count).
         progress : bool or None
             A tqdm progress bar on standard error: True on, False off, None
             (default) on only when standard error is a terminal.
         callback : callable(t, state), optional
-            Called after round ``t`` (0-based) with the server's state arrays
-            (copies, e.g. ``state["x"]``).
+            Called after round ``t`` (0-based) with a read-only mapping
+            (``types.MappingProxyType``): ``state["params"]`` is ``{"x": x}``
+            (the server point, what ``History.params`` holds) and the other
+            keys the server's state arrays (copies): ``"x"`` for every method,
+            plus ``"c"`` (Scaffold) or ``"y"``, ``"z"`` (FedMLS).
+        evaluate_every : int >= 0
+            Record ``objective`` :math:`F(x)` at the server point every this
+            many rounds and at the last round (:class:`fedmm.algorithms.Cadence`);
+            0 never.  ``F(x_0)`` then goes to ``history.initial["objective"]``.
+        evaluate_data : list of (A, y), optional
+            Client data sets on which :math:`F` is evaluated instead of ``datas``
+            (e.g. held-out data; :math:`F` averages over their count).
 
         Returns
         -------
@@ -636,24 +688,25 @@ class FederatedSubgradientMethod:
         n_rounds = check_count(n_rounds, "n_rounds", low=0)
         check_runtime(runtime)
         check_callable(callback, "callback")
-        cadence = Cadence(objective_every, n_rounds)
-        stacked = self.problem.stack(datas)
+        cadence = Cadence(evaluate_every, n_rounds, name="evaluate_every")
+        stacked = self.model.stack(datas)
         server, clients = self._build(stacked, seed, init)
-        if objective_data is not None:
-            stacked = self.problem.stack(objective_data, "objective_data")
+        if evaluate_data is not None:
+            stacked = self.model.stack(evaluate_data, "evaluate_data")
             if stacked.n_params != server.x.shape[0]:
-                raise ValueError(f"Expected 'objective_data' with the features of 'datas' ({server.x.shape[0]} "
+                raise ValueError(f"Expected 'evaluate_data' with the features of 'datas' ({server.x.shape[0]} "
                                  f"parameters), got {stacked.n_params}")
         history = History(self.name, {**self.config(), "n_rounds": n_rounds, "n_clients": len(clients),
                                       "seed": seed_repr(seed)})
-        monitor = _ObjectiveMonitor(self.problem, stacked, server, cadence)
+        monitor = _ObjectiveMonitor(self.model, stacked, server, cadence)
         record_initial(history, monitor.objective if cadence else None)
         if runtime is None:
             runtime = LocalRuntime(n_threads=self.n_threads, batched=self.batched)
         round_callback = None
         if callback is not None:
             def round_callback(t: int) -> None:
-                callback(t, server.state())
+                state = server.state()
+                callback(t, MappingProxyType({"params": {"x": state["x"].copy()}, **state}))
         runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=round_callback,
                     progress=progress)
         history.state.update(self.final_state(server, clients))
@@ -662,7 +715,7 @@ class FederatedSubgradientMethod:
         return history
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.problem!r}, {self.config()})"
+        return f"{type(self).__name__}({self.model!r}, {self.config()})"
 
 
 def _is_number(value: Any) -> bool:
@@ -723,14 +776,15 @@ class FedAvg(FederatedSubgradientMethod):
 
     Parameters
     ----------
-    problem : NonsmoothProblem
-    step : float or Schedule spec
-        A number is :math:`η_0` of the paper's rule :math:`η_k = η_0/\sqrt{k}`;
-        any other :class:`~fedmm.algorithms.Schedule` spec (a callable
-        ``k -> η_k``, ``("inverse", c)``, a ``Schedule``...) gives :math:`η_k` itself.
+    model : NonsmoothProblem
+    local_lr : float or Schedule spec
+        The clients' step: a number is :math:`η_0` of the paper's rule
+        :math:`η_k = η_0/\sqrt{k}`; any other :class:`~fedmm.algorithms.Schedule`
+        spec (a callable ``k -> η_k``, ``("inverse", c)``, a ``Schedule``...)
+        gives :math:`η_k` itself (recorded per round as ``step``).
     local_steps : int or Schedule spec
         :math:`T_k \geq 1`; default ``("linear", 1)``, i.e. :math:`T_k = k` (the paper's choice).
-    oracle, batch_fraction, n_threads, batched
+    oracle, batch_size, n_threads, batched
         See :class:`FederatedSubgradientMethod`.
 
     Examples
@@ -739,42 +793,46 @@ class FedAvg(FederatedSubgradientMethod):
     >>> from fedmm.models.nonsmooth import HingeSVM
     >>> rng = np.random.default_rng(0)
     >>> datas = [(rng.normal(size=(20, 2)), rng.choice([-1.0, 1.0], 20)) for _ in range(3)]
-    >>> h = FedAvg(HingeSVM(), step=0.01).run(datas, 5, seed=0, objective_every=1)
+    >>> h = FedAvg(HingeSVM(), local_lr=0.01).run(datas, 5, seed=0, evaluate_every=1)
     >>> h["local_steps"].tolist(), h["t"].tolist()
     ([1.0, 2.0, 3.0, 4.0, 5.0], [0.0, 1.0, 2.0, 3.0, 4.0])
     """
 
     name = "FedAvg"
 
-    def __init__(self, problem: NonsmoothProblem, *, step: Any, local_steps: Any = ("linear", 1),
-                 oracle: str = "minibatch", batch_fraction: float = 0.1, n_threads: int = 1,
+    def __init__(self, model: NonsmoothProblem, *, local_lr: Any, local_steps: Any = ("linear", 1),
+                 oracle: str = "minibatch", batch_size: float | int = 0.1, n_threads: int = 1,
                  batched: bool = True) -> None:
-        super().__init__(problem, oracle=oracle, batch_fraction=batch_fraction, n_threads=n_threads, batched=batched)
+        super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
         self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
-        self.step = _paper_rule(step, "step", "inverse_sqrt")
+        self.local_lr = _paper_rule(local_lr, "local_lr", "inverse_sqrt")
 
     def config(self) -> dict:
-        return {**super().config(), "local_steps": self.local_steps.description, "step": self.step.description}
+        return {**super().config(), "local_steps": self.local_steps.description,
+                "local_lr": self.local_lr.description}
 
     def build_server(self, n_clients, x0, seed):
-        return FedAvgServer(n_clients, x0, self.local_steps, self.step)
+        return FedAvgServer(n_clients, x0, self.local_steps, self.local_lr)
 
     def build_client(self, index, data, oracle, x0, n_clients):
-        return FedAvgClient(index, self.problem, data, oracle, n_clients)
+        return FedAvgClient(index, self.model, data, oracle, n_clients)
 
 
 # -- Scaffold ----------------------------------------------------------------------------------------------------
 class ScaffoldStepRule:
-    r"""Scaffold's non-smooth step rule :math:`η_s = η_0/(η_g s)` (a picklable callable ``s -> η_s``)."""
+    r"""Scaffold's non-smooth step rule :math:`η_s = η_0/(η_g s)` (a picklable callable ``s -> η_s``).
 
-    def __init__(self, step: float, global_step: float) -> None:
-        self.step, self.global_step = step, global_step
+    ``local_lr`` is :math:`η_0`, ``server_lr`` :math:`η_g`.
+    """
+
+    def __init__(self, local_lr: float, server_lr: float) -> None:
+        self.local_lr, self.server_lr = local_lr, server_lr
 
     def __call__(self, s: int) -> float:
-        return self.step / (self.global_step * s)
+        return self.local_lr / (self.server_lr * s)
 
     def __repr__(self) -> str:
-        return f"ScaffoldStepRule({self.step!r}, global_step={self.global_step!r})"
+        return f"ScaffoldStepRule({self.local_lr!r}, server_lr={self.server_lr!r})"
 
 
 class ScaffoldServer(SubgradientServer):
@@ -782,10 +840,10 @@ class ScaffoldServer(SubgradientServer):
 
     state_names = ("x", "c")
 
-    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Schedule, global_step: float) -> None:
+    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Schedule, server_lr: float) -> None:
         super().__init__(n_clients, x0)
         self.c = np.zeros_like(x0)
-        self.local_steps, self.global_step = local_steps, global_step
+        self.local_steps, self.server_lr = local_steps, server_lr
         self._T = 0
 
     def broadcast(self, t: int) -> ScaffoldMessage:
@@ -798,10 +856,10 @@ class ScaffoldServer(SubgradientServer):
         p = self.x.shape[0]
         deltas = self.decode_all(payloads, 2 * p)
         # contiguous halves: the same reduction order as the mean of an (n, p) array
-        self.x = self.x + self.global_step * np.ascontiguousarray(deltas[:, :p]).mean(axis=0)
+        self.x = self.x + self.server_lr * np.ascontiguousarray(deltas[:, :p]).mean(axis=0)
         self.c = self.c + np.ascontiguousarray(deltas[:, p:]).mean(axis=0)
         self.total_local_steps += self._T
-        return {"gamma": self.global_step, "local_steps": self._T, "total_local_steps": self.total_local_steps}
+        return {"gamma": self.server_lr, "local_steps": self._T, "total_local_steps": self.total_local_steps}
 
 
 class ScaffoldClient(SubgradientClient):
@@ -853,16 +911,17 @@ class Scaffold(FederatedSubgradientMethod):
 
     Parameters
     ----------
-    problem : NonsmoothProblem
-    step : float or Schedule spec
-        A number is :math:`η_0` of :math:`η_s = η_0/(η_g s)`; any other
-        :class:`~fedmm.algorithms.Schedule` spec gives :math:`η_s` itself
-        (indexed by the local step ``s`` of the run).
+    model : NonsmoothProblem
+    local_lr : float or Schedule spec
+        The clients' step: a number is :math:`η_0` of :math:`η_s = η_0/(η_g s)`;
+        any other :class:`~fedmm.algorithms.Schedule` spec gives :math:`η_s`
+        itself (indexed by the local step ``s`` of the run).
     local_steps : int or Schedule spec
         :math:`T_k \geq 1`; default ``("linear", 1)`` (:math:`T_k = k`).
-    global_step : float, optional
-        :math:`η_g`; default :math:`\sqrt{n}` (the paper, after Karimireddy et al.).
-    oracle, batch_fraction, n_threads, batched
+    server_lr : float, optional
+        The server's step :math:`η_g`; default :math:`\sqrt{n}` (the paper,
+        after Karimireddy et al.).
+    oracle, batch_size, n_threads, batched
         See :class:`FederatedSubgradientMethod`.
 
     Examples
@@ -871,44 +930,45 @@ class Scaffold(FederatedSubgradientMethod):
     >>> from fedmm.models.nonsmooth import HingeSVM
     >>> rng = np.random.default_rng(0)
     >>> datas = [(rng.normal(size=(20, 2)), rng.choice([-1.0, 1.0], 20)) for _ in range(4)]
-    >>> h = Scaffold(HingeSVM(), step=0.01, local_steps=3).run(datas, 4, seed=0)
+    >>> h = Scaffold(HingeSVM(), local_lr=0.01, local_steps=3).run(datas, 4, seed=0)
     >>> h["total_local_steps"].tolist(), float(h["gamma"][0]), sorted(h.state)
     ([3.0, 6.0, 9.0, 12.0], 2.0, ['c', 'x'])
     """
 
     name = "Scaffold"
 
-    def __init__(self, problem: NonsmoothProblem, *, step: Any, local_steps: Any = ("linear", 1),
-                 global_step: float | None = None, oracle: str = "minibatch", batch_fraction: float = 0.1,
+    def __init__(self, model: NonsmoothProblem, *, local_lr: Any, local_steps: Any = ("linear", 1),
+                 server_lr: float | None = None, oracle: str = "minibatch", batch_size: float | int = 0.1,
                  n_threads: int = 1, batched: bool = True) -> None:
-        super().__init__(problem, oracle=oracle, batch_fraction=batch_fraction, n_threads=n_threads, batched=batched)
+        super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
         self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
-        if _is_number(step):
-            self.step: Schedule | float = check_real(step, "step", low=0.0, high=1e300, low_open=True)
+        if _is_number(local_lr):
+            self.local_lr: Schedule | float = check_real(local_lr, "local_lr", low=0.0, high=1e300, low_open=True)
         else:
-            self.step = Schedule(step, name="step")
-        self.global_step = None if global_step is None else check_real(
-            global_step, "global_step", low=0.0, high=1e300, low_open=True)
+            self.local_lr = Schedule(local_lr, name="local_lr")
+        self.server_lr = None if server_lr is None else check_real(
+            server_lr, "server_lr", low=0.0, high=1e300, low_open=True)
 
     def config(self) -> dict:
-        step = self.step.description if isinstance(self.step, Schedule) else f"{self.step!r}/(global_step*s)"
-        return {**super().config(), "local_steps": self.local_steps.description, "step": step,
-                "global_step": self.global_step}
+        local_lr = (self.local_lr.description if isinstance(self.local_lr, Schedule)
+                    else f"{self.local_lr!r}/(server_lr*s)")
+        return {**super().config(), "local_steps": self.local_steps.description, "local_lr": local_lr,
+                "server_lr": self.server_lr}
 
-    def _global_step(self, n_clients: int) -> float:
-        return math.sqrt(n_clients) if self.global_step is None else self.global_step
+    def _server_lr(self, n_clients: int) -> float:
+        return math.sqrt(n_clients) if self.server_lr is None else self.server_lr
 
-    def step_schedule(self, n_clients: int) -> Schedule:
-        r""":math:`s \mapsto η_s` for ``n_clients`` clients (:math:`η_0/(η_g s)` when ``step`` is a number)."""
-        if isinstance(self.step, Schedule):
-            return self.step
-        return Schedule(ScaffoldStepRule(self.step, self._global_step(n_clients)), name="step")
+    def local_lr_schedule(self, n_clients: int) -> Schedule:
+        r""":math:`s \mapsto η_s` for ``n_clients`` clients (:math:`η_0/(η_g s)` when ``local_lr`` is a number)."""
+        if isinstance(self.local_lr, Schedule):
+            return self.local_lr
+        return Schedule(ScaffoldStepRule(self.local_lr, self._server_lr(n_clients)), name="local_lr")
 
     def build_server(self, n_clients, x0, seed):
-        return ScaffoldServer(n_clients, x0, self.local_steps, self._global_step(n_clients))
+        return ScaffoldServer(n_clients, x0, self.local_steps, self._server_lr(n_clients))
 
     def build_client(self, index, data, oracle, x0, n_clients):
-        return ScaffoldClient(index, self.problem, data, oracle, n_clients, x0, self.step_schedule(n_clients))
+        return ScaffoldClient(index, self.model, data, oracle, n_clients, x0, self.local_lr_schedule(n_clients))
 
 
 # -- Scaffnew ----------------------------------------------------------------------------------------------------
@@ -1013,16 +1073,17 @@ class Scaffnew(FederatedSubgradientMethod):
 
     Parameters
     ----------
-    problem : NonsmoothProblem
-    step : float or Schedule spec
-        A number is :math:`η_0` of :math:`η_s = η_0/\sqrt{s}`; any other
-        :class:`~fedmm.algorithms.Schedule` spec gives :math:`η_s` itself.
+    model : NonsmoothProblem
+    local_lr : float or Schedule spec
+        The clients' step: a number is :math:`η_0` of :math:`η_s = η_0/\sqrt{s}`;
+        any other :class:`~fedmm.algorithms.Schedule` spec gives :math:`η_s`
+        itself (recorded per round as ``step``).
     communication_prob : float or Schedule spec, optional
         :math:`p_s \in (0, 1]` (a number is a constant); default
         ``("inverse_sqrt", 1.0)``, i.e. :math:`1/\sqrt{s}` (the paper).
     max_local_steps : int
         Raise ``RuntimeError`` rather than run longer than this many iterations.
-    oracle, batch_fraction, n_threads, batched
+    oracle, batch_size, n_threads, batched
         See :class:`FederatedSubgradientMethod`.
 
     Examples
@@ -1031,29 +1092,29 @@ class Scaffnew(FederatedSubgradientMethod):
     >>> from fedmm.models.nonsmooth import HingeSVM
     >>> rng = np.random.default_rng(0)
     >>> datas = [(rng.normal(size=(20, 2)), rng.choice([-1.0, 1.0], 20)) for _ in range(4)]
-    >>> h = Scaffnew(HingeSVM(), step=0.01, communication_prob=0.5).run(datas, 6, seed=0)
+    >>> h = Scaffnew(HingeSVM(), local_lr=0.01, communication_prob=0.5).run(datas, 6, seed=0)
     >>> len(h), bool((h["local_steps"] >= 1).all()), bool(h["total_local_steps"][-1] == h["local_steps"].sum())
     (6, True, True)
     """
 
     name = "Scaffnew"
 
-    def __init__(self, problem: NonsmoothProblem, *, step: Any, communication_prob: Any = ("inverse_sqrt", 1.0),
-                 max_local_steps: int = 10**7, oracle: str = "minibatch", batch_fraction: float = 0.1,
+    def __init__(self, model: NonsmoothProblem, *, local_lr: Any, communication_prob: Any = ("inverse_sqrt", 1.0),
+                 max_local_steps: int = 10**7, oracle: str = "minibatch", batch_size: float | int = 0.1,
                  n_threads: int = 1, batched: bool = True) -> None:
-        super().__init__(problem, oracle=oracle, batch_fraction=batch_fraction, n_threads=n_threads, batched=batched)
-        self.step = _paper_rule(step, "step", "inverse_sqrt")
+        super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
+        self.local_lr = _paper_rule(local_lr, "local_lr", "inverse_sqrt")
         if communication_prob is None:
             communication_prob = ("inverse_sqrt", 1.0)
         self.communication_prob = Schedule(communication_prob, domain="unit", name="communication_prob")
         self.max_local_steps = check_count(max_local_steps, "max_local_steps", low=1)
 
     def config(self) -> dict:
-        return {**super().config(), "step": self.step.description,
+        return {**super().config(), "local_lr": self.local_lr.description,
                 "communication_prob": self.communication_prob.description, "max_local_steps": self.max_local_steps}
 
     def build_server(self, n_clients, x0, seed):
-        return ScaffnewServer(n_clients, x0, self.step, self.communication_prob, self.max_local_steps, seed)
+        return ScaffnewServer(n_clients, x0, self.local_lr, self.communication_prob, self.max_local_steps, seed)
 
     def build_client(self, index, data, oracle, x0, n_clients):
-        return ScaffnewClient(index, self.problem, data, oracle, n_clients, x0, self.step, self.communication_prob)
+        return ScaffnewClient(index, self.model, data, oracle, n_clients, x0, self.local_lr, self.communication_prob)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -37,7 +38,7 @@ from fedmm.algorithms._random import (
 )
 from fedmm.algorithms._schedule import StepSchedule
 from fedmm.algorithms._setup import (
-    check_alpha,
+    check_control_variate_step,
     check_compressor,
     check_datas_list,
     check_runtime,
@@ -596,20 +597,20 @@ class _FederatedOT:
     name = ""
     kind = ""
 
-    def _common(self, problem: TransportProblem, clients_per_round: int | None, participation_prob: float | None,
+    def _common(self, model: TransportProblem, clients_per_round: int | None, participation_prob: float | None,
                 compressor: Any, local_steps: int, local_lr: float, batch_size: int | None,
                 target_batch_size: int | None, weights: Sequence[float] | None, identity_steps: int,
                 n_threads: int, server_lr: float, b1: float, b2: float, eps: float) -> None:
-        if not isinstance(problem, TransportProblem):
-            raise TypeError(f"Expected 'problem' to be a fedmm TransportProblem, got {type(problem).__name__}")
-        self.problem = problem
+        if not isinstance(model, TransportProblem):
+            raise TypeError(f"Expected 'model' to be a fedmm TransportProblem, got {type(model).__name__}")
+        self.model = model
         self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
                                                                                participation_prob)
         self.compressor = Identity() if compressor is None else check_compressor(compressor)
         self.local_steps = check_count(local_steps, "local_steps", low=1)
         self.local_lr = check_real(local_lr, "local_lr", low=0.0, low_open=True)
         if batch_size is None:
-            batch_size = problem.batch_size
+            batch_size = model.batch_size
         self.batch_size = None if batch_size is None else check_int(batch_size, "batch_size", low=1)
         self.target_batch_size = (self.batch_size if target_batch_size is None
                                   else check_int(target_batch_size, "target_batch_size", low=1))
@@ -620,12 +621,12 @@ class _FederatedOT:
         self.b1 = check_real(b1, "b1", low=0.0, high=1.0, high_open=True)
         self.b2 = check_real(b2, "b2", low=0.0, high=1.0, high_open=True)
         self.eps = check_real(eps, "eps", low=0.0, low_open=True)
-        self.steps = OTSteps(problem, server_lr=self.server_lr, b1=self.b1, b2=self.b2, eps=self.eps)
+        self.steps = OTSteps(model, server_lr=self.server_lr, b1=self.b1, b2=self.b2, eps=self.eps)
 
     def config(self) -> dict[str, Any]:
         """JSON-friendly hyper-parameters (stored in ``History.config``)."""
         comp = self.compressor
-        return {"problem": self.problem.config(),
+        return {"model": self.model.config(),
                 "clients_per_round": self.clients_per_round, "participation_prob": self.participation_prob,
                 "compressor": [repr(c) for c in comp] if isinstance(comp, (list, tuple)) else repr(comp),
                 "local_steps": self.local_steps, "local_lr": self.local_lr, "batch_size": self.batch_size,
@@ -636,7 +637,7 @@ class _FederatedOT:
     # -- validation ----------------------------------------------------------------
     def _check_datas(self, datas: Sequence[Any]) -> list[np.ndarray]:
         check_datas_list(datas, "one (N_i, d) array per client")
-        return [self.problem.check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
+        return [self.model.check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
 
     def _raw_weights(self, datas: Sequence[np.ndarray]) -> np.ndarray:
         """``μ_i`` before normalization: the user's ``weights``, else the sample counts ``N_i``."""
@@ -646,13 +647,13 @@ class _FederatedOT:
 
     def _init(self, seed: np.random.SeedSequence, init: Any) -> tuple[np.ndarray, np.ndarray]:
         if init is None:
-            return self.problem.init(party_seed(seed, SERVER_PARTY, _INIT_STREAM), identity_steps=self.identity_steps)
+            return self.model.init(party_seed(seed, SERVER_PARTY, _INIT_STREAM), identity_steps=self.identity_steps)
         if not isinstance(init, (tuple, list)) or len(init) != 2:
             raise TypeError("Expected 'init' to be a pair (omega_0, theta_0) of parameter vectors")
-        omega = self.problem.check_omega(init[0])
-        theta = self.problem.check_theta(init[1])
+        omega = self.model.check_omega(init[0])
+        theta = self.model.check_theta(init[1])
         for name, v in (("omega", omega), ("theta", theta)):
-            if not np.array_equal(self.problem.potential.project(v), v):
+            if not np.array_equal(self.model.potential.project(v), v):
                 raise ValueError(f"Expected 'init' {name}_0 in Θ (non-negative convex-path weights)")
         return omega.copy(), theta.copy()
 
@@ -665,7 +666,7 @@ class _FederatedOT:
     @property
     def message_size(self) -> int:
         """Length of a client's message: ``n_params`` (FedMM-OT: ``ω``) or ``2 n_params`` (FedAdam: ``(ω, θ)``)."""
-        return self.problem.n_params * (1 if self.kind == "fedmm" else 2)
+        return self.model.n_params * (1 if self.kind == "fedmm" else 2)
 
     def build_server(self, n_clients: int, *, weights: Any, target: Any, init: Any = None,
                      seed: Any = 0) -> _OTServerBase:
@@ -679,7 +680,7 @@ class _FederatedOT:
         target : ndarray of shape (M, d)
             The public target samples (the server's Adam steps on ``θ`` draw from them).
         init : pair of ndarray, optional
-            ``(ω_0, θ_0)`` in ``Θ²``; default ``problem.init`` on the run's
+            ``(ω_0, θ_0)`` in ``Θ²``; default ``model.init`` on the run's
             initialization stream (as :meth:`run`).
         seed : int or SeedSequence
             The run seed; with the same seed, the server :meth:`build` creates.
@@ -687,7 +688,7 @@ class _FederatedOT:
         seed = check_seed(seed)
         n = check_int(n_clients, "n_clients", low=1)
         w = normalized_weights(weights, n)
-        target = self.problem.check_target(target)
+        target = self.model.check_target(target)
         count, p = participation(self.clients_per_round, self.participation_prob, n)
         comps = checked_compressors(self.compressor, n, self.message_size)
         omega, theta = self._init(seed, init)
@@ -705,12 +706,12 @@ class _FederatedOT:
         n = check_int(n_clients, "n_clients", low=1)
         index = check_int(index, "index", low=0, high=n - 1)
         if check:
-            data = self.problem.check_data(data, f"datas[{index}]")
-            target = self.problem.check_target(target)
+            data = self.model.check_data(data, f"datas[{index}]")
+            target = self.model.check_target(target)
         _, p = participation(self.clients_per_round, self.participation_prob, n)
         return OTClient(index, data, target, self.steps, kind=self.kind,
                         compressor=compressor_list(self.compressor, n)[index],
-                        alpha=getattr(self, "alpha", 0.0), p=p, local_steps=self.local_steps,
+                        alpha=getattr(self, "control_variate_step", 0.0), p=p, local_steps=self.local_steps,
                         local_lr=self.local_lr, batch_size=self.batch_size,
                         target_batch_size=self.target_batch_size, seed=seed)
 
@@ -719,7 +720,7 @@ class _FederatedOT:
         """Validated server and :class:`OTClient` objects for ``datas`` (used by every runtime)."""
         seed = check_seed(seed)
         datas = self._check_datas(datas)
-        target = self.problem.check_target(target)
+        target = self.model.check_target(target)
         n = len(datas)
         server = self.build_server(n, weights=self._raw_weights(datas), target=target, init=init, seed=seed)
         clients = [self.build_client(i, d, n_clients=n, target=target, seed=seed, check=False)
@@ -727,9 +728,9 @@ class _FederatedOT:
         return server, clients
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, target: Any, seed: Any = None, init: Any = None,
-            evaluate: Callable[[TransportMap], Mapping[str, float]] | None = None, evaluate_every: int = 1,
-            progress: bool = False, runtime: Any = None, on_client_error: str | None = None,
-            callback: Callable[[int, np.ndarray, np.ndarray], None] | None = None) -> History:
+            runtime: Any = None, on_client_error: str | None = None, progress: bool | None = None,
+            callback: Callable[[int, Mapping[str, Any]], None] | None = None, evaluate_every: int = 1,
+            evaluate: Callable[[TransportMap], Mapping[str, float]] | None = None) -> History:
         """Run ``n_rounds`` rounds.
 
         Parameters
@@ -743,17 +744,8 @@ class _FederatedOT:
             Root of all randomness (initial potentials, client selection,
             minibatches, compression); recorded in ``History.config["seed"]``.
         init : pair of ndarray, optional
-            ``(ω_0, θ_0)`` in ``Θ²``; default ``problem.init`` on the run's
+            ``(ω_0, θ_0)`` in ``Θ²``; default ``model.init`` on the run's
             initialization stream (with this algorithm's ``identity_steps``).
-        evaluate : callable(TransportMap) -> dict of str to float, optional
-            Called after rounds at the cadence (every ``evaluate_every`` rounds
-            and the last) on the current map; its fields (e.g. ``l2_uvp``) go
-            into that round's record, and its value at ``(ω_0, θ_0)`` into
-            ``history.initial`` (the row ``round = 0`` of ``history.series``)
-            and ``history.config["initial_evaluation"]``.  Not timed.
-        evaluate_every : int >= 1
-        progress : bool
-            Show a progress bar.
         runtime : object, optional
             A runtime of :mod:`fedmm.runtime` (e.g. ``RayRuntime``); default
             the in-process ``LocalRuntime(n_threads)`` (Python backend).
@@ -761,17 +753,35 @@ class _FederatedOT:
             The default runtime's fault policy (None: ``'drop'``); with
             ``runtime`` given, the runtime's own policy applies and a value
             that differs from it is refused.
-        callback : callable(t, omega, theta), optional
-            Called after each round.
+        progress : bool or None
+            A tqdm progress bar on standard error: True on, False off, None
+            (default) on only when standard error is a terminal.
+        callback : callable(t, state), optional
+            Called after each round ``t`` with a read-only mapping
+            (``types.MappingProxyType``): ``state["params"]`` is
+            ``{"omega": ω_{t+1}, "theta": θ_{t+1}}`` (copies; what
+            ``History.params`` holds at the end), ``state["potential"]`` ``ω_{t+1}``
+            (the potential's parameters, Algorithm 3's ω) and ``state["theta"]``
+            ``θ_{t+1}`` (its conjugate's).
+        evaluate_every : int >= 1
+            The cadence of ``evaluate`` (every this many rounds and the last).
+        evaluate : callable(TransportMap) -> dict of str to float, optional
+            Called after rounds at the cadence (every ``evaluate_every`` rounds
+            and the last) on the current map; its fields (e.g. ``l2_uvp``) go
+            into that round's record, and its value at ``(ω_0, θ_0)`` into
+            ``history.initial`` (the row ``round = 0`` of ``history.series``)
+            and ``history.config["initial_evaluation"]``.  Not timed.
 
         Returns
         -------
         History
             Per round ``t``, ``gamma``, ``E_omega``, ``E_theta``, ``active``,
             ``dropped``, ``bytes_up``, ``bytes_down``, ``wall_time`` and the
-            ``evaluate`` fields at the cadence; ``history.state`` holds the
-            final ``omega`` and ``theta`` (flat float64), ``history.transport_map``
-            the final :class:`TransportMap` (in memory only).
+            ``evaluate`` fields at the cadence; ``history.state`` and
+            ``history.params`` hold the final ``omega`` and ``theta`` (flat
+            float64; ``params`` is saved with the History as for every
+            algorithm), ``history.transport_map`` (and ``history.theta``) the
+            final :class:`TransportMap` (in memory only).
         """
         n_rounds = check_count(n_rounds, "n_rounds", low=0)
         evaluate_every = check_int(evaluate_every, "evaluate_every", low=1)
@@ -796,11 +806,13 @@ class _FederatedOT:
         user_callback = None
         if callback is not None:
             def user_callback(t: int) -> None:
-                callback(t, server.omega, server.theta)
+                callback(t, MappingProxyType({"params": {"omega": server.omega.copy(), "theta": server.theta.copy()},
+                                              "potential": server.omega, "theta": server.theta}))
         runtime.run(server, clients, n_rounds, history=history, monitor=monitor if evaluate is not None else None,
                     callback=user_callback, progress=progress)
         history.state["omega"] = server.omega.copy()
         history.state["theta"] = server.theta.copy()
+        history.params = {"omega": server.omega.copy(), "theta": server.theta.copy()}
         history.transport_map = server.transport_map()
         history.theta = history.transport_map
         return history
@@ -829,14 +841,14 @@ class FedMMOT(_FederatedOT):
 
     Parameters
     ----------
-    problem : TransportProblem
+    model : TransportProblem
     clients_per_round : int, optional
         ``m`` clients per round uniformly without replacement (``p = m/n``).
     participation_prob : float in (0, 1], optional
         Independent Bernoulli(``p``) participation.  Neither: every client every round.
     compressor : compressor or sequence of n compressors, default Identity()
         Unbiased compressor(s) of :mod:`fedmm.compression` for ``Δ_i``.
-    alpha : float in [0, 1]
+    control_variate_step : float in [0, 1]
         Control-variate step ``α`` (0 disables the control variates; at most 1,
         as in FedMM's Theorem 1).
     step : float, '1/t', ('sqrt', beta) or callable, optional
@@ -869,8 +881,8 @@ class FedMMOT(_FederatedOT):
         The server's Adam (``optax.adam``); defaults are those of Korotin et
         al.'s centralized runs (PyTorch's Adam defaults with ``lr = 1e-3``).
     batch_size : int, optional
-        Source samples per local step (default ``problem.batch_size``; if
-        that is None, the full local data).
+        Source samples per local step, a count (default ``model.batch_size``;
+        if that is None, the full local data).
     target_batch_size : int, optional
         Target samples per step, on clients and server (default ``batch_size``).
     weights : sequence of n floats, optional
@@ -900,30 +912,32 @@ class FedMMOT(_FederatedOT):
     name = "FedMMOT"
     kind = "fedmm"
 
-    def __init__(self, problem: TransportProblem, *, clients_per_round: int | None = None,
-                 participation_prob: float | None = None, compressor: Any = None, alpha: float = 0.0,
+    def __init__(self, model: TransportProblem, *, clients_per_round: int | None = None,
+                 participation_prob: float | None = None, compressor: Any = None, control_variate_step: float = 0.0,
                  step: Any = None, local_steps: int = 1, local_lr: float = 0.005, server_steps: int = 10,
                  server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                  batch_size: int | None = None, target_batch_size: int | None = None,
                  weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1,
                  omega_step: str = "adam") -> None:
-        self._common(problem, clients_per_round, participation_prob, compressor, local_steps, local_lr,
+        self._common(model, clients_per_round, participation_prob, compressor, local_steps, local_lr,
                      batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps)
         self.omega_step = check_in(omega_step, "omega_step", OMEGA_STEPS)
-        self.alpha = check_alpha(alpha)
+        self.control_variate_step = check_control_variate_step(control_variate_step, "control_variate_step")
         if step is None:
             step = 1.0 if self.omega_step == "sgd" else 1e-3
         self.schedule = StepSchedule(step)
         self.server_steps = check_count(server_steps, "server_steps", low=0)
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), "alpha": self.alpha, "step": self.schedule.description,
+        return {**super().config(), "control_variate_step": self.control_variate_step,
+                "step": self.schedule.description,
                 "server_steps": self.server_steps, "omega_step": self.omega_step}
 
     def _server(self, n: int, weights: np.ndarray, count: int | None, p: float, omega: np.ndarray,
                 theta: np.ndarray, target: np.ndarray, seed: np.random.SeedSequence,
                 comps: list[Any]) -> OTServer:
-        return OTServer(self.steps, n, weights=weights, p=p, count=count, schedule=self.schedule, alpha=self.alpha,
+        return OTServer(self.steps, n, weights=weights, p=p, count=count, schedule=self.schedule,
+                        alpha=self.control_variate_step,
                         server_steps=self.server_steps, target=target, target_batch_size=self.target_batch_size,
                         omega=omega, theta=theta, seed=seed, decoders=comps, omega_step=self.omega_step)
 
@@ -942,7 +956,7 @@ class FedAdam(_FederatedOT):
 
     Parameters
     ----------
-    problem, clients_per_round, participation_prob, compressor, local_steps, local_lr, batch_size,
+    model, clients_per_round, participation_prob, compressor, local_steps, local_lr, batch_size,
     target_batch_size, weights, identity_steps, n_threads
         As :class:`FedMMOT`.
     server_lr : float > 0
@@ -955,12 +969,12 @@ class FedAdam(_FederatedOT):
     name = "FedAdam"
     kind = "fedadam"
 
-    def __init__(self, problem: TransportProblem, *, clients_per_round: int | None = None,
+    def __init__(self, model: TransportProblem, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None, local_steps: int = 1,
                  local_lr: float = 0.005, server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999,
                  eps: float = 1e-8, batch_size: int | None = None, target_batch_size: int | None = None,
                  weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1) -> None:
-        self._common(problem, clients_per_round, participation_prob, compressor, local_steps, local_lr,
+        self._common(model, clients_per_round, participation_prob, compressor, local_steps, local_lr,
                      batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps)
 
     def _server(self, n: int, weights: np.ndarray, count: int | None, p: float, omega: np.ndarray,

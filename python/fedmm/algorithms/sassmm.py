@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -96,9 +97,9 @@ class SASSMM:
         self.projection = check_in(projection, "projection", ("euclidean", None))
         self.start = check_in(start, "start", STARTS)
 
-    def run(self, data: Any, n_iter: int, *, seed: Any = None,
-            init: np.ndarray | None = None, objective_every: int = 0,
-            callback: Callable[[int, np.ndarray, Any], None] | None = None) -> History:
+    def run(self, data: Any, n_iter: int, *, seed: Any = None, init: np.ndarray | None = None,
+            callback: Callable[[int, Mapping[str, Any]], None] | None = None,
+            evaluate_every: int = 0) -> History:
         """Run ``n_iter`` iterations on ``data``.
 
         Parameters
@@ -110,11 +111,16 @@ class SASSMM:
             (normalized as NumPy does; recorded in ``History.config["seed"]``).
         init : ndarray of shape (layout.size,), optional
             The initial statistic ``Ŝ_0`` (default: the start chosen by ``start``).
-        objective_every : int
+        callback : callable(t, state), optional
+            Called after each iteration ``t`` with a read-only mapping
+            (``types.MappingProxyType``) as :meth:`fedmm.algorithms.FedMM.run`'s:
+            ``state["params"]`` is ``θ_{t+1} = T(Ŝ_{t+1})`` as named arrays
+            (``model.theta_to_dict``, what ``History.params`` holds),
+            ``state["theta"]`` the model's own object and ``state["statistic"]``
+            ``Ŝ_{t+1}``.
+        evaluate_every : int
             Record ``objective`` every this many iterations and at the last one
             (0: never); its value at ``θ_0`` goes to ``history.initial``.
-        callback : callable(t, S, theta), optional
-            Called after each iteration with ``Ŝ_{t+1}`` and ``T(Ŝ_{t+1})``.
 
         Returns
         -------
@@ -133,7 +139,7 @@ class SASSMM:
         n_iter = check_count(n_iter, "n_iter", low=0)
         check_callable(callback, "callback")
         seed = check_seed(seed)
-        cadence = Cadence(objective_every, n_iter)
+        cadence = Cadence(evaluate_every, n_iter, name="evaluate_every")
         data = model.check_data(data, "data")
         model.prepare([data])  # what the model learns from the data (dimensions, global moments)
         if init is None:
@@ -184,7 +190,8 @@ class SASSMM:
                 record["monitor_time"] = monitor_time
                 history.append(**record)
                 if callback is not None:
-                    callback(t, S, theta)
+                    callback(t, MappingProxyType({"params": model.theta_to_dict(theta), "theta": theta,
+                                                  "statistic": S}))
         except (Exception, KeyboardInterrupt) as exc:
             exc.history = history  # the completed iterations, as FedMM.run
             raise

@@ -405,8 +405,23 @@ def seed_list(args: argparse.Namespace) -> list[int]:
     return list(range(args.first_seed, args.first_seed + args.seeds))
 
 
+#: ``--config`` keys renamed by the package's one vocabulary (issue 24): old key → new key.  An old key
+#: is read as the new one after a note on stderr, where the command has the new one.
+RENAMED_CONFIG_KEYS = {"alpha": "control_variate_step", "eta": "ridge", "objective_every": "evaluate_every",
+                       "eta_sweep": "ridge_sweep", "step_grid": "local_lr_grid", "batch_fraction": "batch_size",
+                       "alpha_convention": "control_variate_convention"}
+
+
 def _config_tokens(parser: CommandParser, values: dict[str, Any], source: str) -> list[str]:
     tokens: list[str] = []
+    renamed = {}
+    for key, value in values.items():
+        new = RENAMED_CONFIG_KEYS.get(key)
+        if key not in parser.options and new in parser.options and new not in values:
+            print(f"{parser.prog}: warning: {source}: key {key} is deprecated; use {new}", file=sys.stderr)
+            key = new
+        renamed[key] = value
+    values = renamed
     unknown = sorted(k for k in values if k not in parser.options)
     if unknown:
         raise ExperimentError(f"{source}: unknown key(s) {unknown}; valid keys are {sorted(parser.options)}")

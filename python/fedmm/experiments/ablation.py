@@ -50,6 +50,7 @@ from fedmm._validation import check_int, check_real
 from fedmm.experiments._common import (
     ExperimentError,
     add_common_options,
+    add_deprecated_alias,
     make_log,
     nonneg_float,
     nonneg_float_list,
@@ -95,16 +96,16 @@ class AblationConfig:
         Rounds of the runs of panels (a), (b) and (d).
     beta : float > 0
         Step ``γ_t = β/√(β + t)`` of panels (a), (b) and (d).
-    objective_every : int or None
+    evaluate_every : int or None
         Objective and atom-norm cadence (None: ``max(1, rounds // 100)``).
     p, K, n_samples, data_seed : int
         Synthetic data (:func:`fedmm.data.synthetic_dictionary`), split into
         ``n_clients`` equal k-means clusters.
     n_clients, active_clients, batch_size, bits : int
         Figure 1's participation, minibatch and stochastic rounding.
-    alpha, lam, eta : float
-        Control-variate step, ``λ`` and ``η`` of problem (28).
-    p_sweep, eta_sweep : tuple
+    control_variate_step, lam, ridge : float
+        Control-variate step ``α``, ``λ`` and ``η`` of problem (28).
+    p_sweep, ridge_sweep : tuple
         Dimensions and ridge weights of panel (d).
     map_points : int
         Iterates of the baseline (evenly spaced rounds, ``θ_0`` and ``θ_T``
@@ -123,7 +124,7 @@ class AblationConfig:
     first_seed: int = 0
     rounds: int = 3000
     beta: float = 0.05
-    objective_every: int | None = None
+    evaluate_every: int | None = None
     p: int = 20
     K: int = 15
     n_samples: int = 5000
@@ -132,11 +133,11 @@ class AblationConfig:
     active_clients: int = 10
     batch_size: int = 50
     bits: int = 8
-    alpha: float = 0.01
+    control_variate_step: float = 0.01
     lam: float = 0.1
-    eta: float = 0.2
+    ridge: float = 0.2
     p_sweep: tuple[int, ...] = (10, 20, 50, 100)
-    eta_sweep: tuple[float, ...] = (0.2, 0.02)
+    ridge_sweep: tuple[float, ...] = (0.2, 0.02)
     map_points: int = 13
     minibatch_draws: int = 20
     fixed_point_rounds: int = 1500
@@ -158,8 +159,8 @@ class AblationConfig:
             setattr(c, name, checked(name, lambda n=name: check_int(getattr(c, n), n, low=1)))
         for name in ("first_seed", "data_seed"):
             setattr(c, name, checked(name, lambda n=name: check_int(getattr(c, n), n, low=0)))
-        if c.objective_every is not None:
-            c.objective_every = checked("objective_every", lambda: check_int(c.objective_every, "objective_every",
+        if c.evaluate_every is not None:
+            c.evaluate_every = checked("evaluate_every", lambda: check_int(c.evaluate_every, "evaluate_every",
                                                                              low=1))
         c.active_clients = checked("active_clients", lambda: check_int(
             c.active_clients, "active_clients (at most --clients)", low=1, high=c.n_clients))
@@ -167,12 +168,13 @@ class AblationConfig:
         c.beta = checked("beta", lambda: check_real(c.beta, "beta", low=0.0, low_open=True))
         c.fixed_point_step = checked("fixed_point_step", lambda: check_real(
             c.fixed_point_step, "fixed_point_step", low=0.0, high=1.0, low_open=True))
-        c.alpha = checked("alpha", lambda: check_real(c.alpha, "alpha", low=0.0))
+        c.control_variate_step = checked("control_variate_step", lambda: check_real(
+            c.control_variate_step, "control_variate_step", low=0.0))
         c.lam = checked("lam", lambda: check_real(c.lam, "lam", low=0.0, low_open=True))
-        c.eta = checked("eta", lambda: check_real(c.eta, "eta", low=0.0))
+        c.ridge = checked("ridge", lambda: check_real(c.ridge, "ridge", low=0.0))
         c.p_sweep = tuple(checked("p_sweep", lambda v=v: check_int(v, "p_sweep entry", low=1)) for v in c.p_sweep)
-        c.eta_sweep = tuple(checked("eta_sweep", lambda v=v: check_real(v, "eta_sweep entry", low=0.0))
-                            for v in c.eta_sweep)
+        c.ridge_sweep = tuple(checked("ridge_sweep", lambda v=v: check_real(v, "ridge_sweep entry", low=0.0))
+                              for v in c.ridge_sweep)
         if c.n_samples < c.n_clients:
             raise ExperimentError(f"expected at least --clients = {c.n_clients} samples, got {c.n_samples}",
                                   option="--samples")
@@ -184,7 +186,7 @@ class AblationConfig:
     @property
     def every(self) -> int:
         """The objective's cadence in the runs of panels (a), (b) and (d)."""
-        return self.objective_every if self.objective_every is not None else max(1, self.rounds // 100)
+        return self.evaluate_every if self.evaluate_every is not None else max(1, self.rounds // 100)
 
 
 # --------------------------------------------------------------------------- measures
@@ -301,7 +303,7 @@ class _Run:
     variant: Variant
     active_clients: int
     step: Any
-    eta: float
+    ridge: float
     seed: int
     rounds: int
     every: int
@@ -320,18 +322,19 @@ def _run_one(run: _Run, tick: Callable[[int], None]) -> dict:
     from fedmm.models import DictionaryLearning
 
     v = run.variant
-    model = DictionaryLearning(run.K, run.lam, eta=run.eta)
+    model = DictionaryLearning(run.K, run.lam, ridge=run.ridge)
     algorithm = {"FedMM": FedMM, "ParameterAveraging": ParameterAveraging}[v.algorithm](
         model, clients_per_round=run.active_clients,
         compressor=Identity() if v.bits is None else StochasticRounding(bits=v.bits),
-        alpha=v.alpha, step=run.step, batch_size=v.batch_size)
+        control_variate_step=v.control_variate_step, step=run.step, batch_size=v.batch_size)
     datas = list(run.datas)
     server, _ = algorithm.build(datas, seed=run.seed)
     norms = {0: median_atom_norm(server.theta)}
     snapshots = {0: np.array(server.theta)} if 0 in run.map_rounds else {}
     done = [0]
 
-    def after_round(t: int, S: Any, theta: Any) -> None:
+    def after_round(t: int, state: Any) -> None:
+        theta = state["theta"]
         done[0] += 1
         r = done[0]
         if r % run.every == 0 or r == run.rounds:
@@ -341,12 +344,12 @@ def _run_one(run: _Run, tick: Callable[[int], None]) -> dict:
         tick(1)
 
     # monitor_every=rounds: the baseline's E_sp (a full pass over the data) only at the last round
-    history = algorithm.run(datas, run.rounds, seed=run.seed, objective_every=run.every, callback=after_round,
-                            monitor_every=run.rounds, progress=False)
+    history = algorithm.run(datas, run.rounds, seed=run.seed, progress=False, callback=after_round,
+                            evaluate_every=run.every, monitor_every=run.rounds)
     history.initial["median_atom_norm"] = norms.pop(0)
     for r, value in norms.items():
         history.records[r - 1]["median_atom_norm"] = value
-    history.config.update(panel=run.panel, curve=run.curve, eta=run.eta)
+    history.config.update(panel=run.panel, curve=run.curve, ridge=run.ridge)
     out = history.to_dict()
     if run.map_rounds:
         maps = {"rounds": [], "baseline": [], **{name: {"median_atom_norm": [], "objective": []}
@@ -373,7 +376,8 @@ def _series(history: dict, name: str) -> np.ndarray:
 # --------------------------------------------------------------------------- the experiment
 def _plan(config: AblationConfig, data: dict[tuple[int, int], tuple]) -> list[_Run]:
     """Every run of the ablation (the shared ones once)."""
-    fig1 = DictionaryConfig(figure="fig1", alpha=config.alpha, batch_size=config.batch_size, bits=config.bits)
+    fig1 = DictionaryConfig(figure="fig1", control_variate_step=config.control_variate_step,
+                            batch_size=config.batch_size, bits=config.bits)
     fedmm_v, baseline_v = figure_variants(fig1)
     sqrt_step = ("sqrt", config.beta)
     n = config.n_clients
@@ -383,8 +387,8 @@ def _plan(config: AblationConfig, data: dict[tuple[int, int], tuple]) -> list[_R
     runs = []
     for seed in range(config.first_seed, config.first_seed + config.seeds):
         def add(panel: str, curve: str, variant: Variant, active: int, step: Any = sqrt_step, p: int = config.p,
-                eta: float = config.eta, rounds: int = config.rounds, each: int = every, **extra: Any) -> None:
-            runs.append(_Run(panel, curve, variant, active, step, eta, seed, rounds, each, data[(p, seed)],
+                ridge: float = config.ridge, rounds: int = config.rounds, each: int = every, **extra: Any) -> None:
+            runs.append(_Run(panel, curve, variant, active, step, ridge, seed, rounds, each, data[(p, seed)],
                              config.K, config.lam, **extra))
 
         add("a", "FedMM", fedmm_v, config.active_clients)
@@ -398,9 +402,9 @@ def _plan(config: AblationConfig, data: dict[tuple[int, int], tuple]) -> list[_R
         for p in config.p_sweep:
             if p != config.p:
                 add("d", f"p={p}", baseline_v, config.active_clients, p=p)
-        for eta in config.eta_sweep:
-            if eta != config.eta:
-                add("d", f"eta={eta:g}", baseline_v, config.active_clients, eta=eta)
+        for ridge in config.ridge_sweep:
+            if ridge != config.ridge:
+                add("d", f"eta={ridge:g}", baseline_v, config.active_clients, ridge=ridge)
         exact = Variant("deterministic", "FedMM", 0.0, None, None)
         gamma = config.fixed_point_step
         for curve, algorithm, step in ((f"ParameterAveraging, gamma={gamma:g}", "ParameterAveraging", gamma),
@@ -476,8 +480,8 @@ def run_ablation(config: AblationConfig, out_dir: str | os.PathLike, *, progress
 
 def _jsonable(config: AblationConfig) -> dict[str, Any]:
     out = dataclasses.asdict(config)
-    out["p_sweep"], out["eta_sweep"] = list(config.p_sweep), list(config.eta_sweep)
-    out["objective_every"] = config.every
+    out["p_sweep"], out["ridge_sweep"] = list(config.p_sweep), list(config.ridge_sweep)
+    out["evaluate_every"] = config.every
     return out
 
 
@@ -496,12 +500,12 @@ def _curves(runs: Sequence[_Run], histories: dict[str, dict]) -> dict[tuple[str,
 
 
 def _sweep_curves(config: AblationConfig, grouped: dict) -> list[tuple[str, list[dict]]]:
-    """Panel (d)'s curves in sweep order (the Figure 1 baseline stands for p = config.p and η = config.eta)."""
+    """Panel (d)'s curves in sweep order (the Figure 1 baseline stands for p = config.p and η = config.ridge)."""
     base = grouped[("a", "ParameterAveraging")]
-    out = [(f"p={p}" + (f" (eta={config.eta:g})" if p == config.p else ""),
+    out = [(f"p={p}" + (f" (eta={config.ridge:g})" if p == config.p else ""),
             base if p == config.p else grouped[("d", f"p={p}")]) for p in config.p_sweep]
-    out += [(f"eta={eta:g} (p={config.p})", base if eta == config.eta else grouped[("d", f"eta={eta:g}")])
-            for eta in config.eta_sweep]
+    out += [(f"eta={eta:g} (p={config.p})", base if eta == config.ridge else grouped[("d", f"eta={eta:g}")])
+            for eta in config.ridge_sweep]
     return out
 
 
@@ -623,7 +627,7 @@ def plot_ablation(config: AblationConfig, runs: Sequence[_Run], histories: dict[
     rises = [[100 * objective_rise(_series(h, "objective"))["rise"] for h in g] for _, g in sweeps]
     positions = np.arange(len(sweeps))
     ax.bar(positions, [np.mean(r) for r in rises], yerr=[np.std(r) for r in rises] if config.seeds > 1 else None,
-           color=["C0"] * len(config.p_sweep) + ["C1"] * len(config.eta_sweep), capsize=3)
+           color=["C0"] * len(config.p_sweep) + ["C1"] * len(config.ridge_sweep), capsize=3)
     ax.set_xticks(positions, [c for c, _ in sweeps], rotation=20, fontsize=8)
     ax.set(title=f"(d) rise of the baseline after its minimum, T = {config.rounds}",
            ylabel=r"$(f_T - \min_t f_t)/\min_t f_t$ (%)")
@@ -676,7 +680,7 @@ def add_ablation_parser(subparsers: Any) -> None:
                             help=f"{help_text} (default: {shown})")
 
     opt("--beta", "beta", positive_float, "BETA", "step gamma_t = beta/sqrt(beta+t) of panels (a), (b), (d)")
-    parser.add_argument("--objective-every", dest="objective_every", type=positive_int, default=None, metavar="N",
+    parser.add_argument("--evaluate-every", dest="evaluate_every", type=positive_int, default=None, metavar="N",
                         help="objective and atom-norm cadence of panels (a), (b), (d) (default: rounds/100)")
     opt("--p", "p", positive_int, "P", "dimension of the synthetic signals")
     opt("--K", "K", positive_int, "K", "number of atoms")
@@ -686,15 +690,21 @@ def add_ablation_parser(subparsers: Any) -> None:
     opt("--active-clients", "active_clients", positive_int, "M", "active clients per round in Figure 1's variants")
     opt("--batch-size", "batch_size", positive_int, "B", "local minibatch of Figure 1's variants and of panel (c)")
     opt("--bits", "bits", positive_int, "B", "bits per coordinate of Figure 1's stochastic rounding, 2..32")
-    opt("--alpha", "alpha", nonneg_float, "ALPHA", "control-variate step of panels (a), (b), (d)")
+    opt("--control-variate-step", "control_variate_step", nonneg_float, "ALPHA",
+        "control-variate step alpha of panels (a), (b), (d)")
     opt("--lam", "lam", positive_float, "LAMBDA", "l1 weight lambda of problem (28)")
-    opt("--eta", "eta", nonneg_float, "ETA", "ridge weight eta of problem (28)")
+    opt("--ridge", "ridge", nonneg_float, "ETA", "ridge weight eta of problem (28)")
     opt("--p-sweep", "p_sweep", positive_int_list, "P,...", "dimensions of panel (d), comma-separated")
-    opt("--eta-sweep", "eta_sweep", nonneg_float_list, "ETA,...", "ridge weights of panel (d), comma-separated")
+    opt("--ridge-sweep", "ridge_sweep", nonneg_float_list, "ETA,...", "ridge weights of panel (d), comma-separated")
     opt("--map-points", "map_points", positive_int, "N", "baseline iterates at which panel (c) compares the maps")
     opt("--minibatch-draws", "minibatch_draws", positive_int, "N", "minibatch draws averaged in panel (c)")
     opt("--fixed-point-rounds", "fixed_point_rounds", positive_int, "N", "rounds of the deterministic runs (e)")
     opt("--fixed-point-step", "fixed_point_step", _step, "GAMMA", "constant step of the deterministic runs (e)")
+    for old, dest, new, kind in (("--objective-every", "evaluate_every", "--evaluate-every", positive_int),
+                                 ("--alpha", "control_variate_step", "--control-variate-step", nonneg_float),
+                                 ("--eta", "ridge", "--ridge", nonneg_float),
+                                 ("--eta-sweep", "ridge_sweep", "--ridge-sweep", nonneg_float_list)):
+        add_deprecated_alias(parser, old, dest=dest, replacement=new, type=kind)
     parser.set_defaults(func=_command)
 
 

@@ -114,7 +114,7 @@ class Variant:
 
     name: str
     algorithm: str  # "FedMM" or "ParameterAveraging"
-    alpha: float
+    control_variate_step: float
     batch_size: int | None  # None: full local batch, S_{t+1,i} = E_{π_i}[S̄(Z, θ_t)]
     bits: int | None  # None: no compression
 
@@ -136,14 +136,14 @@ class DictionaryConfig:
         Communication rounds ``T_max``.
     n_clients, active_clients : int
         ``n = 20`` clients, 10 active per round (``p = 0.5``).
-    lam, eta : float
+    lam, ridge : float
         ``λ = 0.1``, ``η = 0.2`` of eq. (28).
     batch_size : int
         Local minibatch of Figure 1 (Figure 2 uses full local batches).
     bits : int
         Bits per coordinate of Figure 1's stochastic rounding (Figure 2: none).
-    alpha : float
-        Control-variate step (Figure 1; Figure 2 compares 0 with this value).
+    control_variate_step : float
+        Control-variate step ``α`` (Figure 1; Figure 2 compares 0 with this value).
     beta : float, dict or None
         Step ``γ_t = β/√(β + t)``: one value for every curve, a dict
         ``{variant name: β}``, or None to tune ``β`` on ``beta_grid``.
@@ -170,7 +170,7 @@ class DictionaryConfig:
         ``tune_rounds`` rounds (evaluated every ``max(1, tune_rounds // 100)``
         rounds): the objective where the figure is read, averaged over a few
         evaluations so that one noisy round does not decide.
-    objective_every : int
+    evaluate_every : int
         Evaluate the objective (and the baseline's ``E^{s,p}``) every this many rounds.
     data_seed : int
         Seed of the data set (one data set for all runs).
@@ -190,16 +190,16 @@ class DictionaryConfig:
     n_clients: int = 20
     active_clients: int = 10
     lam: float = 0.1
-    eta: float = 0.2
+    ridge: float = 0.2
     batch_size: int = 50
     bits: int = 8
-    alpha: float = 0.01
+    control_variate_step: float = 0.01
     beta: Any = None
     beta_grid: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
     extend_grid: int = 4
     tune_rounds: int | None = None
     tune_seeds: int = 1
-    objective_every: int = 1
+    evaluate_every: int = 1
     data_seed: int = 0
     p: int | None = None
     K: int | None = None
@@ -232,10 +232,10 @@ class DictionaryConfig:
         c.n_clients = check_int(c.n_clients, "n_clients", low=1)
         c.active_clients = check_int(c.active_clients, "active_clients", low=1, high=c.n_clients)
         c.lam = check_real(c.lam, "lam", low=0.0)
-        c.eta = check_real(c.eta, "eta", low=0.0)
+        c.ridge = check_real(c.ridge, "ridge", low=0.0)
         c.batch_size = check_int(c.batch_size, "batch_size", low=1)
         c.bits = check_int(c.bits, "bits", low=2, high=32)
-        c.alpha = check_real(c.alpha, "alpha", low=0.0)
+        c.control_variate_step = check_real(c.control_variate_step, "control_variate_step", low=0.0)
         c.beta_grid = tuple(check_real(b, "beta_grid entry", low=0.0, low_open=True) for b in c.beta_grid)
         if not c.beta_grid:
             raise ValueError("Expected a non-empty 'beta_grid'")
@@ -249,7 +249,7 @@ class DictionaryConfig:
             c.beta = check_real(c.beta, "beta", low=0.0, low_open=True)
         c.tune_rounds = c.rounds if c.tune_rounds is None else check_count(c.tune_rounds, "tune_rounds", low=1)
         c.tune_seeds = check_int(c.tune_seeds, "tune_seeds", low=1)
-        c.objective_every = check_int(c.objective_every, "objective_every", low=1)
+        c.evaluate_every = check_int(c.evaluate_every, "evaluate_every", low=1)
         c.data_seed = check_int(c.data_seed, "data_seed", low=0)
         for name in ("p", "K", "n_samples"):
             if getattr(c, name) is not None:
@@ -290,12 +290,13 @@ def figure_variants(config: DictionaryConfig) -> list[Variant]:
     """The curves of Figure 1 or Figure 2 with the configured hyper-parameters."""
     if config.figure == "fig1":
         return [
-            Variant("FedMM", "FedMM", config.alpha, config.batch_size, config.bits),
-            Variant("ParameterAveraging", "ParameterAveraging", config.alpha, config.batch_size, config.bits),
+            Variant("FedMM", "FedMM", config.control_variate_step, config.batch_size, config.bits),
+            Variant("ParameterAveraging", "ParameterAveraging", config.control_variate_step, config.batch_size,
+                    config.bits),
         ]
     return [
         Variant("alpha=0", "FedMM", 0.0, None, None),
-        Variant(f"alpha={config.alpha:g}", "FedMM", config.alpha, None, None),
+        Variant(f"alpha={config.control_variate_step:g}", "FedMM", config.control_variate_step, None, None),
     ]
 
 
@@ -306,7 +307,7 @@ def build_setting(setting: str, config: DictionaryConfig) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``datas`` (list of ``(N_i, p)`` arrays), ``objective_data`` (one
+        ``datas`` (list of ``(N_i, p)`` arrays), ``evaluate_data`` (one
         array on which the objective (28) equals the clients' average, or
         None), ``p``, ``K``, ``n_samples`` and a ``description``.
     """
@@ -317,12 +318,12 @@ def build_setting(setting: str, config: DictionaryConfig) -> dict[str, Any]:
     if config.p is not None and setting != "patches":
         sizes["p"] = config.p
     n_samples, p, n = sizes["n_samples"], sizes["p"], config.n_clients
-    objective_data = None
+    evaluate_data = None
     if setting in ("homogeneous", "heterogeneous"):
         Z, _, _ = synthetic_dictionary(n_samples, p, sizes["K"], seed=config.data_seed)
         if setting == "homogeneous":
             datas = split_homogeneous(Z, n)
-            objective_data = Z  # every client holds Z: the average of the f_i is f on Z
+            evaluate_data = Z  # every client holds Z: the average of the f_i is f on Z
             description = f"synthetic, {n_samples} points copied to each of {n} clients"
         else:
             datas = split_by_constrained_kmeans(Z, n, seed=config.data_seed)
@@ -337,7 +338,7 @@ def build_setting(setting: str, config: DictionaryConfig) -> dict[str, Any]:
         description = f"MovieLens {n_samples} users x {p} movies in {n} equal k-means clusters"
     if n_samples < n:
         raise ExperimentError(f"setting {setting!r}: n_samples={n_samples} is smaller than n_clients={n}")
-    return {"datas": datas, "objective_data": objective_data, "description": description, **sizes}
+    return {"datas": datas, "evaluate_data": evaluate_data, "description": description, **sizes}
 
 
 # --------------------------------------------------------------------------- one run
@@ -348,13 +349,13 @@ class _Task:
     beta: float
     seed: int
     rounds: int
-    objective_every: int
+    evaluate_every: int
     K: int
     lam: float
-    eta: float
+    ridge: float
     active_clients: int
     datas: tuple
-    objective_data: Any
+    evaluate_data: Any
 
 
 def _run_task(task: _Task, tick: Callable[[int], None]) -> dict:
@@ -364,27 +365,27 @@ def _run_task(task: _Task, tick: Callable[[int], None]) -> dict:
     from fedmm.models import DictionaryLearning
 
     variant = task.variant
-    model = DictionaryLearning(task.K, task.lam, eta=task.eta)
+    model = DictionaryLearning(task.K, task.lam, ridge=task.ridge)
     compressor = Identity() if variant.bits is None else StochasticRounding(bits=variant.bits)
     algorithm = {"FedMM": FedMM, "ParameterAveraging": ParameterAveraging}[variant.algorithm](
         model,
         clients_per_round=task.active_clients,
         compressor=compressor,
-        alpha=variant.alpha,
+        control_variate_step=variant.control_variate_step,
         step=("sqrt", task.beta),
         batch_size=variant.batch_size,
     )
     done = [0]
 
-    def count_round(t: int, S: Any, theta: Any) -> None:
+    def count_round(t: int, state: Any) -> None:
         done[0] += 1
         tick(1)
 
     try:
         history = algorithm.run(
             list(task.datas), task.rounds, seed=task.seed,
-            objective_every=task.objective_every, objective_data=task.objective_data,
-            monitor_every=task.objective_every, callback=count_round, progress=False,  # run_tasks' bar
+            evaluate_every=task.evaluate_every, evaluate_data=task.evaluate_data,
+            monitor_every=task.evaluate_every, callback=count_round, progress=False,  # run_tasks' bar
         )
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
         # A diverging run (e.g. non-finite iterates caught by a kernel's input check) is a result,
@@ -476,8 +477,8 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
 
     def make_task(setting: str, variant: Variant, beta: float, seed: int, rounds: int, every: int) -> _Task:
         d = data[setting]
-        return _Task(setting, variant, beta, seed, rounds, every, d["K"], config.lam, config.eta,
-                     config.active_clients, tuple(d["datas"]), d["objective_data"])
+        return _Task(setting, variant, beta, seed, rounds, every, d["K"], config.lam, config.ridge,
+                     config.active_clients, tuple(d["datas"]), d["evaluate_data"])
 
     # 1. β tuning on separate seeds (only for the curves without a fixed β).
     tune_every = max(1, config.tune_rounds // 100)
@@ -512,7 +513,7 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
             for seed in seeds:
                 keys.append((setting, variant.name))
                 tasks.append(make_task(setting, variant, chosen[(setting, variant.name)], seed, config.rounds,
-                                       config.objective_every))
+                                       config.evaluate_every))
     histories = run_tasks(_run_task, tasks, jobs=config.jobs, total=len(tasks) * config.rounds,
                           desc=f"{config.figure}: rounds x seeds", progress=progress)
     runs: dict[tuple[str, str], list[dict]] = {}
@@ -655,8 +656,8 @@ def plot_figure(figure: str, results: dict[str, dict], path: str | os.PathLike) 
 # --------------------------------------------------------------------------- command line
 #: Options of fig1/fig2 whose destination is a :class:`DictionaryConfig` field (also the TOML keys).
 _OPTION_KEYS = ("settings", "seeds", "first_seed", "rounds", "jobs", "beta", "beta_grid", "extend_grid",
-                "tune_rounds", "tune_seeds", "objective_every", "data_seed", "p", "K", "n_samples", "ratings_path",
-                "n_clients", "active_clients", "batch_size", "bits", "alpha", "lam", "eta")
+                "tune_rounds", "tune_seeds", "evaluate_every", "data_seed", "p", "K", "n_samples", "ratings_path",
+                "n_clients", "active_clients", "batch_size", "bits", "control_variate_step", "lam", "ridge")
 
 
 _settings = comma_list(choice(SETTINGS), f"data settings among {', '.join(SETTINGS)}", "homogeneous,patches",
@@ -694,7 +695,7 @@ def add_dictionary_parser(subparsers: Any) -> None:
                             "last 10%% of them (default: --rounds, the reported horizon)")
         parser.add_argument("--tune-seeds", metavar="N", type=positive_int, default=d.tune_seeds,
                             help="seeds per tuning candidate, 10000.. (default: %(default)s)")
-        parser.add_argument("--objective-every", metavar="N", type=positive_int, default=d.objective_every,
+        parser.add_argument("--evaluate-every", metavar="N", type=positive_int, default=d.evaluate_every,
                             help="evaluate the objective every N rounds (default: %(default)s)")
         parser.add_argument("--data-seed", metavar="SEED", type=nonneg_int, default=d.data_seed,
                             help="seed of the data set (default: %(default)s)")
@@ -714,13 +715,18 @@ def add_dictionary_parser(subparsers: Any) -> None:
                             help="local minibatch of Figure 1 (default: %(default)s)")
         parser.add_argument("--bits", metavar="B", type=positive_int, default=d.bits,
                             help="bits per coordinate of Figure 1's stochastic rounding, 2..32 (default: %(default)s)")
-        parser.add_argument("--alpha", metavar="ALPHA", type=nonneg_float, default=d.alpha,
-                            help="control-variate step (default: %(default)s)")
+        parser.add_argument("--control-variate-step", metavar="ALPHA", type=nonneg_float,
+                            default=d.control_variate_step, help="control-variate step alpha (default: %(default)s)")
         parser.add_argument("--lam", metavar="LAMBDA", type=nonneg_float, default=d.lam,
                             help="l1 weight lambda of problem (28) (default: %(default)s)")
-        parser.add_argument("--eta", metavar="ETA", type=nonneg_float, default=d.eta,
+        parser.add_argument("--ridge", metavar="ETA", type=nonneg_float, default=d.ridge,
                             help="ridge weight eta of problem (28) (default: %(default)s)")
         add_deprecated_alias(parser, "--n-clients", dest="n_clients", replacement="--clients", type=positive_int)
+        add_deprecated_alias(parser, "--objective-every", dest="evaluate_every", replacement="--evaluate-every",
+                             type=positive_int)
+        add_deprecated_alias(parser, "--alpha", dest="control_variate_step", replacement="--control-variate-step",
+                             type=nonneg_float)
+        add_deprecated_alias(parser, "--eta", dest="ridge", replacement="--ridge", type=nonneg_float)
         add_deprecated_alias(parser, "--n-samples", dest="n_samples", replacement="--samples", type=positive_int)
         parser.set_defaults(func=_command, figure=figure, config_fixed={"figure": figure})
 

@@ -96,8 +96,8 @@ class Fig1Config:
     n_clients: int = 100
     participation: float = 0.75
     step: float = 1e-2
-    alpha: float = 1e-2
-    alpha_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
+    control_variate_step: float = 1e-2
+    control_variate_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
     block_size: int = 4  # ω = √4 − 1 = 1
     batch_size: int = 20
     vr_batch_size: int = 5
@@ -118,8 +118,8 @@ class DigitsConfig:
     n_clients: int = 20
     participation: float = 1.0
     step: float = 2e-2
-    alpha: float = 1e-2
-    alpha_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
+    control_variate_step: float = 1e-2
+    control_variate_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
     block_size: int = 4
     batch_size: int = 20
     vr_batch_size: int = 5
@@ -145,8 +145,8 @@ class MissConfig:
     lam: float = 0.0
     participation: float = 1.0
     step: float = 0.1
-    alpha: float = 1e-2
-    alpha_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
+    control_variate_step: float = 1e-2
+    control_variate_convention: str = "fedmm"  # "fedem": α without FedMM's 1/p (FedEM Alg. 1 lines 8, 16)
     block_size: int = 4
     batch_size: int = 5
     minibatch: str = "rows"  # "entries": batch_size · J · L single entries (FedEM Alg. 7), same cost
@@ -233,9 +233,9 @@ def _mean_field(model: Any, datas: Sequence[Any], mu: np.ndarray, S: np.ndarray)
 
 
 def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, monitor_every: int, seed: int,
-         oracle: str, batch_size: int, k_in: int | None, participation: float, step: float, alpha: float,
+         oracle: str, batch_size: int, k_in: int | None, participation: float, step: float, control_variate_step: float,
          block_size: int | None, projection: str | None, extra_monitor: Any = None,
-         alpha_convention: str = "fedmm") -> dict[str, Any]:
+         control_variate_convention: str = "fedmm") -> dict[str, Any]:
     """One FedEM / VR-FedEM run with the mean-field monitor; returns arrays as lists."""
     from fedmm.algorithms import Cadence, FedMM
     from fedmm.compression import BlockQuantizer, Identity
@@ -244,17 +244,19 @@ def _run(model: Any, datas: Sequence[Any], *, init: np.ndarray, n_rounds: int, m
     monitor_every = check_int(monitor_every, "monitor_every", low=1)
     check_real(step, "step", low=0.0, low_open=True)
     compressor = Identity() if block_size is None else BlockQuantizer(block_size=block_size, norm=2)
-    algo = FedMM(model, participation_prob=participation, compressor=compressor, alpha=alpha, step=step,
+    algo = FedMM(model, participation_prob=participation, compressor=compressor,
+                 control_variate_step=control_variate_step, step=step,
                  batch_size=batch_size, oracle=oracle, k_in=k_in, projection=projection,
-                 alpha_convention=alpha_convention)
+                 control_variate_convention=control_variate_convention)
     sizes = [model.n_samples(d) for d in datas]
     mu = np.asarray(sizes, dtype=np.float64) / sum(sizes)
     monitored: dict[str, list] = {"round": [], "h2": [], "extra": []}
 
     cadence = Cadence(monitor_every, n_rounds, name="monitor_every")
 
-    def callback(t: int, S: np.ndarray, theta: Any) -> None:
+    def callback(t: int, state: Any) -> None:
         if cadence.due(t):
+            S, theta = state["statistic"], state["theta"]
             monitored["round"].append(t + 1)
             monitored["h2"].append(float(np.sum(_mean_field(model, datas, mu, S) ** 2)))
             if extra_monitor is not None:
@@ -310,8 +312,9 @@ def _fedem_and_vr_fedem(model: Any, datas: Sequence[Any], S0: np.ndarray, cfg: A
     sizes = [d.shape[0] for d in datas]
     Y = np.concatenate(datas)
     common = dict(init=S0, monitor_every=cfg.monitor_every, seed=cfg.seed, participation=cfg.participation,
-                  step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
-                  alpha_convention=cfg.alpha_convention,
+                  step=cfg.step, control_variate_step=cfg.control_variate_step, block_size=cfg.block_size,
+                  projection=cfg.projection,
+                  control_variate_convention=cfg.control_variate_convention,
                   extra_monitor=lambda S, theta: {"weights": theta.weights.tolist(),
                                                   "log_likelihood": -float(model.objective(Y, theta))})
     runs = {}
@@ -448,8 +451,9 @@ def run_fedmissem(cfg: MissConfig | None = None) -> dict[str, Any]:
     n_rounds = cfg.rounds or _expected_rounds(cfg.epochs, sizes, cfg.participation, "minibatch", batch_size, None)
     run = _run(model, datas, init=S0, n_rounds=n_rounds, monitor_every=cfg.monitor_every, seed=cfg.seed,
                oracle="minibatch", batch_size=batch_size, k_in=None, participation=cfg.participation,
-               step=cfg.step, alpha=cfg.alpha, block_size=cfg.block_size, projection=cfg.projection,
-               alpha_convention=cfg.alpha_convention, extra_monitor=lambda S, theta: errors(theta))
+               step=cfg.step, control_variate_step=cfg.control_variate_step, block_size=cfg.block_size,
+               projection=cfg.projection,
+               control_variate_convention=cfg.control_variate_convention, extra_monitor=lambda S, theta: errors(theta))
     # references: mean imputation and centralized (deterministic, full-batch) EM
     observed = hidden[masks]
     fill = float(observed.mean())
@@ -690,7 +694,7 @@ def _command(args: Any) -> int:
     name = args.experiment_name
     base = _CONFIGS[name]()
     changes = dict(epochs=args.epochs, rounds=args.rounds, monitor_every=args.monitor_every, step=args.step,
-                   alpha_convention=args.alpha_convention)
+                   control_variate_convention=args.control_variate_convention)
     if name == "fedmissem":
         changes.update(family=args.family, minibatch=args.minibatch)
     tasks = [(name, replace(base, seed=seed, **changes)) for seed in seed_list(args)]
@@ -726,9 +730,11 @@ def add_fedem_parser(subparsers: Any) -> None:
                        help="constant step gamma (default: %(default)s)")
         p.add_argument("--monitor-every", type=positive_int, default=5, metavar="N",
                        help="rounds between full-pass ‖h(Ŝ)‖² evaluations (default: %(default)s)")
-        p.add_argument("--alpha-convention", default="fedmm", choices=("fedmm", "fedem"),
+        p.add_argument("--control-variate-convention", default="fedmm", choices=("fedmm", "fedem"),
                        help="control-variate step: 'fedmm' updates V by (alpha/p) Quant(Delta) (FedMM Alg. 2), "
                        "'fedem' by alpha Quant(Delta) (FedEM Alg. 1, i.e. FedMM with alpha*p; default: %(default)s)")
+        add_deprecated_alias(p, "--alpha-convention", dest="control_variate_convention",
+                             replacement="--control-variate-convention", choices=("fedmm", "fedem"))
         if name == "fedmissem":
             p.add_argument("--family", default="gaussian", choices=("gaussian", "poisson", "bernoulli"),
                            help="exponential family of the observations (default: %(default)s)")

@@ -98,22 +98,22 @@ def load_breast_cancer_clients(
     return [(np.ascontiguousarray(X[labels == i]), y[labels == i]) for i in range(n_clients)]
 
 
-def _make(name: str, problem, value: float, *, radius, oracle: str, batch_fraction: float):
-    common = {"oracle": oracle, "batch_fraction": batch_fraction}
+def _make(name: str, problem, value: float, *, radius, oracle: str, batch_size: float):
+    common = {"oracle": oracle, "batch_size": batch_size}
     if name == "FedMLS":  # T_k = k, λ_k = λ0/k
         return FedMLS(problem, local_steps=("linear", 1), prox_weight=("inverse", value), radius=radius, **common)
     if name == "FedAvg":  # T_k = k, η_k = η0/√k
-        return FedAvg(problem, local_steps=("linear", 1), step=value, **common)
+        return FedAvg(problem, local_steps=("linear", 1), local_lr=value, **common)
     if name == "Scaffold":  # T_k = k, η_t = η0/(√n t)
-        return Scaffold(problem, local_steps=("linear", 1), step=value, **common)
-    return Scaffnew(problem, step=value, **common)  # η_t = η0/√t, p_t = 1/√t
+        return Scaffold(problem, local_steps=("linear", 1), local_lr=value, **common)
+    return Scaffnew(problem, local_lr=value, **common)  # η_t = η0/√t, p_t = 1/√t
 
 
 def _run_task(task: tuple, tick: Any) -> Any:
     """One run (a worker process's task when ``jobs > 1``)."""
-    name, value, seed, datas, radius, oracle, batch_fraction, n_rounds = task
-    algo = _make(name, HingeSVM(), value, radius=radius, oracle=oracle, batch_fraction=batch_fraction)
-    history = algo.run(list(datas), n_rounds, seed=seed, objective_every=1, progress=False)  # run_tasks' bar
+    name, value, seed, datas, radius, oracle, batch_size, n_rounds = task
+    algo = _make(name, HingeSVM(), value, radius=radius, oracle=oracle, batch_size=batch_size)
+    history = algo.run(list(datas), n_rounds, seed=seed, progress=False, evaluate_every=1)  # run_tasks' bar
     history.config.update(seed=seed, tuned_value=value)
     tick(n_rounds)
     return history
@@ -165,9 +165,9 @@ def run_fedmls_experiment(
     n_seeds: int = 20,
     tune_seeds: int = 3,
     oracle: str = "minibatch",
-    batch_fraction: float = 0.1,
+    batch_size: float = 0.1,
     prox_weight_grid: Sequence[float] = tuple(10.0 ** np.arange(-2, 4)),
-    step_grid: Sequence[float] = tuple(10.0 ** np.arange(-5, 1)),
+    local_lr_grid: Sequence[float] = tuple(10.0 ** np.arange(-5, 1)),
     radius: float | None = None,
     algorithms: Sequence[str] = ALGORITHMS,
     kmeans_seed: int = 0,
@@ -194,9 +194,9 @@ def run_fedmls_experiment(
         Seed of the first reported run.
     tune_seeds : int
         Seeds per grid value when tuning (10000 …, disjoint from the reported seeds).
-    oracle, batch_fraction
+    oracle, batch_size
         Subgradient oracle of all algorithms (the paper: 10% minibatches).
-    prox_weight_grid, step_grid : sequence of float
+    prox_weight_grid, local_lr_grid : sequence of float
         Powers of ten tried for FedMLS's ``λ0`` (``prox_weight``) and the
         baselines' ``η0`` (``step``).
     extend_grid : int
@@ -230,7 +230,7 @@ def run_fedmls_experiment(
     for a in algorithms:
         check_in(a, "algorithms", ALGORITHMS)
     prox_weight_grid = [check_real(v, "prox_weight_grid", low=0.0, low_open=True) for v in prox_weight_grid]
-    step_grid = [check_real(v, "step_grid", low=0.0, low_open=True) for v in step_grid]
+    local_lr_grid = [check_real(v, "local_lr_grid", low=0.0, low_open=True) for v in local_lr_grid]
     os.makedirs(output_dir, exist_ok=True)
     started = time.perf_counter()
 
@@ -248,9 +248,9 @@ def run_fedmls_experiment(
         raise ValueError(f"F* = {f_star:.3g} ≈ 0 (separable data): the relative suboptimality (F - F*)/F* is "
                          "undefined; use fewer features")
 
-    grids = {a: (prox_weight_grid if a == "FedMLS" else step_grid) for a in algorithms}
+    grids = {a: (prox_weight_grid if a == "FedMLS" else local_lr_grid) for a in algorithms}
     first_seed = check_int(first_seed, "first_seed", low=0)
-    common = (tuple(datas), radius, oracle, batch_fraction, n_rounds)
+    common = (tuple(datas), radius, oracle, batch_size, n_rounds)
 
     def run(name: str, values: Sequence[float], seeds: Sequence[int], desc: str) -> list:
         tasks = [(name, value, seed, *common) for value in values for seed in seeds]
@@ -264,8 +264,8 @@ def run_fedmls_experiment(
             return [_score(hs[i * tune_seeds:(i + 1) * tune_seeds], f_star) for i in range(len(values))]
 
         found = tune_on_grid(evaluate, grids[name], extend=extend_grid,
-                             name=f"{'prox_weight0' if name == 'FedMLS' else 'step0'} of {name}",
-                             option="--prox-weight-grid" if name == "FedMLS" else "--step-grid", warn=warn)
+                             name=f"{'prox_weight0' if name == 'FedMLS' else 'local_lr0'} of {name}",
+                             option="--prox-weight-grid" if name == "FedMLS" else "--local-lr-grid", warn=warn)
         tuning[name] = found["scores"]
         winners[name] = found["best"]
         at_edge[name] = found["at_edge"]
@@ -283,7 +283,7 @@ def run_fedmls_experiment(
             "local_steps": _summarize(_curves_vs_steps(hs, f_star, local_step_grid)),
             "final_relative_suboptimality": by_round[:, -1].tolist(),
             "total_local_steps": [float(h["total_local_steps"][-1]) for h in hs],
-            "parameter": "prox_weight0" if name == "FedMLS" else "step0",
+            "parameter": "prox_weight0" if name == "FedMLS" else "local_lr0",
         }
     summary = {
         "experiment": "fedmls",
@@ -303,12 +303,12 @@ def run_fedmls_experiment(
         "n_seeds": n_seeds,
         "tune_seeds": tune_seeds,
         "oracle": oracle,
-        "batch_fraction": batch_fraction if oracle == "minibatch" else None,
+        "batch_size": batch_size if oracle == "minibatch" else None,
         "schedules": {
             "FedMLS": "T_k = k, prox_weight lambda_k = prox_weight0 / k",
-            "FedAvg": "T_k = k, step eta_k = step0 / sqrt(k)",
-            "Scaffold": "T_k = k, eta_g = sqrt(n), step eta_t = step0 / (eta_g t)",
-            "Scaffnew": "communication_prob p_t = 1 / sqrt(t), step eta_t = step0 / sqrt(t)",
+            "FedAvg": "T_k = k, local_lr eta_k = local_lr0 / sqrt(k)",
+            "Scaffold": "T_k = k, server_lr eta_g = sqrt(n), local_lr eta_t = local_lr0 / (eta_g t)",
+            "Scaffnew": "communication_prob p_t = 1 / sqrt(t), local_lr eta_t = local_lr0 / sqrt(t)",
         },
         "tuning_score": "mean relative suboptimality over the last 10% of rounds, mean over tuning seeds",
         "tuning": tuning,
@@ -381,7 +381,7 @@ def plot_fedmls_curves(summary: dict, path: str | os.PathLike) -> None:
 # -- command line --------------------------------------------------------------------------------
 #: Default tuning grids of the command line: powers of ten, 10^-2 … 10^3 for λ0 and 10^-5 … 10^0 for η0.
 _PROX_WEIGHT_GRID = tuple(10.0 ** np.arange(-2, 4))
-_STEP_GRID = tuple(10.0 ** np.arange(-5, 1))
+_LOCAL_LR_GRID = tuple(10.0 ** np.arange(-5, 1))
 
 
 def _grid_text(grid: Sequence[float]) -> str:
@@ -404,15 +404,21 @@ def add_fedmls_parser(subparsers: Any) -> Any:
                         help="first features kept, 0 for all 30 (default: %(default)s)")
     parser.add_argument("--oracle", choices=("minibatch", "full"), default="minibatch",
                         help="subgradient oracle of every algorithm (default: %(default)s)")
-    parser.add_argument("--batch-fraction", type=probability, default=0.1, metavar="F",
-                        help="minibatch size as a fraction of a client's samples (default: %(default)s)")
+    parser.add_argument("--batch-size", type=_batch_size_arg, default=0.1, metavar="B",
+                        help="minibatch size: a fraction of a client's samples (0.1), or a number of samples (an "
+                        "integer such as 8) (default: %(default)s)")
+    add_deprecated_alias(parser, "--batch-fraction", dest="batch_size", replacement="--batch-size",
+                         type=probability)
     parser.add_argument("--radius", type=positive_float, default=None, metavar="R",
                         help="FedMLS ball radius (default: 2‖w*‖)")
     parser.add_argument("--prox-weight-grid", type=positive_float_list, default=_PROX_WEIGHT_GRID, metavar="L,...",
                         help="FedMLS prox_weight λ0 values tried, comma-separated, λ_k = λ0/k "
                         f"(default: {_grid_text(_PROX_WEIGHT_GRID)})")
-    parser.add_argument("--step-grid", type=positive_float_list, default=_STEP_GRID, metavar="ETA,...",
-                        help=f"baselines' step η0 values tried, comma-separated (default: {_grid_text(_STEP_GRID)})")
+    parser.add_argument("--local-lr-grid", type=positive_float_list, default=_LOCAL_LR_GRID, metavar="ETA,...",
+                        help="baselines' local_lr η0 values tried, comma-separated "
+                        f"(default: {_grid_text(_LOCAL_LR_GRID)})")
+    add_deprecated_alias(parser, "--step-grid", dest="local_lr_grid", replacement="--local-lr-grid",
+                         type=positive_float_list)
     parser.add_argument("--extend-grid", type=nonneg_int, default=3, metavar="N",
                         help="when a winner is at an edge of its grid, extend the grid past that edge (by the "
                         "ratio of its two edge values, 10 for the default grids) at most N times; 0 only warns "
@@ -423,12 +429,23 @@ def add_fedmls_parser(subparsers: Any) -> Any:
     add_deprecated_alias(parser, "-o", dest="out", replacement="--out", type=output_dir)
     for old, dest, new in (("--prox-weight-powers", "prox_weight_grid", "--prox-weight-grid"),
                            ("--lam-powers", "prox_weight_grid", "--prox-weight-grid"),
-                           ("--step-powers", "step_grid", "--step-grid"),
-                           ("--eta-powers", "step_grid", "--step-grid")):
+                           ("--step-powers", "local_lr_grid", "--local-lr-grid"),
+                           ("--eta-powers", "local_lr_grid", "--local-lr-grid")):
         add_deprecated_alias(parser, old, dest=dest, replacement=f"{new} (the grid's values, comma-separated)",
                              type=int, nargs=2, convert=_powers_grid)
     parser.set_defaults(func=_main)
     return parser
+
+
+def _batch_size_arg(text: str) -> float | int:
+    """``--batch-size``: an integer is a number of samples (>= 1), anything else a fraction in (0, 1]."""
+    try:
+        count = int(text)
+    except ValueError:
+        return probability(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of samples >= 1 or a fraction in (0, 1], got {text!r}")
+    return count
 
 
 def _powers_grid(values: Sequence[int]) -> tuple[float, ...]:
@@ -454,9 +471,9 @@ def _main(args: Any) -> int:
         first_seed=args.first_seed,
         tune_seeds=args.tune_seeds,
         oracle=args.oracle,
-        batch_fraction=args.batch_fraction,
+        batch_size=args.batch_size,
         prox_weight_grid=args.prox_weight_grid,
-        step_grid=args.step_grid,
+        local_lr_grid=args.local_lr_grid,
         radius=args.radius,
         plot=args.plot,
         progress=resolve_progress(args),

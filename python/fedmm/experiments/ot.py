@@ -122,13 +122,13 @@ def _one_run(algo: Any, datas, target, init, seed: int, n_rounds: int, every: in
 
     done = [0]
 
-    def callback(t, omega, theta):
+    def callback(t, state):
         done[0] += 1
         tick(1)
 
     try:
-        h = algo.run(datas, n_rounds, target=target, seed=seed, init=init, evaluate=evaluate,
-                     evaluate_every=every, callback=callback)
+        h = algo.run(datas, n_rounds, target=target, seed=seed, init=init, progress=False, callback=callback,
+                     evaluate_every=every, evaluate=evaluate)  # run_tasks' bar
     except (ValueError, FloatingPointError) as exc:  # a diverging run: the state became non-finite
         tick(n_rounds - done[0])
         curve = values + [float("inf")] * (len(_evaluated_rounds(n_rounds, every)) - len(values))

@@ -33,8 +33,8 @@ class DictionaryLearning(SurrogateModel):
         Number of atoms ``K``.
     lam : float > 0
         ``λ`` of the codes' ℓ1 penalty.
-    eta : float in [0, 1e150], default 0.0
-        Ridge weight ``η`` of ``g(θ) = η‖θ‖²_F`` (``T`` adds ``2η`` to ``s⁽¹⁾``'s
+    ridge : float in [0, 1e150], default 0.0
+        Ridge weight ``η`` (the paper's notation) of ``g(θ) = η‖θ‖²_F`` (``T`` adds ``2η`` to ``s⁽¹⁾``'s
         diagonal; its square must stay finite in float64).  With ``constraint=None``
         and ``η = 0``, ``T`` needs ``s⁽¹⁾`` positive definite.
     constraint : {None, 'unit_norm'}
@@ -78,7 +78,7 @@ class DictionaryLearning(SurrogateModel):
     >>> import numpy as np
     >>> from fedmm.data import synthetic_dictionary
     >>> Z, theta_star, _ = synthetic_dictionary(500, 8, 5, seed=0)
-    >>> model = DictionaryLearning(5, lam=0.1, eta=0.1, n_features=8)
+    >>> model = DictionaryLearning(5, lam=0.1, ridge=0.1, n_features=8)
     >>> theta = model.T(model.init_statistic([Z], np.random.default_rng(0)))
     >>> f0 = model.objective(Z, theta)
     >>> for _ in range(20):
@@ -103,12 +103,12 @@ class DictionaryLearning(SurrogateModel):
     #: may pass one ``T`` and then break the projection of a later round.
     statistic_bound = 2.0**480
 
-    def __init__(self, n_components: int, lam: float, eta: float = 0.0, constraint: str | None = None, *,
+    def __init__(self, n_components: int, lam: float, ridge: float = 0.0, constraint: str | None = None, *,
                  n_features: int | None = None, tol: float = 1e-9, max_iter: int = 1000,
                  warm_start: bool = True, update_tol: float = 1e-10, update_max_iter: int = 500) -> None:
         self.n_components = check_int(n_components, "n_components", low=1)
         self.lam = check_real(lam, "lam", low=0.0, low_open=True)
-        self.eta = check_real(eta, "eta", low=0.0, high=1e150)
+        self.ridge = check_real(ridge, "ridge", low=0.0, high=1e150)
         self.constraint = check_in(constraint, "constraint", (None, "unit_norm"))
         self.n_features = None if n_features is None else check_int(n_features, "n_features", low=1)
         self.tol = check_real(tol, "tol", low=0.0)
@@ -255,12 +255,12 @@ class DictionaryLearning(SurrogateModel):
         s = check_statistic(s, self.layout.size)
         if self.constraint is None:
             # Per-round server call: the compiled ridge update on the operands the public
-            # wrapper would build, sym(A) and B (eta was checked by __init__, s is finite float64).
+            # wrapper would build, sym(A) and B (ridge was checked by __init__, s is finite float64).
             return kernels.dictionary_update_ridge_flat(np.ascontiguousarray(s), self.n_components,
-                                                        self.n_features, self.eta)
+                                                        self.n_features, self.ridge)
         A, B = self._split(s)
         constraint = "ridge" if self.constraint is None else "unit_norm"
-        return kernels.dictionary_update(A, B, constraint=constraint, eta=self.eta, tol=self.update_tol,
+        return kernels.dictionary_update(A, B, constraint=constraint, eta=self.ridge, tol=self.update_tol,
                                          max_iter=self.update_max_iter)
 
     def sa_step(self, S: np.ndarray, H: np.ndarray, gamma: float, project: bool = True) -> tuple[np.ndarray, Any]:
@@ -268,7 +268,7 @@ class DictionaryLearning(SurrogateModel):
         if (self.constraint is None and type(S) is np.ndarray and type(H) is np.ndarray
                 and S.dtype == np.float64 and H.dtype == np.float64 and S.shape == H.shape == (self.layout.size,)):
             return kernels.dictionary_sa_step(np.ascontiguousarray(S), np.ascontiguousarray(H), float(gamma),
-                                              self.n_components, self.n_features, self.eta, bool(project))
+                                              self.n_components, self.n_features, self.ridge, bool(project))
         return super().sa_step(S, H, gamma, project)
 
     def project(self, s: np.ndarray) -> np.ndarray:
@@ -294,7 +294,7 @@ class DictionaryLearning(SurrogateModel):
         theta0 = rng.standard_normal((p, K))
         if self.constraint == "unit_norm":
             theta0 /= np.linalg.norm(theta0, axis=0)
-        return self.layout.join(A=np.eye(K), B=(1.0 + 2.0 * self.eta) * theta0)
+        return self.layout.join(A=np.eye(K), B=(1.0 + 2.0 * self.ridge) * theta0)
 
     def theta_vector(self, theta: Any) -> np.ndarray:
         return as_array(theta, "theta", finite=False).ravel()
@@ -319,7 +319,7 @@ class DictionaryLearning(SurrogateModel):
         if (self.constraint is not None or self.n_features is None
                 or self.max_iter > dictionary_model_max_iter(self.n_components)):
             return None
-        return kernels.dictionary_model(self.n_features, self.n_components, self.lam, self.eta, tol=self.tol,
+        return kernels.dictionary_model(self.n_features, self.n_components, self.lam, self.ridge, tol=self.tol,
                                         max_iter=self.max_iter, method="auto")
 
     def compiled_memory(self, memory: dict | None, data: Any) -> np.ndarray | None:
@@ -344,8 +344,8 @@ class DictionaryLearning(SurrogateModel):
         *_, per_column = kernels.dictionary_statistics(theta, data.T, self.lam, tol=self.tol,
                                                         max_iter=self.max_iter, return_objective=True)
         theta = np.asarray(theta)
-        return float(np.mean(per_column)) + self.eta * float(np.sum(theta * theta))
+        return float(np.mean(per_column)) + self.ridge * float(np.sum(theta * theta))
 
     def __repr__(self) -> str:
-        return (f"DictionaryLearning(n_components={self.n_components}, lam={self.lam!r}, eta={self.eta!r}, "
+        return (f"DictionaryLearning(n_components={self.n_components}, lam={self.lam!r}, ridge={self.ridge!r}, "
                 f"constraint={self.constraint!r})")

@@ -201,7 +201,7 @@ class NumbaModel(SurrogateModel):
     layout : StatisticLayout, optional
         Named blocks of the statistic (size ``q``); default one block ``"S"``.
     objective : callable(data, theta) -> float, optional
-        ``f(θ) + g(θ)`` on a client's data, for monitoring (``objective_every``).
+        ``f(θ) + g(θ)`` on a client's data, for monitoring (``evaluate_every``).
     init : callable(datas, rng) -> ndarray of shape (q,), optional
         ``Ŝ_0``; default ``Π(0)``.
     name : str, optional
@@ -361,7 +361,7 @@ class NumbaModel(SurrogateModel):
         """``objective(data, theta)`` as given to the constructor."""
         if self.objective_function is None:
             raise NotImplementedError(f"{self.name}: no 'objective' was given to NumbaModel, so the objective "
-                                      "cannot be monitored (objective_every=0)")
+                                      "cannot be monitored (evaluate_every=0)")
         return float(self.objective_function(data, theta))
 
     def __repr__(self) -> str:

@@ -391,7 +391,7 @@ class _OTRemote:
         return public_data
 
     def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
-        data = self.algorithm.problem.check_data(data, f"partition {partition_id}")
+        data = self.algorithm.model.check_data(data, f"partition {partition_id}")
         return {_N_SAMPLES: _n_samples(data.shape[0])}
 
     def build_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
@@ -434,6 +434,7 @@ class _OTRemote:
     def finish(self, server: Any, history: History) -> None:
         history.state["omega"] = server.omega.copy()
         history.state["theta"] = server.theta.copy()
+        history.params = {"omega": server.omega.copy(), "theta": server.theta.copy()}
         history.transport_map = server.transport_map()
         history.theta = history.transport_map
 
@@ -491,7 +492,7 @@ class FedMMStrategy(Strategy):
         statistic gives ``θ_0`` and a start exchange (every client must
         answer) gives ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))``, the numbers of
         ``FedMM.run`` bit for bit.  FedMM-OT, FedAdam: ``(ω_0, θ_0)``; default
-        ``problem.init`` on the run's initialization stream, as their ``run``.
+        ``model.init`` on the run's initialization stream, as their ``run``.
     init_datas : list of client data, optional
         FedMM only: data the server may use for ``init_statistic`` (public or pilot data).
     public_data : optional
