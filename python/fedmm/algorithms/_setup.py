@@ -45,7 +45,7 @@ def check_control_variate_step(value: Any, name: str = "control_variate_step") -
     >>> check_control_variate_step(2.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: Expected 'control_variate_step' in [0, 1] (the control-variate step of FedMM paper Theorem 1, ...), got 2.0
+    ValueError: Expected 'control_variate_step' in [0, 1] (the control-variate step of FedMM ..., got 2.0
     """
     value = check_real(value, name, low=0.0)
     if value > 1.0:
