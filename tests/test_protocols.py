@@ -283,16 +283,16 @@ def _assert_declared_parties(server, clients, monitor, compiled):
 @pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging])
 def test_fedmm_family_declares_the_contract(algorithm):
     capture = CaptureRuntime()
-    algorithm(InverseToy(), alpha=0.5).run([np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0])], 3, seed=0,
-                                           runtime=capture, objective_every=1)
+    algorithm(InverseToy(), control_variate_step=0.5).run([np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0])], 3,
+                                                          seed=0, runtime=capture, evaluate_every=1)
     _assert_declared_parties(*_parties(capture), compiled=True)
 
 
 @pytest.mark.parametrize("make", [
     lambda: FedMLS(L1Regression(), local_steps=2, prox_weight=("inverse", 1.0), oracle="full"),
-    lambda: FedAvg(L1Regression(), step=0.1, oracle="full"),
-    lambda: Scaffold(L1Regression(), step=0.1, oracle="full"),
-    lambda: Scaffnew(L1Regression(), step=0.1, oracle="full"),
+    lambda: FedAvg(L1Regression(), local_lr=0.1, oracle="full"),
+    lambda: Scaffold(L1Regression(), local_lr=0.1, oracle="full"),
+    lambda: Scaffnew(L1Regression(), local_lr=0.1, oracle="full"),
 ], ids=["FedMLS", "FedAvg", "Scaffold", "Scaffnew"])
 def test_subgradient_family_declares_the_contract(make):
     capture = CaptureRuntime()
@@ -321,10 +321,10 @@ def test_ot_family_declares_the_contract():
     rng = np.random.default_rng(3)
     datas = [rng.normal(loc=i, size=(20, 2)) for i in range(2)]
     target = rng.normal(size=(20, 2))
-    problem = TransportProblem(2, hidden_sizes=[4], batch_size=8)
+    model = TransportProblem(2, hidden_sizes=[4], batch_size=8)
     for algorithm in (FedMMOT, FedAdam):
         capture = CaptureRuntime()
-        algorithm(problem).run(datas, 1, target=target, seed=0, runtime=capture, evaluate=lambda m: {"e": 0.0})
+        algorithm(model).run(datas, 1, target=target, seed=0, runtime=capture, evaluate=lambda m: {"e": 0.0})
         _assert_declared_parties(*_parties(capture), compiled=False)
 
 
