@@ -15,6 +15,11 @@ avoids a rounding step at every round trip, keeps finite-difference checks and
 step-for-step comparisons with an independent reference meaningful at
 ``1e-10``, and makes results a function of the seed only.  It costs about a
 factor two in speed on CPU against float32 for the network sizes used here.
+
+Devices.  JAX runs the computations on its default device (the first GPU when
+JAX has a GPU backend, else the CPU; ``jax.default_device`` changes it);
+``x64(device)`` also pins a ``jax.Device`` (:func:`check_device` accepts a
+device or a platform name), float64 on any device.
 """
 from __future__ import annotations
 
