@@ -145,7 +145,8 @@ class OTSteps:
         return state
 
     def __setstate__(self, state: dict) -> None:
-        device = state.get("device")
+        state = {"device": None, **state, "_adam_treedef": None}  # also a copy pickled before 'device' existed
+        device = state["device"]
         if isinstance(device, tuple):
             jax, _ = require_jax()
             platform, index = device
