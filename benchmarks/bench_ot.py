@@ -14,10 +14,23 @@ come from JAX autodiff).  Run::
 
     python -m pytest benchmarks/bench_ot.py --benchmark-only
 
-``extra_info["client_rounds_per_second"]`` = ``n · N_ROUNDS`` per median second.
+``extra_info["client_rounds_per_second"]`` = ``n · N_ROUNDS`` per median second;
+``extra_info["device"]`` the JAX device the run used (platform and device kind, as
+``History.config["device"]``).
+
+``test_ot_round_ratio`` times one FedMM-OT round against one FedAdam round at the
+settings of ``fedmm experiment ot`` (d = 16, 10 clients of 500 samples, minibatches of
+128, one local step, FedMM-OT's 30 server θ-steps), the two runs alternated call by call,
+and records the median of FedMM-OT's round time over FedAdam's (``reference_ratio``,
+checked by ``benchmarks/regression.py``).  Beside it, ``flop_ratio`` is the ratio of
+the rounds' arithmetic counted by XLA (``10 ∇_ω W_i + 30 θ-directions`` against
+``10 ∇_{ω,θ} W_i``, one minibatch each): the time ratio tracks it, since every step of
+either round is one compiled JAX call (the 30 θ-steps are one ``lax.scan``) and the
+rest of a round (minibatch draws, encoding, aggregation) is small beside the gradients.
 """
 import time
 
+import numpy as np
 import pytest
 
 pytest.importorskip("jax")
@@ -27,7 +40,7 @@ from fedmm.algorithms import FedAdam, FedMMOT  # noqa: E402
 from fedmm.data import client_datasets, known_map_benchmark  # noqa: E402
 from fedmm.models import TransportProblem  # noqa: E402
 
-from _timing import median_seconds, per_second  # noqa: E402
+from _timing import median_seconds, per_second, record_ratio  # noqa: E402
 
 N_CLIENTS = 10
 N_ROUNDS = 5
@@ -54,8 +67,9 @@ def test_ot_rounds(benchmark, setting, name):
             else FedAdam(problem, weights=weights, local_lr=0.01, server_lr=1e-3))
     kwargs = {"target": target, "seed": 0, "init": init}
     started = time.perf_counter()
-    algo.run(datas, N_ROUNDS, **kwargs)  # compiles
+    history = algo.run(datas, N_ROUNDS, **kwargs)  # compiles
     first = time.perf_counter() - started
+    benchmark.extra_info["device"] = history.config["device"]
     benchmark.pedantic(algo.run, args=(datas, N_ROUNDS), kwargs=kwargs, rounds=3, iterations=1)
     median = median_seconds(benchmark)
     benchmark.extra_info["dim"] = d
@@ -63,3 +77,71 @@ def test_ot_rounds(benchmark, setting, name):
     benchmark.extra_info["client_rounds_per_second"] = per_second(N_CLIENTS * N_ROUNDS, benchmark)
     benchmark.extra_info["first_call_seconds"] = first
     benchmark.extra_info["jit_compile_seconds"] = None if median is None else max(0.0, first - median)
+
+
+# --------------------------------------------------------------------------- one round, FedMM-OT / FedAdam
+#: ``fedmm experiment ot``'s settings (python/fedmm/experiments/ot.py DEFAULTS; both steps the grid's larger).
+RATIO_DIM, RATIO_PER_CLIENT, RATIO_TARGET, RATIO_ROUNDS = 16, 500, 5000, 5
+
+
+def _flops(fn, *args):
+    import jax
+
+    cost = jax.jit(fn).lower(*args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return float(cost["flops"])
+
+
+def _flop_ratio(problem, omega, theta, x, y):
+    """XLA's flop count of FedMM-OT's round (10 ω-gradients, 30 θ-directions) over FedAdam's (10 joint gradients)."""
+    import jax
+
+    from fedmm.models.ot import x64
+
+    with x64():
+        grad_omega = _flops(jax.grad(problem.objective, argnums=0), omega, theta, x, y)
+        grad_both = _flops(jax.grad(problem.objective, argnums=(0, 1)), omega, theta, x, y)
+        direction = _flops(jax.grad(problem.target_terms, argnums=1), omega, theta, y)
+    return (N_CLIENTS * grad_omega + 30 * direction) / (N_CLIENTS * grad_both)
+
+
+@pytest.mark.benchmark(group="ot-round-ratio")
+def test_ot_round_ratio(benchmark):
+    """FedMM-OT's round over FedAdam's round, alternated call by call (medians of the rounds' own wall time)."""
+    d = RATIO_DIM
+    bench = known_map_benchmark(d, seed=0)
+    datas = client_datasets(bench, N_CLIENTS, RATIO_PER_CLIENT, seed=1, n_init=1)
+    target = bench.sample_target(RATIO_TARGET, seed=2)
+    problem = TransportProblem(d, batch_size=BATCH)
+    init = problem.init(0, identity_steps=100)
+    common = {"weights": [1.0 / N_CLIENTS] * N_CLIENTS, "batch_size": BATCH, "local_lr": 0.003}
+    algos = {"FedMMOT": FedMMOT(problem, step=3e-3, omega_step="adam", server_steps=30, server_lr=1e-3, **common),
+             "FedAdam": FedAdam(problem, server_lr=3e-3, **common)}
+    kwargs = {"target": target, "seed": 0, "init": init}
+    seconds = {name: [] for name in algos}
+    last = {}
+
+    def pair():
+        for name, algo in algos.items():
+            last[name] = algo.run(datas, RATIO_ROUNDS, **kwargs)
+            seconds[name].append(last[name].records[-1]["wall_time"] / RATIO_ROUNDS)  # rounds only, per round
+
+    for algo in algos.values():
+        algo.run(datas, 1, **kwargs)  # compiles
+    benchmark.pedantic(pair, rounds=7, iterations=1, warmup_rounds=1)
+    kept = slice(1, None) if len(seconds["FedAdam"]) > 1 else slice(None)  # the warm-up pair is left out
+    per_round = {name: float(np.median(v[kept])) for name, v in seconds.items()}
+    ratio = float(np.median(np.divide(seconds["FedMMOT"][kept], seconds["FedAdam"][kept])))
+    rng = np.random.default_rng(0)
+    x, y = datas[0][:BATCH], target[rng.choice(target.shape[0], BATCH, replace=False)]
+    info = {"dim": d, "n_clients": N_CLIENTS, "batch_size": BATCH, "server_steps": 30, "rounds": RATIO_ROUNDS,
+            "device": last["FedMMOT"].config["device"], "round_ratio": ratio,
+            "flop_ratio": _flop_ratio(problem, init[0], init[1], x, y)}
+    for name, sec in per_round.items():
+        info[f"{name}_round_seconds"] = sec
+        info[f"{name}_client_rounds_per_second"] = N_CLIENTS / sec
+    benchmark.extra_info.update(info)
+    if benchmark.stats is not None:  # timing on (not --benchmark-disable)
+        record_ratio(benchmark, ratio)
+    print(f"\nd = {d}: FedMM-OT {per_round['FedMMOT'] * 1e3:.1f} ms/round, FedAdam {per_round['FedAdam'] * 1e3:.1f} "
+          f"ms/round, ratio {ratio:.2f} (flop ratio {info['flop_ratio']:.2f})")

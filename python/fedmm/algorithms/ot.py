@@ -53,7 +53,15 @@ from fedmm.compression import Identity
 from fedmm.engine import LocalRuntime, record_initial
 from fedmm.engine.metrics import squared_distance, update_size
 from fedmm.history import History
-from fedmm.models.ot import TransportMap, TransportProblem, require_jax, require_optax, x64
+from fedmm.models.ot import (
+    TransportMap,
+    TransportProblem,
+    check_device,
+    device_info,
+    require_jax,
+    require_optax,
+    x64,
+)
 
 __all__ = ["FedMMOT", "FedAdam", "OTBroadcast", "OTClient", "OTServer", "FedAdamServer", "OTSteps"]
 
@@ -105,21 +113,54 @@ class OTBroadcast:
 class OTSteps:
     """The jit-compiled inner loops of both algorithms on one :class:`TransportProblem`.
 
-    NumPy float64 in and out; JAX in float64 inside (:func:`fedmm.models.ot.x64`).
-    The compiled functions take the learning rates and Adam's hyper-parameters
-    as arguments and live in the problem's cache (:meth:`TransportProblem.compiled`),
-    so every run on one problem compiles once per input shape.
+    NumPy float64 in and out; JAX in float64 inside (:func:`fedmm.models.ot.x64`), on
+    ``device`` (JAX's default device when None).  Each call is one compiled function
+    (the server's θ-steps of a round are one ``lax.scan``).  The compiled functions take
+    the learning rates and Adam's hyper-parameters as arguments and live in the problem's
+    cache (:meth:`TransportProblem.compiled`), so every run on one problem compiles once
+    per input shape (and device).
 
     Parameters
     ----------
     problem : TransportProblem
     server_lr, b1, b2, eps : float
         The server's Adam (``optax.adam(server_lr, b1, b2, eps)``).
+    device : jax.Device, str or None
+        Where the steps run (:func:`fedmm.models.ot.check_device`); pickled as its platform
+        and index, and looked up again where it is unpickled.
     """
 
-    def __init__(self, problem: TransportProblem, *, server_lr: float, b1: float, b2: float, eps: float) -> None:
+    def __init__(self, problem: TransportProblem, *, server_lr: float, b1: float, b2: float, eps: float,
+                 device: Any = None) -> None:
         self.problem = problem
         self.server_lr, self.b1, self.b2, self.eps = server_lr, b1, b2, eps
+        self.device = check_device(device)
+        self._adam_treedef: Any = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_adam_treedef"] = None
+        if self.device is not None:  # a jax.Device does not pickle: keep (platform, index among its devices)
+            jax, _ = require_jax()
+            state["device"] = (self.device.platform, jax.devices(self.device.platform).index(self.device))
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = {"device": None, **state, "_adam_treedef": None}  # also a copy pickled before 'device' existed
+        device = state["device"]
+        if isinstance(device, tuple):
+            jax, _ = require_jax()
+            platform, index = device
+            try:
+                state["device"] = jax.devices(platform)[index]
+            except (RuntimeError, IndexError) as exc:
+                raise ValueError(f"Expected a '{platform}' device number {index} here for the pinned 'device', "
+                                 f"found {jax.devices()}") from exc
+        self.__dict__.update(state)
+
+    def on_device(self) -> Any:
+        """The context of every step: float64 (:func:`fedmm.models.ot.x64`) on :attr:`device`."""
+        return x64(self.device)
 
     def _hyper(self) -> tuple[float, float, float, float]:
         return self.server_lr, self.b1, self.b2, self.eps
@@ -182,7 +223,7 @@ class OTSteps:
     def omega_steps(self, omega: np.ndarray, theta: np.ndarray, xs: np.ndarray, ys: np.ndarray,
                     lr: float) -> np.ndarray:
         """``len(xs)`` projected gradient steps on ``ω ↦ W_i(ω, θ)``: ``ω ← Π(ω − lr ∇_ω W_i(ω, θ; x_k, y_k))``."""
-        with x64():
+        with self.on_device():
             return np.asarray(self._fn("omega_steps")(omega, theta, xs, ys, lr), dtype=np.float64)
 
     def joint_steps(self, omega: np.ndarray, theta: np.ndarray, xs: np.ndarray, ys: np.ndarray,
@@ -192,23 +233,25 @@ class OTSteps:
         The θ-direction is the problem's (:meth:`TransportProblem.grad_theta`: ``λ ∇_θ R_Q`` with
         ``conjugate_step='cycle'``, ``∇_θ W_i`` with ``'joint'``).
         """
-        with x64():
+        with self.on_device():
             o, t = self._fn("joint_steps")(omega, theta, xs, ys, lr)
             return np.asarray(o, dtype=np.float64), np.asarray(t, dtype=np.float64)
 
     # -- Adam state as NumPy arrays --------------------------------------------------
     def _treedef(self) -> Any:
-        jax, jnp = require_jax()
-        optax = require_optax()
-        with x64():
-            return jax.tree_util.tree_structure(optax.adam(1e-3).init(jnp.zeros(1)))
+        if self._adam_treedef is None:  # built once: optax's init runs eager JAX operations
+            jax, jnp = require_jax()
+            optax = require_optax()
+            with self.on_device():
+                self._adam_treedef = jax.tree_util.tree_structure(optax.adam(1e-3).init(jnp.zeros(1)))
+        return self._adam_treedef
 
     def adam_init(self, size: int) -> list[np.ndarray]:
         """The initial Adam state of a parameter of length ``size``, as a list of NumPy arrays
         (optax's ``ScaleByAdamState`` leaves: ``count``, ``mu``, ``nu``)."""
         jax, jnp = require_jax()
         optax = require_optax()
-        with x64():
+        with self.on_device():
             return [np.array(leaf, copy=True)
                     for leaf in jax.tree_util.tree_leaves(optax.adam(1e-3).init(jnp.zeros(size)))]
 
@@ -228,7 +271,7 @@ class OTSteps:
         The θ-direction is :meth:`TransportProblem.grad_theta` (``λ ∇_θ R_Q`` by default, ``∇_θ W`` with
         ``conjugate_step='joint'``).
         """
-        with x64():
+        with self.on_device():
             theta_new, state = self._fn("theta_adam")(omega, theta, self._state(adam), ys, self._hyper())
             return np.asarray(theta_new, dtype=np.float64), self._leaves(state)
 
@@ -239,7 +282,7 @@ class OTSteps:
 
         ``lr``: the step's learning rate (default ``server_lr``)."""
         hyper = self._hyper() if lr is None else (float(lr), self.b1, self.b2, self.eps)
-        with x64():
+        with self.on_device():
             p, state = self._fn("adam_step")(params, self._state(adam), direction, hyper)
             return np.asarray(p, dtype=np.float64), self._leaves(state)
 
@@ -578,7 +621,8 @@ class _Evaluator:
         self.server = server
 
     def fields(self) -> dict[str, float]:
-        out = self.evaluate(self.server.transport_map())
+        with self.server.steps.on_device():  # the user's evaluation of the map runs where the steps run
+            out = self.evaluate(self.server.transport_map())
         if not isinstance(out, Mapping):
             raise TypeError(f"Expected 'evaluate' to return a dict of str to float, got {type(out).__name__}")
         return {str(k): float(v) for k, v in out.items()}
@@ -600,7 +644,7 @@ class _FederatedOT:
     def _common(self, model: TransportProblem, clients_per_round: int | None, participation_prob: float | None,
                 compressor: Any, local_steps: int, local_lr: float, batch_size: int | None,
                 target_batch_size: int | None, weights: Sequence[float] | None, identity_steps: int,
-                n_threads: int, server_lr: float, b1: float, b2: float, eps: float) -> None:
+                n_threads: int, server_lr: float, b1: float, b2: float, eps: float, device: Any = None) -> None:
         if not isinstance(model, TransportProblem):
             raise TypeError(f"Expected 'model' to be a fedmm TransportProblem, got {type(model).__name__}")
         self.model = model
@@ -621,7 +665,12 @@ class _FederatedOT:
         self.b1 = check_real(b1, "b1", low=0.0, high=1.0, high_open=True)
         self.b2 = check_real(b2, "b2", low=0.0, high=1.0, high_open=True)
         self.eps = check_real(eps, "eps", low=0.0, low_open=True)
-        self.steps = OTSteps(model, server_lr=self.server_lr, b1=self.b1, b2=self.b2, eps=self.eps)
+        self.steps = OTSteps(model, server_lr=self.server_lr, b1=self.b1, b2=self.b2, eps=self.eps, device=device)
+
+    @property
+    def device(self) -> Any:
+        """The pinned ``jax.Device``, or None (JAX's default device at run time)."""
+        return self.steps.device
 
     def config(self) -> dict[str, Any]:
         """JSON-friendly hyper-parameters (stored in ``History.config``)."""
@@ -632,7 +681,7 @@ class _FederatedOT:
                 "local_steps": self.local_steps, "local_lr": self.local_lr, "batch_size": self.batch_size,
                 "target_batch_size": self.target_batch_size, "identity_steps": self.identity_steps,
                 "server_lr": self.server_lr, "b1": self.b1, "b2": self.b2, "eps": self.eps,
-                "n_threads": self.n_threads}
+                "n_threads": self.n_threads, "device": device_info(self.steps.device)}
 
     # -- validation ----------------------------------------------------------------
     def _check_datas(self, datas: Sequence[Any]) -> list[np.ndarray]:
@@ -647,7 +696,9 @@ class _FederatedOT:
 
     def _init(self, seed: np.random.SeedSequence, init: Any) -> tuple[np.ndarray, np.ndarray]:
         if init is None:
-            return self.model.init(party_seed(seed, SERVER_PARTY, _INIT_STREAM), identity_steps=self.identity_steps)
+            with self.steps.on_device():
+                return self.model.init(party_seed(seed, SERVER_PARTY, _INIT_STREAM),
+                                         identity_steps=self.identity_steps)
         if not isinstance(init, (tuple, list)) or len(init) != 2:
             raise TypeError("Expected 'init' to be a pair (omega_0, theta_0) of parameter vectors")
         omega = self.model.check_omega(init[0])
@@ -894,6 +945,13 @@ class FedMMOT(_FederatedOT):
         (measured on the Gaussian case: L2-UVP ~1e19 after 30 rounds).
     n_threads : int >= 1
         Threads of the default in-process runtime (results do not depend on it).
+    device : jax.Device, str or None
+        Where the JAX steps (clients' and server's), the warm start and ``evaluate`` run:
+        a ``jax.Device`` (e.g. ``jax.devices("gpu")[0]``), a platform name (``"cpu"``,
+        ``"gpu"``: its first device) or None, JAX's default device (the first GPU when
+        JAX has one, unless ``jax.default_device`` says otherwise).  Always float64.
+        Recorded, with the device that None resolves to, in ``History.config["device"]``
+        (``platform`` and ``device_kind``).
 
     Examples
     --------
@@ -918,9 +976,10 @@ class FedMMOT(_FederatedOT):
                  server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                  batch_size: int | None = None, target_batch_size: int | None = None,
                  weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1,
-                 omega_step: str = "adam") -> None:
+                 omega_step: str = "adam", device: Any = None) -> None:
         self._common(model, clients_per_round, participation_prob, compressor, local_steps, local_lr,
-                     batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps)
+                     batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps,
+                     device)
         self.omega_step = check_in(omega_step, "omega_step", OMEGA_STEPS)
         self.control_variate_step = check_control_variate_step(control_variate_step, "control_variate_step")
         if step is None:
@@ -957,7 +1016,7 @@ class FedAdam(_FederatedOT):
     Parameters
     ----------
     model, clients_per_round, participation_prob, compressor, local_steps, local_lr, batch_size,
-    target_batch_size, weights, identity_steps, n_threads
+    target_batch_size, weights, identity_steps, n_threads, device
         As :class:`FedMMOT`.
     server_lr : float > 0
         The server's Adam learning rate (tuned in §7.3).
@@ -973,9 +1032,11 @@ class FedAdam(_FederatedOT):
                  participation_prob: float | None = None, compressor: Any = None, local_steps: int = 1,
                  local_lr: float = 0.005, server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999,
                  eps: float = 1e-8, batch_size: int | None = None, target_batch_size: int | None = None,
-                 weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1) -> None:
+                 weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1,
+                 device: Any = None) -> None:
         self._common(model, clients_per_round, participation_prob, compressor, local_steps, local_lr,
-                     batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps)
+                     batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps,
+                     device)
 
     def _server(self, n: int, weights: np.ndarray, count: int | None, p: float, omega: np.ndarray,
                 theta: np.ndarray, target: np.ndarray, seed: np.random.SeedSequence,

@@ -15,6 +15,11 @@ avoids a rounding step at every round trip, keeps finite-difference checks and
 step-for-step comparisons with an independent reference meaningful at
 ``1e-10``, and makes results a function of the seed only.  It costs about a
 factor two in speed on CPU against float32 for the network sizes used here.
+
+Devices.  JAX runs the computations on its default device (the first GPU when
+JAX has a GPU backend, else the CPU; ``jax.default_device`` changes it);
+``x64(device)`` also pins a ``jax.Device`` (:func:`check_device` accepts a
+device or a platform name), float64 on any device.
 """
 from __future__ import annotations
 
@@ -58,21 +63,68 @@ def require_optax() -> Any:
 
 
 @contextlib.contextmanager
-def x64() -> Iterator[None]:
+def x64(device: Any = None) -> Iterator[None]:
     """Run the enclosed JAX code in float64 (thread-local; no global configuration changes).
 
-    ``jax.enable_x64(True)`` on JAX >= 0.6, ``jax.experimental.enable_x64()`` before.
+    ``jax.enable_x64(True)`` on JAX >= 0.6, ``jax.experimental.enable_x64()`` before.  With a
+    ``device`` (a ``jax.Device``), the enclosed code also runs there (``jax.default_device(device)``);
+    None keeps JAX's default device.
     """
     jax, _ = require_jax()
-    enable = getattr(jax, "enable_x64", None)
-    if enable is None:  # pragma: no cover - JAX < 0.6
-        from jax.experimental import enable_x64 as enable_ctx
+    with contextlib.ExitStack() as stack:
+        enable = getattr(jax, "enable_x64", None)
+        if enable is None:  # pragma: no cover - JAX < 0.6
+            from jax.experimental import enable_x64 as enable_ctx
 
-        with enable_ctx():
-            yield
-        return
-    with enable(True):
+            stack.enter_context(enable_ctx())
+        else:
+            stack.enter_context(enable(True))
+        if device is not None:
+            stack.enter_context(jax.default_device(device))
         yield
+
+
+def check_device(device: Any, name: str = "device") -> Any:
+    """``device`` as a ``jax.Device``, or None (JAX's default device).
+
+    Accepts None, a ``jax.Device`` (e.g. ``jax.devices("cpu")[0]``) or a platform name
+    (``"cpu"``, ``"gpu"``, ``"cuda"``, ``"rocm"``, ``"tpu"``: that platform's first device).
+    Anything else raises ``TypeError``, a platform without devices here ``ValueError``, both naming ``name``.
+    """
+    if device is None:
+        return None
+    jax, _ = require_jax()
+    if isinstance(device, jax.Device):
+        return device
+    if not isinstance(device, str):
+        raise TypeError(f"Expected '{name}' to be None, a jax.Device (e.g. jax.devices()[0]) or a platform name "
+                        f"such as 'cpu' or 'gpu', got {type(device).__name__}")
+    try:
+        found = jax.devices(device)
+    except RuntimeError as exc:
+        platforms = sorted({d.platform for d in jax.devices()})
+        raise ValueError(f"Expected '{name}' to name a platform with devices here ({', '.join(platforms)}), "
+                         f"got {device!r}") from exc
+    return found[0]
+
+
+def resolve_device(device: Any = None) -> Any:
+    """The ``jax.Device`` that JAX code runs on: ``device`` when given, else JAX's default device
+    (``jax.default_device``'s current value, or ``jax.devices()[0]``)."""
+    if device is not None:
+        return device
+    jax, _ = require_jax()
+    default = jax.config.jax_default_device
+    if default is None:
+        return jax.devices()[0]
+    return check_device(default, "jax_default_device")
+
+
+def device_info(device: Any = None) -> dict[str, str]:
+    """``{"platform": ..., "device_kind": ...}`` of :func:`resolve_device` ``(device)`` (JSON-friendly),
+    e.g. ``{"platform": "gpu", "device_kind": "NVIDIA H100 80GB HBM3"}``."""
+    d = resolve_device(device)
+    return {"platform": str(d.platform), "device_kind": str(d.device_kind)}
 
 
 def default_hidden_sizes(dim: int) -> list[int]:
