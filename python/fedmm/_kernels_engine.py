@@ -14,7 +14,7 @@ _BLAS_INT_MAX = 2**31 - 1
 
 __all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model",
            "gaussian_mixture_responsibilities", "poisson_latent_model",
-           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "WorkerPool",
+           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "full_statistics", "WorkerPool",
            "LASSO_METHODS", "DICTIONARY_MODEL_MAX_WORK", "dictionary_model_max_iter"]
 
 #: The compiled model handle (``fedmm_model_t`` with its context), see :class:`fedmm._engine.CompiledModel`.
@@ -248,3 +248,21 @@ def run_rounds(*args: Any, **kwargs: Any) -> tuple:
     from the server's and the clients' public state.
     """
     return _engine.run_rounds(*args, **kwargs)
+
+
+def full_statistics(model: CompiledModel, theta: np.ndarray, datas: list, n_threads: int = 1,
+                    pool: WorkerPool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every client's full statistic at one compiled parameter, on worker threads (the start exchange).
+
+    See :func:`fedmm._engine.full_statistics`: returns ``(S, status, n_unconverged)``, row ``i`` of
+    ``S`` being ``model.statistic`` over all of ``datas[i]`` without per-sample memory (valid where
+    ``status[i] == 0``).  The numbers do not depend on ``n_threads`` or ``pool``.
+    """
+    if not isinstance(model, CompiledModel):
+        raise TypeError(f"Expected 'model' to be a CompiledModel, got {type(model).__name__}")
+    if pool is not None and not isinstance(pool, WorkerPool):
+        raise TypeError(f"Expected 'pool' to be a WorkerPool or None, got {type(pool).__name__}")
+    n_threads = check_int(n_threads, "n_threads", low=1, high=4096)
+    if not isinstance(datas, list):
+        raise TypeError(f"Expected 'datas' to be a list of arrays, got {type(datas).__name__}")
+    return _engine.full_statistics(model, theta, datas, n_threads, pool)

@@ -856,3 +856,128 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
         failure = (int(t), -1, fedmm_strerror(server_status).decode())
     return (senders[:n_run], n_senders[:n_run], n_contacted[:n_run], dist[:n_run], seconds[:n_run],
             int(total_bad), failure)
+
+
+cdef struct _StatisticTask:
+    # item k: client k's full statistic at theta (no minibatch, no memory)
+    const fedmm_model_t *model
+    const double *theta
+    const double **datas
+    const int64_t *n_samples
+    double *out
+    Py_ssize_t q
+    int64_t *n_bad
+    int *status
+    double *work
+    Py_ssize_t work_stride
+
+
+cdef void _statistic_task(void *ctx, int64_t k, int worker) noexcept nogil:
+    """Item ``k``: ``model.statistic`` of client ``k`` over all its rows, on ``worker``'s workspace."""
+    cdef _StatisticTask *task = <_StatisticTask *>ctx
+    task.n_bad[k] = 0
+    task.status[k] = task.model.statistic(task.model.ctx, task.theta, task.datas[k], task.n_samples[k], NULL,
+                                          task.n_samples[k], NULL, task.out + k * task.q, &task.n_bad[k],
+                                          task.work + worker * task.work_stride)
+
+
+def full_statistics(CompiledModel model, theta, list datas, int n_threads=1, WorkerPool pool=None):
+    """Every client's full statistic ``s̄_i(θ) = N_i⁻¹ Σ_j S̄(z_j, θ)`` at one compiled parameter, GIL-free.
+
+    The statistics of the start exchange (``start='mean_statistic'``): the
+    model's statistic callback over all of client ``i``'s rows, without
+    per-sample memory (a cold start), the clients shared by the threads of
+    ``pool`` (or of a :class:`WorkerPool` of ``n_threads`` made for this
+    call; one workspace per thread).  Each row of the result depends only
+    on ``θ`` and ``datas[i]``: the numbers do not depend on the threads.
+
+    Parameters
+    ----------
+    model : CompiledModel
+    theta : ndarray of shape (theta_size,), float64
+        Compiled parameter (see :meth:`CompiledModel.derive`).
+    datas : list of ndarray of shape (N_i, sample_size), C-contiguous float64, N_i >= 1
+    n_threads : int
+    pool : WorkerPool, optional
+
+    Returns
+    -------
+    S : ndarray of shape (n, q)
+        Row ``i``: client ``i``'s statistic (undefined where ``status[i] != 0``).
+    status : ndarray of shape (n,), int
+        ``FEDMM_OK`` (0) or the callback's error code, per client.
+    n_unconverged : ndarray of shape (n,), int64
+        Inner-solver columns that hit their iteration cap, per client.
+    """
+    cdef const double *th = model._theta(theta)
+    cdef fedmm_model_t *mdl = &model.model
+    cdef Py_ssize_t n = len(datas)
+    S = np.empty((n, mdl.q), dtype=np.float64)
+    status = np.zeros(n, dtype=np.intc)
+    n_bad = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return S, status, n_bad
+    cdef int64_t[::1] sizes = np.empty(n, dtype=np.int64)
+    cdef const double **ptrs = <const double **>PyMem_Malloc(n * sizeof(double *))
+    if ptrs == NULL:
+        raise MemoryError()
+    try:
+        return _full_statistics(mdl, th, datas, n_threads, pool, S, status, n_bad, ptrs, sizes)
+    finally:
+        PyMem_Free(ptrs)
+
+
+cdef tuple _full_statistics(fedmm_model_t *mdl, const double *th, list datas, int n_threads, WorkerPool pool,
+                            S, status, n_bad, const double **ptrs, int64_t[::1] sizes):
+    """:func:`full_statistics` once the pointer array is allocated."""
+    cdef Py_ssize_t n = len(datas), k, max_n = 1
+    cdef cnp.ndarray arr
+    for k in range(n):
+        arr = datas[k]
+        if (arr.dtype != np.float64 or arr.ndim != 2 or arr.shape[1] != mdl.sample_size or arr.shape[0] < 1
+                or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+            raise ValueError(f"Expected datas[{k}] of shape (n, {mdl.sample_size}), C-contiguous float64, "
+                             f"got {arr.dtype} {(<object>arr).shape}")
+        ptrs[k] = <const double *>cnp.PyArray_DATA(arr)
+        sizes[k] = arr.shape[0]
+        max_n = max(max_n, arr.shape[0])
+    cdef WorkerPool own_pool = None
+    if pool is None and n_threads > 1 and n > 1:
+        pool = own_pool = WorkerPool(min(n_threads, n))
+    elif pool is not None:
+        if pool.pool == NULL:
+            raise ValueError("Expected an open 'pool', got a closed WorkerPool")
+        if pool.busy:
+            raise RuntimeError("The WorkerPool is running other rounds (one call at a time)")
+    cdef int threads = 1 if pool is None else pool.n_threads
+    cdef Py_ssize_t work_stride = _padded(max(<size_t>mdl.statistic_work(mdl.ctx, max_n), 1))
+    cdef double[:, ::1] work = _aligned_empty((threads, work_stride), np.float64)
+    cdef int[::1] status_v = status
+    cdef int64_t[::1] bad_v = n_bad
+    cdef double[:, ::1] S_v = S
+    cdef _StatisticTask task
+    task.model = mdl
+    task.theta = th
+    task.datas = ptrs
+    task.n_samples = &sizes[0]
+    task.out = &S_v[0, 0]
+    task.q = mdl.q
+    task.n_bad = &bad_v[0]
+    task.status = &status_v[0]
+    task.work = &work[0, 0]
+    task.work_stride = work_stride
+    try:
+        if pool is None:
+            with nogil:
+                for k in range(n):
+                    _statistic_task(&task, k, 0)
+        else:
+            pool.busy = True
+            with nogil:
+                fedmm_pool_run(pool.pool, n, _statistic_task, &task)
+    finally:
+        if pool is not None:
+            pool.busy = False
+        if own_pool is not None:
+            own_pool.close()
+    return S, status, n_bad
