@@ -13,7 +13,9 @@ ceiling, where the ceiling is what k independent one-thread processes side by
 side reach: k × (time of one such process alone) / (time of the slowest of k
 side by side), measured in the same run, alternating with the threaded runs,
 so that both see the same machine.  Figures are medians over ``--repeats``
-calls.
+calls; the time is that of the rounds (the History's ``wall_time``: the
+compiled stretches, selection to server step), or of whole ``FedMM.run``
+calls (build, start and set-up exchanges included) with ``--whole-run``.
 
 Workloads (every run goes through the public API, ``FedMM.run``):
 
@@ -169,7 +171,9 @@ def _worker(args):
         history = algo.run(datas, rounds, seed=0, **run_kwargs)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         client_rounds = sum(len(r["active"]) for r in history.records)
-        print(json.dumps({"seconds": seconds, "cpu": cpu, "client_rounds": client_rounds}), flush=True)
+        rounds_seconds = float(history.records[-1]["wall_time"]) if history.records else seconds
+        print(json.dumps({"seconds": seconds, "cpu": cpu, "rounds_seconds": rounds_seconds,
+                          "client_rounds": client_rounds}), flush=True)
 
 
 class _Worker:
@@ -207,15 +211,15 @@ class _Worker:
         self.process.stdout.close()
 
 
-def _side_by_side(workers):
-    """Release the workers at once; the slowest one's seconds."""
+def _side_by_side(workers, key):
+    """Release the workers at once; the slowest one's ``key`` seconds."""
     for w in workers:
         w.ask()
-    return max(w.answer()["seconds"] for w in workers)
+    return max(w.answer()[key] for w in workers)
 
 
 # --------------------------------------------------------------------------- the tables
-def scaling(workload, threads, repeats, quick, tmp):
+def scaling(workload, threads, repeats, quick, tmp, key="rounds_seconds"):
     data = os.path.join(tmp, f"{workload}.npz")
     _write_data(data, workload)
     rounds = ROUNDS[workload][1 if quick else 0]
@@ -231,14 +235,15 @@ def scaling(workload, threads, repeats, quick, tmp):
             for k in threads:
                 res = threaded[k].run()
                 client_rounds = res["client_rounds"]
-                rows[k]["seconds"].append(res["seconds"])
-                rows[k]["alone"].append(singles[0].run()["seconds"])
-                rows[k]["side"].append(_side_by_side(singles[:k]))
+                rows[k]["seconds"].append(res[key])
+                rows[k]["alone"].append(singles[0].run()[key])
+                rows[k]["side"].append(_side_by_side(singles[:k], key))
     finally:
         for w in list(threaded.values()) + singles:
             w.close()
     one = np.median(rows[threads[0]]["seconds"]) if threads[0] == 1 else None
-    print(f"\n{workload}: {client_rounds} client-rounds per run, medians of {repeats}")
+    what = "the rounds (History wall_time)" if key == "rounds_seconds" else "whole FedMM.run calls"
+    print(f"\n{workload}: {client_rounds} client-rounds per run, medians of {repeats}, timing {what}")
     print(f"{'threads':>7} {'client-rounds/s':>16} {'speedup':>8} {'ceiling':>8} {'efficiency':>10}")
     table = []
     for k in threads:
@@ -299,6 +304,8 @@ def main(argv=None):
     parser.add_argument("--old-path", default=None, help="sys.path entry of an older fedmm build: adds table (c)")
     parser.add_argument("--old-workloads", default="dl20,dl20-model,fig1",
                         help="comma-separated workloads of table (c) among dl20, dl20-model, fig1")
+    parser.add_argument("--whole-run", action="store_true",
+                        help="time whole FedMM.run calls (build and set-up included) instead of the rounds alone")
     parser.add_argument("--json", default=None, help="also write the tables to this JSON file")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
@@ -327,7 +334,8 @@ def main(argv=None):
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for w in workloads:
-            result[w] = scaling(w, threads, repeats, args.quick, tmp)
+            result[w] = scaling(w, threads, repeats, args.quick, tmp,
+                                "seconds" if args.whole_run else "rounds_seconds")
         if args.old_path:
             old = [w for w in args.old_workloads.split(",") if w]
             for w in old:

@@ -14,7 +14,8 @@ _BLAS_INT_MAX = 2**31 - 1
 
 __all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model",
            "gaussian_mixture_responsibilities", "poisson_latent_model",
-           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "full_statistics", "WorkerPool",
+           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "full_statistics",
+           "WorkerPool",
            "LASSO_METHODS", "DICTIONARY_MODEL_MAX_WORK", "dictionary_model_max_iter"]
 
 #: The compiled model handle (``fedmm_model_t`` with its context), see :class:`fedmm._engine.CompiledModel`.

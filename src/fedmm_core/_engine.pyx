@@ -573,17 +573,54 @@ cdef struct _RoundTask:
     Py_ssize_t work_stride
     int64_t *iwork
     Py_ssize_t iwork_stride
+    # the server's share, done here on the client's thread: V saved before the round (undone if it fails),
+    # the message checked as fedmm_server_step checks it (status in range_status)
+    double *V_saved
+    Py_ssize_t msg
+    double bound
+    int *range_status
 
 
 cdef void _client_task(void *ctx, int64_t k, int worker) noexcept nogil:
     """Item ``k`` of a round: the ``k``-th contacted client's round, on ``worker``'s workspace."""
     cdef _RoundTask *task = <_RoundTask *>ctx
     cdef int64_t i = task.ids[k]
+    cdef double *out = task.values + k * task.values_stride
+    memcpy(task.V_saved + k * task.values_stride, task.clients[i].V, task.msg * sizeof(double))
+    task.n_bad[k] = 0
+    task.sent[k] = 0
+    task.range_status[k] = FEDMM_OK
     task.status[k] = fedmm_client_round(task.model, task.cfg, &task.clients[i], task.t,
                                         task.coins[i] if task.compress else 1, task.theta, task.ref,
-                                        task.values + k * task.values_stride, &task.sent[k], &task.n_bad[k],
+                                        out, &task.sent[k], &task.n_bad[k],
                                         task.work + worker * task.work_stride,
                                         task.iwork + worker * task.iwork_stride)
+    if task.status[k] == FEDMM_OK and task.sent[k]:
+        task.range_status[k] = fedmm_check_range(task.msg, out, task.bound)
+
+
+cdef struct _SumTask:
+    # acc[j] = sum_k weights[k] rows[k][j] in k order, item b: the columns [b * block, (b + 1) * block)
+    int64_t m
+    size_t n
+    size_t block
+    const double *weights
+    const double **rows
+    double *out
+
+
+cdef void _sum_task(void *ctx, int64_t b, int worker) noexcept nogil:
+    cdef _SumTask *task = <_SumTask *>ctx
+    cdef size_t lo = <size_t>b * task.block
+    cdef size_t hi = lo + task.block
+    if hi > task.n:
+        hi = task.n
+    fedmm_weighted_sum_columns(task.m, lo, hi, task.weights, task.rows, task.out)
+
+
+cdef enum:
+    _SUM_BLOCK = 64  # columns per item of the parallel weighted sum
+    _SUM_PARALLEL_MIN = 32768  # multiply-adds below which the weighted sum stays on the calling thread
 
 
 cdef class _Clients:
@@ -757,6 +794,10 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
     cdef double[::1] seconds_v = seconds
     cdef double[:, ::1] values = np.empty((n, max(msg, 1)), dtype=np.float64)
     cdef double[::1] w_sent = np.empty(n, dtype=np.float64)
+    cdef uintptr_t[::1] rows_mem = np.empty(n, dtype=np.uintp)  # the senders' messages, in client order
+    cdef const double **rows = <const double **>&rows_mem[0]
+    cdef double[::1] acc = np.empty(max(msg, 1), dtype=np.float64)
+    cdef int[::1] range_status = np.zeros(n, dtype=np.intc)
     # the contacted clients' V and the parameter before a round: a failed round is undone (atomic rounds)
     cdef double[:, ::1] V_saved = np.empty((n, max(msg, 1)), dtype=np.float64)
     cdef double[::1] theta_saved = np.empty(max(<Py_ssize_t>mdl.theta_size, 1), dtype=np.float64)
@@ -766,14 +807,16 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
     cdef int64_t[::1] n_bad = np.zeros(n, dtype=np.int64)
     cdef int[::1] status = np.zeros(n, dtype=np.intc)
     cdef int[::1] sent = np.zeros(n, dtype=np.intc)
-    cdef double[::1] server_work = np.empty(fedmm_server_step_work(mdl, &cfg, n), dtype=np.float64)
+    cdef double[::1] server_work = np.empty(max(<Py_ssize_t>fedmm_server_update_work(mdl, &cfg), 1),
+                                            dtype=np.float64)
     cdef Py_ssize_t work_stride = _padded(fedmm_client_round_work(mdl, &cfg, clients.max_n_samples))
     cdef Py_ssize_t iwork_stride = _padded(fedmm_client_round_iwork(clients.max_n_samples))
     cdef double[:, ::1] thread_work = _aligned_empty((n_threads, work_stride), np.float64)
     cdef int64_t[:, ::1] thread_iwork = _aligned_empty((n_threads, iwork_stride), np.int64)
     cdef const double *ref = S_ptr if cfg.space == FEDMM_SPACE_STATISTIC else &theta[0]
     cdef _RoundTask task
-    cdef int64_t m = 0, m_sent, total_bad = 0
+    cdef _SumTask sum_task
+    cdef int64_t m = 0, m_sent, total_bad = 0, n_blocks
     cdef int failed = FEDMM_OK, select_status = FEDMM_OK, server_status = FEDMM_OK
     cdef Py_ssize_t failed_client = -1, n_run = 0
     cdef uint64_t t = t0
@@ -796,6 +839,16 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
     task.work_stride = work_stride
     task.iwork = &thread_iwork[0, 0]
     task.iwork_stride = iwork_stride
+    task.V_saved = &V_saved[0, 0]
+    task.msg = msg
+    task.bound = fedmm_message_bound(&cfg)
+    task.range_status = &range_status[0]
+    sum_task.n = msg
+    sum_task.block = _SUM_BLOCK
+    sum_task.weights = &w_sent[0]
+    sum_task.rows = rows
+    sum_task.out = &acc[0]
+    n_blocks = (msg + _SUM_BLOCK - 1) // _SUM_BLOCK
     with nogil:
         clock = _seconds()
         started = clock
@@ -806,12 +859,7 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
                                                 &coins[0], &sel_work[0])
             if select_status != FEDMM_OK:
                 break
-            for k in range(m):
-                n_bad[k] = 0
-                status[k] = FEDMM_OK
-                sent[k] = 0
-                memcpy(&V_saved[k, 0], clients.items[ids[k]].V, msg * sizeof(double))
-            # lines 5-11 on every contacted client
+            # lines 5-11 on every contacted client (each saves its V first and checks its message)
             task.t = t
             if cpool == NULL:
                 for k in range(m):
@@ -825,16 +873,23 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
                     failed = status[k]
                     failed_client = ids[k]
                 if sent[k]:
-                    if m_sent != k:
-                        memcpy(&values[m_sent, 0], &values[k, 0], msg * sizeof(double))
+                    if range_status[k] != FEDMM_OK and server_status == FEDMM_OK:
+                        server_status = range_status[k]  # fedmm_server_step refuses the first such message
+                    rows[m_sent] = &values[k, 0]
                     w_sent[m_sent] = weights[ids[k]]
                     senders_v[r, m_sent] = ids[k]
                     m_sent = m_sent + 1
-            if failed == FEDMM_OK:
-                # lines 13-17, then T for the next round's line 4 (S, V, theta change only on success)
+            if failed == FEDMM_OK and server_status == FEDMM_OK:
+                # lines 13-17: acc = sum_k (mu_i / p) Quant_i in client order (columns shared by the threads:
+                # every column sums its terms in the same order), then T for the next round's line 4
+                sum_task.m = m_sent
+                if cpool != NULL and n_blocks > 1 and m_sent * msg >= _SUM_PARALLEL_MIN:
+                    fedmm_pool_run(cpool, n_blocks, _sum_task, &sum_task)
+                else:
+                    fedmm_weighted_sum(m_sent, msg, &w_sent[0], rows, &acc[0])
                 memcpy(&theta_saved[0], &theta[0], mdl.theta_size * sizeof(double))
-                server_status = fedmm_server_step(mdl, &cfg, m_sent, &w_sent[0], &values[0, 0], gammas[r],
-                                                  S_ptr, &V[0], &theta[0], &dist_v[r, 0], &server_work[0])
+                server_status = fedmm_server_update(mdl, &cfg, &acc[0], gammas[r], S_ptr, &V[0], &theta[0],
+                                                    &dist_v[r, 0], &server_work[0])
             if failed != FEDMM_OK or server_status != FEDMM_OK:
                 for k in range(m):  # undo the round's client updates: V = sum_i mu_i V_i still holds
                     memcpy(clients.items[ids[k]].V, &V_saved[k, 0], msg * sizeof(double))
