@@ -264,6 +264,13 @@ def full_statistics(model: CompiledModel, theta: np.ndarray, datas: list, n_thre
     if pool is not None and not isinstance(pool, WorkerPool):
         raise TypeError(f"Expected 'pool' to be a WorkerPool or None, got {type(pool).__name__}")
     n_threads = check_int(n_threads, "n_threads", low=1, high=4096)
+    theta = as_array(theta, "theta", ndim=1, order="C")
+    if theta.shape != (model.theta_size,):
+        raise ValueError(f"Expected 'theta' of shape ({model.theta_size},), got {theta.shape}")
     if not isinstance(datas, list):
         raise TypeError(f"Expected 'datas' to be a list of arrays, got {type(datas).__name__}")
+    datas = [as_array(d, f"datas[{k}]", ndim=2, order="C") for k, d in enumerate(datas)]
+    for k, d in enumerate(datas):
+        if d.shape[0] < 1 or d.shape[1] != model.sample_size:
+            raise ValueError(f"Expected 'datas[{k}]' of shape (N >= 1, {model.sample_size}), got {d.shape}")
     return _engine.full_statistics(model, theta, datas, n_threads, pool)
