@@ -219,13 +219,13 @@ def _side_by_side(workers, key):
 
 
 # --------------------------------------------------------------------------- the tables
-def scaling(workload, threads, repeats, quick, tmp, key="rounds_seconds"):
+def scaling(workload, threads, repeats, quick, tmp, key="rounds_seconds", path=None):
     data = os.path.join(tmp, f"{workload}.npz")
     _write_data(data, workload)
     rounds = ROUNDS[workload][1 if quick else 0]
     kmax = max(threads)
-    threaded = {k: _Worker(workload, data, rounds, n_threads=k) for k in threads}
-    singles = [_Worker(workload, data, rounds) for _ in range(kmax)]
+    threaded = {k: _Worker(workload, data, rounds, n_threads=k, path=path) for k in threads}
+    singles = [_Worker(workload, data, rounds, path=path) for _ in range(kmax)]
     try:
         for w in list(threaded.values()) + singles:
             w.ready()
@@ -306,6 +306,8 @@ def main(argv=None):
                         help="comma-separated workloads of table (c) among dl20, dl20-model, fig1")
     parser.add_argument("--whole-run", action="store_true",
                         help="time whole FedMM.run calls (build and set-up included) instead of the rounds alone")
+    parser.add_argument("--scaling-path", default=None,
+                        help="sys.path entry of the fedmm build whose scaling is measured (default: the one imported)")
     parser.add_argument("--json", default=None, help="also write the tables to this JSON file")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
@@ -335,7 +337,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         for w in workloads:
             result[w] = scaling(w, threads, repeats, args.quick, tmp,
-                                "seconds" if args.whole_run else "rounds_seconds")
+                                "seconds" if args.whole_run else "rounds_seconds", args.scaling_path)
         if args.old_path:
             old = [w for w in args.old_workloads.split(",") if w]
             for w in old:
