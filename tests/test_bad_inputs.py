@@ -604,6 +604,11 @@ TABLE = [
         support=ARRAY_BAD + [np.ones(0)], log_prior=ARRAY_BAD + [np.ones(3)], lam=REAL_BAD + [0.0],
         parameterization=CHOICE_BAD, min_mean=REAL_BAD + [0.0], mean_count=REAL_BAD + [0.0]), {}),
     ("inverse_toy_model", kernels.inverse_toy_model, dict(floor=REAL_BAD + [0.0, -1.0]), {}),
+    ("full_statistics", _kw(kernels.full_statistics, model=kernels.inverse_toy_model(0.01), theta=np.ones(1),
+                            datas=[np.ones((3, 1))]), dict(
+        model=[None, "x"], theta=ARRAY_BAD + [np.ones(2)], datas=[None, "x", [np.ones((0, 1))], [np.ones((3, 2))],
+                                                                  [COMPLEX], [np.full((2, 1), NAN)]],
+        n_threads=INT_BAD + [0], pool=["x", 3]), {}),
     ("project_capped_simplex", _kw(kernels.project_capped_simplex, v=np.ones(3)), dict(
         v=ARRAY_BAD + [np.ones(0)], floor=NONNEG_BAD + [1.0]), dict(v=[STRIDED])),
     ("floor_eigenvalues", _kw(kernels.floor_eigenvalues, A=np.eye(3), floor=0.1), dict(

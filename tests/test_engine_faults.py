@@ -350,7 +350,8 @@ def test_a_client_sending_1e300_everywhere_is_dropped_and_the_run_equals_one_whe
     algo = FedMM(DictionaryLearning(3, 0.1, ridge=0.0), clients_per_round=2, control_variate_step=0.3, step=0.5,
                  batch_size=5,
                  backend="python")
-    n_rounds = 12
+    # 11 rounds: with eta = 0 the twelfth reaches a singular A even without messages (in both runs alike)
+    n_rounds = 11
     h, server = _run_with_faulty_client(algo, datas, {(t, 1): "absurd" for t in range(n_rounds)}, n_rounds)
     ref, ref_server = _run_with_faulty_client(algo, datas, {(t, 1): "raise" for t in range(n_rounds)}, n_rounds)
     hit = [r["t"] for r in h.records if 1 in r["active"] or 1 in r["dropped"]]

@@ -71,6 +71,28 @@ def test_histories_equal_the_one_thread_run_bit_for_bit(n_threads):
         np.testing.assert_array_equal(many.state[key], one.state[key])
 
 
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_the_parallel_weighted_sum_gives_the_one_thread_and_python_bits(n_threads):
+    # 40 senders of 21 * 24 + 21**2 = 945 values: past the size where the aggregation's weighted sum runs on
+    # the pool by column blocks (every column still sums the senders in client order)
+    rng = np.random.default_rng(3)
+    D = rng.standard_normal((24, 21))
+    datas = [np.ascontiguousarray((rng.standard_normal((12, 21)) * (rng.random((12, 21)) < 0.3)) @ D.T)
+             for _ in range(50)]
+
+    def run(backend, n):
+        return FedMM(DictionaryLearning(21, LAM, ETA), clients_per_round=40, compressor=StochasticRounding(bits=8),
+                     alpha=0.05, step=("sqrt", 0.05), batch_size=4, backend=backend, n_threads=n,
+                     start="model").run(datas, 4, seed=1)
+
+    ref = run("python", 1)
+    for h in (run("compiled", 1), run("compiled", n_threads)):
+        assert h.config["backend"] == "compiled"
+        assert h.equals(ref)
+        for key in ("S", "theta"):
+            np.testing.assert_array_equal(h.state[key], ref.state[key])
+
+
 def test_one_pool_across_calls_equals_pools_made_per_call():
     """Stretches sharing one WorkerPool give the state of one-thread stretches, bit for bit."""
     datas = _datas()

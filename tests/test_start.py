@@ -268,3 +268,50 @@ def test_mean_statistic_refuses_a_start_statistic_beyond_the_model_s_bound():
     assert np.array_equal(got, reference)
     with pytest.raises(ValueError, match="beyond the range"):
         server.mean_statistic(payloads)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("make", [
+    lambda b, n: (FedMM(GaussianMixture(3), clients_per_round=2, batch_size=5, backend=b, n_threads=n),
+                  _gmm_clients(5)),
+    lambda b, n: (FedMM(DictionaryLearning(3, 0.1, eta=0.2), clients_per_round=2, batch_size=5, backend=b,
+                        n_threads=n), _dictionary_clients(5)),
+], ids=["gmm", "dictionary"])
+def test_compiled_start_exchange_gives_the_python_start_bit_for_bit(make, n_threads, monkeypatch):
+    # The compiled backend computes the start statistics on worker threads (kernels.full_statistics), not
+    # through Client.start_statistic: the same Ŝ_0 bits whatever the threads, and the clients' memory untouched.
+    from fedmm.algorithms import Client
+
+    ref_server, _ = make("python", 1)[0].build(make("python", 1)[1], seed=2)
+    calls = []
+    answer = Client.start_statistic
+    algo, datas = make("compiled", n_threads)
+    server, clients = algo.build(datas, seed=2)
+    np.testing.assert_array_equal(server.S, ref_server.S)
+    assert all(c.oracle.memory is None or not c.oracle.memory.get("codes", np.zeros(1)).any() for c in clients)
+
+    def counted(self, message):
+        calls.append(self.index)
+        return answer(self, message)
+
+    monkeypatch.setattr(Client, "start_statistic", counted)  # a redefined answer runs in Python
+    server2, _ = make("compiled", n_threads)[0].build(datas, seed=2)
+    np.testing.assert_array_equal(server2.S, ref_server.S)
+    assert calls == list(range(len(datas)))
+
+
+def test_full_statistics_rows_equal_the_model_statistic():
+    from fedmm import kernels
+
+    datas = _dictionary_clients(4)
+    model = DictionaryLearning(3, 0.1, eta=0.2, n_features=datas[0].shape[1])
+    model.prepare(datas)
+    theta = model.T(model.init_statistic(datas, init_generator(0)))
+    compiled = model.compiled_model()
+    S, status, n_bad = kernels.full_statistics(compiled, model.compiled_theta(theta, compiled),
+                                               [np.ascontiguousarray(d) for d in datas], n_threads=3)
+    assert status.tolist() == [0] * 4 and n_bad.tolist() == [0] * 4
+    for i, d in enumerate(datas):
+        np.testing.assert_array_equal(S[i], model.statistic(d, theta, None))
+    with pytest.raises(ValueError, match="datas\\[1\\]"):
+        kernels.full_statistics(compiled, model.compiled_theta(theta, compiled), [datas[0], datas[1][:, :2]])

@@ -14,7 +14,8 @@ _BLAS_INT_MAX = 2**31 - 1
 
 __all__ = ["CompiledModel", "dictionary_model", "sample_model", "gaussian_mixture_model",
            "gaussian_mixture_responsibilities", "poisson_latent_model",
-           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "WorkerPool",
+           "inverse_toy_model", "project_capped_simplex", "floor_eigenvalues", "run_rounds", "full_statistics",
+           "WorkerPool",
            "LASSO_METHODS", "DICTIONARY_MODEL_MAX_WORK", "dictionary_model_max_iter"]
 
 #: The compiled model handle (``fedmm_model_t`` with its context), see :class:`fedmm._engine.CompiledModel`.
@@ -335,3 +336,28 @@ def run_rounds(model: CompiledModel, space: str, mode: str, oracle: str, project
     return _engine.run_rounds(model, space, mode, oracle, project, batch, p, alpha, count, weights, server_key,
                               datas, memories, Vs, keys, quantizers, S, V, theta, theta_prev, t0, gammas,
                               n_threads, max_seconds, pool, statistic_max)
+
+
+def full_statistics(model: CompiledModel, theta: np.ndarray, datas: list, n_threads: int = 1,
+                    pool: WorkerPool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every client's full statistic at one compiled parameter, on worker threads (the start exchange).
+
+    See :func:`fedmm._engine.full_statistics`: returns ``(S, status, n_unconverged)``, row ``i`` of
+    ``S`` being ``model.statistic`` over all of ``datas[i]`` without per-sample memory (valid where
+    ``status[i] == 0``).  The numbers do not depend on ``n_threads`` or ``pool``.
+    """
+    if not isinstance(model, CompiledModel):
+        raise TypeError(f"Expected 'model' to be a CompiledModel, got {type(model).__name__}")
+    if pool is not None and not isinstance(pool, WorkerPool):
+        raise TypeError(f"Expected 'pool' to be a WorkerPool or None, got {type(pool).__name__}")
+    n_threads = check_int(n_threads, "n_threads", low=1, high=4096)
+    theta = as_array(theta, "theta", ndim=1, order="C")
+    if theta.shape != (model.theta_size,):
+        raise ValueError(f"Expected 'theta' of shape ({model.theta_size},), got {theta.shape}")
+    if not isinstance(datas, list):
+        raise TypeError(f"Expected 'datas' to be a list of arrays, got {type(datas).__name__}")
+    datas = [as_array(d, f"datas[{k}]", ndim=2, order="C") for k, d in enumerate(datas)]
+    for k, d in enumerate(datas):
+        if d.shape[0] < 1 or d.shape[1] != model.sample_size:
+            raise ValueError(f"Expected 'datas[{k}]' of shape (N >= 1, {model.sample_size}), got {d.shape}")
+    return _engine.full_statistics(model, theta, datas, n_threads, pool)

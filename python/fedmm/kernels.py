@@ -57,6 +57,7 @@ from fedmm._kernels_engine import (  # noqa: F401
     dictionary_model,
     dictionary_model_max_iter,
     floor_eigenvalues,
+    full_statistics,
     gaussian_mixture_model,
     gaussian_mixture_responsibilities,
     inverse_toy_model,
@@ -116,6 +117,7 @@ __all__ = [
     "poisson_latent_model",
     "inverse_toy_model",
     "run_rounds",
+    "full_statistics",
     "WorkerPool",
     # EM-family linear algebra
     "project_capped_simplex",

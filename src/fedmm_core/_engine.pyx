@@ -573,17 +573,54 @@ cdef struct _RoundTask:
     Py_ssize_t work_stride
     int64_t *iwork
     Py_ssize_t iwork_stride
+    # the server's share, done here on the client's thread: V saved before the round (undone if it fails),
+    # the message checked as fedmm_server_step checks it (status in range_status)
+    double *V_saved
+    Py_ssize_t msg
+    double bound
+    int *range_status
 
 
 cdef void _client_task(void *ctx, int64_t k, int worker) noexcept nogil:
     """Item ``k`` of a round: the ``k``-th contacted client's round, on ``worker``'s workspace."""
     cdef _RoundTask *task = <_RoundTask *>ctx
     cdef int64_t i = task.ids[k]
+    cdef double *out = task.values + k * task.values_stride
+    memcpy(task.V_saved + k * task.values_stride, task.clients[i].V, task.msg * sizeof(double))
+    task.n_bad[k] = 0
+    task.sent[k] = 0
+    task.range_status[k] = FEDMM_OK
     task.status[k] = fedmm_client_round(task.model, task.cfg, &task.clients[i], task.t,
                                         task.coins[i] if task.compress else 1, task.theta, task.ref,
-                                        task.values + k * task.values_stride, &task.sent[k], &task.n_bad[k],
+                                        out, &task.sent[k], &task.n_bad[k],
                                         task.work + worker * task.work_stride,
                                         task.iwork + worker * task.iwork_stride)
+    if task.status[k] == FEDMM_OK and task.sent[k]:
+        task.range_status[k] = fedmm_check_range(task.msg, out, task.bound)
+
+
+cdef struct _SumTask:
+    # acc[j] = sum_k weights[k] rows[k][j] in k order, item b: the columns [b * block, (b + 1) * block)
+    int64_t m
+    size_t n
+    size_t block
+    const double *weights
+    const double **rows
+    double *out
+
+
+cdef void _sum_task(void *ctx, int64_t b, int worker) noexcept nogil:
+    cdef _SumTask *task = <_SumTask *>ctx
+    cdef size_t lo = <size_t>b * task.block
+    cdef size_t hi = lo + task.block
+    if hi > task.n:
+        hi = task.n
+    fedmm_weighted_sum_columns(task.m, lo, hi, task.weights, task.rows, task.out)
+
+
+cdef enum:
+    _SUM_BLOCK = 64  # columns per item of the parallel weighted sum
+    _SUM_PARALLEL_MIN = 32768  # multiply-adds below which the weighted sum stays on the calling thread
 
 
 cdef class _Clients:
@@ -757,6 +794,10 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
     cdef double[::1] seconds_v = seconds
     cdef double[:, ::1] values = np.empty((n, max(msg, 1)), dtype=np.float64)
     cdef double[::1] w_sent = np.empty(n, dtype=np.float64)
+    cdef uintptr_t[::1] rows_mem = np.empty(n, dtype=np.uintp)  # the senders' messages, in client order
+    cdef const double **rows = <const double **>&rows_mem[0]
+    cdef double[::1] acc = np.empty(max(msg, 1), dtype=np.float64)
+    cdef int[::1] range_status = np.zeros(n, dtype=np.intc)
     # the contacted clients' V and the parameter before a round: a failed round is undone (atomic rounds)
     cdef double[:, ::1] V_saved = np.empty((n, max(msg, 1)), dtype=np.float64)
     cdef double[::1] theta_saved = np.empty(max(<Py_ssize_t>mdl.theta_size, 1), dtype=np.float64)
@@ -766,14 +807,16 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
     cdef int64_t[::1] n_bad = np.zeros(n, dtype=np.int64)
     cdef int[::1] status = np.zeros(n, dtype=np.intc)
     cdef int[::1] sent = np.zeros(n, dtype=np.intc)
-    cdef double[::1] server_work = np.empty(fedmm_server_step_work(mdl, &cfg, n), dtype=np.float64)
+    cdef double[::1] server_work = np.empty(max(<Py_ssize_t>fedmm_server_update_work(mdl, &cfg), 1),
+                                            dtype=np.float64)
     cdef Py_ssize_t work_stride = _padded(fedmm_client_round_work(mdl, &cfg, clients.max_n_samples))
     cdef Py_ssize_t iwork_stride = _padded(fedmm_client_round_iwork(clients.max_n_samples))
     cdef double[:, ::1] thread_work = _aligned_empty((n_threads, work_stride), np.float64)
     cdef int64_t[:, ::1] thread_iwork = _aligned_empty((n_threads, iwork_stride), np.int64)
     cdef const double *ref = S_ptr if cfg.space == FEDMM_SPACE_STATISTIC else &theta[0]
     cdef _RoundTask task
-    cdef int64_t m = 0, m_sent, total_bad = 0
+    cdef _SumTask sum_task
+    cdef int64_t m = 0, m_sent, total_bad = 0, n_blocks
     cdef int failed = FEDMM_OK, select_status = FEDMM_OK, server_status = FEDMM_OK
     cdef Py_ssize_t failed_client = -1, n_run = 0
     cdef uint64_t t = t0
@@ -796,6 +839,16 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
     task.work_stride = work_stride
     task.iwork = &thread_iwork[0, 0]
     task.iwork_stride = iwork_stride
+    task.V_saved = &V_saved[0, 0]
+    task.msg = msg
+    task.bound = fedmm_message_bound(&cfg)
+    task.range_status = &range_status[0]
+    sum_task.n = msg
+    sum_task.block = _SUM_BLOCK
+    sum_task.weights = &w_sent[0]
+    sum_task.rows = rows
+    sum_task.out = &acc[0]
+    n_blocks = (msg + _SUM_BLOCK - 1) // _SUM_BLOCK
     with nogil:
         clock = _seconds()
         started = clock
@@ -806,12 +859,7 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
                                                 &coins[0], &sel_work[0])
             if select_status != FEDMM_OK:
                 break
-            for k in range(m):
-                n_bad[k] = 0
-                status[k] = FEDMM_OK
-                sent[k] = 0
-                memcpy(&V_saved[k, 0], clients.items[ids[k]].V, msg * sizeof(double))
-            # lines 5-11 on every contacted client
+            # lines 5-11 on every contacted client (each saves its V first and checks its message)
             task.t = t
             if cpool == NULL:
                 for k in range(m):
@@ -825,16 +873,23 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
                     failed = status[k]
                     failed_client = ids[k]
                 if sent[k]:
-                    if m_sent != k:
-                        memcpy(&values[m_sent, 0], &values[k, 0], msg * sizeof(double))
+                    if range_status[k] != FEDMM_OK and server_status == FEDMM_OK:
+                        server_status = range_status[k]  # fedmm_server_step refuses the first such message
+                    rows[m_sent] = &values[k, 0]
                     w_sent[m_sent] = weights[ids[k]]
                     senders_v[r, m_sent] = ids[k]
                     m_sent = m_sent + 1
-            if failed == FEDMM_OK:
-                # lines 13-17, then T for the next round's line 4 (S, V, theta change only on success)
+            if failed == FEDMM_OK and server_status == FEDMM_OK:
+                # lines 13-17: acc = sum_k (mu_i / p) Quant_i in client order (columns shared by the threads:
+                # every column sums its terms in the same order), then T for the next round's line 4
+                sum_task.m = m_sent
+                if cpool != NULL and n_blocks > 1 and m_sent * msg >= _SUM_PARALLEL_MIN:
+                    fedmm_pool_run(cpool, n_blocks, _sum_task, &sum_task)
+                else:
+                    fedmm_weighted_sum(m_sent, msg, &w_sent[0], rows, &acc[0])
                 memcpy(&theta_saved[0], &theta[0], mdl.theta_size * sizeof(double))
-                server_status = fedmm_server_step(mdl, &cfg, m_sent, &w_sent[0], &values[0, 0], gammas[r],
-                                                  S_ptr, &V[0], &theta[0], &dist_v[r, 0], &server_work[0])
+                server_status = fedmm_server_update(mdl, &cfg, &acc[0], gammas[r], S_ptr, &V[0], &theta[0],
+                                                    &dist_v[r, 0], &server_work[0])
             if failed != FEDMM_OK or server_status != FEDMM_OK:
                 for k in range(m):  # undo the round's client updates: V = sum_i mu_i V_i still holds
                     memcpy(clients.items[ids[k]].V, &V_saved[k, 0], msg * sizeof(double))
@@ -856,3 +911,128 @@ cdef tuple _run_rounds(fedmm_model_t *mdl, fedmm_round_config_t *cfg_ptr, _Clien
         failure = (int(t), -1, fedmm_strerror(server_status).decode())
     return (senders[:n_run], n_senders[:n_run], n_contacted[:n_run], dist[:n_run], seconds[:n_run],
             int(total_bad), failure)
+
+
+cdef struct _StatisticTask:
+    # item k: client k's full statistic at theta (no minibatch, no memory)
+    const fedmm_model_t *model
+    const double *theta
+    const double **datas
+    const int64_t *n_samples
+    double *out
+    Py_ssize_t q
+    int64_t *n_bad
+    int *status
+    double *work
+    Py_ssize_t work_stride
+
+
+cdef void _statistic_task(void *ctx, int64_t k, int worker) noexcept nogil:
+    """Item ``k``: ``model.statistic`` of client ``k`` over all its rows, on ``worker``'s workspace."""
+    cdef _StatisticTask *task = <_StatisticTask *>ctx
+    task.n_bad[k] = 0
+    task.status[k] = task.model.statistic(task.model.ctx, task.theta, task.datas[k], task.n_samples[k], NULL,
+                                          task.n_samples[k], NULL, task.out + k * task.q, &task.n_bad[k],
+                                          task.work + worker * task.work_stride)
+
+
+def full_statistics(CompiledModel model, theta, list datas, int n_threads=1, WorkerPool pool=None):
+    """Every client's full statistic ``s̄_i(θ) = N_i⁻¹ Σ_j S̄(z_j, θ)`` at one compiled parameter, GIL-free.
+
+    The statistics of the start exchange (``start='mean_statistic'``): the
+    model's statistic callback over all of client ``i``'s rows, without
+    per-sample memory (a cold start), the clients shared by the threads of
+    ``pool`` (or of a :class:`WorkerPool` of ``n_threads`` made for this
+    call; one workspace per thread).  Each row of the result depends only
+    on ``θ`` and ``datas[i]``: the numbers do not depend on the threads.
+
+    Parameters
+    ----------
+    model : CompiledModel
+    theta : ndarray of shape (theta_size,), float64
+        Compiled parameter (see :meth:`CompiledModel.derive`).
+    datas : list of ndarray of shape (N_i, sample_size), C-contiguous float64, N_i >= 1
+    n_threads : int
+    pool : WorkerPool, optional
+
+    Returns
+    -------
+    S : ndarray of shape (n, q)
+        Row ``i``: client ``i``'s statistic (undefined where ``status[i] != 0``).
+    status : ndarray of shape (n,), int
+        ``FEDMM_OK`` (0) or the callback's error code, per client.
+    n_unconverged : ndarray of shape (n,), int64
+        Inner-solver columns that hit their iteration cap, per client.
+    """
+    cdef const double *th = model._theta(theta)
+    cdef fedmm_model_t *mdl = &model.model
+    cdef Py_ssize_t n = len(datas)
+    S = np.empty((n, mdl.q), dtype=np.float64)
+    status = np.zeros(n, dtype=np.intc)
+    n_bad = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return S, status, n_bad
+    cdef int64_t[::1] sizes = np.empty(n, dtype=np.int64)
+    cdef const double **ptrs = <const double **>PyMem_Malloc(n * sizeof(double *))
+    if ptrs == NULL:
+        raise MemoryError()
+    try:
+        return _full_statistics(mdl, th, datas, n_threads, pool, S, status, n_bad, ptrs, sizes)
+    finally:
+        PyMem_Free(ptrs)
+
+
+cdef tuple _full_statistics(fedmm_model_t *mdl, const double *th, list datas, int n_threads, WorkerPool pool,
+                            S, status, n_bad, const double **ptrs, int64_t[::1] sizes):
+    """:func:`full_statistics` once the pointer array is allocated."""
+    cdef Py_ssize_t n = len(datas), k, max_n = 1
+    cdef cnp.ndarray arr
+    for k in range(n):
+        arr = datas[k]
+        if (arr.dtype != np.float64 or arr.ndim != 2 or arr.shape[1] != mdl.sample_size or arr.shape[0] < 1
+                or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+            raise ValueError(f"Expected datas[{k}] of shape (n, {mdl.sample_size}), C-contiguous float64, "
+                             f"got {arr.dtype} {(<object>arr).shape}")
+        ptrs[k] = <const double *>cnp.PyArray_DATA(arr)
+        sizes[k] = arr.shape[0]
+        max_n = max(max_n, arr.shape[0])
+    cdef WorkerPool own_pool = None
+    if pool is None and n_threads > 1 and n > 1:
+        pool = own_pool = WorkerPool(min(n_threads, n))
+    elif pool is not None:
+        if pool.pool == NULL:
+            raise ValueError("Expected an open 'pool', got a closed WorkerPool")
+        if pool.busy:
+            raise RuntimeError("The WorkerPool is running other rounds (one call at a time)")
+    cdef int threads = 1 if pool is None else pool.n_threads
+    cdef Py_ssize_t work_stride = _padded(max(<size_t>mdl.statistic_work(mdl.ctx, max_n), 1))
+    cdef double[:, ::1] work = _aligned_empty((threads, work_stride), np.float64)
+    cdef int[::1] status_v = status
+    cdef int64_t[::1] bad_v = n_bad
+    cdef double[:, ::1] S_v = S
+    cdef _StatisticTask task
+    task.model = mdl
+    task.theta = th
+    task.datas = ptrs
+    task.n_samples = &sizes[0]
+    task.out = &S_v[0, 0]
+    task.q = mdl.q
+    task.n_bad = &bad_v[0]
+    task.status = &status_v[0]
+    task.work = &work[0, 0]
+    task.work_stride = work_stride
+    try:
+        if pool is None:
+            with nogil:
+                for k in range(n):
+                    _statistic_task(&task, k, 0)
+        else:
+            pool.busy = True
+            with nogil:
+                fedmm_pool_run(pool.pool, n, _statistic_task, &task)
+    finally:
+        if pool is not None:
+            pool.busy = False
+        if own_pool is not None:
+            own_pool.close()
+    return S, status, n_bad

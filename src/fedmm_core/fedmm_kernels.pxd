@@ -223,6 +223,8 @@ cdef extern from "fedmm_kernels.h" nogil:
     int FEDMM_SPACE_PARAMETER
     void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double *const *rows,
                             double *out)
+    void fedmm_weighted_sum_columns(int64_t m, size_t lo, size_t hi, const double *weights,
+                                    const double *const *rows, double *out)
     double fedmm_squared_distance(size_t n, const double *a, const double *b)
 
     # ---- dictionary update and PSD projection (linalg.c) ----
@@ -313,6 +315,11 @@ cdef extern from "fedmm_kernels.h" nogil:
     int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cfg, int64_t m,
                           const double *weights, const double *values, double gamma, double *S,
                           double *V, double *theta, double *dist, double *work)
+    size_t fedmm_server_update_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg)
+    int fedmm_server_update(const fedmm_model_t *model, const fedmm_round_config_t *cfg, const double *acc,
+                            double gamma, double *S, double *V, double *theta, double *dist, double *work)
+    int fedmm_check_range(size_t n, const double *x, double bound)
+    double fedmm_message_bound(const fedmm_round_config_t *cfg)
     ctypedef struct fedmm_pool_t:
         pass
     ctypedef void (*fedmm_pool_task_fn)(void *ctx, int64_t item, int worker) noexcept nogil

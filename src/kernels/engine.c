@@ -35,6 +35,16 @@ void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double
     }
 }
 
+void fedmm_weighted_sum_columns(int64_t m, size_t lo, size_t hi, const double *weights,
+                                const double *const *rows, double *out)
+{
+    for (size_t j = lo; j < hi; ++j) out[j] = 0.0;
+    for (int64_t k = 0; k < m; ++k) {
+        const double w = weights[k], *x = rows[k];
+        for (size_t j = lo; j < hi; ++j) out[j] = out[j] + w * x[j];
+    }
+}
+
 /* sum of squares of (a - b) * 2^-e in the fixed order (s0 + s1) + (s2 + s3)
  * (e = 0: the plain sum; the scaling by a power of two is exact) */
 static double sum_squares(size_t n, const double *a, const double *b, int e)
@@ -233,14 +243,22 @@ int fedmm_server_select(const uint64_t key[2], uint64_t t, int64_t n, int64_t co
         fedmm_philox_bitgen(&state, &rng);
         const int status = fedmm_sample_without_replacement(&rng, n, count, ids, work);
         if (status != FEDMM_OK) return status;
-        for (int64_t a = 1; a < count; ++a) { /* insertion sort: increasing ids */
-            const int64_t v = ids[a];
-            int64_t j = a - 1;
-            while (j >= 0 && ids[j] > v) {
-                ids[j + 1] = ids[j];
-                --j;
+        if ((double)count * (double)count < 4.0 * (double)n) {
+            for (int64_t a = 1; a < count; ++a) { /* insertion sort: increasing ids */
+                const int64_t v = ids[a];
+                int64_t j = a - 1;
+                while (j >= 0 && ids[j] > v) {
+                    ids[j + 1] = ids[j];
+                    --j;
+                }
+                ids[j + 1] = v;
             }
-            ids[j + 1] = v;
+        } else { /* the same increasing ids in O(n): flag the drawn ones, then scan */
+            memset(work, 0, (size_t)n * sizeof(int64_t));
+            for (int64_t a = 0; a < count; ++a) work[ids[a]] = 1;
+            int64_t a = 0;
+            for (int64_t i = 0; i < n; ++i)
+                if (work[i]) ids[a++] = i;
         }
         k = count;
         if (mode == FEDMM_MODE_COMPRESS) {
@@ -263,24 +281,32 @@ int fedmm_server_select(const uint64_t key[2], uint64_t t, int64_t n, int64_t co
     return FEDMM_OK;
 }
 
+size_t fedmm_server_update_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg)
+{
+    const size_t n = (size_t)fedmm_message_size(model, cfg);
+    /* H (n), S' (q), theta' (theta_size), the model's workspace */
+    return n + (size_t)model->q + (size_t)model->theta_size + model->server_work;
+}
+
 size_t fedmm_server_step_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg, int64_t m)
 {
     const size_t n = (size_t)fedmm_message_size(model, cfg);
-    /* acc, H (n each), S' (q), theta' (theta_size), the row pointers (m), the model's workspace */
-    return 2 * n + (size_t)model->q + (size_t)model->theta_size + (size_t)(m > 0 ? m : 0) +
-           model->server_work;
+    /* acc (n), the row pointers (m), then fedmm_server_update's workspace */
+    return n + (size_t)(m > 0 ? m : 0) + fedmm_server_update_work(model, cfg);
 }
 
-/* FEDMM_OK when every x_j is finite with |x_j| <= bound (bound may be
- * INFINITY); FEDMM_ENONFINITE on NaN or infinity, FEDMM_ERANGE on a finite
- * value beyond the bound. */
-static int check_range(size_t n, const double *x, double bound)
+int fedmm_check_range(size_t n, const double *x, double bound)
 {
     for (size_t j = 0; j < n; ++j) {
         if (!isfinite(x[j])) return FEDMM_ENONFINITE;
         if (fabs(x[j]) > bound) return FEDMM_ERANGE;
     }
     return FEDMM_OK;
+}
+
+double fedmm_message_bound(const fedmm_round_config_t *cfg)
+{
+    return cfg->space == FEDMM_SPACE_STATISTIC && cfg->statistic_max > 0.0 ? cfg->statistic_max : INFINITY;
 }
 
 int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cfg, int64_t m,
@@ -292,25 +318,40 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
         dist == NULL || work == NULL || !isfinite(gamma) ||
         (cfg->space == FEDMM_SPACE_STATISTIC && S == NULL))
         return FEDMM_EINVAL;
-    const size_t n = (size_t)fedmm_message_size(model, cfg), q = (size_t)model->q;
-    const size_t d = (size_t)model->d, theta_size = (size_t)model->theta_size;
-    double *acc = work, *H = acc + n, *S_new = H + n, *theta_new = S_new + q;
-    const double **rows = (const double **)(theta_new + theta_size); /* m pointers in m doubles */
-    double *model_work = theta_new + theta_size + (m > 0 ? m : 0);
-    int status;
-    /* the messages, H, S' (after Pi) and the new V within the range the model handles (S-space), theta'
-     * finite, as Server._decode and Server.candidate_step require (a refused step changes nothing) */
-    const double bound = cfg->space == FEDMM_SPACE_STATISTIC && cfg->statistic_max > 0.0 ? cfg->statistic_max
-                                                                                        : INFINITY;
+    const size_t n = (size_t)fedmm_message_size(model, cfg);
+    double *acc = work;
+    const double **rows = (const double **)(acc + n); /* m pointers in m doubles */
+    double *update_work = acc + n + (m > 0 ? m : 0);
+    /* the messages within the range the model handles (S-space), as Server._decode requires */
+    const double bound = fedmm_message_bound(cfg);
     for (int64_t k = 0; k < m; ++k) {
         rows[k] = values + (size_t)k * n;
-        status = check_range(n, rows[k], bound);
+        const int status = fedmm_check_range(n, rows[k], bound);
         if (status != FEDMM_OK) return status;
     }
-    /* acc = sum_k (mu_i / p) Quant_i in client order; H = V_t + acc */
+    /* acc = sum_k (mu_i / p) Quant_i in client order */
     fedmm_weighted_sum(m, n, weights, rows, acc);
+    return fedmm_server_update(model, cfg, acc, gamma, S, V, theta, dist, update_work);
+}
+
+int fedmm_server_update(const fedmm_model_t *model, const fedmm_round_config_t *cfg, const double *acc,
+                        double gamma, double *S, double *V, double *theta, double *dist, double *work)
+{
+    if (check_config(model, cfg) != FEDMM_OK || acc == NULL || V == NULL || theta == NULL ||
+        dist == NULL || work == NULL || !isfinite(gamma) ||
+        (cfg->space == FEDMM_SPACE_STATISTIC && S == NULL))
+        return FEDMM_EINVAL;
+    const size_t n = (size_t)fedmm_message_size(model, cfg), q = (size_t)model->q;
+    const size_t d = (size_t)model->d, theta_size = (size_t)model->theta_size;
+    double *H = work, *S_new = H + n, *theta_new = S_new + q;
+    double *model_work = theta_new + theta_size;
+    int status;
+    /* H, S' (after Pi) and the new V within the range the model handles (S-space), theta' finite, as
+     * Server.candidate_step requires (a refused step changes nothing) */
+    const double bound = fedmm_message_bound(cfg);
+    /* H = V_t + acc */
     for (size_t j = 0; j < n; ++j) H[j] = V[j] + acc[j];
-    status = check_range(n, H, bound);
+    status = fedmm_check_range(n, H, bound);
     if (status != FEDMM_OK) return status;
     memcpy(theta_new, theta, theta_size * sizeof(double)); /* T's warm start */
     if (cfg->space == FEDMM_SPACE_STATISTIC) {
@@ -324,7 +365,7 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
             status = model->project(model->ctx, S_new, model_work);
             if (status != FEDMM_OK) return status;
         }
-        status = check_range(q, S_new, bound);
+        status = fedmm_check_range(q, S_new, bound);
         if (status != FEDMM_OK) return status;
         status = model->T(model->ctx, S_new, theta_new, model_work);
         if (status != FEDMM_OK) return status;
@@ -344,12 +385,12 @@ int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cf
             if (status != FEDMM_OK) return status;
         }
     }
-    status = check_range(d, theta_new, INFINITY);
+    status = fedmm_check_range(d, theta_new, INFINITY);
     if (status != FEDMM_OK) return status;
     if (cfg->alpha != 0.0)
         for (size_t j = 0; j < n; ++j) {
             const double v = V[j] + cfg->alpha * acc[j];
-            status = check_range(1, &v, bound);
+            status = fedmm_check_range(1, &v, bound);
             if (status != FEDMM_OK) return status;
         }
     /* commit */

@@ -442,6 +442,11 @@ int fedmm_sample_without_replacement(fedmm_bitgen_t *rng, int64_t n, int64_t b, 
  * NumPy expression does.  m = 0 gives zeros. */
 void fedmm_weighted_sum(int64_t m, size_t q, const double *weights, const double *const *rows,
                         double *out);
+/* Columns [lo, hi) of fedmm_weighted_sum (out[j] for lo <= j < hi only, the
+ * same operations in the same order: the same bits), so that disjoint column
+ * ranges can be summed on different threads. */
+void fedmm_weighted_sum_columns(int64_t m, size_t lo, size_t hi, const double *weights,
+                                const double *const *rows, double *out);
 
 /* ||a - b||^2 over n doubles, as four partial sums over j mod 4 (the tail
  * goes to the first) combined as (s0 + s1) + (s2 + s3): one fixed order of
@@ -697,6 +702,20 @@ int fedmm_server_select(const uint64_t key[2], uint64_t t, int64_t n, int64_t co
  * fedmm_server_step_work(model, cfg, m) doubles. */
 size_t fedmm_server_step_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg,
                               int64_t m);
+/* fedmm_server_step after its first part: acc (the weighted sum of the
+ * messages, already checked) given, then H = V + acc and the rest, the same
+ * operations (fedmm_server_step calls it).  work:
+ * fedmm_server_update_work(model, cfg) doubles. */
+size_t fedmm_server_update_work(const fedmm_model_t *model, const fedmm_round_config_t *cfg);
+int fedmm_server_update(const fedmm_model_t *model, const fedmm_round_config_t *cfg, const double *acc,
+                        double gamma, double *S, double *V, double *theta, double *dist, double *work);
+/* FEDMM_OK when every x_j is finite with |x_j| <= bound (bound may be
+ * INFINITY); FEDMM_ENONFINITE on NaN or infinity, FEDMM_ERANGE on a finite
+ * value beyond the bound. */
+int fedmm_check_range(size_t n, const double *x, double bound);
+/* The bound fedmm_server_step holds messages to: cfg->statistic_max in
+ * S-space when positive, else INFINITY. */
+double fedmm_message_bound(const fedmm_round_config_t *cfg);
 int fedmm_server_step(const fedmm_model_t *model, const fedmm_round_config_t *cfg, int64_t m,
                       const double *weights, const double *values, double gamma, double *S,
                       double *V, double *theta, double *dist, double *work);

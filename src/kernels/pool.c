@@ -8,9 +8,10 @@
  *   - A job is published under the lock: fn, ctx, n_items, next = 0,
  *     n_done = 0, then generation + 1, then sleeping workers are signalled.
  *   - A worker that sees a new generation registers under the lock
- *     (n_registered + 1) and copies the job; it then claims items with
- *     fetch_add(next) until one is >= n_items, counts each finished item in
- *     n_done, and unregisters (n_registered - 1, no lock).
+ *     (n_registered + 1) and copies the job; it then claims chunks of items
+ *     with fetch_add(next, chunk) until one starts at or past n_items, counts
+ *     each finished chunk's items in n_done, and unregisters (n_registered - 1,
+ *     no lock).
  *   - The caller works on the items too, then waits until n_done == n_items.
  *     The worker that finishes the last item signals it under the lock.
  *   - The next job is published only once n_registered == 0 (checked under
@@ -148,14 +149,26 @@ static int spin_until_i64(const int64_t *word, int64_t target, int64_t spin_ns)
     }
 }
 
-/* Claim and run items of the job until none is left; returns how many it ran. */
+/* Items claimed at once: about 16 claims per thread and job, so that jobs of many short items (a
+ * round of many small clients) do not turn the shared counter into the bottleneck, while the last
+ * claims stay short enough to balance the threads. */
+static int64_t chunk_of(int64_t n_items, int n_threads)
+{
+    int64_t chunk = n_items / (16 * (int64_t)n_threads);
+    return chunk < 1 ? 1 : (chunk > 64 ? 64 : chunk);
+}
+
+/* Claim and run items of the job, chunk at a time, until none is left; returns how many it ran. */
 static int64_t work_on(fedmm_pool_t *pool, fedmm_pool_task_fn fn, void *ctx, int64_t n_items, int worker)
 {
-    for (int64_t ran = 0;; ran++) {
-        int64_t k = FETCH_ADD(pool->next, 1);
+    const int64_t chunk = chunk_of(n_items, pool->n_threads);
+    for (int64_t ran = 0;;) {
+        int64_t k = FETCH_ADD(pool->next, chunk);
         if (k >= n_items) return ran;
-        fn(ctx, k, worker);
-        if (FETCH_ADD(pool->n_done, 1) + 1 == n_items && worker != 0) {
+        const int64_t end = k + chunk < n_items ? k + chunk : n_items;
+        for (int64_t j = k; j < end; j++) fn(ctx, j, worker);
+        ran += end - k;
+        if (FETCH_ADD(pool->n_done, end - k) + (end - k) == n_items && worker != 0) {
             pthread_mutex_lock(&pool->lock); /* the caller may sleep on done */
             pthread_cond_signal(&pool->done);
             pthread_mutex_unlock(&pool->lock);

@@ -20,7 +20,8 @@ import numpy as np
 
 from fedmm import kernels
 from fedmm._validation import check_callable, check_count, check_in, check_int, check_participation
-from fedmm.engine import LocalRuntime, compiled_rounds, compiled_unsupported, record_initial
+from fedmm.engine import (LocalRuntime, compiled_rounds, compiled_start_statistics, compiled_unsupported,
+                          record_initial)
 from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
 from fedmm.engine.local import CLIENT_ERROR_POLICIES, record_start_drops
 from fedmm.engine.metrics import squared_distance, step_record, update_size
@@ -264,12 +265,16 @@ class Client:
         One uncompressed pass over the local data (``Identity`` wire
         format, whatever the compressor); the server averages these into
         ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))`` (:meth:`Server.mean_statistic`).  The
-        client's control variate and random stream are not touched; a model
-        that keeps per-client memory updates it as on any statistic (e.g.
-        dictionary learning's warm-start codes, then at ``θ_0``), in every
-        runtime alike: the runtimes carry that memory with the client.
+        client's state is not touched: neither its control variate and random
+        stream, nor a model's per-sample memory (the statistic is computed
+        without it, e.g. dictionary learning's LASSO codes start cold: codes
+        at ``θ_0`` would be a poor warm start for the rounds' first visits).
         """
-        full = self.oracle.statistic(message.theta, None)
+        return self.start_payload(self.model.statistic(self.data, message.theta, None))
+
+    @staticmethod
+    def start_payload(full: np.ndarray) -> bytes:
+        """The :meth:`start_statistic` payload of a full local statistic (``Identity`` wire format)."""
         return _SETUP_CODEC.encode(np.asarray(full, dtype=np.float64), None)
 
     # -- state transfer (runtimes whose workers do not keep Client objects) ----
@@ -335,6 +340,10 @@ class Client:
         rng, coin, idx, refresh = self._begin(message)
         stat = self.oracle.statistic(message.theta, idx)
         return self._finish(message, rng, coin, idx, refresh, stat)
+
+
+#: The start exchange's answer as :class:`Client` defines it (the compiled start pass computes the same).
+_START_STATISTIC = Client.start_statistic
 
 
 # --------------------------------------------------------------------------- server
@@ -1077,8 +1086,17 @@ class FedMM:
             message = server.start_message()
             payloads = {}
             drops: dict[int, str] = {}
+            # the compiled backend computes the same statistics on worker threads (clients that fail there,
+            # or a Client whose start_statistic is redefined, answer through start_statistic)
+            full = None
+            if self.backend != "python" and all(type(c).start_statistic is _START_STATISTIC
+                                                and "start_statistic" not in vars(c) for c in clients):
+                full = compiled_start_statistics(server, clients, message.theta, self.n_threads)
             for c in clients:
                 try:
+                    if full is not None and full[c.index] is not None:
+                        payloads[c.index] = Client.start_payload(full[c.index])
+                        continue
                     payloads[c.index] = c.start_statistic(message)
                 except Exception as exc:
                     if on_client_error == "raise":

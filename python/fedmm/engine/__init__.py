@@ -19,10 +19,11 @@ A :class:`Checkpoint` is the state of a run after a completed round, from which
 ``run(..., resume=...)`` continues bit for bit.
 """
 from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
-from fedmm.engine.compiled import compiled_rounds, compiled_unsupported
+from fedmm.engine.compiled import compiled_rounds, compiled_start_statistics, compiled_unsupported
 from fedmm.engine.local import LocalRuntime, finish_round, record_initial, round_record, run_monitor
 from fedmm.engine.metrics import squared_distance, step_record, update_size
 
-__all__ = ["Checkpoint", "CheckpointWriter", "LocalRuntime", "data_digest", "compiled_rounds", "compiled_unsupported",
+__all__ = ["Checkpoint", "CheckpointWriter", "LocalRuntime", "data_digest", "compiled_rounds",
+           "compiled_start_statistics", "compiled_unsupported",
            "finish_round", "record_initial", "round_record", "run_monitor", "squared_distance", "step_record",
            "update_size"]

@@ -20,7 +20,7 @@ import numpy as np
 from fedmm import kernels
 from fedmm.engine.metrics import step_record
 
-__all__ = ["compiled_rounds", "compiled_unsupported", "MINIBATCH_SHUFFLE_MAX"]
+__all__ = ["compiled_rounds", "compiled_start_statistics", "compiled_unsupported", "MINIBATCH_SHUFFLE_MAX"]
 
 #: Minibatches of clients with at most this many samples are drawn by the compiled partial
 #: Fisher-Yates shuffle (O(N_i) workspace); larger clients draw with NumPy (Python backend).
@@ -64,6 +64,32 @@ def compiled_unsupported(server: Any, clients: Sequence[Any]) -> str | None:
         if spec is None or spec(msg) is None:
             return f"client {c.index}'s compressor {c.compressor!r} has no compiled quantizer (quantizer_spec)"
     return None
+
+
+def compiled_start_statistics(server: Any, clients: Sequence[Any], theta: Any, n_threads: int = 1,
+                              pool: kernels.WorkerPool | None = None) -> list[np.ndarray | None] | None:
+    """The start exchange's full local statistics ``s̄_i(θ)`` of every client, in one compiled call.
+
+    What :meth:`fedmm.algorithms.Client.start_statistic` computes (``model.statistic`` over the
+    client's whole data set at the start broadcast's ``θ``, without per-sample memory), for all
+    clients at once on ``pool`` (or a :class:`fedmm.kernels.WorkerPool` of ``n_threads`` made for the
+    call), with the same numbers whatever the threads.  Returns one statistic per client, in client
+    order (None for a client whose statistic failed: the caller reruns it in Python, which raises the
+    error its fault policy handles), or None, with nothing computed, when :func:`compiled_unsupported`
+    gives a reason.
+    """
+    if compiled_unsupported(server, clients) is not None:
+        return None
+    model = server.model
+    compiled = model.compiled_model()
+    datas = [model.compiled_data(c.data) for c in clients]
+    theta_c = np.array(model.compiled_theta(theta, compiled), dtype=np.float64)
+    S, status, n_bad = kernels.full_statistics(compiled, theta_c, datas, n_threads, pool)
+    total = int(n_bad[status == 0].sum())
+    if total:
+        warnings.warn(f"{total} inner-solver columns hit their iteration cap in the start exchange's statistics",
+                      kernels.ConvergenceWarning, stacklevel=3)
+    return [S[i] if status[i] == 0 else None for i in range(len(clients))]
 
 
 def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int, n_threads: int = 1,
