@@ -434,10 +434,10 @@ TABLE = [
         conjugate_step=CHOICE_BAD), dict(batch_size=[BIG, None])),
     # -- models ----------------------------------------------------------------------------------------
     ("DictionaryLearning", _kw(DictionaryLearning, n_components=2, lam=0.1), dict(
-        n_components=INT_BAD + [0], lam=REAL_BAD + [0.0, -1.0], eta=NONNEG_BAD + [1e308, 1e200],
+        n_components=INT_BAD + [0], lam=REAL_BAD + [0.0, -1.0], ridge=NONNEG_BAD + [1e308, 1e200],
         constraint=CHOICE_BAD,
         n_features=INT_BAD + [0], tol=NONNEG_BAD, max_iter=COUNT_BAD + [0], warm_start=BOOL_BAD,
-        update_tol=NONNEG_BAD, update_max_iter=COUNT_BAD + [0]), dict(n_components=[BIG], eta=[1e150])),
+        update_tol=NONNEG_BAD, update_max_iter=COUNT_BAD + [0]), dict(n_components=[BIG], ridge=[1e150])),
     ("GaussianMixture", _kw(GaussianMixture, n_components=2), dict(
         n_components=INT_BAD + [0], covariance=CHOICE_BAD, reg_covar=NONNEG_BAD + [1e308],
         min_weight=NONNEG_BAD + [0.5],

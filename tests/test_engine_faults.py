@@ -384,7 +384,7 @@ def test_absurd_statistics_of_a_client_s_own_data_are_dropped_alike_on_both_back
     kwargs = dict(clients_per_round=2, control_variate_step=alpha, step=0.5, batch_size=5, start="model")
     # without warm starts: a failed compiled round leaves the warm-start codes it wrote (fedmm.kernels.run_rounds),
     # so the Python rerun of that round starts its LASSO solves elsewhere (same minimizers, other last bits)
-    model = dict(n_components=3, lam=0.1, eta=0.0, warm_start=False)
+    model = dict(n_components=3, lam=0.1, ridge=0.0, warm_start=False)
     runs = {}
     for backend in ("python", "compiled"):
         algo = FedMM(DictionaryLearning(**model), backend=backend, **kwargs)
