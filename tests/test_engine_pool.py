@@ -82,7 +82,7 @@ def test_the_parallel_weighted_sum_gives_the_one_thread_and_python_bits(n_thread
 
     def run(backend, n):
         return FedMM(DictionaryLearning(21, LAM, ETA), clients_per_round=40, compressor=StochasticRounding(bits=8),
-                     alpha=0.05, step=("sqrt", 0.05), batch_size=4, backend=backend, n_threads=n,
+                     control_variate_step=0.05, step=("sqrt", 0.05), batch_size=4, backend=backend, n_threads=n,
                      start="model").run(datas, 4, seed=1)
 
     ref = run("python", 1)

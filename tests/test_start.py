@@ -274,7 +274,7 @@ def test_mean_statistic_refuses_a_start_statistic_beyond_the_model_s_bound():
 @pytest.mark.parametrize("make", [
     lambda b, n: (FedMM(GaussianMixture(3), clients_per_round=2, batch_size=5, backend=b, n_threads=n),
                   _gmm_clients(5)),
-    lambda b, n: (FedMM(DictionaryLearning(3, 0.1, eta=0.2), clients_per_round=2, batch_size=5, backend=b,
+    lambda b, n: (FedMM(DictionaryLearning(3, 0.1, ridge=0.2), clients_per_round=2, batch_size=5, backend=b,
                         n_threads=n), _dictionary_clients(5)),
 ], ids=["gmm", "dictionary"])
 def test_compiled_start_exchange_gives_the_python_start_bit_for_bit(make, n_threads, monkeypatch):
@@ -304,7 +304,7 @@ def test_full_statistics_rows_equal_the_model_statistic():
     from fedmm import kernels
 
     datas = _dictionary_clients(4)
-    model = DictionaryLearning(3, 0.1, eta=0.2, n_features=datas[0].shape[1])
+    model = DictionaryLearning(3, 0.1, ridge=0.2, n_features=datas[0].shape[1])
     model.prepare(datas)
     theta = model.T(model.init_statistic(datas, init_generator(0)))
     compiled = model.compiled_model()
