@@ -728,7 +728,7 @@ def default_affine_unexplained(dim: int) -> float:
     0.36 / 0.44 / 0.52 at d = 16 / 32 / 64 (0.20 at d = 4): with these, the
     linear (Gaussian) OT map leaves about 42 / 53 / 64% of ``Var(Q)``
     unexplained, close to what it leaves on Korotin et al.'s Mix3toMix10
-    pairs (about 42 / 55 / 64%, FedMM issue 26).
+    pairs (about 42 / 55 / 64%, measured on a re-creation of those pairs).
 
     Parameters
     ----------

@@ -69,6 +69,7 @@ from fedmm.experiments._common import (
     positive_int_list,
     resolve_progress,
     run_tasks,
+    tidy_log_axis,
     tune_on_grid,
     write_summary,
 )
@@ -416,7 +417,7 @@ def plot_ot_ablation(summary: dict, path: str | os.PathLike) -> None:
 
     cfg = summary["config"]
     dims = summary["dimensions"]
-    fig, axes = plt.subplots(1, len(dims), figsize=(6.2 * len(dims), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(dims), figsize=(max(11.0, 5.5 * len(dims)), 6.4), squeeze=False)
     styles = {"alg3": ("C0", ":"), "adam-omega": ("C0", "--"), "adam-omega-theta": ("C0", "-"),
               "fedadam": ("C1", "--"), "fedadam-theta": ("C1", "-"), "central": ("k", "-")}
     handles: dict[str, Any] = {}
@@ -438,6 +439,7 @@ def plot_ot_ablation(summary: dict, path: str | os.PathLike) -> None:
             handles[ref] = ax.axhline(entry["references"][ref]["l2_uvp"], color="0.45", ls=style, lw=1.1,
                                       label=f"{ref} map")
         ax.set_yscale("log")
+        tidy_log_axis(ax)
         ax.set_title(f"d = {d}", fontsize=10)
         ax.set_xlabel("communication rounds")
         ax.set_ylabel("L2-UVP (% of Var(Q) unexplained)")
@@ -446,9 +448,9 @@ def plot_ot_ablation(summary: dict, path: str | os.PathLike) -> None:
     band = f"mean over {n_seeds} seeds, band = min–max" if n_seeds > 1 else "one seed"
     fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="lower center", ncol=2,
                frameon=False, fontsize=8)
-    fig.suptitle(f"FedMM-OT ablation on the {cfg['benchmark']} known-map benchmark ({cfg['n_clients']} k-means "
-                 f"clients; {band}; lower is better)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.2, 1, 0.95))
+    fig.suptitle(f"FedMM-OT ablation on the {cfg['benchmark']} known-map benchmark: L2-UVP against rounds, lower "
+                 f"is better\n({cfg['n_clients']} k-means clients; {band})", fontsize=10)
+    fig.tight_layout(rect=(0, 0.17, 1, 0.94))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
