@@ -804,7 +804,7 @@ def clustered_map_benchmark(
       (2¹⁷ draws), as in :func:`known_map_benchmark`.
 
     Everything is a deterministic function of ``seed``; ``d = 64`` takes
-    about a second.  Measured with the defaults and ``seed = 0``
+    a few seconds.  Measured with the defaults and ``seed = 0``
     (docs/figures/README.md): the best affine map leaves 36 / 44 / 52% and the
     linear OT map (:meth:`~ClusteredMapBenchmark.linear_map`) about 42 / 53 /
     64% of ``Var(Q)`` unexplained at d = 16 / 32 / 64, where
