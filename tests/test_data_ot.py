@@ -7,8 +7,10 @@ import pytest
 import scipy.linalg
 
 from fedmm.data import (
+    KNOWN_MAP_BENCHMARKS,
     AffineMap,
     client_datasets,
+    clustered_map_benchmark,
     gaussian_benchmark,
     gaussian_ot_map,
     known_map_benchmark,
@@ -251,3 +253,105 @@ def test_module_examples():
 
     failures, tried = doctest.testmod(fedmm.data.ot, optionflags=doctest.ELLIPSIS)
     assert failures == 0 and tried > 0
+
+
+# -- the hard benchmark: clustered_map_benchmark ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def hard():
+    return clustered_map_benchmark(6, seed=3)
+
+
+def test_hard_map_is_gradient_of_potential(hard):
+    x = hard.sample_source(20, seed=0)
+    np.testing.assert_allclose(hard.true_map(x), _fd_gradient(hard.potential, x), rtol=1e-6, atol=1e-6)
+
+
+def test_hard_map_jacobian_symmetric_and_strongly_monotone(hard):
+    lam = hard.strong_convexity
+    assert lam > 0
+    for x in hard.sample_source(8, seed=1):
+        J = _fd_jacobian(hard.true_map, x)
+        np.testing.assert_allclose(J, J.T, atol=1e-6 * max(1.0, np.abs(J).max()))
+        assert np.linalg.eigvalsh(0.5 * (J + J.T)).min() >= lam * (1 - 1e-6)
+    # Monotone on random pairs: <T(x) − T(y), x − y> ≥ λ ‖x − y‖² (convex potential).
+    x, y = hard.sample_source(2000, seed=2), hard.sample_source(2000, seed=3)
+    inner = np.einsum("ij,ij->i", hard.true_map(x) - hard.true_map(y), x - y)
+    assert (inner >= lam * np.einsum("ij,ij->i", x - y, x - y) * (1 - 1e-9)).all()
+
+
+def test_hard_benchmark_is_deterministic_and_shares_p_with_the_easy_one():
+    a, b = clustered_map_benchmark(5, seed=1), clustered_map_benchmark(5, seed=1)
+    x = a.sample_source(50, seed=2)
+    np.testing.assert_array_equal(x, b.sample_source(50, seed=2))
+    np.testing.assert_array_equal(a.true_map(x), b.true_map(x))
+    np.testing.assert_array_equal(a.sample_target(50, seed=2), b.sample_target(50, seed=2))
+    for name in ("directions", "offsets"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert (a.beta, a.output_scale) == (b.beta, b.output_scale)
+    assert not np.allclose(a.true_map(x), clustered_map_benchmark(5, seed=2).true_map(x))
+    # Same P as known_map_benchmark with the same seed (only the map differs).
+    easy = known_map_benchmark(5, seed=1)
+    np.testing.assert_array_equal(easy.sample_source(50, seed=2), x)
+    assert KNOWN_MAP_BENCHMARKS == {"hard": clustered_map_benchmark, "easy": known_map_benchmark}
+
+
+def test_hard_target_is_standardized_and_clustered():
+    hard = clustered_map_benchmark(16, seed=3)  # K = 10 directions in the 14-dimensional complement of the means
+    assert hard.target_variance() == pytest.approx(hard.dim, rel=1e-9)
+    # Every one of the K soft cells holds 1/K of P: the gates' mean is uniform (balanced on 2^14 other draws).
+    x = hard.sample_source(2**15, seed=7)
+    gates = (hard.true_map(x) - hard.strong_convexity * x) / hard.beta  # = softmax(...) @ B
+    weights = np.linalg.lstsq(hard.directions.T, gates.T, rcond=None)[0].T  # back to the softmax weights
+    np.testing.assert_allclose(weights.sum(1), 1.0, atol=1e-8)
+    mass = weights.mean(0)
+    assert np.abs(mass - 1 / hard.n_pieces).max() < Z * np.sqrt(0.25 / x.shape[0])
+
+
+# Calibration: the best affine map leaves at least 30 / 40 / 45% of Var(Q) unexplained at d = 16 / 32 / 64 (the
+# defaults aim at 36 / 44 / 52%).  Each value is estimated on 2^16 fresh draws (standard error about 0.07 points,
+# reported by l2_uvp) after a least-squares fit on 2^16 other draws; the check subtracts Z standard errors.
+@pytest.mark.parametrize("dim, floor, aim", [(16, 30.0, 36.0), (32, 40.0, 44.0), (64, 45.0, 52.0)])
+def test_hard_benchmark_calibration(dim, floor, aim):
+    bench = clustered_map_benchmark(dim, seed=0)
+    assert bench.affine_unexplained == pytest.approx(aim / 100)
+    affine = bench.l2_uvp(bench.best_affine_map(n_fit=2**16, seed=1), n_eval=2**16, seed=2)
+    linear = bench.l2_uvp(bench.linear_map(), n_eval=2**16, seed=2)
+    assert affine.stderr < 0.2
+    assert affine.value - Z * affine.stderr >= floor
+    assert abs(affine.value - aim) < 1.0  # the calibration (on 2^16 other draws) holds on fresh ones
+    # The linear OT map is an affine map too, so it cannot beat the least-squares one (by more than noise).
+    assert linear.value >= affine.value - Z * linear.stderr
+    # The easy benchmark's pair is far easier at the same dimension.
+    easy = known_map_benchmark(dim, seed=0)
+    assert easy.l2_uvp(easy.best_affine_map(n_fit=2**14, seed=1), n_eval=2**14, seed=2).value < 10.0
+
+
+def test_hard_benchmark_explicit_target_and_best_affine_map_exactness():
+    bench = clustered_map_benchmark(8, seed=1, affine_unexplained=0.25)
+    assert bench.affine_unexplained == 0.25
+    affine = bench.l2_uvp(bench.best_affine_map(n_fit=2**16, seed=1), n_eval=2**16, seed=2)
+    assert abs(affine.value - 25.0) < 1.0
+    # On a Gaussian pair the OT map is affine: the least-squares map recovers it.
+    gauss = gaussian_benchmark(3, seed=0)
+    fitted = gauss.best_affine_map(n_fit=1000, seed=0)
+    np.testing.assert_allclose(fitted.matrix, gauss.map.matrix, atol=1e-9)
+    assert gauss.l2_uvp(fitted).value < 1e-12
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"dim": 0}, "dim"),
+    ({"dim": 3, "n_components": 0}, "n_components"),
+    ({"dim": 3, "n_pieces": 1}, "n_pieces"),
+    ({"dim": 3, "temperature": 0.0}, "temperature"),
+    ({"dim": 3, "temperature": 1e3}, "temperature"),
+    ({"dim": 3, "affine_unexplained": 0.0}, "affine_unexplained"),
+    ({"dim": 3, "affine_unexplained": 1.0}, "affine_unexplained"),
+    ({"dim": 3, "affine_unexplained": 0.95}, "affine_unexplained.*below"),
+    ({"dim": 3, "seed": -1}, "seed"),
+])
+def test_bad_hard_benchmark_arguments(kwargs, match):
+    kwargs = {"seed": 0, **kwargs}
+    with pytest.raises((ValueError, TypeError), match=match):
+        clustered_map_benchmark(kwargs.pop("dim"), **kwargs)
+    with pytest.raises(ValueError, match="n_fit"):
+        gaussian_benchmark(3, seed=0).best_affine_map(n_fit=4)

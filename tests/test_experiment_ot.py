@@ -13,7 +13,7 @@ pytest.importorskip("optax")
 import fedmm  # noqa: E402
 from fedmm.cli import build_parser, main  # noqa: E402
 from reference import cli_status  # noqa: E402
-from fedmm.data import known_map_benchmark  # noqa: E402
+from fedmm.data import KNOWN_MAP_BENCHMARKS, clustered_map_benchmark, known_map_benchmark  # noqa: E402
 from fedmm.experiments.ot import _evaluated_rounds, _score  # noqa: E402  (own module's helpers, tested directly)
 
 TINY = ["--dims", "2,3", "--rounds", "3", "--clients", "3", "--per-client", "20", "--n-target", "60",
@@ -52,7 +52,8 @@ def test_tiny_run_writes_loadable_runs_summary_and_figure(tiny_run):
     assert (out / "ot_summary.txt").read_text().startswith("d ")
     methods = [(row["d"], row["method"]) for row in table["rows"]]
     for d in (2, 3):
-        for method in ("FedMM-OT", "FedAdam", "identity map (reference)", "linear map (reference)"):
+        for method in ("FedMM-OT", "FedAdam", "identity map (reference)", "linear map (reference)",
+                       "best affine map (reference)"):
             assert (d, method) in methods
     assert (out / "ot_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -74,10 +75,14 @@ def test_summary_curves_and_references_are_consistent(tiny_run):
                 h = runs[f"d={d}/{name}/seed={seed}"]
                 assert curve[0] == h.config["initial_evaluation"]["l2_uvp"]
                 np.testing.assert_array_equal(curve[1:], np.asarray(h["l2_uvp"])[[1, 2]])
-        # reference rows against an independent evaluation of the same benchmark on the same points
-        bench = known_map_benchmark(int(d), seed=0)
-        ref = bench.l2_uvp(bench.linear_map(), n_eval=50, seed=[0, 3])
-        assert r["references"]["linear"]["l2_uvp"] == pytest.approx(ref.value, rel=1e-12)
+        # reference rows against an independent evaluation of the same benchmark on the same points; the
+        # summary records both pairs' linear-map L2-UVP (the default pair is the hard one)
+        assert summary["config"]["benchmark"] == "hard"
+        for name, make in (("hard", clustered_map_benchmark), ("easy", known_map_benchmark)):
+            bench = make(int(d), seed=0)
+            ref = bench.l2_uvp(bench.linear_map(), n_eval=50, seed=[0, 3])
+            assert r["linear_map_l2_uvp"][name]["l2_uvp"] == pytest.approx(ref.value, rel=1e-12)
+        assert r["references"]["linear"] == r["linear_map_l2_uvp"]["hard"]
 
 
 def test_grid_edge_warning_and_config_file(tmp_path, capsys):
@@ -116,6 +121,7 @@ def test_help_shows_every_option_with_its_default(capsys):
     (["--fedadam-lrs", "1e-3,-1"], "--fedadam-lrs"),
     (["--fedmm-steps", "0"], "--fedmm-steps"),
     (["--omega-step", "newton"], "--omega-step"),
+    (["--benchmark", "korotin"], "--benchmark"),
     (["--local-lr", "0"], "--local-lr"),
     (["--cycle-weight", "-1"], "--cycle-weight"),
     (["--hidden-sizes", "8,0"], "--hidden-sizes"),
@@ -169,3 +175,16 @@ def test_cycle_weight_is_the_lambda_of_every_run(tmp_path):
     summary = json.loads((tmp_path / "ot_summary.json").read_text())
     assert summary["config"]["cycle_weight"] == 2.5
     assert build_parser().parse_args(["experiment", "ot"]).cycle_weight == 1.0
+
+
+def test_easy_benchmark_option(tmp_path):
+    """``--benchmark easy`` runs on :func:`fedmm.data.known_map_benchmark` (the reference rows say so)."""
+    tiny = [a for a in TINY if a != "2,3"]
+    tiny[tiny.index("--dims") + 1:tiny.index("--dims") + 1] = ["2"]
+    assert main(["experiment", "ot", *tiny, "--seeds", "1", "--benchmark", "easy", "--no-plot", "--quiet",
+                 "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "ot_summary.json").read_text())
+    assert summary["config"]["benchmark"] == "easy" and set(KNOWN_MAP_BENCHMARKS) == {"easy", "hard"}
+    r = summary["dimensions"]["2"]
+    assert r["references"]["linear"] == r["linear_map_l2_uvp"]["easy"]
+    assert "Benchmark: easy" in (tmp_path / "ot_summary.txt").read_text()

@@ -424,6 +424,54 @@ def test_fedadam_one_client_equals_its_definition():
     np.testing.assert_allclose(h.state["theta"], params[n:], rtol=1e-9, atol=1e-12)
 
 
+def test_fedadam_server_theta_steps_equal_their_definition(small_problem, small_data):
+    # server_steps=K: after its Adam step on (ω, θ), the server takes K Adam steps on θ alone along the
+    # θ-direction at ω_{t+1} (learning rate theta_lr, its own Adam state kept across rounds), as FedMM-OT's.
+    problem = TransportProblem(2, hidden_sizes=[6, 5], batch_size=None)
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((30, 2)), rng.standard_normal((25, 2)) - 1.0
+    lr, server_lr, theta_lr, K, T = 0.05, 0.01, 0.02, 3, 3
+    omega, theta = problem.init(2, identity_steps=50)
+    h = FedAdam(problem, local_lr=lr, server_lr=server_lr, server_steps=K, theta_lr=theta_lr).run(
+        [x], T, target=y, seed=2, init=(omega, theta))
+    assert h.config["server_steps"] == K and h.config["theta_lr"] == theta_lr
+    project = problem.potential.project
+    n = problem.n_params
+    params = np.concatenate([omega, theta])
+    state = (0, np.zeros(2 * n), np.zeros(2 * n))
+    theta_state = (0, np.zeros(n), np.zeros(n))
+    for _ in range(T):
+        o, th = params[:n], params[n:]
+        delta = np.concatenate([project(o - lr * problem.grad_omega(o, th, x, y)) - o,
+                                project(th - lr * problem.grad_theta(o, th, y)) - th])
+        params, state = _adam_reference(params, lambda _p, g=-delta: g, 1, state, lr=server_lr,
+                                        project=lambda p: np.concatenate([project(p[:n]), project(p[n:])]))
+        o = params[:n]
+        th, theta_state = _adam_reference(params[n:], lambda t, o=o: problem.grad_theta(o, t, y), K, theta_state,
+                                          lr=theta_lr, project=project)
+        params = np.concatenate([o, th])
+    np.testing.assert_allclose(h.state["omega"], params[:n], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(h.state["theta"], params[n:], rtol=1e-9, atol=1e-12)
+    # The θ-steps' Adam state is part of the server's state: restoring it replays a round bit for bit.
+    datas, target = small_data
+    server, clients = FedAdam(small_problem, server_steps=2, identity_steps=0).build(datas, target=target, seed=1)
+    payloads = {i: clients[i].step(server.broadcast(0)) for i in server.select(0)}
+    saved = server.get_state()
+    assert {k for k in saved if k.startswith("theta_adam_")} == {"theta_adam_0", "theta_adam_1", "theta_adam_2"}
+    server.aggregate(0, payloads)
+    first = server.get_state()
+    server.set_state(saved)
+    server.aggregate(0, payloads)
+    for k, v in server.get_state().items():
+        np.testing.assert_array_equal(v, first[k], err_msg=k)
+    assert not any(k.startswith("theta_adam_") for k in FedAdam(small_problem).build(
+        datas, target=target, seed=1, init=(server.omega, server.theta))[0].get_state())
+    with pytest.raises(ValueError, match="server_steps"):
+        FedAdam(small_problem, server_steps=-1)
+    with pytest.raises(ValueError, match="theta_lr"):
+        FedAdam(small_problem, theta_lr=0.0)
+
+
 # --------------------------------------------------------------------------- reproducibility
 def _full_config(problem, **kw):
     return FedMMOT(problem, clients_per_round=3, control_variate_step=0.5, step=0.8, omega_step="sgd", local_steps=2,

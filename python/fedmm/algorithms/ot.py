@@ -566,15 +566,26 @@ class FedAdamServer(_OTServerBase):
 
     Round ``t``: ``Δ̄ = p⁻¹ Σ_{active} μ_i Quant(Δ_i)`` (the average pseudo-gradient,
     ``Δ_i = (ω_i − ω_t, θ_i − θ_t)``), one Adam step along ``Δ̄`` (gradient ``−Δ̄``)
-    with the server's learning rate, then the projection onto ``Θ × Θ``.
+    with the server's learning rate, then the projection onto ``Θ × Θ``; with
+    ``server_steps > 0``, then that many Adam steps on ``θ`` alone, as FedMM-OT's
+    server takes them (``theta_steps``: an :class:`OTSteps` whose ``server_lr`` is their
+    learning rate; target minibatches of ``target_batch_size``; their Adam state carried
+    over rounds).
     """
 
     def __init__(self, steps: OTSteps, n_clients: int, *, weights: np.ndarray, p: float, count: int | None,
                  omega: np.ndarray, theta: np.ndarray, seed: np.random.SeedSequence,
-                 decoders: Sequence[Any]) -> None:
+                 decoders: Sequence[Any], server_steps: int = 0, theta_steps: OTSteps | None = None,
+                 target: np.ndarray | None = None, target_batch_size: int | None = None) -> None:
         super().__init__(steps, n_clients, weights=weights, p=p, count=count, omega=omega, theta=theta, seed=seed,
                          decoders=decoders, size=2 * steps.problem.n_params)
         self.adam = steps.adam_init(self.size)
+        self.server_steps = int(server_steps)
+        if self.server_steps and (theta_steps is None or target is None):
+            raise ValueError("Expected 'theta_steps' and 'target' with server_steps > 0")
+        self.theta_steps, self.target, self.target_batch_size = theta_steps, target, target_batch_size
+        self.target_stream = RoundStream(party_seed(seed, SERVER_PARTY, _TARGET_STREAM))
+        self.theta_adam = steps.adam_init(steps.problem.n_params) if self.server_steps else None
 
     def aggregate(self, t: int, payloads: Mapping[int, Any],
                   on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
@@ -587,15 +598,23 @@ class FedAdamServer(_OTServerBase):
         n = self.problem.n_params
         params, adam = self.steps.adam_step(np.concatenate([self.omega, self.theta]), self.adam, acc)
         omega, theta = params[:n], params[n:]
+        theta_adam = self.theta_adam
+        if self.server_steps:
+            rng = self.target_stream.at(t)
+            ys = self.target[_draw(rng, self.target.shape[0], self.target_batch_size, self.server_steps)]
+            theta, theta_adam = self.theta_steps.theta_adam(omega, theta, theta_adam, ys)
         record = {"gamma": self.steps.server_lr, "E_omega": squared_distance(omega, self.omega),
                   "E_theta": squared_distance(theta, self.theta)}
-        self.omega, self.theta, self.adam = omega, theta, adam
+        self.omega, self.theta, self.adam, self.theta_adam = omega, theta, adam, theta_adam
         return record
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """``omega``, ``theta`` and the Adam state (``adam_0``, ...), as copies."""
+        """``omega``, ``theta`` and the Adam state (``adam_0``, ...; with ``server_steps``, also
+        ``theta_adam_0``, ...), as copies."""
         state = {"omega": self.omega.copy(), "theta": self.theta.copy()}
         state.update({f"adam_{k}": leaf.copy() for k, leaf in enumerate(self.adam)})
+        if self.theta_adam is not None:
+            state.update({f"theta_adam_{k}": leaf.copy() for k, leaf in enumerate(self.theta_adam)})
         return state
 
     def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
@@ -607,7 +626,9 @@ class FedAdamServer(_OTServerBase):
             if a.shape != (n,) or not np.isfinite(a).all():
                 raise ValueError(f"Expected a finite '{name}' of shape ({n},), got shape {a.shape}")
             values[name] = a
+        theta_adam = None if self.theta_adam is None else _adam_leaves(state, "theta_adam_", self.theta_adam)
         self.omega, self.theta, self.adam = values["omega"], values["theta"], _adam_leaves(state, "adam_", self.adam)
+        self.theta_adam = theta_adam
 
 
 # --------------------------------------------------------------------------- monitoring
@@ -1023,6 +1044,14 @@ class FedAdam(_FederatedOT):
     b1, b2, eps : float
         Adam's other hyper-parameters: Korotin et al.'s centralized ones
         (PyTorch defaults: 0.9, 0.999, 1e-8).
+    server_steps : int >= 0
+        Extra Adam steps on ``θ`` alone that the server takes after its step on
+        ``(ω, θ)``, on target minibatches and along the problem's θ-direction,
+        exactly as :class:`FedMMOT`'s server does (line 16 of Algorithm 3):
+        FedAdam given FedMM-OT's server-side θ budget (an ablation; 0, the
+        default, is FedAdam of Reddi et al.).
+    theta_lr : float > 0
+        Learning rate of those steps (:class:`FedMMOT`'s ``server_lr``).
     """
 
     name = "FedAdam"
@@ -1033,13 +1062,21 @@ class FedAdam(_FederatedOT):
                  local_lr: float = 0.005, server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999,
                  eps: float = 1e-8, batch_size: int | None = None, target_batch_size: int | None = None,
                  weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1,
-                 device: Any = None) -> None:
+                 device: Any = None, server_steps: int = 0, theta_lr: float = 1e-3) -> None:
         self._common(model, clients_per_round, participation_prob, compressor, local_steps, local_lr,
                      batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps,
                      device)
+        self.server_steps = check_count(server_steps, "server_steps", low=0)
+        self.theta_lr = check_real(theta_lr, "theta_lr", low=0.0, low_open=True)
+        self.theta_steps = OTSteps(model, server_lr=self.theta_lr, b1=self.b1, b2=self.b2, eps=self.eps,
+                                   device=device)
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "server_steps": self.server_steps, "theta_lr": self.theta_lr}
 
     def _server(self, n: int, weights: np.ndarray, count: int | None, p: float, omega: np.ndarray,
                 theta: np.ndarray, target: np.ndarray, seed: np.random.SeedSequence,
                 comps: list[Any]) -> FedAdamServer:
         return FedAdamServer(self.steps, n, weights=weights, p=p, count=count, omega=omega, theta=theta,
-                             seed=seed, decoders=comps)
+                             seed=seed, decoders=comps, server_steps=self.server_steps, theta_steps=self.theta_steps,
+                             target=target, target_batch_size=self.target_batch_size)

