@@ -544,6 +544,11 @@ TABLE = [
         dim=INT_BAD + [0], n_components=INT_BAD + [0], hidden_sizes=["x", (0, 2), (HUGE, 2), (2,)],
         sharpness=REAL_BAD + [0.0, 1e308], nonlinearity=NONNEG_BAD + [1e308], strong_convexity=REAL_BAD + [0.0, 1e308],
         seed=[-1, "x"]), dict(dim=[BIG], n_components=[BIG])),
+    ("clustered_map_benchmark", _kw(fdata.clustered_map_benchmark, dim=4, seed=0), dict(
+        dim=INT_BAD + [0], n_components=INT_BAD + [0], n_pieces=INT_BAD + [0],
+        temperature=REAL_BAD + [0.0, -1.0, 1e-308], affine_unexplained=REAL_BAD + [-0.1, 1.5], seed=[-1, "x"]),
+        dict(dim=[BIG], n_components=[BIG], n_pieces=[BIG], temperature=[1e308], affine_unexplained=[0.0, 1.0])),
+    ("default_affine_unexplained", fdata.default_affine_unexplained, dict(dim=INT_BAD + [0]), dict(dim=[BIG])),
     ("client_datasets", _kw(fdata.client_datasets, benchmark=fdata.gaussian_benchmark(2, seed=0), n_clients=2,
                             n_per_client=5, seed=0), dict(
         benchmark=[None, "x"], n_clients=INT_BAD + [0], n_per_client=INT_BAD + [0], n_init=COUNT_BAD + [0],
@@ -715,8 +720,8 @@ def test_the_table_covers_every_public_family_and_module():
                  "warn_unconverged", "SCHEME_IDENTITY", "SCHEME_BLOCKP", "SCHEME_DITHER", "DICTIONARY_MODEL_MAX_WORK"}
     for mod, skip in ((kernels, {"ConvergenceWarning", "CompiledModel", "WorkerPool", "run_rounds",
                                  "gaussian_mixture_responsibilities", "sample_model", *hot_paths}),
-                      (fdata, {"AffineMap", "GaussianBenchmark", "KnownMapBenchmark", "L2UVP", "LowRankProblem",
-                               "SAMPLE_IMAGES"})):
+                      (fdata, {"AffineMap", "GaussianBenchmark", "KnownMapBenchmark", "ClusteredMapBenchmark", "L2UVP",
+                               "LowRankProblem", "SAMPLE_IMAGES", "KNOWN_MAP_BENCHMARKS"})):
         missing = [n for n in mod.__all__ if n not in skip and n not in covered]
         assert not missing, f"{mod.__name__} entries without bad-input cases: {missing}"
     runs = {name for name, *_ in TABLE if name.endswith(".run")}

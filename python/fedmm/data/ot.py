@@ -820,7 +820,7 @@ def clustered_map_benchmark(
         Components of ``P``, ``≥ 1`` (the paper: 3).
     n_pieces : int
         ``K ≥ 2``, the affine pieces of the log-sum-exp, i.e. the clusters of ``Q``.
-    temperature : float in (0, 100]
+    temperature : float in [0.001, 100]
         ``τ``, in units of the within-component standard deviation of ``b_kᵀ X``:
         the width of the transitions between cells (smaller: a sharper, harder map).
     affine_unexplained : float in (0, 1), optional
@@ -844,7 +844,8 @@ def clustered_map_benchmark(
     dim = check_int(dim, "dim", low=1)
     n_components = check_int(n_components, "n_components", low=1)
     n_pieces = check_int(n_pieces, "n_pieces", low=2)
-    temperature = check_real(temperature, "temperature", low=0.0, high=100.0, low_open=True)
+    # below 1e-3 the soft cells are hard steps and (B x + c)/τ overflows for far-out points
+    temperature = check_real(temperature, "temperature", low=1e-3, high=100.0)
     if affine_unexplained is not None:
         affine_unexplained = check_real(affine_unexplained, "affine_unexplained", low=0.0, high=1.0,
                                         low_open=True, high_open=True)
