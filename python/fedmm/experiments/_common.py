@@ -405,7 +405,7 @@ def seed_list(args: argparse.Namespace) -> list[int]:
     return list(range(args.first_seed, args.first_seed + args.seeds))
 
 
-#: ``--config`` keys renamed by the package's one vocabulary (issue 24): old key → new key.  An old key
+#: ``--config`` keys renamed by the package's one vocabulary: old key → new key.  An old key
 #: is read as the new one after a note on stderr, where the command has the new one.
 RENAMED_CONFIG_KEYS = {"alpha": "control_variate_step", "eta": "ridge", "objective_every": "evaluate_every",
                        "eta_sweep": "ridge_sweep", "step_grid": "local_lr_grid", "batch_fraction": "batch_size",
