@@ -401,7 +401,7 @@ def make_log(args: argparse.Namespace) -> Callable[[str], None]:
 
 
 def seed_list(args: argparse.Namespace) -> list[int]:
-    """The seeds of the reported runs: ``first_seed .. first_seed + seeds - 1``."""
+    """The seeds of the reported runs, ``first_seed`` to ``first_seed + seeds - 1`` included."""
     return list(range(args.first_seed, args.first_seed + args.seeds))
 
 

@@ -250,7 +250,7 @@ def _run(algo: Any, per_round: int, datas: list, target: np.ndarray, init: Any, 
         values.append(est.value)
         return {"l2_uvp": est.value, "l2_uvp_stderr": est.stderr}
 
-    def callback(t: int, omega: Any, theta: Any) -> None:
+    def callback(t: int, state: Any) -> None:
         done[0] += 1
         if done[0] % per_round == 0:
             tick(1)
