@@ -689,6 +689,8 @@ def _outcome(call, arg, value):
             call(**{arg: value})
     except (ValueError, TypeError, MemoryError) as exc:
         message = str(exc)
+        # a case whose keyword the callable does not take would pass vacuously ("unexpected keyword 'eta'")
+        assert "unexpected keyword argument" not in message, f"stale case: {message}"
         assert _names_the_argument(arg, value, exc), f"{arg}={value!r:.60}: {type(exc).__name__}: {message}"
         assert not isinstance(exc, MemoryError) or "would need" in message, message  # refused before allocating
         return exc

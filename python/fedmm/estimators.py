@@ -617,7 +617,7 @@ class FederatedDictionaryLearning(_FederatedMixin, ClassNamePrefixFeaturesOutMix
     ----------
     n_components : int, optional
         Number of atoms ``K`` (default ``n_features``).
-    alpha : float > 0, default 1.0
+    alpha : float in (0, 1e150], default 1.0
         ℓ1 weight of the codes ``λ`` (scikit-learn's ``alpha``; the model's ``lam``).
     ridge : float >= 0, default 0.0
         ``η`` of the penalty ``η‖D‖²_F`` (:class:`~fedmm.models.DictionaryLearning`'s ``ridge``).
@@ -718,7 +718,7 @@ class FederatedDictionaryLearning(_FederatedMixin, ClassNamePrefixFeaturesOutMix
             check_int(self.n_components, "n_components", low=1)
         if self.transform_alpha is not None:
             check_real(self.transform_alpha, "transform_alpha", low=0.0, low_open=True)
-        check_real(self.alpha, "alpha", low=0.0, low_open=True)
+        check_real(self.alpha, "alpha", low=0.0, high=1e150, low_open=True)
         check_real(self.ridge, "ridge", low=0.0, high=1e150)
         self._check_federation()
         model = self._model(X.shape[1])  # checks constraint, tol, max_iter
@@ -775,7 +775,7 @@ class FederatedDictionaryLearning(_FederatedMixin, ClassNamePrefixFeaturesOutMix
         if not hasattr(self, "components_"):
             return self.fit(X, y, clients=clients)
         X = _validated_X(self, X, reset=False)
-        check_real(self.alpha, "alpha", low=0.0, low_open=True)
+        check_real(self.alpha, "alpha", low=0.0, high=1e150, low_open=True)
         check_real(self.ridge, "ridge", low=0.0, high=1e150)
         self._check_federation()
         model = self._model(X.shape[1])

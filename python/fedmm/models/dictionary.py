@@ -31,8 +31,9 @@ class DictionaryLearning(SurrogateModel):
     ----------
     n_components : int
         Number of atoms ``K``.
-    lam : float > 0
-        ``λ`` of the codes' ℓ1 penalty.
+    lam : float in (0, 1e150]
+        ``λ`` of the codes' ℓ1 penalty (the LASSO's objective holds ``λ²``-sized terms, which must stay
+        finite in float64; any ``λ`` above ``max|Dᵀz|`` already gives zero codes).
     ridge : float in [0, 1e150], default 0.0
         Ridge weight ``η`` (the paper's notation) of ``g(θ) = η‖θ‖²_F`` (``T`` adds ``2η`` to ``s⁽¹⁾``'s
         diagonal; its square must stay finite in float64).  With ``constraint=None``
@@ -107,7 +108,7 @@ class DictionaryLearning(SurrogateModel):
                  n_features: int | None = None, tol: float = 1e-9, max_iter: int = 1000,
                  warm_start: bool = True, update_tol: float = 1e-10, update_max_iter: int = 500) -> None:
         self.n_components = check_int(n_components, "n_components", low=1)
-        self.lam = check_real(lam, "lam", low=0.0, low_open=True)
+        self.lam = check_real(lam, "lam", low=0.0, high=1e150, low_open=True)
         self.ridge = check_real(ridge, "ridge", low=0.0, high=1e150)
         self.constraint = check_in(constraint, "constraint", (None, "unit_norm"))
         self.n_features = None if n_features is None else check_int(n_features, "n_features", low=1)
