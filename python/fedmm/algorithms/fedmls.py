@@ -48,8 +48,11 @@ from fedmm.algorithms.nonsmooth import (
     SubgradientClient,
     SubgradientOracle,
     SubgradientServer,
-    encode_vector,
+    check_full_participation,
+    check_message_compressor,
+    compressor_description,
 )
+from fedmm.algorithms._setup import checked_compressors, compressor_list
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
 __all__ = ["FedMLS", "FedMLSServer", "FedMLSClient", "FedMLSMessage", "project_rows_to_ball"]
@@ -70,6 +73,27 @@ def project_rows_to_ball(U: np.ndarray, radius: float | None) -> np.ndarray:
 
 class FedMLS(FederatedSubgradientMethod):
     r"""FedMLS (the FedMLS paper's Algorithm 1), all clients participating.
+
+    Algorithm 1 has every client take part in every round: the paper leaves
+    partial participation (a block-coordinate variant of MOPES) to future
+    work (§5), so ``clients_per_round`` and ``participation_prob`` are
+    refused.  A client that fails (its step raised, or its message is
+    invalid) is left out of the round's consensus step, which averages the
+    :math:`y_{k+1}^i` of the clients that answered (with none, :math:`z`
+    stays), and keeps its state :math:`x^i, z^i, y^i`.
+
+    With a ``compressor`` client :math:`i` sends
+    :math:`\mathrm{Quant}(y_{k+1}^i − y_k)`, its message relative to the
+    point :math:`y_k` it received (the server's own), and the server uses
+    :math:`\hat y_{k+1}^i = y_k + \mathrm{Quant}(y_{k+1}^i − y_k)`: the
+    consensus step :math:`z_{k+1}` is affine in
+    :math:`\frac1n\sum_i \hat y_{k+1}^i`, so its expectation over the
+    compression is the uncompressed step (unbiased compressors), with error
+    :math:`\mathbb{E}\|\hat y^i − y^i\|^2 \leq ω\|y_{k+1}^i − y_k\|^2`.  The
+    clients keep their exact :math:`y^i`.  An
+    :class:`~fedmm.compression.Identity` compressor (the default) sends
+    :math:`y_{k+1}^i` itself as raw float64 (the numbers and ``bytes_up`` of a
+    run without compression, bit for bit).
 
     Parameters
     ----------
@@ -94,6 +118,13 @@ class FedMLS(FederatedSubgradientMethod):
         Each client's minibatch: a fraction of its samples (float; the paper:
         0.1) or a number of samples (int, clipped to the client's size); see
         :class:`~fedmm.algorithms.nonsmooth.FederatedSubgradientMethod`.
+    compressor : compressor or sequence of n compressors, optional
+        Unbiased compressor(s) of :mod:`fedmm.compression` for the clients'
+        messages (one per client if a sequence); default
+        :class:`~fedmm.compression.Identity`.
+    clients_per_round, participation_prob : None
+        Refused (``ValueError``) unless None (``participation_prob=1.0``, every
+        client, is accepted): see above.
     backend : {"auto", "python", "compiled"}
         ``"compiled"``: each round's local loops run in the compiled kernel
         :func:`fedmm.kernels.fedmls_local_round` (GIL released; the problem
@@ -138,12 +169,19 @@ class FedMLS(FederatedSubgradientMethod):
         prox_weight: Any,
         local_steps: Any = ("linear", 1),
         radius: float | None = None,
+        compressor: Any = None,
+        clients_per_round: None = None,
+        participation_prob: None = None,
         oracle: str = "minibatch",
         batch_size: float | int = 0.1,
         backend: str = "auto",
         n_threads: int = 1,
         batched: bool = True,
     ) -> None:
+        participating = check_full_participation(
+            "FedMLS", clients_per_round, participation_prob,
+            "Algorithm 1 of the FedMLS paper has every client take part in every round (its §5 leaves partial "
+            "participation, a block-coordinate variant of MOPES, to future work)")
         super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
         if isinstance(backend, str) and backend in _OLD_BACKENDS:
             raise ValueError(f"backend={backend!r} is now backend={_OLD_BACKENDS[backend]!r}: expected 'backend' in "
@@ -157,17 +195,23 @@ class FedMLS(FederatedSubgradientMethod):
         self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
         self.prox_weight = Schedule(prox_weight, name="prox_weight")
         self.radius = None if radius is None else check_real(radius, "radius", low=0.0, low_open=True)
+        self.compressor = check_message_compressor(compressor)
+        self.clients_per_round, self.participation_prob = participating
 
     def config(self) -> dict:
         return {**super().config(), "local_steps": self.local_steps.description,
-                "prox_weight": self.prox_weight.description, "radius": self.radius, "backend": self.backend}
+                "prox_weight": self.prox_weight.description, "radius": self.radius, "backend": self.backend,
+                "clients_per_round": self.clients_per_round, "participation_prob": self.participation_prob,
+                "compressor": compressor_description(self.compressor)}
 
     def build_server(self, n_clients: int, x0: np.ndarray, seed: np.random.SeedSequence) -> "FedMLSServer":
-        return FedMLSServer(n_clients, x0, self.local_steps, self.prox_weight)
+        return FedMLSServer(n_clients, x0, self.local_steps, self.prox_weight,
+                            checked_compressors(self.compressor, n_clients, x0.shape[0]))
 
     def build_client(self, index: int, data: StackedClients, oracle: SubgradientOracle, x0: np.ndarray,
                      n_clients: int) -> "FedMLSClient":
-        return FedMLSClient(index, self.model, data, oracle, x0, n_clients, self.radius, self.backend)
+        return FedMLSClient(index, self.model, data, oracle, x0, n_clients, self.radius, self.backend,
+                            compressor_list(self.compressor, n_clients)[index])
 
     def final_state(self, server: "FedMLSServer", clients: Sequence["FedMLSClient"]) -> dict:
         """``x`` (:math:`x_K`) and ``z_clients`` (the clients' :math:`z_K^i`, shape (n, p))."""
@@ -194,12 +238,16 @@ class FedMLSMessage:
 
 
 class FedMLSServer(SubgradientServer):
-    """The server of Algorithm 1: state ``x_k``, ``z_k``, ``y_k`` (lines 5, 17-19)."""
+    """The server of Algorithm 1: state ``x_k``, ``z_k``, ``y_k`` (lines 5, 17-19).
+
+    ``decoders``: see :class:`~fedmm.algorithms.nonsmooth.SubgradientServer`.
+    """
 
     state_names = ("x", "y", "z")
 
-    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Any, prox_weight: Any) -> None:
-        super().__init__(n_clients, x0)
+    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Any, prox_weight: Any,
+                 decoders: Sequence[Any] | None = None) -> None:
+        super().__init__(n_clients, x0, decoders)
         self.z, self.y = x0.copy(), x0.copy()
         self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
         self.prox_weight = Schedule(prox_weight, name="prox_weight")
@@ -214,17 +262,23 @@ class FedMLSServer(SubgradientServer):
         return FedMLSMessage(k, self.y.copy(), T, prox_weight)
 
     def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
-        """Decode the ``y_{k+1}^i``, then ``x_k``, ``y_{k+1}`` and the consensus step ``z_{k+1}``."""
+        """Decode the ``y_{k+1}^i``, then ``x_k``, ``y_{k+1}`` and the consensus step ``z_{k+1}``.
+
+        The mean of the ``y_{k+1}^i`` runs over the clients whose valid message arrived (compressed:
+        ``y_k + Quant(y_{k+1}^i − y_k)``); when none did, ``z_{k+1} = z_k``.
+        """
         k, T, prox_weight = self._round
-        ys = self.decode_all(payloads, self.x.shape[0])
+        ids, ys = self.decode_all(t, payloads, self.x.shape[0], on_invalid, reference=self.y)
         mean_y = np.zeros(self.x.shape[0])
         for y in ys:
             mean_y += y
-        mean_y /= self.n_clients
+        if ids:
+            mean_y /= len(ids)
         gamma, gamma_next = 2.0 / (k + 1), 2.0 / (k + 2)
         self.x = (1.0 - gamma) * self.x + gamma * self.z
         self.y = (1.0 - gamma_next) * self.x + gamma_next * self.z
-        self.z = self.z - ((k + 1) / 4.0) * (self.y - mean_y)
+        if ids:
+            self.z = self.z - ((k + 1) / 4.0) * (self.y - mean_y)
         self.total_local_steps += T
         return {"gamma": gamma, "prox_weight": prox_weight, "local_steps": T,
                 "total_local_steps": self.total_local_steps}
@@ -235,14 +289,15 @@ class FedMLSClient(SubgradientClient):
 
     :meth:`step` runs lines 6-16 (the approximate prox of ``(1/n) f_i / β_k`` by
     ``T_k`` projected subgradient steps with averaging) and returns
-    ``y_{k+1}^i`` as little-endian float64 bytes.
+    ``y_{k+1}^i`` as little-endian float64 bytes, or, with a ``compressor``,
+    ``Quant(y_{k+1}^i − y_k)`` (:meth:`~fedmm.algorithms.nonsmooth.SubgradientClient.upload`).
     """
 
     state_names = ("x", "z", "y")
 
     def __init__(self, index: int, problem: NonsmoothProblem, data: StackedClients, oracle: SubgradientOracle,
-                 x0: np.ndarray, n_clients: int, radius: float | None, backend: str) -> None:
-        super().__init__(index, problem, data, oracle, n_clients)
+                 x0: np.ndarray, n_clients: int, radius: float | None, backend: str, compressor: Any = None) -> None:
+        super().__init__(index, problem, data, oracle, n_clients, compressor)
         self.radius, self.backend = radius, backend
         self.x, self.z, self.y = x0.copy(), x0.copy(), x0.copy()
 
@@ -280,5 +335,5 @@ class FedMLSClient(SubgradientClient):
             c.z = U[j].copy()
             c.x = (1.0 - gamma) * c.x + gamma * U_avg[j]
             c.y = (1.0 - gamma_next) * c.x + gamma_next * c.z
-            payloads.append(encode_vector(c.y))
+            payloads.append(c.upload(c.y, message.y)[0])
         return payloads

@@ -49,16 +49,27 @@ point; ``history.initial`` holds the values at ``x_0``,
 from __future__ import annotations
 
 import math
+import struct
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_bool, check_callable, check_count, check_in, check_int, check_real, check_seed
+from fedmm._validation import (
+    check_bool,
+    check_callable,
+    check_count,
+    check_in,
+    check_int,
+    check_participation,
+    check_real,
+    check_seed,
+)
 from fedmm.algorithms._monitor import Cadence
-from fedmm.algorithms._random import derive_seed, seed_repr
+from fedmm.algorithms._random import RoundStream, derive_seed, seed_repr
 from fedmm.algorithms._schedule import Schedule
-from fedmm.algorithms._setup import check_runtime
+from fedmm.algorithms._setup import check_compressor, check_runtime, checked_compressors, compressor_list, participation
+from fedmm.compression import Identity
 from fedmm.engine import LocalRuntime, record_initial
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
@@ -68,7 +79,7 @@ __all__ = [
     "FederatedSubgradientMethod", "SubgradientServer", "SubgradientClient", "SubgradientOracle", "ShareOracle",
     "SetupMessage", "FedAvgServer", "FedAvgClient", "FedAvgMessage", "ScaffoldServer", "ScaffoldClient",
     "ScaffoldMessage", "ScaffoldStepRule", "ScaffnewServer", "ScaffnewClient", "ScaffnewMessage",
-    "decode_vector", "encode_vector",
+    "decode_vector", "encode_vector", "is_uncompressed", "join_parts", "split_parts",
 ]
 
 _WORD = 8  # bytes of one float64 vector entry or one scalar on the wire
@@ -316,6 +327,53 @@ def encode_vector(v: np.ndarray) -> bytes:
     return np.ascontiguousarray(v, dtype="<f8").tobytes()
 
 
+def is_uncompressed(compressor: Any) -> bool:
+    """Whether a client with ``compressor`` sends its vectors uncompressed (an :class:`~fedmm.compression.Identity`).
+
+    Such a client keeps the family's raw payload (:func:`encode_vector`: ``8 q`` bytes, no header) and the
+    server aggregates the vectors themselves, so the numbers are those of a run without a compressor.
+    """
+    return isinstance(compressor, Identity)
+
+
+def join_parts(parts: Sequence[bytes]) -> bytes:
+    """Several compressed payloads as one: each part prefixed with its length (little-endian uint32).
+
+    Examples
+    --------
+    >>> split_parts(join_parts([b"ab", b"c"]), 2, "payload")
+    [b'ab', b'c']
+    """
+    return b"".join(struct.pack("<I", len(part)) + bytes(part) for part in parts)
+
+
+def split_parts(payload: Any, n_parts: int, name: str) -> list[bytes]:
+    """The ``n_parts`` payloads :func:`join_parts` joined, validated (lengths add up to the payload's).
+
+    Raises
+    ------
+    ValueError
+        If ``payload`` is not bytes or its length prefixes do not describe exactly ``n_parts`` parts.
+    """
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise ValueError(f"Expected the {name} to be bytes, got {type(payload).__name__}")
+    data = bytes(payload)
+    parts, pos = [], 0
+    for k in range(n_parts):
+        if len(data) - pos < 4:
+            raise ValueError(f"Expected the {name} to hold {n_parts} length-prefixed parts, got {len(data)} bytes "
+                             f"(part {k} has no length)")
+        (size,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if size > len(data) - pos:
+            raise ValueError(f"Expected the {name}'s part {k} to be {size} bytes, got {len(data) - pos}")
+        parts.append(data[pos:pos + size])
+        pos += size
+    if pos != len(data):
+        raise ValueError(f"Expected the {name} to end after its {n_parts} parts, got {len(data) - pos} more bytes")
+    return parts
+
+
 class _Message:
     """Base of the server → clients messages: ``nbytes`` counts the vectors and 8 bytes per scalar."""
 
@@ -381,23 +439,62 @@ class ScaffnewMessage(_Message):
 
 # -- server and client bases ----------------------------------------------------------------------------
 class SubgradientServer:
-    """Base of the non-smooth servers: full participation, no set-up exchange, state ``x``.
+    r"""Base of the non-smooth servers: selection, payload decoding and validation, state ``x``.
 
     Subclasses implement ``broadcast(t)`` and ``aggregate(t, payloads,
     on_invalid=None)`` (returning the round's record, with ``gamma`` among
-    its fields) and list their state arrays in ``state_names``.  The round
-    needs every client's message, so an invalid payload raises ``ValueError``
-    (the round fails) whether or not the runtime passes ``on_invalid``.
+    its fields), decode with :meth:`decode_all` and list their state arrays
+    in ``state_names``.
+
+    Parameters
+    ----------
+    n_clients : int
+        :math:`N`.
+    x0 : ndarray of shape (p,)
+        The starting point.
+    decoders : sequence of N compressors, optional
+        Client ``i``'s compressed payloads are decoded by ``decoders[i]`` (its own compressor); default
+        :class:`~fedmm.compression.Identity` for every client (raw float64 payloads, :func:`is_uncompressed`).
+    clients_per_round : int or None
+        Partial participation: this many clients drawn uniformly without
+        replacement every round (FedAvg, Scaffold's Algorithm 1).
+    participation_prob : float in (0, 1]
+        Partial participation with independent Bernoulli coins (1: every
+        client, the default; ignored with ``clients_per_round``).
+    seed : SeedSequence, optional
+        The server's stream (needed for partial participation).  Round ``t``'s
+        selection is the first draw of ``Philox(key, counter=t)``
+        (:class:`~fedmm.algorithms.RoundStream`): a pure function of the seed
+        and ``t``, the same on every runtime, and nothing to checkpoint.
+
+    Notes
+    -----
+    Fault policy: clients absent from ``payloads`` (their step failed or timed
+    out) and, with ``on_invalid``, clients whose payload fails validation are
+    left out; the subclasses then aggregate over the clients that answered.
+    Without ``on_invalid`` (the ``'raise'`` policy) every selected client's
+    message is needed and an invalid one raises ``ValueError``.
     """
 
     state_names: tuple[str, ...] = ("x",)
     #: No compiled rounds (:class:`fedmm.protocols.ServerParty`).
     supports_compiled_rounds = False
 
-    def __init__(self, n_clients: int, x0: np.ndarray) -> None:
+    def __init__(self, n_clients: int, x0: np.ndarray, decoders: Sequence[Any] | None = None, *,
+                 clients_per_round: int | None = None, participation_prob: float = 1.0,
+                 seed: np.random.SeedSequence | None = None) -> None:
         self.n_clients = n_clients
         self.x = x0.copy()
         self.total_local_steps = 0
+        self.decoders = [Identity()] * n_clients if decoders is None else list(decoders)
+        if len(self.decoders) != n_clients:
+            raise ValueError(f"Expected one decoder per client ({n_clients}), got {len(self.decoders)}")
+        self.clients_per_round = clients_per_round
+        self.participation_prob = float(participation_prob)
+        partial = clients_per_round is not None or self.participation_prob < 1.0
+        if partial and seed is None:
+            raise ValueError("Expected a 'seed' for the server's stream with partial participation")
+        self.stream = RoundStream(seed) if partial else None
 
     @property
     def theta(self) -> np.ndarray:
@@ -408,8 +505,9 @@ class SubgradientServer:
         """Copies of the server's state arrays (what ``run``'s ``callback`` receives)."""
         return {name: getattr(self, name).copy() for name in self.state_names}
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """The state arrays (:meth:`state`) and ``total_local_steps``: what a rolled-back round restores."""
+    def get_state(self) -> dict[str, Any]:
+        """The state arrays (:meth:`state`) and ``total_local_steps``: what a rolled-back round or a checkpoint
+        restores (the selection stream is counter-based: it has no position to save)."""
         return {**self.state(), "total_local_steps": np.array(self.total_local_steps, dtype=np.int64)}
 
     def set_state(self, state: dict, theta: Any = None) -> None:
@@ -430,17 +528,89 @@ class SubgradientServer:
                 raise ValueError(f"Expected an empty set-up payload from client {i}, got {len(b)} bytes")
 
     def select(self, t: int) -> list[int]:
-        """All clients participate in every round."""
-        return list(range(self.n_clients))
+        """The clients contacted in round ``t``, sorted: every client, or, with partial participation,
+        ``clients_per_round`` of them uniformly without replacement or each with probability
+        ``participation_prob`` (the first draw of round ``t``'s server stream)."""
+        if self.stream is None:
+            return list(range(self.n_clients))
+        if self.clients_per_round is not None:
+            return sorted(self.stream.sample(t, self.n_clients, self.clients_per_round).tolist())
+        return np.flatnonzero(self.stream.at(t).random(self.n_clients) < self.participation_prob).tolist()
 
-    def decode_all(self, payloads: dict, size: int) -> np.ndarray:
-        """Every client's payload of ``size`` float64 values, stacked in client order: shape (n, size)."""
-        if sorted(payloads) != list(range(self.n_clients)):
-            raise ValueError(f"{type(self).__name__} needs every client's message, got clients {sorted(payloads)}")
-        out = np.empty((self.n_clients, size))
-        for i in range(self.n_clients):
-            out[i] = decode_vector(payloads[i], size, f"payload of client {i}")
-        return out
+    def decode_all(self, t: int, payloads: dict, size: int, on_invalid: Callable[[int, str], None] | None = None,
+                   reference: np.ndarray | None = None, parts: int = 1) -> tuple[list[int], np.ndarray]:
+        r"""The valid payloads of round ``t``'s selected clients, decoded and stacked in client order.
+
+        Client ``i`` with an uncompressed decoder (:func:`is_uncompressed`) sends the ``size`` values
+        :math:`v_i` themselves (:func:`decode_vector`); otherwise the compressed :math:`v_i − r`
+        (``r = reference``, zero when None) cut into ``parts`` equal pieces (one compressor payload,
+        or several joined by :func:`join_parts`), decoded here by ``decoders[i]``: the row is
+        :math:`r + \mathrm{Quant}(v_i − r)`, whose expectation is :math:`v_i` (the compressors are unbiased).
+
+        Parameters
+        ----------
+        t : int
+            The round (its selection, :meth:`select`, says whose message is expected).
+        payloads : dict of int to bytes
+            Client index → payload; clients whose step failed are absent.
+        size : int
+            Values per client.
+        on_invalid : callable(i, reason), optional
+            The ``'drop'`` fault policy: a payload that fails validation (size,
+            malformed compressed part, non-finite values, also after adding
+            ``reference``), or one from a client not selected in round ``t``,
+            is left out after ``on_invalid(i, reason)``.  Without it such a
+            payload, or a selected client's missing payload, raises
+            ``ValueError``.
+        reference : ndarray of shape (size,), optional
+            What the compressed differences are taken from (a vector the server already holds).
+        parts : int
+            Compressed pieces per payload (Scaffold sends two: ``Δy_i`` and ``Δc_i``).
+
+        Returns
+        -------
+        ids : list of int
+            The clients whose message is aggregated, increasing.
+        rows : ndarray of shape (len(ids), size)
+        """
+        selected = set(self.select(t))
+        if on_invalid is None:
+            missing = sorted(selected - set(payloads))
+            if missing:
+                raise ValueError(f"{type(self).__name__} needs every client's message without on_invalid (the "
+                                 f"'drop' fault policy); round {t} misses clients {missing}")
+        ids, rows = [], []
+        for i in sorted(payloads):
+            try:
+                if i not in selected:
+                    raise ValueError(f"Client {i} is not selected in round {t}")
+                rows.append(self._decode(i, payloads[i], size, reference, parts))
+            except (ValueError, TypeError) as exc:
+                if on_invalid is None:
+                    raise ValueError(str(exc)) from exc
+                on_invalid(i, str(exc))
+                continue
+            ids.append(i)
+        return ids, (np.array(rows, dtype=np.float64) if rows else np.empty((0, size)))
+
+    def _decode(self, i: int, payload: Any, size: int, reference: np.ndarray | None, parts: int) -> np.ndarray:
+        name = f"payload of client {i}"
+        decoder = self.decoders[i]
+        if is_uncompressed(decoder):
+            return decode_vector(payload, size, name)
+        piece = size // parts
+        values = np.empty(size)
+        for k, part in enumerate(split_parts(payload, parts, name) if parts > 1 else [payload]):
+            decoded = np.asarray(decoder.decode(part), dtype=np.float64)
+            if decoded.shape != (piece,):
+                raise ValueError(f"Expected the {name} (part {k}) to decode to {piece} values, got shape "
+                                 f"{decoded.shape}")
+            values[k * piece:(k + 1) * piece] = decoded
+        if reference is not None:
+            values += reference
+        if not np.isfinite(values).all():
+            raise ValueError(f"Expected the {name} to contain only finite values")
+        return values
 
 
 class SubgradientClient:
@@ -448,7 +618,7 @@ class SubgradientClient:
 
     Subclasses implement ``step_many(clients, message)`` (the round for a
     share of clients, one vectorized oracle call per local step, identical
-    numbers to one :meth:`step` per client).
+    numbers to one :meth:`step` per client) and send with :meth:`upload`.
 
     Parameters
     ----------
@@ -461,15 +631,24 @@ class SubgradientClient:
         Its oracle on ``data`` with its own stream.
     n_clients : int
         ``n``.
+    compressor : compressor of fedmm.compression, optional
+        What compresses the client's messages (default
+        :class:`~fedmm.compression.Identity`: raw float64 payloads).  A
+        compressing client draws from its own stream, child ``1`` of its
+        oracle's seed, whose position :meth:`get_state` saves.
     """
 
     state_names: tuple[str, ...] = ()
 
     def __init__(self, index: int, problem: NonsmoothProblem, data: StackedClients, oracle: SubgradientOracle,
-                 n_clients: int) -> None:
+                 n_clients: int, compressor: Any = None) -> None:
         self.index = index
         self.problem, self.data, self.oracle = problem, data, oracle
         self.n_clients = n_clients
+        self.compressor = Identity() if compressor is None else compressor
+        #: The compression stream (None for an uncompressed client).
+        self.compress_rng = (None if is_uncompressed(self.compressor)
+                             else np.random.default_rng(derive_seed(oracle.seeds[0], 1)))
         #: The stacked data of the last share of clients this client led in ``stack_share`` (shares are
         #: fixed between rounds, so they are stacked once); None before the first call.
         self.share_cache: tuple[tuple[int, ...], StackedClients] | None = None
@@ -479,17 +658,47 @@ class SubgradientClient:
         return b""
 
     def step(self, message: Any) -> bytes:
-        """One round of local training; returns the payload (little-endian float64 bytes)."""
+        """One round of local training; returns the payload (see :meth:`upload`)."""
         return type(self).step_many([self], message)[0]
 
     @staticmethod
     def step_many(clients: Sequence["SubgradientClient"], message: Any) -> list[bytes]:  # pragma: no cover
         raise NotImplementedError
 
+    def upload(self, values: np.ndarray, reference: np.ndarray | None = None,
+               parts: int = 1) -> tuple[bytes, np.ndarray]:
+        r"""The payload carrying ``values`` and the values the server will decode from it.
+
+        Uncompressed (:func:`is_uncompressed`): ``values`` as float64 bytes
+        (:func:`encode_vector`), decoded exactly.  Otherwise
+        :math:`d = v − r` (``r = reference``, zero when None) cut into
+        ``parts`` equal pieces, each compressed with the client's own stream
+        (one part: the compressor's payload itself; several: joined by
+        :func:`join_parts`); the server decodes
+        :math:`r + \mathrm{Quant}(d)`, unbiased for :math:`v`.
+
+        Returns
+        -------
+        payload : bytes
+        received : ndarray
+            What :meth:`SubgradientServer.decode_all` reconstructs (``values`` itself when uncompressed).
+        """
+        if self.compress_rng is None:
+            return encode_vector(values), values
+        delta = values if reference is None else values - reference
+        pieces = np.split(np.ascontiguousarray(delta, dtype=np.float64), parts)
+        encoded = [self.compressor.encode(piece, self.compress_rng) for piece in pieces]
+        received = np.concatenate([np.asarray(self.compressor.decode(b), dtype=np.float64) for b in encoded])
+        if reference is not None:
+            received += reference
+        return (join_parts(encoded) if parts > 1 else encoded[0]), received
+
     def get_state(self) -> dict:
-        """Copies of the client's state arrays and its stream's position (a runtime's snapshot)."""
+        """Copies of the client's state arrays and its streams' positions (a runtime's snapshot)."""
         state = {name: np.array(getattr(self, name), copy=True) for name in self.state_names}
         state["oracle"] = self.oracle.get_state()
+        if self.compress_rng is not None:
+            state["compression"] = self.compress_rng.bit_generator.state
         return state
 
     def set_state(self, state: dict, like_theta: Any = None) -> None:
@@ -498,6 +707,8 @@ class SubgradientClient:
         for name in self.state_names:
             setattr(self, name, np.array(state[name], dtype=np.float64, copy=True))
         self.oracle.set_state(state["oracle"])
+        if self.compress_rng is not None:
+            self.compress_rng.bit_generator.state = state["compression"]
 
     @staticmethod
     def stack_share(clients: Sequence["SubgradientClient"]) -> StackedClients:
@@ -729,12 +940,50 @@ def _paper_rule(value: Any, name: str, form: str) -> Schedule:
     return Schedule(value, name=name)
 
 
+def check_message_compressor(compressor: Any) -> Any:
+    """The family's ``compressor=``: None is :class:`~fedmm.compression.Identity` (no compression); else one
+    compressor or a sequence of one per client (:func:`fedmm.algorithms.check_compressor`)."""
+    return Identity() if compressor is None else check_compressor(compressor)
+
+
+def compressor_description(compressor: Any) -> Any:
+    """``compressor`` for ``History.config``: its repr, or the list of the per-client reprs."""
+    if isinstance(compressor, (list, tuple)):
+        return [repr(c) for c in compressor]
+    return repr(compressor)
+
+
+def check_full_participation(method: str, clients_per_round: Any, participation_prob: Any,
+                             why: str) -> tuple[None, float | None]:
+    """Refuse client sampling for a method whose paper does not define it.
+
+    ``clients_per_round`` must be None and ``participation_prob`` None or 1
+    (every client, what the method does); otherwise a ``ValueError`` names
+    the argument, and ``why`` says where the method's paper leaves it out.
+    Returns the two, validated.
+    """
+    count, prob = check_participation(clients_per_round, participation_prob)
+    for name, value, full in (("clients_per_round", count, count is None),
+                              ("participation_prob", prob, prob is None or prob == 1.0)):
+        if not full:
+            raise ValueError(f"{method} does not sample clients: {why}; expected '{name}' to be None, "
+                             f"got {value!r}")
+    return count, prob
+
+
 # -- FedAvg ----------------------------------------------------------------------------------------------------
 class FedAvgServer(SubgradientServer):
-    """FedAvg's server: broadcasts ``x``, ``T_k``, ``η_k``; sets ``x`` to the clients' mean."""
+    """FedAvg's server: selects the round's clients, broadcasts ``x``, ``T_k``, ``η_k``; sets ``x`` to the mean
+    of the clients that answered.
 
-    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Schedule, step: Schedule) -> None:
-        super().__init__(n_clients, x0)
+    ``decoders``, ``clients_per_round``, ``participation_prob`` and ``seed``: see :class:`SubgradientServer`.
+    """
+
+    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Schedule, step: Schedule,
+                 decoders: Sequence[Any] | None = None, *, clients_per_round: int | None = None,
+                 participation_prob: float = 1.0, seed: np.random.SeedSequence | None = None) -> None:
+        super().__init__(n_clients, x0, decoders, clients_per_round=clients_per_round,
+                         participation_prob=participation_prob, seed=seed)
         self.local_steps, self.step = local_steps, step
         self._round: tuple[int, float] | None = None
 
@@ -746,15 +995,20 @@ class FedAvgServer(SubgradientServer):
         return FedAvgMessage(self.x.copy(), T, step)
 
     def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
-        """``x ← (1/n) Σ_i u_i``."""
+        r""":math:`x \leftarrow \frac{1}{|R|} \sum_{i \in R} \hat u_i` over the clients :math:`R` whose valid
+        message arrived (:math:`\hat u_i = u_i`, or :math:`x + \mathrm{Quant}(u_i − x)` compressed);
+        ``x`` is unchanged when no client answered."""
         T, step = self._round
-        self.x = self.decode_all(payloads, self.x.shape[0]).mean(axis=0)
+        ids, U = self.decode_all(t, payloads, self.x.shape[0], on_invalid, reference=self.x)
+        if ids:
+            self.x = U.mean(axis=0)
         self.total_local_steps += T
         return {"gamma": 1.0, "step": step, "local_steps": T, "total_local_steps": self.total_local_steps}
 
 
 class FedAvgClient(SubgradientClient):
-    """A FedAvg client: ``T_k`` steps ``u ← u − η_k ĝ_i(u)`` from ``x``; sends ``u``."""
+    """A FedAvg client: ``T_k`` steps ``u ← u − η_k ĝ_i(u)`` from ``x``; sends ``u`` (uncompressed) or
+    ``Quant(u − x)`` (:meth:`SubgradientClient.upload`)."""
 
     @staticmethod
     def step_many(clients: Sequence[SubgradientClient], message: FedAvgMessage) -> list[bytes]:
@@ -763,16 +1017,29 @@ class FedAvgClient(SubgradientClient):
         U = np.tile(message.x, (len(clients), 1))
         for s in range(message.local_steps):
             U -= message.step * oracle(U, s)
-        return [encode_vector(u) for u in U]
+        return [client.upload(U[j], message.x)[0] for j, client in enumerate(clients)]
 
 
 class FedAvg(FederatedSubgradientMethod):
     r"""Federated averaging (local subgradient method) with :math:`η_k = η_0/\sqrt{k}`.
 
-    Round :math:`k = t + 1`: every client starts from the server point
-    :math:`x`, runs :math:`T_k` steps :math:`u \leftarrow u − η_k \hat g_i(u)`
-    (:math:`\hat g_i` a (minibatch) subgradient of :math:`f_i`), and the server
-    sets :math:`x \leftarrow \frac1n \sum_i u_i` (recorded ``gamma = 1``).
+    Round :math:`k = t + 1`: the server selects the clients :math:`S_k` (all of
+    them by default), each starts from the server point :math:`x`, runs
+    :math:`T_k` steps :math:`u \leftarrow u − η_k \hat g_i(u)` (:math:`\hat g_i`
+    a (minibatch) subgradient of :math:`f_i`), and the server sets
+    :math:`x \leftarrow \frac{1}{|R_k|} \sum_{i \in R_k} \hat u_i` over the
+    clients :math:`R_k \subseteq S_k` that answered (recorded ``gamma = 1``).
+
+    With a ``compressor`` client :math:`i` sends :math:`\mathrm{Quant}(u_i − x)`,
+    the difference from the point the server holds, and the server uses
+    :math:`\hat u_i = x + \mathrm{Quant}(u_i − x)`: so the update is
+    :math:`x \leftarrow x + \frac{1}{|R_k|}\sum_{i \in R_k} \mathrm{Quant}(u_i − x)`,
+    whose expectation over the compression is the uncompressed one (the
+    compressors are unbiased), and whose error
+    :math:`\mathbb{E}\|\hat u_i − u_i\|^2 \leq ω\|u_i − x\|^2` vanishes as the
+    local steps shrink.  An :class:`~fedmm.compression.Identity` compressor
+    (the default) sends :math:`u_i` itself as raw float64 (the numbers and
+    ``bytes_up`` of a run without compression, bit for bit).
 
     Parameters
     ----------
@@ -784,6 +1051,18 @@ class FedAvg(FederatedSubgradientMethod):
         gives :math:`η_k` itself (recorded per round as ``step``).
     local_steps : int or Schedule spec
         :math:`T_k \geq 1`; default ``("linear", 1)``, i.e. :math:`T_k = k` (the paper's choice).
+    clients_per_round : int, optional
+        Partial participation (McMahan et al. 2017, FedAvg's client sampling):
+        :math:`|S_k| = m` clients drawn uniformly without replacement each round
+        from the server's own stream (reproducible, the same on every runtime).
+    participation_prob : float in (0, 1], optional
+        Partial participation with each client in :math:`S_k` independently
+        with this probability (a round may select nobody: ``x`` stays).  At most
+        one of the two; default every client.
+    compressor : compressor or sequence of n compressors, optional
+        Unbiased compressor(s) of :mod:`fedmm.compression` for the clients'
+        messages (one per client if a sequence); default
+        :class:`~fedmm.compression.Identity`.
     oracle, batch_size, n_threads, batched
         See :class:`FederatedSubgradientMethod`.
 
@@ -801,21 +1080,31 @@ class FedAvg(FederatedSubgradientMethod):
     name = "FedAvg"
 
     def __init__(self, model: NonsmoothProblem, *, local_lr: Any, local_steps: Any = ("linear", 1),
-                 oracle: str = "minibatch", batch_size: float | int = 0.1, n_threads: int = 1,
-                 batched: bool = True) -> None:
+                 clients_per_round: int | None = None, participation_prob: float | None = None,
+                 compressor: Any = None, oracle: str = "minibatch", batch_size: float | int = 0.1,
+                 n_threads: int = 1, batched: bool = True) -> None:
         super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
         self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
         self.local_lr = _paper_rule(local_lr, "local_lr", "inverse_sqrt")
+        self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
+                                                                               participation_prob)
+        self.compressor = check_message_compressor(compressor)
 
     def config(self) -> dict:
         return {**super().config(), "local_steps": self.local_steps.description,
-                "local_lr": self.local_lr.description}
+                "local_lr": self.local_lr.description, "clients_per_round": self.clients_per_round,
+                "participation_prob": self.participation_prob,
+                "compressor": compressor_description(self.compressor)}
 
     def build_server(self, n_clients, x0, seed):
-        return FedAvgServer(n_clients, x0, self.local_steps, self.local_lr)
+        count, prob = participation(self.clients_per_round, self.participation_prob, n_clients)
+        return FedAvgServer(n_clients, x0, self.local_steps, self.local_lr,
+                            checked_compressors(self.compressor, n_clients, x0.shape[0]),
+                            clients_per_round=count, participation_prob=prob, seed=seed)
 
     def build_client(self, index, data, oracle, x0, n_clients):
-        return FedAvgClient(index, self.model, data, oracle, n_clients)
+        return FedAvgClient(index, self.model, data, oracle, n_clients,
+                            compressor_list(self.compressor, n_clients)[index])
 
 
 # -- Scaffold ----------------------------------------------------------------------------------------------------
@@ -836,12 +1125,18 @@ class ScaffoldStepRule:
 
 
 class ScaffoldServer(SubgradientServer):
-    """Scaffold's server: state ``x`` and the control variate ``c``."""
+    """Scaffold's server: state ``x`` and the control variate ``c``.
+
+    ``decoders``, ``clients_per_round``, ``participation_prob`` and ``seed``: see :class:`SubgradientServer`.
+    """
 
     state_names = ("x", "c")
 
-    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Schedule, server_lr: float) -> None:
-        super().__init__(n_clients, x0)
+    def __init__(self, n_clients: int, x0: np.ndarray, local_steps: Schedule, server_lr: float,
+                 decoders: Sequence[Any] | None = None, *, clients_per_round: int | None = None,
+                 participation_prob: float = 1.0, seed: np.random.SeedSequence | None = None) -> None:
+        super().__init__(n_clients, x0, decoders, clients_per_round=clients_per_round,
+                         participation_prob=participation_prob, seed=seed)
         self.c = np.zeros_like(x0)
         self.local_steps, self.server_lr = local_steps, server_lr
         self._T = 0
@@ -852,26 +1147,34 @@ class ScaffoldServer(SubgradientServer):
         return ScaffoldMessage(self.x.copy(), self.c.copy(), self.total_local_steps, self._T)
 
     def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
-        """``x ← x + η_g mean_i(u_i − x)``, ``c ← c + mean_i(c_i⁺ − c_i)``."""
+        r""":math:`x \leftarrow x + \frac{η_g}{|R|} \sum_{i \in R} Δy_i`,
+        :math:`c \leftarrow c + \frac1N \sum_{i \in R} Δc_i` over the clients :math:`R` whose valid message
+        arrived (Karimireddy et al. 2020, Algorithm 1 lines 16-17, with :math:`R` for the sampled
+        :math:`S`: a dropped client's :math:`c_i` is unchanged, so :math:`c = \frac1N \sum_i c_i` holds);
+        compressed, :math:`Δy_i`, :math:`Δc_i` are the decoded :math:`\mathrm{Quant}` values."""
         p = self.x.shape[0]
-        deltas = self.decode_all(payloads, 2 * p)
-        # contiguous halves: the same reduction order as the mean of an (n, p) array
-        self.x = self.x + self.server_lr * np.ascontiguousarray(deltas[:, :p]).mean(axis=0)
-        self.c = self.c + np.ascontiguousarray(deltas[:, p:]).mean(axis=0)
+        ids, deltas = self.decode_all(t, payloads, 2 * p, on_invalid, parts=2)
+        if ids:
+            # contiguous halves: the same reduction order as the mean of an (n, p) array
+            self.x = self.x + self.server_lr * np.ascontiguousarray(deltas[:, :p]).mean(axis=0)
+            self.c = self.c + np.ascontiguousarray(deltas[:, p:]).sum(axis=0) / self.n_clients
         self.total_local_steps += self._T
         return {"gamma": self.server_lr, "local_steps": self._T, "total_local_steps": self.total_local_steps}
 
 
 class ScaffoldClient(SubgradientClient):
-    r"""A Scaffold client with control variate ``c_i``; sends ``(u − x, c_i⁺ − c_i)`` (2p values).
+    r"""A Scaffold client with control variate ``c_i``; sends ``(Δy_i, Δc_i) = (u − x, c_i⁺ − c_i)`` (2p values).
 
-    ``step_size`` is the schedule :math:`s \mapsto η_s` of the run's local steps.
+    ``step_size`` is the schedule :math:`s \mapsto η_s` of the run's local steps.  With a compressor it sends
+    :math:`\mathrm{Quant}(Δy_i)` and :math:`\mathrm{Quant}(Δc_i)` as two parts (:func:`join_parts`) and
+    sets :math:`c_i \leftarrow c_i + \mathrm{Quant}(Δc_i)`, the value the server adds to ``c``.
     """
 
     state_names = ("c",)
 
-    def __init__(self, index, problem, data, oracle, n_clients, x0: np.ndarray, step_size: Schedule) -> None:
-        super().__init__(index, problem, data, oracle, n_clients)
+    def __init__(self, index, problem, data, oracle, n_clients, x0: np.ndarray, step_size: Schedule,
+                 compressor: Any = None) -> None:
+        super().__init__(index, problem, data, oracle, n_clients, compressor)
         self.c = np.zeros_like(x0)
         self.step_size = step_size
 
@@ -891,23 +1194,40 @@ class ScaffoldClient(SubgradientClient):
             step_sum += step
         C_new = C - message.c + (x - U) / step_sum
         payloads = []
+        p = x.shape[0]
         for j, client in enumerate(clients):
-            payloads.append(encode_vector(np.concatenate([U[j] - x, C_new[j] - C[j]])))
-            client.c = C_new[j].copy()
+            payload, received = client.upload(np.concatenate([U[j] - x, C_new[j] - C[j]]), parts=2)
+            payloads.append(payload)
+            # compressed: c_i moves by what the server adds to c, so c = (1/N) Σ_i c_i holds exactly
+            client.c = C_new[j].copy() if client.compress_rng is None else C[j] + received[p:]
         return payloads
 
 
 class Scaffold(FederatedSubgradientMethod):
     r"""Scaffold with option-II control variates and the FedMLS paper's non-smooth step rule.
 
-    Round :math:`k = t + 1` (full participation): each client :math:`i` starts
-    :math:`u = x` and runs :math:`T_k` steps
+    Round :math:`k = t + 1` (Karimireddy et al. 2020, Algorithm 1): the server
+    samples the clients :math:`S` (all of them by default); each client
+    :math:`i \in S` starts :math:`u = x` and runs :math:`T_k` steps
     :math:`u \leftarrow u − η_s (\hat g_i(u) − c_i + c)`, :math:`s` counting all
     local steps of the run, then
     :math:`c_i^+ = c_i − c + (x − u)/\sum_s η_s` (option II with the sum of this
-    round's step sizes, :math:`T η_l` for a constant step); the server sets
-    :math:`x \leftarrow x + η_g\,\mathrm{mean}_i(u_i − x)` (recorded as ``gamma``)
-    and :math:`c \leftarrow c + \mathrm{mean}_i(c_i^+ − c_i)`.
+    round's step sizes, :math:`T η_l` for a constant step) and sends
+    :math:`Δy_i = u − x`, :math:`Δc_i = c_i^+ − c_i`; the server sets
+    :math:`x \leftarrow x + \frac{η_g}{|S|}\sum_{i \in S} Δy_i` (:math:`η_g`
+    recorded as ``gamma``) and :math:`c \leftarrow c + \frac1N \sum_{i \in S} Δc_i`.
+    A client that fails (its step raised, or its message is invalid) is left
+    out of both sums, :math:`S` replaced by the clients that answered, and
+    keeps its :math:`c_i`.
+
+    With a ``compressor`` the client sends :math:`\mathrm{Quant}(Δy_i)` and
+    :math:`\mathrm{Quant}(Δc_i)` (both are already differences from what the
+    server holds) and adds :math:`\mathrm{Quant}(Δc_i)` to :math:`c_i`: the
+    server's sums use the decoded values, so their expectation is the
+    uncompressed update (unbiased compressors) and
+    :math:`c = \frac1N \sum_i c_i` holds exactly.  An
+    :class:`~fedmm.compression.Identity` compressor (the default) sends the raw
+    float64 values (the numbers and ``bytes_up`` of a run without compression).
 
     Parameters
     ----------
@@ -920,7 +1240,18 @@ class Scaffold(FederatedSubgradientMethod):
         :math:`T_k \geq 1`; default ``("linear", 1)`` (:math:`T_k = k`).
     server_lr : float, optional
         The server's step :math:`η_g`; default :math:`\sqrt{n}` (the paper,
-        after Karimireddy et al.).
+        after Karimireddy et al.), whatever the participation.
+    clients_per_round : int, optional
+        :math:`|S| = m` clients sampled uniformly without replacement each
+        round from the server's own stream (reproducible, the same on every
+        runtime).
+    participation_prob : float in (0, 1], optional
+        Each client in :math:`S` independently with this probability (a round
+        may sample nobody: ``x`` and ``c`` stay).  At most one of the two;
+        default every client.
+    compressor : compressor or sequence of n compressors, optional
+        Unbiased compressor(s) of :mod:`fedmm.compression` for the clients'
+        messages; default :class:`~fedmm.compression.Identity`.
     oracle, batch_size, n_threads, batched
         See :class:`FederatedSubgradientMethod`.
 
@@ -938,8 +1269,9 @@ class Scaffold(FederatedSubgradientMethod):
     name = "Scaffold"
 
     def __init__(self, model: NonsmoothProblem, *, local_lr: Any, local_steps: Any = ("linear", 1),
-                 server_lr: float | None = None, oracle: str = "minibatch", batch_size: float | int = 0.1,
-                 n_threads: int = 1, batched: bool = True) -> None:
+                 server_lr: float | None = None, clients_per_round: int | None = None,
+                 participation_prob: float | None = None, compressor: Any = None, oracle: str = "minibatch",
+                 batch_size: float | int = 0.1, n_threads: int = 1, batched: bool = True) -> None:
         super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
         self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
         if _is_number(local_lr):
@@ -948,12 +1280,17 @@ class Scaffold(FederatedSubgradientMethod):
             self.local_lr = Schedule(local_lr, name="local_lr")
         self.server_lr = None if server_lr is None else check_real(
             server_lr, "server_lr", low=0.0, high=1e300, low_open=True)
+        self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
+                                                                               participation_prob)
+        self.compressor = check_message_compressor(compressor)
 
     def config(self) -> dict:
         local_lr = (self.local_lr.description if isinstance(self.local_lr, Schedule)
                     else f"{self.local_lr!r}/(server_lr*s)")
         return {**super().config(), "local_steps": self.local_steps.description, "local_lr": local_lr,
-                "server_lr": self.server_lr}
+                "server_lr": self.server_lr, "clients_per_round": self.clients_per_round,
+                "participation_prob": self.participation_prob,
+                "compressor": compressor_description(self.compressor)}
 
     def _server_lr(self, n_clients: int) -> float:
         return math.sqrt(n_clients) if self.server_lr is None else self.server_lr
@@ -965,19 +1302,26 @@ class Scaffold(FederatedSubgradientMethod):
         return Schedule(ScaffoldStepRule(self.local_lr, self._server_lr(n_clients)), name="local_lr")
 
     def build_server(self, n_clients, x0, seed):
-        return ScaffoldServer(n_clients, x0, self.local_steps, self._server_lr(n_clients))
+        count, prob = participation(self.clients_per_round, self.participation_prob, n_clients)
+        return ScaffoldServer(n_clients, x0, self.local_steps, self._server_lr(n_clients),
+                              checked_compressors(self.compressor, n_clients, x0.shape[0]),
+                              clients_per_round=count, participation_prob=prob, seed=seed)
 
     def build_client(self, index, data, oracle, x0, n_clients):
-        return ScaffoldClient(index, self.model, data, oracle, n_clients, x0, self.local_lr_schedule(n_clients))
+        return ScaffoldClient(index, self.model, data, oracle, n_clients, x0, self.local_lr_schedule(n_clients),
+                              compressor_list(self.compressor, n_clients)[index])
 
 
 # -- Scaffnew ----------------------------------------------------------------------------------------------------
 class ScaffnewServer(SubgradientServer):
-    """Scaffnew's server: flips the communication coins (its own stream) and averages at each communication."""
+    """Scaffnew's server: flips the communication coins (its own stream) and averages at each communication.
+
+    ``decoders``: see :class:`SubgradientServer` (every client takes part in every communication).
+    """
 
     def __init__(self, n_clients: int, x0: np.ndarray, step: Schedule, communication_prob: Schedule,
-                 max_local_steps: int, seed: np.random.SeedSequence) -> None:
-        super().__init__(n_clients, x0)
+                 max_local_steps: int, seed: np.random.SeedSequence, decoders: Sequence[Any] | None = None) -> None:
+        super().__init__(n_clients, x0, decoders)
         self.step, self.communication_prob = step, communication_prob
         self.max_local_steps = max_local_steps
         self.coin = np.random.default_rng(seed)
@@ -1000,12 +1344,26 @@ class ScaffnewServer(SubgradientServer):
         return ScaffnewMessage(self.x.copy(), s0, s - s0)
 
     def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
-        r""":math:`x = \frac1n \sum_j (\hat x_j − (η/p) h_j)`."""
+        r""":math:`x = \frac{1}{|R|} \sum_{j \in R} (\hat x_j − (η/p) h_j)` over the clients :math:`R` whose
+        valid message arrived (compressed: :math:`x_{\text{sent}} + \mathrm{Quant}(\hat x_j − (η/p) h_j −
+        x_{\text{sent}})`); ``x`` is unchanged when no client answered."""
         T, step, prob = self._round
-        self.x = self.decode_all(payloads, self.x.shape[0]).mean(axis=0)
+        ids, X = self.decode_all(t, payloads, self.x.shape[0], on_invalid, reference=self.x)
+        if ids:
+            self.x = X.mean(axis=0)
         self.total_local_steps += T
         return {"gamma": 1.0, "step": step, "communication_prob": prob, "local_steps": T,
                 "total_local_steps": self.total_local_steps}
+
+    def get_state(self) -> dict[str, Any]:
+        """:meth:`SubgradientServer.get_state` and the coin stream's position (``coin``, a generator state)."""
+        return {**super().get_state(), "coin": self.coin.bit_generator.state}
+
+    def set_state(self, state: dict, theta: Any = None) -> None:
+        """Restore a :meth:`get_state` snapshot (a snapshot without ``coin`` leaves the coin stream as it is)."""
+        super().set_state(state, theta)
+        if "coin" in state:
+            self.coin.bit_generator.state = state["coin"]
 
 
 class ScaffnewClient(SubgradientClient):
@@ -1014,13 +1372,18 @@ class ScaffnewClient(SubgradientClient):
     It applies the previous communication's update
     :math:`h_i \leftarrow h_i + (p/η)(x − \hat x_i)` when the next message
     brings ``x``, runs the round's local iterations and sends
-    :math:`\hat x_i − (η/p) h_i`.  ``step_size`` and ``communication_prob`` are the
-    schedules :math:`η_s`, :math:`p_s`.
+    :math:`v_i = \hat x_i − (η/p) h_i`.  ``step_size`` and ``communication_prob`` are the
+    schedules :math:`η_s`, :math:`p_s`.  With a compressor it sends
+    :math:`\mathrm{Quant}(v_i − x)` (``x`` the point it received) and keeps
+    :math:`\hat x_i + e_i` for the next update of :math:`h_i`, with
+    :math:`e_i = \mathrm{Quant}(v_i − x) − (v_i − x)` the compression error:
+    the server averages the decoded :math:`v_i + e_i`, so
+    :math:`\sum_i h_i = 0` is kept as without compression.
     """
 
     def __init__(self, index, problem, data, oracle, n_clients, x0: np.ndarray, step_size: Schedule,
-                 communication_prob: Schedule) -> None:
-        super().__init__(index, problem, data, oracle, n_clients)
+                 communication_prob: Schedule, compressor: Any = None) -> None:
+        super().__init__(index, problem, data, oracle, n_clients, compressor)
         self.step_size, self.communication_prob = step_size, communication_prob
         self.h = np.zeros_like(x0)
         self.x_hat: np.ndarray | None = None  # x̂_i of the last communication
@@ -1041,15 +1404,21 @@ class ScaffnewClient(SubgradientClient):
             X = X - step * (oracle(X, s) - H)
         prob = first.communication_prob(message.first_step + message.local_steps)
         out = X - (step / prob) * H
+        payloads = []
         for j, client in enumerate(clients):
-            client.x_hat = X[j].copy()
+            payload, received = client.upload(out[j], x)
+            payloads.append(payload)
+            client.x_hat = X[j].copy() if client.compress_rng is None else X[j] + (received - out[j])
             client.ratio = prob / step
-        return [encode_vector(v) for v in out]
+        return payloads
 
     def get_state(self) -> dict:
-        """Copies of ``h_i``, the last ``x̂_i`` (None before the first round), ``p/η`` and the stream's position."""
-        return {"h": self.h.copy(), "x_hat": None if self.x_hat is None else self.x_hat.copy(),
-                "ratio": self.ratio, "oracle": self.oracle.get_state()}
+        """Copies of ``h_i``, the last ``x̂_i`` (None before the first round), ``p/η`` and the streams' positions."""
+        state = {"h": self.h.copy(), "x_hat": None if self.x_hat is None else self.x_hat.copy(),
+                 "ratio": self.ratio, "oracle": self.oracle.get_state()}
+        if self.compress_rng is not None:
+            state["compression"] = self.compress_rng.bit_generator.state
+        return state
 
     def set_state(self, state: dict, like_theta: Any = None) -> None:
         """Restore a :meth:`get_state` snapshot (``like_theta``, the parameter's structure in the
@@ -1058,6 +1427,8 @@ class ScaffnewClient(SubgradientClient):
         self.x_hat = None if state["x_hat"] is None else np.array(state["x_hat"], dtype=np.float64, copy=True)
         self.ratio = float(state["ratio"])
         self.oracle.set_state(state["oracle"])
+        if self.compress_rng is not None:
+            self.compress_rng.bit_generator.state = state["compression"]
 
 
 class Scaffnew(FederatedSubgradientMethod):
@@ -1069,7 +1440,22 @@ class Scaffnew(FederatedSubgradientMethod):
     :math:`x_i = \frac1n \sum_j (\hat x_j − (η_s/p_s) h_j)`, otherwise
     :math:`x_i = \hat x_i`; then :math:`h_i \leftarrow h_i + (p_s/η_s)(x_i − \hat x_i)`.
     A round ends at each communication: ``n_rounds`` counts communications,
-    ``T`` the local steps of the round.
+    ``T`` the local steps of the round.  A client that fails (its step raised,
+    or its message is invalid) is left out of the average (over the clients
+    that answered) and keeps its state, so it applies its pending
+    :math:`h_i` update at its next communication.
+
+    Every client takes part in every communication: Scaffnew (ProxSkip,
+    Mishchenko et al. 2022, as the FedMLS paper §2 and §4 run it) does not
+    sample clients (partial participation is a later method, TAMUNA, Condat
+    et al. 2023, FedMLS paper §2), so ``clients_per_round`` and
+    ``participation_prob`` are refused.  With a ``compressor`` each client
+    sends :math:`\mathrm{Quant}(v_i − x)`, its message relative to the point
+    it received, and the server averages
+    :math:`x + \mathrm{Quant}(v_i − x)`: unbiased for the uncompressed average
+    (see :class:`ScaffnewClient` for the control variates).  An
+    :class:`~fedmm.compression.Identity` compressor (the default) sends the raw
+    float64 values (the numbers and ``bytes_up`` of a run without compression).
 
     Parameters
     ----------
@@ -1083,6 +1469,12 @@ class Scaffnew(FederatedSubgradientMethod):
         ``("inverse_sqrt", 1.0)``, i.e. :math:`1/\sqrt{s}` (the paper).
     max_local_steps : int
         Raise ``RuntimeError`` rather than run longer than this many iterations.
+    compressor : compressor or sequence of n compressors, optional
+        Unbiased compressor(s) of :mod:`fedmm.compression` for the clients'
+        messages; default :class:`~fedmm.compression.Identity`.
+    clients_per_round, participation_prob : None
+        Refused (``ValueError``) unless None (``participation_prob=1.0``, every
+        client, is accepted): see above.
     oracle, batch_size, n_threads, batched
         See :class:`FederatedSubgradientMethod`.
 
@@ -1100,21 +1492,32 @@ class Scaffnew(FederatedSubgradientMethod):
     name = "Scaffnew"
 
     def __init__(self, model: NonsmoothProblem, *, local_lr: Any, communication_prob: Any = ("inverse_sqrt", 1.0),
-                 max_local_steps: int = 10**7, oracle: str = "minibatch", batch_size: float | int = 0.1,
+                 max_local_steps: int = 10**7, compressor: Any = None, clients_per_round: None = None,
+                 participation_prob: None = None, oracle: str = "minibatch", batch_size: float | int = 0.1,
                  n_threads: int = 1, batched: bool = True) -> None:
+        participating = check_full_participation(
+            "Scaffnew", clients_per_round, participation_prob,
+            "ProxSkip's Scaffnew (Mishchenko et al. 2022), as the FedMLS paper runs it (§2, §4), communicates "
+            "with every client; client sampling is another method (TAMUNA, Condat et al. 2023, FedMLS paper §2)")
         super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
         self.local_lr = _paper_rule(local_lr, "local_lr", "inverse_sqrt")
         if communication_prob is None:
             communication_prob = ("inverse_sqrt", 1.0)
         self.communication_prob = Schedule(communication_prob, domain="unit", name="communication_prob")
         self.max_local_steps = check_count(max_local_steps, "max_local_steps", low=1)
+        self.compressor = check_message_compressor(compressor)
+        self.clients_per_round, self.participation_prob = participating
 
     def config(self) -> dict:
         return {**super().config(), "local_lr": self.local_lr.description,
-                "communication_prob": self.communication_prob.description, "max_local_steps": self.max_local_steps}
+                "communication_prob": self.communication_prob.description, "max_local_steps": self.max_local_steps,
+                "clients_per_round": self.clients_per_round, "participation_prob": self.participation_prob,
+                "compressor": compressor_description(self.compressor)}
 
     def build_server(self, n_clients, x0, seed):
-        return ScaffnewServer(n_clients, x0, self.local_lr, self.communication_prob, self.max_local_steps, seed)
+        return ScaffnewServer(n_clients, x0, self.local_lr, self.communication_prob, self.max_local_steps, seed,
+                              checked_compressors(self.compressor, n_clients, x0.shape[0]))
 
     def build_client(self, index, data, oracle, x0, n_clients):
-        return ScaffnewClient(index, self.model, data, oracle, n_clients, x0, self.local_lr, self.communication_prob)
+        return ScaffnewClient(index, self.model, data, oracle, n_clients, x0, self.local_lr, self.communication_prob,
+                              compressor_list(self.compressor, n_clients)[index])
