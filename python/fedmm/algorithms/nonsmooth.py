@@ -37,6 +37,15 @@ runtime carries them and the numbers do not depend on the runtime, on
 :class:`ShareOracle` (a share of clients evaluated with one vectorized call),
 and :func:`decode_vector` (the payload format: little-endian float64).
 
+Every method takes ``compressor=`` (unbiased compressors of
+:mod:`fedmm.compression`; each client compresses its message relative to a
+vector the server holds, so the aggregate stays unbiased; the default
+:class:`~fedmm.compression.Identity` sends the raw float64 vectors) and
+follows the runtimes' fault policy (the server averages the clients that
+answered; a dropped client keeps its state).  FedAvg and Scaffold sample
+clients (``clients_per_round=``/``participation_prob=``); FedMLS and Scaffnew,
+whose papers define no client sampling, refuse it.
+
 Every ``run`` returns a :class:`fedmm.History` with, per round ``t``: ``gamma``
 (the server's aggregation step, see each method), ``local_steps`` (cumulative,
 per client), the method's schedule values, ``active``, ``dropped``,
