@@ -352,7 +352,11 @@ def _fedmls_round(**kw):
 
 
 _NS_COMMON = dict(oracle=CHOICE_BAD, batch_size=REAL_BAD + [0.0, 2.0], n_threads=INT_BAD + [0], batched=BOOL_BAD,
-                  model=[None, "x", InverseToy()])
+                  model=[None, "x", InverseToy()], compressor=["x", 3, [], [compression.Identity(), "x"],
+                                                               [compression.Identity()] * 3])
+#: Client sampling: FedAvg and Scaffold take it (NS has 2 clients), FedMLS and Scaffnew refuse any.
+_NS_SAMPLING = dict(clients_per_round=INT_BAD + [0, 3], participation_prob=REAL_BAD + [0.0, 2.0])
+_NS_NO_SAMPLING = dict(clients_per_round=INT_BAD + [0, 1, 2], participation_prob=REAL_BAD + [0.0, 0.5])
 
 #: (name, call, {argument: values that must be refused}, {argument: values that may work})
 TABLE = [
@@ -385,7 +389,8 @@ TABLE = [
     # -- non-smooth family -----------------------------------------------------------------------------
     ("FedMLS", _nonsmooth(FedMLS, dict(prox_weight=1.0)), dict(
         prox_weight=REAL_BAD + [0.0, -1.0, None, 1e308], local_steps=COUNT_BAD + [0, None], radius=REAL_BAD + [0.0],
-        backend=CHOICE_BAD, **_NS_COMMON), dict(prox_weight=[1e300], radius=[1e308], n_threads=[BIG])),
+        backend=CHOICE_BAD, **_NS_COMMON, **_NS_NO_SAMPLING),
+     dict(prox_weight=[1e300], radius=[1e308], n_threads=[BIG], participation_prob=[1.0])),
     ("FedMLS.run", _nonsmooth_run(FedMLS, dict(prox_weight=1.0)), dict(
         datas=[None, [], "x", [(np.ones((3, 3)), np.ones(2))], [(np.full((3, 3), NAN), np.ones(3))],
                [(np.ones((3, 3)), np.full(3, 0.5))]],
@@ -393,18 +398,19 @@ TABLE = [
         callback=["x"], evaluate_data=["x", [(np.ones((3, 2)), np.ones(3))]], seed=[-1, "x"]),
      dict(evaluate_every=[BIG])),
     ("FedAvg", _nonsmooth(FedAvg, dict(local_lr=0.1)), dict(local_lr=REAL_BAD + [0.0, None, 1e308],
-                                                        local_steps=COUNT_BAD + [0], **_NS_COMMON),
-     dict(local_lr=[1e300])),
+                                                        local_steps=COUNT_BAD + [0], **_NS_COMMON, **_NS_SAMPLING),
+     dict(local_lr=[1e300], clients_per_round=[1, 2], participation_prob=[1e-300, 1.0])),
     ("FedAvg.run", _nonsmooth_run(FedAvg, dict(local_lr=0.1)), dict(n_rounds=COUNT_BAD, init=ARRAY_BAD[1:],
                                                                 runtime=["bogus"], callback=["x"]), {}),
     ("Scaffold", _nonsmooth(Scaffold, dict(local_lr=0.1)), dict(local_lr=REAL_BAD + [0.0], server_lr=REAL_BAD + [0.0,
                                                                                                                  1e308],
-                                                            local_steps=COUNT_BAD + [0], **_NS_COMMON),
-     dict(server_lr=[None, 1e300])),
+                                                            local_steps=COUNT_BAD + [0], **_NS_COMMON,
+                                                            **_NS_SAMPLING),
+     dict(server_lr=[None, 1e300], clients_per_round=[1, 2], participation_prob=[1e-300, 1.0])),
     ("Scaffold.run", _nonsmooth_run(Scaffold, dict(local_lr=0.1)), dict(n_rounds=COUNT_BAD, runtime=["bogus"]), {}),
     ("Scaffnew", _nonsmooth(Scaffnew, dict(local_lr=0.1)), dict(
         local_lr=REAL_BAD + [0.0], communication_prob=REAL_BAD + [0.0, 2.0], max_local_steps=COUNT_BAD + [0],
-        **_NS_COMMON), dict(communication_prob=[None])),
+        **_NS_COMMON, **_NS_NO_SAMPLING), dict(communication_prob=[None], participation_prob=[1.0])),
     ("Scaffnew.run", _nonsmooth_run(Scaffnew, dict(local_lr=0.1)), dict(n_rounds=COUNT_BAD, init=ARRAY_BAD[1:],
                                                                     runtime=["bogus"]), {}),
     ("HingeSVM", lambda **kw: HingeSVM(**kw), dict(fit_intercept=BOOL_BAD), {}),
