@@ -693,6 +693,8 @@ class SubgradientClient:
             What :meth:`SubgradientServer.decode_all` reconstructs (``values`` itself when uncompressed).
         """
         if self.compress_rng is None:
+            # the vector itself, not reference + (values − reference): that round trip changes the last bits,
+            # and an uncompressed run must keep the numbers of the family before compression existed
             return encode_vector(values), values
         delta = values if reference is None else values - reference
         pieces = np.split(np.ascontiguousarray(delta, dtype=np.float64), parts)
@@ -1061,9 +1063,10 @@ class FedAvg(FederatedSubgradientMethod):
     local_steps : int or Schedule spec
         :math:`T_k \geq 1`; default ``("linear", 1)``, i.e. :math:`T_k = k` (the paper's choice).
     clients_per_round : int, optional
-        Partial participation (McMahan et al. 2017, FedAvg's client sampling):
+        Partial participation (FedAvg's client sampling, McMahan et al. 2017):
         :math:`|S_k| = m` clients drawn uniformly without replacement each round
-        from the server's own stream (reproducible, the same on every runtime).
+        from the server's own stream (reproducible, the same on every runtime);
+        the average stays unweighted, as the objective :math:`\frac1n\sum_i f_i`.
     participation_prob : float in (0, 1], optional
         Partial participation with each client in :math:`S_k` independently
         with this probability (a round may select nobody: ``x`` stays).  At most
