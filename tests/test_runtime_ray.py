@@ -271,7 +271,7 @@ def test_ot_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(ray_sess
         assert [r["dropped"] for r in ref.records][1] == [1], algo.name
         assert ref.records[1]["drop_reasons"] == ["RuntimeError: injected failure"], algo.name
         part, server, clients, ray_snapshots = _rounds(RayRuntime(2), build, 5, stop=2, every=2)
-        got, _, got_clients, _ = _rounds(RayRuntime(2), build, 5, resume=_snapshot(server, clients, part))
+        got, _, got_clients, _ = _rounds(RayRuntime(1), build, 5, resume=_snapshot(server, clients, part))
         assert got.equals(ref), algo.name
         assert all(_same_state(a.get_state(), b.get_state()) for a, b in zip(got_clients, ref_clients)), algo.name
         # Ray's run took its snapshot after round 1 (the driver's clients then held their committed states)
@@ -349,7 +349,7 @@ def test_nonsmooth_family_on_ray_fails_as_in_process_and_resumes_bit_for_bit(ray
     assert all(_same_state(a, b) for a, b in zip(ray_states, states))
     ref, _, ref_clients, _ = _rounds(LocalRuntime(), build, 4)
     snapshot = ray_server.get_state(), ray_states, ray_history
-    got, _, got_clients, _ = _rounds(RayRuntime(2, timeout=60.0), build, 4, resume=snapshot)
+    got, _, got_clients, _ = _rounds(RayRuntime(1, timeout=60.0), build, 4, resume=snapshot)
     assert all(_same_state(a.get_state(), b.get_state()) for a, b in zip(got_clients, ref_clients))
     assert got.equals(ref)
 
