@@ -331,6 +331,6 @@ def test_ot_family_declares_the_contract():
 def test_resumable_runtimes_declare_it():
     assert_satisfies(LocalRuntime(), P.SupportsResume)
     assert LocalRuntime.resumable is True
-    # declared, not inferred from run()'s parameters: RayRuntime and a runtime of the docs do not resume
-    assert not isinstance(RayRuntime(n_actors=1), P.SupportsResume)
+    assert_satisfies(RayRuntime(n_actors=1), P.SupportsResume)
+    # declared, not inferred from run()'s parameters: a runtime of the docs does not resume
     assert not isinstance(CaptureRuntime(), P.SupportsResume)

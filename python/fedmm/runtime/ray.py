@@ -166,11 +166,14 @@ class _Shard:
             return i, None, None, _failure(exc)
 
     def step(self, message: Any, ids: Sequence[int], restore: dict[int, dict], budget: float | None,
-             deadline: float | None) -> list[_Result]:
-        """Run the clients ``ids`` on ``message`` (after restoring the states in ``restore``).
+             deadline: float | None, t: int | None = None) -> list[_Result]:
+        """Run the clients ``ids`` on round ``t``'s ``message`` (after restoring the states in ``restore``).
 
         ``budget`` (seconds from now) and ``deadline`` (``time.time()`` value)
         bound the task, whichever ends first; None runs every client to the end.
+        ``t`` (the driver always passes it: a message need not carry its round,
+        :class:`fedmm.protocols.Message`) names the round a late client is still
+        running; None takes ``message.t`` (FedMM's and FedMM-OT's broadcasts carry it).
         """
         if budget is None:
             return [self._one(i, message, restore.get(i)) for i in ids]
@@ -180,7 +183,7 @@ class _Shard:
         queue: deque[int] = deque()
         running: dict[int, tuple[int, float]] = {}  # worker number -> (client, start)
         state = {"open": True, "workers": 0, "spawned": 0}
-        t = int(message.t)
+        t = int(message.t if t is None else t)
 
         def work(me: int) -> None:
             while True:
@@ -292,7 +295,16 @@ class RayRuntime:
     replaced by a fresh one built from the driver's clients, and after
     :meth:`run` the driver's clients are where the in-process runtime would
     leave them, without a final collection.
+
+    The same committed states make a run resumable: a checkpoint written
+    after round ``t`` (``checkpoint=``) snapshots the server and the driver's
+    clients, and a run continued from it (``start=``) ships those clients to
+    fresh actors, so the History continues bit for bit, on Ray or in process.
     """
+
+    #: :meth:`run` continues from a checkpoint and writes them (``start``, ``checkpoint``):
+    #: :class:`fedmm.protocols.SupportsResume`.
+    resumable = True
 
     def __init__(self, n_actors: int = 2, *, timeout: float | None = None, setup_timeout: float = 120.0,
                  on_client_error: str = "drop", address: str | None = None, num_cpus_per_actor: float = 1.0,
@@ -350,10 +362,22 @@ class RayRuntime:
 
     def run(self, server: Any, clients: Sequence[Any], n_rounds: int, *, history: History,
             monitor: Callable[[int, float], dict] | None = None,
-            callback: Callable[[int], None] | None = None, progress: bool | None = None) -> History:
-        """The set-up exchange and ``n_rounds`` rounds (records as :class:`fedmm.runtime.LocalRuntime`'s).
+            callback: Callable[[int], None] | None = None, progress: bool | None = None,
+            start: int = 0, checkpoint: Any = None) -> History:
+        """The set-up exchange and rounds ``start, ..., n_rounds − 1`` (records as
+        :class:`fedmm.runtime.LocalRuntime`'s).
 
         ``progress``: a bar on standard error; None (default) shows it only when standard error is a terminal.
+
+        ``start > 0`` continues a run whose server and (driver's) clients
+        already hold the state after round ``start − 1`` and whose ``history``
+        holds its ``start`` records: the actors are built from those clients,
+        the set-up exchange is skipped and ``wall_time`` (and ``monitor_time``)
+        go on from the last record.  ``callback(t)`` and then ``checkpoint(t)``
+        (e.g. a :class:`fedmm.engine.CheckpointWriter`) are called after round
+        ``t`` is committed: its record is in the History and the driver's
+        clients hold their new states, so a checkpoint's snapshot is exact.
+        An exception from either leaves round ``t`` in place (as in process).
 
         Raises
         ------
@@ -373,6 +397,10 @@ class RayRuntime:
             At the end, naming the rounds in which every contacted client was dropped.
         """
         n_rounds = check_count(n_rounds, "n_rounds", low=0)
+        start = check_int(start, "start", low=0, high=max(n_rounds, 0))
+        if start and len(history.records) != start:
+            raise ValueError(f"Expected a History of {start} records to continue from round {start}, "
+                             f"got {len(history.records)}")
         show_progress = progress_enabled(progress)  # validated before any actor starts
         ray, started = self._start()
         clients = list(clients)
@@ -380,13 +408,13 @@ class RayRuntime:
         self._check_cpus(ray, len(shares))
         fleet = _Fleet(ray, ray.remote(num_cpus=self.num_cpus_per_actor)(_Shard), clients, shares)
         self.restarts = 0
-        bar = progress_bar(show_progress, total=n_rounds, desc=history.algorithm or "rounds")
-        elapsed = 0.0
+        bar = progress_bar(show_progress, total=n_rounds, initial=start, desc=history.algorithm or "rounds")
+        elapsed = float(history.records[-1].get("wall_time", 0.0)) if start else 0.0
         try:
-            fleet.start()
+            fleet.start()  # from the driver's clients: after a checkpoint's states when resuming
             # Set-up exchange (as LocalRuntime): the clients' V_0,i, aggregated by the server; none when
-            # setup_message() is None (fedmm.protocols.ServerParty).
-            setup = server.setup_message()
+            # setup_message() is None (fedmm.protocols.ServerParty) or when the run continues.
+            setup = server.setup_message() if start == 0 else None
             if setup is not None:
                 setup_ref = ray.put(setup)
                 refs = [a.setup.remote(setup_ref) for a in fleet.actors]
@@ -400,10 +428,16 @@ class RayRuntime:
                     fleet.clients[i].set_state(state, setup.theta)
                 history.config["setup_bytes_up"] = sum(len(payload) for _, payload, _ in results)
                 history.config["setup_bytes_down"] = len(clients) * setup.nbytes
-            for t in range(n_rounds):
+            for t in range(start, n_rounds):
                 down = self._replace_hung(fleet)
-                elapsed = self._round(fleet, server, t, down, history, elapsed, monitor, callback)
+                elapsed = self._round(fleet, server, t, down, history, elapsed, monitor)
                 bar.update(1)
+                # round t is committed (server, driver's clients, record): the user's callback, then the
+                # checkpoint, see it whole; what they raise leaves the round in place (as LocalRuntime)
+                if callback is not None:
+                    callback(t)
+                if checkpoint is not None:
+                    checkpoint(t)
         except (Exception, KeyboardInterrupt) as exc:
             exc.history = history  # the completed rounds; the interrupted or failed one left no trace
             raise
@@ -412,7 +446,7 @@ class RayRuntime:
             fleet.stop()
             if started and self.shutdown:
                 ray.shutdown()
-        warn_all_dropped(history)
+        warn_all_dropped(history, start)
         return history
 
     def _replace_hung(self, fleet: "_Fleet") -> dict[int, str]:
@@ -434,9 +468,9 @@ class RayRuntime:
         return down
 
     def _round(self, fleet: "_Fleet", server: Any, t: int, down: dict[int, str], history: History,
-               elapsed: float, monitor: Any, callback: Any) -> float:
+               elapsed: float, monitor: Any) -> float:
         """Round ``t``, atomic: on an exception the server, the driver's clients and the History are left
-        as they were."""
+        as they were; on return the round is committed (the caller's callback and checkpoint follow)."""
         from ray.exceptions import RayError, RayTaskError
 
         ray, raising = fleet.ray, self.on_client_error == "raise"
@@ -459,7 +493,7 @@ class RayRuntime:
                     self._fail(t, i, down[a], "", reasons)
                 continue
             restore = {i: fleet.clients[i].get_state() for i in members if i in fleet.dirty}
-            calls[fleet.actors[a].step.remote(message_ref, members, restore, budget, deadline)] = a
+            calls[fleet.actors[a].step.remote(message_ref, members, restore, budget, deadline, t)] = a
         remaining = None if self.timeout is None else max(0.0, self.timeout - (time.perf_counter() - start))
         ready, late = ray.wait(list(calls), num_returns=len(calls), timeout=remaining)
         got: dict[int, tuple[bytes, dict]] = {}
@@ -511,15 +545,13 @@ class RayRuntime:
         before: dict[int, dict] = {}
 
         def commit(u: int) -> None:
-            """The aggregated clients' new states become the committed ones (before the user's callback)."""
+            """The aggregated clients' new states become the committed ones (after the round's record)."""
             for i, (_, state) in got.items():
                 if i in invalid:
                     fleet.dirty.add(i)
                 else:
                     before[i] = fleet.clients[i].get_state()
                     fleet.clients[i].set_state(state, message.theta)
-            if callback is not None:
-                callback(u)
 
         done = False
         try:
