@@ -327,6 +327,7 @@ def test_ot_family_declares_the_contract():
         capture = CaptureRuntime()
         algorithm(model).run(datas, 1, target=target, seed=0, runtime=capture, evaluate=lambda m: {"e": 0.0})
         _assert_declared_parties(*_parties(capture), compiled=False)
+        assert_satisfies(algorithm(model), P.RemoteAlgorithm)
 
 
 def test_resumable_runtimes_declare_it():
@@ -457,6 +458,17 @@ def test_remote_algorithm_refusals_name_the_argument():
 @pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging])
 def test_fedmm_family_implements_the_remote_contract(algorithm):
     assert_satisfies(algorithm(InverseToy()), P.RemoteAlgorithm)
+
+
+def test_the_gaussian_mixture_declares_global_moments_and_others_do_not():
+    assert_satisfies(GaussianMixture(2, n_features=2), P.SupportsGlobalMoments)
+    assert not isinstance(InverseToy(), P.SupportsGlobalMoments)
+    # what a node describes is what the server pools: the moments of every client's data
+    datas = [np.random.default_rng(i).normal(size=(10, 2)) for i in range(2)]
+    algo = FedMM(GaussianMixture(2, n_features=2))
+    described = algo.describe_data(datas[0], 0)
+    assert sorted(described) == ["moments-n", "moments-sum", "moments-sumsq", "n-samples"]
+    assert sorted(FedMM(InverseToy()).describe_data(np.array([1.0, 2.0]), 0)) == ["n-samples"]
 
 
 @pytest.mark.parametrize("kwargs", [dict(control_variates="oracle", start="model"), dict(start="mean_statistic"),
