@@ -37,8 +37,14 @@ def nan_payload(q: int) -> bytes:
     return payload[:len(payload) - 8 * q] + np.full(q, np.nan).tobytes()
 
 
+#: The round of a plan key ``(ANY_ROUND, i)``: client ``i`` fails so in every round (the only key a client whose
+#: messages carry no round index ``t`` can use, e.g. the subgradient family's).
+ANY_ROUND = None
+
+
 class FaultyClient:
-    """A :class:`fedmm.algorithms.Client` whose round ``t`` fails as ``plan[(t, index)]`` says.
+    """A :class:`fedmm.algorithms.Client` whose round ``t`` fails as ``plan[(t, index)]`` says
+    (``plan[(ANY_ROUND, index)]``: every round).
 
     ``'raise'``: ``RuntimeError('injected failure')``; ``'sleep'``: sleeps
     ``sleep`` seconds, then answers (late); ``'exit'``: ``os._exit(1)`` (ends
@@ -75,7 +81,10 @@ class FaultyClient:
         self.client.set_state(state, like_theta)
 
     def step(self, message):
-        cause = self.plan.get((int(message.t), self.index))
+        if (ANY_ROUND, self.index) in self.plan:
+            cause = self.plan[(ANY_ROUND, self.index)]
+        else:  # a client with nothing planned reads no round index
+            cause = self.plan.get((int(message.t), self.index)) if self.plan else None
         if cause == "raise":
             raise RuntimeError("injected failure")
         if cause == "exit":

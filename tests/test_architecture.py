@@ -39,6 +39,12 @@
    an expression whose last name (through ``self.``, ``type(...)`` and subscripts) is one of
    :data:`PARTY_NAMES`.  Type dispatch on *data* (``hasattr(value, "__array__")`` in the checkpoint
    writer, ``hasattr(theta, "_fields")``) is data conversion, not a probe, and stays allowed.
+6. The runtimes (``fedmm/runtime/``) import nothing from ``fedmm.algorithms`` (no name, no submodule, at module
+   or function level): they move what :mod:`fedmm.protocols` declares (``ServerParty``, ``ClientParty``,
+   ``RemoteAlgorithm``) and hold no per-algorithm adapter.  What a runtime needs of an algorithm is a member of
+   the contract (the algorithm's ``remote_server``, ``broadcast_from_arrays``, ...); what it shares with the
+   in-process engine comes from ``fedmm.engine``, seeds are checked by ``fedmm._validation``.  There is no
+   exception for "protocol-level helpers": a helper a runtime needs belongs to the protocol or to the engine.
 
 Each test is parametrized over the source files and reports every violation of its file at once, as
 ``path:line: expression``.  There is no allowlist: a file that breaks a rule fails until it is fixed.
@@ -294,6 +300,25 @@ def capability_probes(path: Path, package: Path = PACKAGE) -> list[str]:
     return _report(path, package, out)
 
 
+#: Packages that import nothing from the algorithms (rule 6), relative to the package, and what they may not import.
+NO_ALGORITHM_IMPORTS = ("runtime",)
+ALGORITHMS = "algorithms"
+
+
+def algorithm_imports(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Rule 6: imports of ``fedmm.algorithms`` (or of a name or submodule of it) in the runtimes."""
+    here = module_name(path, package).split(".")
+    if here[1:2] not in ([p] for p in NO_ALGORITHM_IMPORTS):
+        return []
+    banned = f"{package.name}.{ALGORITHMS}"
+    out = []
+    for line, text, module, name in imports(path, package):
+        full = f"{module}.{name}" if name is not None else module
+        if module == banned or module.startswith(banned + ".") or full == banned:
+            out.append((line, text))
+    return _report(path, package, out)
+
+
 # --------------------------------------------------------------------------- the tests
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
 def test_no_underscore_access_across_objects(path):
@@ -318,6 +343,13 @@ def test_private_modules_stay_in_their_package(path):
 def test_no_capability_probes_in_the_engine_and_runtimes(path):
     problems = capability_probes(path)
     assert not problems, "probes a party instead of relying on fedmm.protocols:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_runtimes_import_nothing_from_the_algorithms(path):
+    problems = algorithm_imports(path)
+    assert not problems, ("a runtime imports from fedmm.algorithms (it must rely on fedmm.protocols, "
+                          "e.g. RemoteAlgorithm):\n" + "\n".join(problems))
 
 
 # --------------------------------------------------------------------------- the checker itself
@@ -408,3 +440,25 @@ def test_the_probe_rule_flags_what_it_should(tmp_path):
         lines = [g.split(":")[1] for g in capability_probes(package / name, package)]
         assert lines == ["2", "4", "5", "6", "7", "8", "9"], (name, lines)
     assert capability_probes(package / "algorithms/probe.py", package) == []
+
+
+def test_the_algorithm_import_rule_flags_what_it_should(tmp_path):
+    snippet = "\n".join([
+        "from fedmm.algorithms import FedMM",                  # 1 flagged
+        "from fedmm.algorithms.ot import OTBroadcast",         # 2 flagged
+        "import fedmm.algorithms.nonsmooth",                   # 3 flagged
+        "from fedmm import algorithms",                        # 4 flagged
+        "from fedmm.protocols import RemoteAlgorithm",         # 5 fine
+        "from fedmm.engine.local import CLIENT_ERROR_POLICIES",  # 6 fine
+        "def f():",
+        "    from fedmm.algorithms import check_seed",         # 8 flagged (function level too)",
+        "from fedmm.algorithmsx import y",                     # 9 another name: fine
+    ])
+    package = tmp_path / "src" / "fedmm"
+    for name in ("runtime/probe.py", "experiments/probe.py"):
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(snippet)
+    assert [g.split(":")[1] for g in algorithm_imports(package / "runtime/probe.py", package)] == [
+        "1", "2", "3", "4", "8"]
+    assert algorithm_imports(package / "experiments/probe.py", package) == []

@@ -23,7 +23,8 @@ from reference import extending_recipes, nonsmooth_toy_data
 
 PROTOCOLS = [P.Model, P.Layout, P.SupportsCompiledModel, P.Compressor, P.SupportsQuantize, P.SupportsVarianceBound,
              P.SupportsQuantizerSpec, P.Message, P.ServerParty, P.CompiledRoundsServer, P.ClientParty,
-             P.StatefulClientParty, P.SupportsStepMany, P.Monitor, P.Runtime, P.SupportsResume]
+             P.StatefulClientParty, P.SupportsStepMany, P.Monitor, P.Runtime, P.SupportsResume,
+             P.SupportsGlobalMoments, P.RemoteAlgorithm]
 _BASES = {object, Protocol}
 
 
@@ -326,6 +327,7 @@ def test_ot_family_declares_the_contract():
         capture = CaptureRuntime()
         algorithm(model).run(datas, 1, target=target, seed=0, runtime=capture, evaluate=lambda m: {"e": 0.0})
         _assert_declared_parties(*_parties(capture), compiled=False)
+        assert_satisfies(algorithm(model), P.RemoteAlgorithm)
 
 
 def test_resumable_runtimes_declare_it():
@@ -334,3 +336,147 @@ def test_resumable_runtimes_declare_it():
     assert_satisfies(RayRuntime(n_actors=1), P.SupportsResume)
     # declared, not inferred from run()'s parameters: a runtime of the docs does not resume
     assert not isinstance(CaptureRuntime(), P.SupportsResume)
+
+
+# --------------------------------------------------------------------------- algorithms with their parties apart
+def remote_run(algo, datas, n_rounds, seed, *, init=None, init_datas=None, public_data=None):
+    """The :class:`fedmm.protocols.RemoteAlgorithm` calls in the order ``fedmm.runtime.flower`` makes them, in
+    process and without Flower: a fresh client per message, every message through arrays, every client state
+    through ``client_state``/``restore_client`` (what a node keeps), the server built from data descriptions."""
+    from fedmm.runtime.local import record_initial, record_start_drops, round_record
+
+    history = History(algo.name, algo.remote_config())
+    n = len(datas)
+    descriptions = [algo.describe_data(d, i) for i, d in enumerate(datas)]
+    server = algo.remote_server(n, descriptions=descriptions, seed=seed, init=init, init_datas=init_datas,
+                                public_data=public_data)
+    layout = algo.broadcast_layout(server)
+
+    def fresh(i):
+        return algo.remote_client(i, datas[i], n_clients=n, seed=seed, public_data=public_data)
+
+    def down(message):  # copies: nothing shared with the server's message
+        return algo.broadcast_from_arrays([np.array(a, copy=True) for a in algo.broadcast_to_arrays(message)], layout)
+
+    if algo.start_exchange(init):
+        start = algo.start_message(server)
+        server = algo.restart_server(server, {i: algo.start_reply(fresh(i), down(start)) for i in range(n)},
+                                     n_clients=n, descriptions=descriptions, seed=seed)
+        layout = algo.broadcast_layout(server)
+        record_start_drops(history, {})
+    states = {}
+    if algo.setup_exchange():
+        setup, payloads = server.setup_message(), {}
+        for i in range(n):
+            client = fresh(i)
+            payloads[i] = client.setup(down(setup))
+            states[i] = algo.client_state(client)
+        server.setup_aggregate(payloads)
+    record_initial(history)
+    for t in range(n_rounds):
+        ids = server.select(t)
+        message = server.broadcast(t)
+        payloads = {}
+        for i in ids:
+            client, mine = fresh(i), down(message)
+            if i in states:
+                algo.restore_client(client, states[i], mine)
+            else:
+                client.setup(mine)
+            payloads[i] = client.step(mine)
+            states[i] = algo.client_state(client)
+        record = server.aggregate(t, payloads)
+        history.append(**round_record(t, record, ids, [payloads[i] for i in ids], message, 0.0, {}), monitor_time=0.0)
+    algo.finish(server, history, {i: states[i] for i in range(n)} if algo.finish_needs_clients() else None)
+    return history
+
+
+SUBGRADIENT = [
+    lambda: FedMLS(L1Regression(), local_steps=("linear", 1), prox_weight=("inverse", 1.0), radius=50.0),
+    lambda: FedMLS(L1Regression(), local_steps=2, prox_weight=1.0, backend="python", batch_size=4),
+    lambda: FedAvg(L1Regression(), local_lr=0.1),
+    lambda: Scaffold(L1Regression(), local_lr=0.1, local_steps=2),
+    lambda: Scaffnew(L1Regression(), local_lr=0.1, communication_prob=0.5, batch_size=3),
+]
+SUBGRADIENT_IDS = ["FedMLS-compiled", "FedMLS-python", "FedAvg", "Scaffold", "Scaffnew"]
+
+
+@pytest.mark.parametrize("make", SUBGRADIENT, ids=SUBGRADIENT_IDS)
+def test_subgradient_family_apart_reproduces_run(make):
+    # Clients rebuilt for every message from their node's data, state and random streams as arrays: the same
+    # History (every record, the final state, FedMLS's z_clients included) as run() in process.
+    algo, datas = make(), nonsmooth_toy_data("l1")
+    assert_satisfies(algo, P.RemoteAlgorithm)
+    ref = algo.run(datas, 4, seed=11)
+    got = remote_run(algo, datas, 4, 11)
+    assert got.equals(ref)
+    assert sorted(got.state) == sorted(ref.state) and len(got) == 4
+
+
+@pytest.mark.parametrize("make", SUBGRADIENT, ids=SUBGRADIENT_IDS)
+def test_subgradient_messages_and_states_round_trip_through_arrays(make):
+    from fedmm.algorithms.nonsmooth import state_from_arrays
+
+    algo, datas = make(), nonsmooth_toy_data("l1")
+    server, clients = algo.build(datas, seed=3)
+    message = server.broadcast(0)
+    arrays = algo.broadcast_to_arrays(message)
+    assert all(isinstance(a, np.ndarray) for a in arrays)
+    again = algo.broadcast_from_arrays(arrays, algo.broadcast_layout(server))
+    assert type(again) is type(message) and again.nbytes == message.nbytes
+    assert again.to_arrays().__len__() == len(arrays)
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(again.to_arrays(), arrays))
+    clients[0].step(message)
+    state = algo.client_state(clients[0])
+    assert all(isinstance(v, np.ndarray) for v in state.values())
+    assert state_from_arrays(state).keys() == clients[0].get_state().keys()
+    with pytest.raises(ValueError, match="arrays"):
+        algo.broadcast_from_arrays(arrays[:-1], "")
+    with pytest.raises(ValueError, match="finite"):
+        algo.broadcast_from_arrays([np.full_like(arrays[0], np.nan), *arrays[1:]], "")
+
+
+def test_remote_algorithm_refusals_name_the_argument():
+    datas = nonsmooth_toy_data("l1")
+    algo = FedAvg(L1Regression(), local_lr=0.1)
+    descriptions = [algo.describe_data(d, i) for i, d in enumerate(datas)]
+    with pytest.raises(ValueError, match="partition 2"):
+        algo.describe_data((np.zeros((3, 2)), np.zeros(4)), 2)
+    with pytest.raises(TypeError, match="public_data"):
+        algo.remote_server(4, descriptions=descriptions, seed=0, public_data=datas)
+    with pytest.raises(ValueError, match="same number of features"):
+        algo.remote_server(2, descriptions=[descriptions[0], algo.describe_data((np.zeros((3, 5)), np.zeros(3)), 1)],
+                           seed=0)
+    with pytest.raises(TypeError, match="start exchange"):
+        algo.start_message(None)
+    with pytest.raises(TypeError, match="init"):
+        FedMLS(L1Regression(), prox_weight=1.0).remote_server(4, descriptions=descriptions, seed=0, init=np.ones(3))
+    with pytest.raises(TypeError, match="RayRuntime"):
+        ParameterAveraging(InverseToy()).remote_config()
+
+
+@pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging])
+def test_fedmm_family_implements_the_remote_contract(algorithm):
+    assert_satisfies(algorithm(InverseToy()), P.RemoteAlgorithm)
+
+
+def test_the_gaussian_mixture_declares_global_moments_and_others_do_not():
+    assert_satisfies(GaussianMixture(2, n_features=2), P.SupportsGlobalMoments)
+    assert not isinstance(InverseToy(), P.SupportsGlobalMoments)
+    # what a node describes is what the server pools: the moments of every client's data
+    datas = [np.random.default_rng(i).normal(size=(10, 2)) for i in range(2)]
+    algo = FedMM(GaussianMixture(2, n_features=2))
+    described = algo.describe_data(datas[0], 0)
+    assert sorted(described) == ["moments-n", "moments-sum", "moments-sumsq", "n-samples"]
+    assert sorted(FedMM(InverseToy()).describe_data(np.array([1.0, 2.0]), 0)) == ["n-samples"]
+
+
+@pytest.mark.parametrize("kwargs", [dict(control_variates="oracle", start="model"), dict(start="mean_statistic"),
+                                    dict(clients_per_round=2, compressor=StochasticRounding(bits=8))],
+                         ids=["oracle", "mean_statistic", "partial-8bit"])
+def test_fedmm_apart_reproduces_run(kwargs):
+    datas = [np.random.default_rng(i).normal(size=(20, 2)) + 2 * i for i in range(3)]
+    algo = FedMM(GaussianMixture(2, n_features=2), step=0.5, batch_size=5, control_variate_step=0.5, **kwargs)
+    ref = algo.run(datas, 3, seed=5)
+    got = remote_run(algo, datas, 3, 5, init_datas=datas)
+    assert got.equals(ref)

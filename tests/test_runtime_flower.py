@@ -26,13 +26,18 @@ from flwr.simulation import run_simulation  # noqa: E402
 
 import fedmm.runtime.flower as ff  # noqa: E402
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
-from fedmm.algorithms._random import init_generator  # noqa: E402
+from fedmm.algorithms import FedAvg, FedMLS, Scaffnew, Scaffold, init_generator  # noqa: E402
+from fedmm.algorithms.federated import theta_structure, theta_template  # noqa: E402
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding  # noqa: E402
 from fedmm.data import synthetic_dictionary  # noqa: E402
 from fedmm.history import History  # noqa: E402
 from fedmm.models import GaussianMixture  # noqa: E402
-from fault_injection import CAUSES, nan_payload  # noqa: E402
-from reference import FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops  # noqa: E402
+from fedmm.models.nonsmooth import HingeSVM, L1Regression  # noqa: E402
+from fedmm.protocols import RemoteAlgorithm  # noqa: E402
+from fedmm.runtime import LocalRuntime  # noqa: E402
+from fault_injection import ANY_ROUND, CAUSES, FaultyClient, nan_payload  # noqa: E402
+from reference import (FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops,  # noqa: E402
+                       nonsmooth_toy_data)
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "flower"
@@ -63,7 +68,7 @@ def test_payload_array_round_trip_and_validation():
 def test_theta_structure_rebuilds_the_parameter(theta):
     from fedmm.models.base import SurrogateModel
 
-    template = ff._theta_template(ff._theta_structure(theta))
+    template = theta_template(theta_structure(theta))
     vector = SurrogateModel.theta_vector(None, theta)
     rebuilt = SurrogateModel.theta_from_vector(None, vector, template)
     np.testing.assert_array_equal(SurrogateModel.theta_vector(None, rebuilt), vector)
@@ -75,7 +80,7 @@ def test_strategy_rejects_bad_arguments():
         ff.FedMMStrategy(algo, 0)
     with pytest.raises(TypeError, match="seed"):
         ff.FedMMStrategy(algo, 3, seed=np.random.SeedSequence(1))
-    with pytest.raises(TypeError, match="FedMM"):
+    with pytest.raises(TypeError, match="fedmm.protocols.RemoteAlgorithm"):
         ff.FedMMStrategy("FedMM", 3)
     with pytest.raises(TypeError, match="RayRuntime"):
         ff.FedMMStrategy(ParameterAveraging(FailingInverseToy()), 3)
@@ -107,15 +112,22 @@ def test_missing_flower_gives_an_import_error_naming_the_extra():
 
 
 # --------------------------------------------------------------------------- Flower simulation
-def _simulate(algo, datas, n_rounds, seed, **strategy_kwargs):
-    """Run the fedmm ServerApp and ClientApp in Flower's simulation runtime; return the strategy."""
+def _simulate(algo, datas, n_rounds, seed, *, catch=False, **strategy_kwargs):
+    """Run the fedmm ServerApp and ClientApp in Flower's simulation runtime; return the strategy (with ``catch``,
+    an exception out of its ``run`` is kept as ``strategy.failure``)."""
     out = {}
     server_app = ServerApp()
 
     @server_app.main()
     def main(grid, context):
         strategy = ff.FedMMStrategy(algo, len(datas), seed=seed, **strategy_kwargs)
-        strategy.run(grid, n_rounds, timeout=120.0)
+        strategy.failure = None
+        try:
+            strategy.run(grid, n_rounds, timeout=120.0)
+        except Exception as exc:
+            if not catch:
+                raise
+            strategy.failure = exc
         out["strategy"] = strategy
 
     backend = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
@@ -282,6 +294,63 @@ def test_flower_on_client_error_raise_stops_the_run_at_the_first_failure():
     assert out == {"records": 0}
 
 
+# --------------------------------------------------------------------------- the subgradient family
+SUBGRADIENT = {
+    # minibatch oracles with their own streams (carried in the node's state), each method's schedules and state
+    "FedMLS": lambda: FedMLS(HingeSVM(), prox_weight=("inverse", 1.0), radius=20.0, batch_size=0.3),
+    "FedAvg": lambda: FedAvg(L1Regression(), local_lr=0.05, batch_size=4),
+    "Scaffold": lambda: Scaffold(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=5),
+    "Scaffnew": lambda: Scaffnew(L1Regression(), local_lr=0.05, communication_prob=0.5, batch_size=3),
+}
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+@pytest.mark.parametrize("name", sorted(SUBGRADIENT))
+def test_flower_simulation_carries_the_subgradient_family_with_the_in_process_history(name):
+    # Every record (steps, schedules, objective at x, bytes), the final state (Scaffold's c, FedMLS's x, y, z and
+    # its clients' z_K^i, collected at the end) equal the in-process run; no adapter: the algorithm is the contract.
+    algo = SUBGRADIENT[name]()
+    datas = nonsmooth_toy_data("hinge" if isinstance(algo.model, HingeSVM) else "l1", n_clients=3)
+    ref = algo.run(datas, 3, seed=6, evaluate_every=1)
+    stacked = algo.model.stack(datas)
+    strategy = _simulate(algo, datas, 3, 6, objective=lambda x: algo.model.objective(stacked, x))
+    assert strategy.errors == []
+    h = strategy.history
+    assert h.equals(ref)
+    assert sorted(h.state) == sorted(ref.state) and "objective" in h.records[-1] and "objective" in h.initial
+    assert [r["active"] for r in h.records] == [[0, 1, 2]] * 3
+    if name == "FedMLS":
+        np.testing.assert_array_equal(h.state["z_clients"], ref.state["z_clients"])
+
+
+class _FaultyFedAvg(FedAvg):
+    """FedAvg whose client 1 raises in every round (tests/fault_injection.py): the runtime sees only the contract."""
+
+    def remote_client(self, index, data, **kwargs):
+        return FaultyClient(super().remote_client(index, data, **kwargs), {(ANY_ROUND, 1): "raise"})
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_of_a_faulty_subgradient_client_ends_as_in_process():
+    # Client 1 fails in every round; under on_client_error='drop' Flower does what the in-process runtime does with
+    # the same faulty client: the server leaves it out, with its reason, and averages the others.
+    algo, datas = _FaultyFedAvg(L1Regression(), local_lr=0.05, batch_size=4), nonsmooth_toy_data("l1", n_clients=3)
+    server, clients = algo.build(datas, seed=6)
+    clients[1] = FaultyClient(clients[1], {(ANY_ROUND, 1): "raise"})
+    ref = History(algo.name, {})
+    LocalRuntime(batched=False, on_client_error="drop").run(server, clients, 2, history=ref)
+    algo.finish(server, ref)
+    strategy = _simulate(algo, datas, 2, 6, catch=True)
+    assert [(t, i) for t, i, _ in strategy.errors][:1] == [(0, 1)]
+    assert "injected failure" in strategy.errors[0][2]
+    assert strategy.failure is None
+    assert [r["dropped"] for r in ref.records] == [[1], [1]]
+    assert strategy.history.equals(ref, ignore=("wall_time", "monitor_time", "drop_reasons"))
+    assert all(r["dropped"] == [1] and "injected failure" in r["drop_reasons"][0] for r in strategy.history.records)
+
+
 # --------------------------------------------------------------------------- real deployment
 def _free_ports(n):
     socks = []
@@ -395,34 +464,54 @@ def test_loopback_deployment_superlink_three_supernodes_flwr_run(tmp_path):
 
 
 # --------------------------------------------------------------------------- FedMM-OT and FedAdam
-def test_remote_algorithm_views_and_their_errors():
+def test_every_algorithm_is_its_own_remote_algorithm_and_errors_name_what_is_wrong():
     from fedmm.algorithms import FedAdam, FedMMOT
     from fedmm.models import TransportProblem
 
     problem = TransportProblem(2, hidden_sizes=[4], batch_size=8)
-    for algo in (FedMM(FailingInverseToy()), FedMMOT(problem), FedAdam(problem)):
-        remote = ff.remote_algorithm(algo)
-        assert isinstance(remote, ff.RemoteAlgorithm) and remote.name == algo.name
-        assert ff.remote_algorithm(remote) is remote  # an implementation is used as is
-    assert ff.remote_algorithm(FedMM(FailingInverseToy(), control_variates="oracle")).setup_exchange
-    assert not ff.remote_algorithm(FedMMOT(problem)).setup_exchange
+    for algo in (FedMM(FailingInverseToy()), FedMMOT(problem), FedAdam(problem), FedAvg(L1Regression(), local_lr=0.1),
+                 Scaffold(L1Regression(), local_lr=0.1), Scaffnew(L1Regression(), local_lr=0.1),
+                 FedMLS(L1Regression(), prox_weight=1.0)):
+        assert isinstance(algo, RemoteAlgorithm) and ff.remote_algorithm(algo) is algo  # no adapter
+        assert ff.RemoteAlgorithm is RemoteAlgorithm
+    assert FedMM(FailingInverseToy(), control_variates="oracle").setup_exchange()
+    assert not FedMMOT(problem).setup_exchange()
     data = np.zeros((5, 2))
-    assert ff.remote_algorithm(FedMMOT(problem)).describe_data(data, 0)["n-samples"].tolist() == [5]
+    assert FedMMOT(problem).describe_data(data, 0)["n-samples"].tolist() == [5]
     with pytest.raises(ValueError, match="partition 3"):
-        ff.remote_algorithm(FedAdam(problem)).describe_data(np.zeros((5, 3)), 3)
-    ot = ff.remote_algorithm(FedAdam(problem, identity_steps=0))
+        FedAdam(problem).describe_data(np.zeros((5, 3)), 3)
+    ot = FedAdam(problem, identity_steps=0)
     with pytest.raises(ValueError, match="public_data"):
-        ot.build_client(0, data, n_clients=2, seed=0)
+        ot.remote_client(0, data, n_clients=2, seed=0)
     with pytest.raises(ValueError, match="public_data"):
-        ot.build_server(2, descriptions=[{"n-samples": np.array([5])}] * 2, seed=0)
+        ot.remote_server(2, descriptions=[{"n-samples": np.array([5])}] * 2, seed=0)
     with pytest.raises(TypeError, match="init_datas"):
-        ot.build_server(2, descriptions=[{"n-samples": np.array([5])}] * 2, seed=0, init_datas=[data],
-                        public_data=data)
+        ot.remote_server(2, descriptions=[{"n-samples": np.array([5])}] * 2, seed=0, init_datas=[data],
+                         public_data=data)
     with pytest.raises(TypeError, match="public_data"):
-        ff.remote_algorithm(FedMM(FailingInverseToy())).build_server(
-            1, descriptions=[{"n-samples": np.array([3])}], seed=0, init=np.array([1.0, 1.0]), public_data=data)
-    with pytest.raises(TypeError, match="FedMMOT"):
+        FedMM(FailingInverseToy()).remote_server(1, descriptions=[{"n-samples": np.array([3])}], seed=0,
+                                                 init=np.array([1.0, 1.0]), public_data=data)
+    with pytest.raises(TypeError, match="fedmm.protocols.RemoteAlgorithm"):
         ff.remote_algorithm(object())
+
+
+def test_the_runtime_holds_no_adapter_and_imports_no_algorithm():
+    import ast
+
+    tree = ast.parse(Path(ff.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert not any(m and (m.startswith("fedmm.algorithms") or m == "inspect") for m in imported), imported
+    calls = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    assert "hasattr" not in calls and "getattr" not in calls
+    # no type dispatch on algorithms or their messages: the one isinstance on an algorithm is the contract's own
+    # check (a TypeError naming the protocol); the others look at data (seeds, payload arrays, record values)
+    import fedmm.algorithms
+
+    checked = {name.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+               and node.func.id == "isinstance" for name in ast.walk(node.args[1]) if isinstance(name, ast.Name)}
+    assert "RemoteAlgorithm" in checked
+    assert checked.isdisjoint({*fedmm.algorithms.__all__, "OTBroadcast", "Broadcast", "SurrogateModel"}), checked
 
 
 def test_ot_remote_build_server_and_client_equal_the_in_process_parties():
@@ -437,8 +526,8 @@ def test_ot_remote_build_server_and_client_equal_the_in_process_parties():
                    compressor=StochasticRounding(bits=8))
     server, clients = algo.build(datas, target=target, seed=3)
     remote = ff.remote_algorithm(algo)
-    got = remote.build_server(3, descriptions=[remote.describe_data(d, i) for i, d in enumerate(datas)], seed=3,
-                              public_data=target)
+    got = remote.remote_server(3, descriptions=[remote.describe_data(d, i) for i, d in enumerate(datas)], seed=3,
+                               public_data=target)
     np.testing.assert_array_equal(got.weights, server.weights)
     for k, v in server.get_state().items():
         np.testing.assert_array_equal(got.get_state()[k], v)
@@ -446,7 +535,7 @@ def test_ot_remote_build_server_and_client_equal_the_in_process_parties():
     message = remote.broadcast_from_arrays(remote.broadcast_to_arrays(server.broadcast(0)),
                                            remote.broadcast_layout(server))
     for i, c in enumerate(clients):
-        mine = remote.build_client(i, datas[i], n_clients=3, seed=3, public_data=target)
+        mine = remote.remote_client(i, datas[i], n_clients=3, seed=3, public_data=target)
         assert (mine.p, mine.alpha) == (c.p, c.alpha)
         np.testing.assert_array_equal(mine.target, c.target)
         assert mine.step(message) == c.step(server.broadcast(0))  # same payload bytes

@@ -19,16 +19,17 @@ returns None when there is no set-up exchange, and
 :attr:`ServerParty.supports_compiled_rounds` says whether the server runs
 compiled stretches of rounds (:class:`CompiledRoundsServer`).
 
-======================  =================================================  ===========================================
-protocol                who implements it                                  who calls it
-======================  =================================================  ===========================================
-:class:`Model`          ``fedmm.models`` (``SurrogateModel`` subclasses)   the algorithms' server and client parties
-:class:`Compressor`     ``fedmm.compression``                              a client (encode), the server (decode)
-:class:`Runtime`        ``fedmm.runtime`` (``LocalRuntime``, ...)          an algorithm's ``run``
-:class:`ServerParty`    ``fedmm.algorithms`` (``Server``, ...)             every runtime, once per round
-:class:`ClientParty`    ``fedmm.algorithms`` (``Client``, ...)             every runtime, for each contacted client
-:class:`Monitor`        ``fedmm.algorithms`` (each family's monitor)       every runtime, on the rounds it is due
-======================  =================================================  ===========================================
+==========================  =================================================  =========================================
+protocol                    who implements it                                  who calls it
+==========================  =================================================  =========================================
+:class:`Model`              ``fedmm.models`` (``SurrogateModel`` subclasses)   the algorithms' server and client parties
+:class:`Compressor`         ``fedmm.compression``                              a client (encode), the server (decode)
+:class:`Runtime`            ``fedmm.runtime`` (``LocalRuntime``, ...)          an algorithm's ``run``
+:class:`ServerParty`        ``fedmm.algorithms`` (``Server``, ...)             every runtime, once per round
+:class:`ClientParty`        ``fedmm.algorithms`` (``Client``, ...)             every runtime, for each contacted client
+:class:`Monitor`            ``fedmm.algorithms`` (each family's monitor)       every runtime, on the rounds it is due
+:class:`RemoteAlgorithm`    every algorithm of ``fedmm.algorithms``            ``fedmm.runtime.flower``
+==========================  =================================================  =========================================
 
 A round, as every runtime runs it (``ids``/``payloads`` are Python lists)::
 
@@ -64,10 +65,12 @@ __all__ = [
     "Model",
     "Monitor",
     "Payload",
+    "RemoteAlgorithm",
     "Runtime",
     "ServerParty",
     "StatefulClientParty",
     "SupportsCompiledModel",
+    "SupportsGlobalMoments",
     "SupportsResume",
     "SupportsStepMany",
     "SupportsVarianceBound",
@@ -575,3 +578,193 @@ class SupportsResume(Runtime, Protocol):
     """
 
     resumable: bool
+
+
+# --------------------------------------------------------------------------- models (optional hook)
+@runtime_checkable
+class SupportsGlobalMoments(Protocol):
+    """Optional model hook: a model that standardizes with moments pooled over every client's data.
+
+    ``fedmm.models.GaussianMixture`` implements it.  An algorithm whose
+    clients live apart (:class:`RemoteAlgorithm`) pools them: each client
+    reports :meth:`local_moments` in its data description, and the server
+    calls :meth:`set_global_moments` with all of them.
+    """
+
+    def local_moments(self, data: Any) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(n, Σ_j z_j, Σ_j z_j²)`` over one client's (checked) data."""
+        ...
+
+    def set_global_moments(self, moments: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:
+        """Pool every client's :meth:`local_moments`."""
+        ...
+
+
+# --------------------------------------------------------------------------- algorithms apart from their data
+@runtime_checkable
+class RemoteAlgorithm(Protocol):
+    """An algorithm whose server and clients are built apart, each from what it holds (Flower).
+
+    Every algorithm of :mod:`fedmm.algorithms` implements it (``FedMM``,
+    ``FedMMOT``, ``FedAdam``, ``FedMLS``, ``FedAvg``, ``Scaffold``,
+    ``Scaffnew``); ``fedmm.runtime.flower`` calls nothing else on an
+    algorithm, and refuses an object that does not implement it with a
+    ``TypeError`` naming this protocol.  The parties it builds are those of
+    every runtime (:class:`ServerParty`, :class:`ClientParty`).
+
+    The calls, in order:
+
+    1. at start-up, on each node: :meth:`describe_data` of its data; on the
+       server: :meth:`remote_config` (the History's configuration; it refuses
+       a configuration that cannot run apart) and :meth:`remote_server` with
+       every node's description;
+    2. when :meth:`start_exchange` says so, :meth:`start_message` goes to
+       every node, which answers :meth:`start_reply`, and
+       :meth:`restart_server` builds the run's server from the answers;
+    3. when :meth:`setup_exchange` says so, every node answers the server's
+       ``setup_message()`` before round 0 (otherwise a node without state
+       runs its client's ``setup`` on its first round);
+    4. per round, the server's broadcast goes down as
+       :meth:`broadcast_to_arrays` (with :meth:`broadcast_layout`, computed
+       once per server), each node rebuilds it with
+       :meth:`broadcast_from_arrays` and its client with
+       :meth:`remote_client` (fresh on every message), puts the state it
+       kept back with :meth:`restore_client` and keeps the client's state
+       after the step as :meth:`client_state`;
+    5. after the last round, when :meth:`finish_needs_clients` says so,
+       every node sends its :meth:`client_state`; :meth:`finish` fills the
+       History as the in-process ``run`` does.
+
+    :meth:`estimate` gives the argument of a server-side objective.
+
+    Attributes
+    ----------
+    name : str
+        The History's algorithm name.
+    """
+
+    name: str
+
+    def remote_config(self) -> dict[str, Any]:
+        """``History.config`` of a run apart (the hyper-parameters, JSON-friendly).
+
+        Raises
+        ------
+        TypeError
+            When this configuration cannot run with its parties apart (e.g.
+            FedMM's Θ-space ``ParameterAveraging``).
+        """
+        ...
+
+    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
+        """What a node tells the server about its data at start-up (arrays only).
+
+        Parameters
+        ----------
+        data : client data
+            The node's data, validated here (errors name ``partition <partition_id>``).
+        partition_id : int
+
+        Returns
+        -------
+        dict of str to ndarray
+            At least ``"n-samples"`` (int64, shape (1,)); every entry reaches :meth:`remote_server`.
+        """
+        ...
+
+    def remote_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                      init: Any = None, init_datas: Sequence[Any] | None = None, public_data: Any = None) -> Any:
+        """The server party, built without the clients' data.
+
+        Parameters
+        ----------
+        n_clients : int
+        descriptions : sequence of mapping
+            ``descriptions[i]``: partition ``i``'s :meth:`describe_data`.
+        seed : int
+            The run seed; with the same seed (and ``init``) the server the in-process ``run`` builds.
+        init : optional
+            The algorithm's starting point (as ``run``'s ``init``).
+        init_datas : list of client data, optional
+            Data the server may look at to initialize (FedMM's pilot data).
+        public_data : optional
+            Data every party holds (FedMM-OT's public target samples).
+
+        Raises
+        ------
+        TypeError
+            For an argument this algorithm does not take.
+        """
+        ...
+
+    def remote_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
+        """Client ``index`` on its node's ``data``: the client the in-process ``run`` builds for the same seed."""
+        ...
+
+    def setup_exchange(self) -> bool:
+        """Whether every client must answer the server's set-up message before round 0
+        (FedMM with ``control_variates='oracle'``)."""
+        ...
+
+    def start_exchange(self, init: Any) -> bool:
+        """Whether the server of :meth:`remote_server` (with this ``init``) needs every client's answer
+        to a start message before the set-up exchange (FedMM's ``start='mean_statistic'``)."""
+        ...
+
+    def start_message(self, server: Any) -> Message:
+        """The start broadcast when :meth:`start_exchange` is true (``TypeError`` otherwise)."""
+        ...
+
+    def start_reply(self, client: Any, message: Message) -> bytes:
+        """A client's answer to the start broadcast (``TypeError`` without a start exchange)."""
+        ...
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
+        """The server of the run, built from the clients' start answers ``payloads[i]``.
+
+        With ``on_invalid`` (the ``'drop'`` fault policy) ``payloads`` may
+        lack the clients that failed, and an invalid answer is left out after
+        ``on_invalid(i, reason)``; without it every client's valid answer is
+        needed.  ``TypeError`` without a start exchange.
+        """
+        ...
+
+    def broadcast_layout(self, server: Any) -> str:
+        """What a node needs, besides the arrays, to rebuild a broadcast of ``server`` (may be empty)."""
+        ...
+
+    def broadcast_to_arrays(self, message: Message) -> list[np.ndarray]:
+        """The server's message (round, set-up or start broadcast) as arrays."""
+        ...
+
+    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> Message:
+        """Inverse of :meth:`broadcast_to_arrays` (``ValueError`` for arrays that do not form a message)."""
+        ...
+
+    def client_state(self, client: Any) -> dict[str, np.ndarray]:
+        """The client's state as named arrays: what its node keeps between messages."""
+        ...
+
+    def restore_client(self, client: Any, state: Mapping[str, np.ndarray], message: Message) -> None:
+        """Put a :meth:`client_state` back into a client fresh from :meth:`remote_client`, before it handles
+        ``message``."""
+        ...
+
+    def estimate(self, server: Any) -> Any:
+        """The server's current estimate: the argument of a server-side objective."""
+        ...
+
+    def finish_needs_clients(self) -> bool:
+        """Whether :meth:`finish` needs every client's final :meth:`client_state` (FedMLS: its ``z_K^i``)."""
+        ...
+
+    def finish(self, server: Any, history: History,
+               client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+        """Put the final state into ``history`` (``state``, ``params``, ``theta``) as the in-process ``run`` does.
+
+        ``client_states[i]``: client ``i``'s last :meth:`client_state`, given
+        when :meth:`finish_needs_clients` is true.
+        """
+        ...

@@ -52,13 +52,13 @@ from fedmm.algorithms._setup import (
 )
 from fedmm.compression import Identity
 from fedmm.history import History
-from fedmm.protocols import SupportsResume
+from fedmm.protocols import SupportsGlobalMoments, SupportsResume
 from fedmm.models.base import SurrogateModel
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["Broadcast", "Client", "Server", "FedMM", "ParameterAveraging", "StopRun", "BACKENDS", "STARTS",
-           "CONTROL_VARIATE_CONVENTIONS"]
+           "CONTROL_VARIATE_CONVENTIONS", "theta_structure", "theta_template"]
 
 #: Where clients send their updates: FedMM aggregates statistics, the baseline parameters.
 SPACES = ("statistic", "parameter")
@@ -1339,6 +1339,184 @@ class FedMM:
         history.params = self.model.theta_to_dict(server.theta)
         history.theta = server.theta
         return history
+
+    # -- the parties apart from the data (fedmm.protocols.RemoteAlgorithm) -------------------------------
+    def remote_config(self) -> dict[str, Any]:
+        """``History.config`` of a run whose parties live apart (:class:`fedmm.protocols.RemoteAlgorithm`).
+
+        Raises
+        ------
+        TypeError
+            For the Θ-space baseline (its clients need ``Ŝ_t``'s structure
+            from ``θ_t`` alone; run it on ``fedmm.runtime.RayRuntime``).
+        """
+        if self.space != "statistic":
+            raise TypeError(f"{self.name} aggregates in the parameter space: it runs in process or on "
+                            "fedmm.runtime.RayRuntime, not with remote clients that rebuild θ_t (Flower)")
+        return self.config()
+
+    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
+        """A node's data description: ``"n-samples"`` and, for a model with global moments
+        (:class:`fedmm.protocols.SupportsGlobalMoments`), ``"moments-n"``, ``"moments-sum"``, ``"moments-sumsq"``."""
+        model = self.model
+        data = model.check_data(data, f"partition {partition_id}")
+        out = {"n-samples": np.array([int(model.n_samples(data))], dtype=np.int64)}
+        if isinstance(model, SupportsGlobalMoments):
+            n, total, total_sq = model.local_moments(data)
+            out.update({"moments-n": np.array([int(n)], dtype=np.int64),
+                        "moments-sum": np.asarray(total, dtype=np.float64),
+                        "moments-sumsq": np.asarray(total_sq, dtype=np.float64)})
+        return out
+
+    def _remote_weights(self, descriptions: Sequence[Mapping[str, np.ndarray]]) -> Any:
+        """``weights`` if set, else the nodes' sample counts (``μ_i = N_i/N`` once normalized)."""
+        if self.weights is not None:
+            return self.weights
+        return [float(np.asarray(d["n-samples"]).reshape(-1)[0]) for d in descriptions]
+
+    def remote_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                      init: Any = None, init_datas: Sequence[Any] | None = None, public_data: Any = None) -> Server:
+        """The :class:`Server` of a run apart from the data (:class:`fedmm.protocols.RemoteAlgorithm`).
+
+        ``init`` is ``Ŝ_0``; None takes ``model.init_statistic(init_datas, rng)``
+        with the generator :meth:`run` uses (``init_datas``: pilot data the
+        server holds; default none, which suits models whose initialization
+        does not look at the data).  With ``start='mean_statistic'`` that
+        statistic only gives ``θ_0``: :meth:`restart_server` builds the run's
+        server from the clients' answers.  A model with global moments pools
+        the nodes' ``local_moments`` from ``descriptions``.
+        """
+        if public_data is not None:
+            raise TypeError(f"{self.name} takes no 'public_data' (pass a pilot sample as 'init_datas')")
+        model = self.model
+        S0 = init
+        if S0 is None:
+            try:
+                S0 = model.init_statistic(list(init_datas or []), init_generator(seed))
+            except Exception as exc:
+                raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass init= or init_datas=") \
+                    from exc
+        if isinstance(model, SupportsGlobalMoments):  # after init_statistic, which may fit pilot moments
+            model.set_global_moments([(int(d["moments-n"][0]), d["moments-sum"], d["moments-sumsq"])
+                                      for d in descriptions])
+        return self.build_server(n_clients, weights=self._remote_weights(descriptions), init=S0, seed=seed)
+
+    def remote_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Client:
+        """:meth:`build_client` (``public_data`` must be None)."""
+        if public_data is not None:
+            raise TypeError(f"{self.name} takes no 'public_data'")
+        return self.build_client(index, data, n_clients=n_clients, seed=seed)
+
+    def setup_exchange(self) -> bool:
+        """True for ``control_variates='oracle'`` (every client's ``V_{0,i}`` reaches the server before round 0)."""
+        return self.control_variates == "oracle"
+
+    def start_exchange(self, init: Any) -> bool:
+        """True for ``start='mean_statistic'`` without ``init``: ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))`` needs every client."""
+        return init is None and self.start == "mean_statistic"
+
+    def start_message(self, server: Server) -> Broadcast:
+        """:meth:`Server.start_message`: ``θ_0`` for the clients' start statistics."""
+        return server.start_message()
+
+    def start_reply(self, client: Client, message: Broadcast) -> bytes:
+        """:meth:`Client.start_statistic`."""
+        return client.start_statistic(message)
+
+    def restart_server(self, server: Server, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                       on_invalid: Callable[[int, str], None] | None = None) -> Server:
+        """The run's server at ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))`` (:meth:`Server.mean_statistic` of the answers)."""
+        return self.build_server(n_clients, weights=self._remote_weights(descriptions),
+                                 init=server.mean_statistic(dict(payloads), on_invalid=on_invalid), seed=seed)
+
+    def broadcast_layout(self, server: Server) -> str:
+        """The structure of ``θ`` (what ``model.theta_from_vector`` needs besides the flat vector)."""
+        return theta_structure(server.theta)
+
+    def broadcast_to_arrays(self, message: Broadcast) -> list[np.ndarray]:
+        """:meth:`Broadcast.to_arrays`."""
+        return message.to_arrays()
+
+    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> Broadcast:
+        """:meth:`Broadcast.from_arrays` with ``θ``'s structure from :meth:`broadcast_layout`."""
+        return Broadcast.from_arrays(arrays, self.model, theta_template(layout))
+
+    def client_state(self, client: Client) -> dict[str, np.ndarray]:
+        """:meth:`Client.get_state` (arrays already)."""
+        return client.get_state()
+
+    def restore_client(self, client: Client, state: Mapping[str, np.ndarray], message: Broadcast) -> None:
+        """:meth:`Client.set_state` with ``θ``'s structure from ``message``."""
+        client.set_state(dict(state), message.theta)
+
+    def estimate(self, server: Server) -> Any:
+        """``θ_t`` in the model's format."""
+        return server.theta
+
+    def finish_needs_clients(self) -> bool:
+        """False: the final state is the server's (``Ŝ``, ``θ``)."""
+        return False
+
+    def finish(self, server: Server, history: History,
+               client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+        """``history.state["S"]``, ``["theta"]``, ``params`` and ``theta`` as :meth:`run` sets them."""
+        if server.S is not None:
+            history.state["S"] = server.S
+        history.state["theta"] = server.theta_vector
+        history.params = self.model.theta_to_dict(server.theta)
+        history.theta = server.theta
+
+
+def theta_structure(theta: Any) -> str:
+    """The container structure of a model parameter ``θ`` as a string (shapes of its arrays).
+
+    :func:`theta_template` turns it back into a ``like`` for
+    ``model.theta_from_vector``; a model-specific parameter object gives
+    ``"model:"`` (its ``theta_from_vector`` needs no template).
+
+    Examples
+    --------
+    >>> theta_structure({"b": np.zeros(3), "a": np.ones((1, 2))}), theta_structure(np.zeros((2, 3)))
+    ('dict:a=1,2;b=3', 'array:2,3')
+    """
+    def shape(x: Any) -> str:
+        return ",".join(str(d) for d in np.shape(x))
+
+    if isinstance(theta, dict):
+        return "dict:" + ";".join(f"{k}={shape(theta[k])}" for k in sorted(theta))
+    if isinstance(theta, (tuple, list)) and not hasattr(theta, "_fields"):
+        return "seq:" + ";".join(shape(x) for x in theta)
+    if isinstance(theta, (np.ndarray, np.generic, float, int)):
+        return "array:" + shape(theta)
+    return "model:"
+
+
+def theta_template(structure: str) -> Any:
+    """A stand-in ``like`` for ``model.theta_from_vector`` built from :func:`theta_structure`.
+
+    Raises
+    ------
+    ValueError
+        For a string :func:`theta_structure` does not make.
+    """
+    kind, _, body = str(structure).partition(":")
+
+    def empty(spec: str) -> np.ndarray:
+        return np.empty(tuple(int(d) for d in spec.split(",") if d), dtype=np.float64)
+
+    try:
+        if kind == "dict":
+            return {k: empty(v) for k, v in (item.split("=") for item in body.split(";"))} if body else {}
+        if kind == "seq":
+            return tuple(empty(s) for s in body.split(";")) if body else ()
+        if kind == "array":
+            return empty(body)
+    except ValueError as exc:
+        raise ValueError(f"Expected a parameter structure of theta_structure, got {structure!r} ({exc})") from exc
+    if kind == "model":
+        return None
+    raise ValueError(f"Expected a parameter structure of theta_structure, got {structure!r}")
 
 
 class ParameterAveraging(FedMM):

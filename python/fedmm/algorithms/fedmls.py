@@ -51,6 +51,9 @@ from fedmm.algorithms.nonsmooth import (
     check_full_participation,
     check_message_compressor,
     compressor_description,
+    scalar_array,
+    scalar_from_array,
+    vector_from_array,
 )
 from fedmm.algorithms._setup import checked_compressors, compressor_list
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
@@ -217,6 +220,25 @@ class FedMLS(FederatedSubgradientMethod):
         """``x`` (:math:`x_K`) and ``z_clients`` (the clients' :math:`z_K^i`, shape (n, p))."""
         return {"x": server.x.copy(), "z_clients": np.stack([c.z for c in clients])}
 
+    # -- the parties apart from the data (fedmm.protocols.RemoteAlgorithm; the rest is the base's) ---------
+    def message_class(self) -> type:
+        """:class:`FedMLSMessage`."""
+        return FedMLSMessage
+
+    def finish_needs_clients(self) -> bool:
+        """True: ``history.state["z_clients"]`` holds the clients' :math:`z_K^i`."""
+        return True
+
+    def remote_server(self, n_clients: int, *, descriptions: Sequence[Any], seed: int, init: Any = None,
+                      init_datas: Sequence[Any] | None = None, public_data: Any = None) -> "FedMLSServer":
+        """The base's server; ``init`` is refused: the clients start at :math:`x_0` too
+        (:math:`z_0^i = x_0^i = y_1^i = x_0`), and a client built apart starts at the paper's :math:`x_0 = 0`."""
+        if init is not None:
+            raise TypeError("FedMLS with its parties apart starts at x_0 = 0 (its clients hold x_0 too: "
+                            "z_0^i = x_0^i = y_1^i = x_0): pass no 'init'")
+        return super().remote_server(n_clients, descriptions=descriptions, seed=seed, init_datas=init_datas,
+                                     public_data=public_data)
+
 
 class FedMLSMessage:
     """Server → clients in round ``k``: ``y_k`` and the round's ``T_k``, ``λ_k`` (``prox_weight``)."""
@@ -235,6 +257,21 @@ class FedMLSMessage:
     def theta(self) -> np.ndarray:
         """The broadcast point ``y_k`` (the name runtimes use for a message's parameter)."""
         return self.y
+
+    def to_arrays(self) -> list[np.ndarray]:
+        """``[y_k, k, T_k, λ_k]`` for array-based transports (Flower): ``y_k`` float64, each scalar an array of
+        shape (1,) (int64 ``k`` and ``T_k``, float64 ``λ_k``)."""
+        return [np.ascontiguousarray(self.y, dtype=np.float64), scalar_array(self.k, "k"),
+                scalar_array(self.local_steps, "local_steps"), scalar_array(self.prox_weight, "prox_weight")]
+
+    @classmethod
+    def from_arrays(cls, arrays: Sequence[np.ndarray]) -> "FedMLSMessage":
+        """Inverse of :meth:`to_arrays` (``ValueError`` for arrays that do not form a message)."""
+        if len(arrays) != 4:
+            raise ValueError(f"Expected 4 arrays in a FedMLSMessage, got {len(arrays)}")
+        return cls(scalar_from_array(arrays[1], "FedMLSMessage.k"), vector_from_array(arrays[0], "FedMLSMessage.y"),
+                   scalar_from_array(arrays[2], "FedMLSMessage.local_steps"),
+                   scalar_from_array(arrays[3], "FedMLSMessage.prox_weight"))
 
 
 class FedMLSServer(SubgradientServer):

@@ -57,9 +57,10 @@ point; ``history.initial`` holds the values at ``x_0``,
 """
 from __future__ import annotations
 
+import json
 import math
 import struct
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -88,7 +89,9 @@ __all__ = [
     "FederatedSubgradientMethod", "SubgradientServer", "SubgradientClient", "SubgradientOracle", "ShareOracle",
     "SetupMessage", "FedAvgServer", "FedAvgClient", "FedAvgMessage", "ScaffoldServer", "ScaffoldClient",
     "ScaffoldMessage", "ScaffoldStepRule", "ScaffnewServer", "ScaffnewClient", "ScaffnewMessage",
-    "decode_vector", "encode_vector", "is_uncompressed", "join_parts", "split_parts",
+    "decode_vector", "encode_vector", "is_uncompressed", "join_parts", "split_parts", "scalar_array",
+    "scalar_from_array", "vector_from_array",
+    "state_to_arrays", "state_from_arrays", "STATE_STRUCTURE",
 ]
 
 _WORD = 8  # bytes of one float64 vector entry or one scalar on the wire
@@ -381,6 +384,94 @@ def split_parts(payload: Any, n_parts: int, name: str) -> list[bytes]:
     if pos != len(data):
         raise ValueError(f"Expected the {name} to end after its {n_parts} parts, got {len(data) - pos} more bytes")
     return parts
+def scalar_array(value: Any, name: str = "value") -> np.ndarray:
+    """A message scalar as an array of shape (1,): int64 for an integer, float64 for a real (exact both ways
+    with :func:`scalar_from_array`)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"Expected '{name}' to be an int or a float, got {type(value).__name__}")
+    return np.array([value], dtype=np.int64 if isinstance(value, (int, np.integer)) else np.float64)
+
+
+def scalar_from_array(array: Any, name: str = "value") -> int | float:
+    """Inverse of :func:`scalar_array`: a Python int or float (``ValueError`` for anything else)."""
+    a = np.asarray(array)
+    if a.shape != (1,) or a.dtype not in (np.int64, np.float64):
+        raise ValueError(f"Expected '{name}' as an int64 or float64 array of shape (1,), got {a.dtype} {a.shape}")
+    return a[0].item()
+
+
+def vector_from_array(array: Any, name: str = "vector") -> np.ndarray:
+    """A message vector: a finite 1-D float64 array (a copy), or ``ValueError`` naming ``name``."""
+    a = np.asarray(array)
+    if a.ndim != 1 or a.dtype != np.float64 or not np.isfinite(a).all():
+        raise ValueError(f"Expected '{name}' as a finite 1-D float64 array, got {a.dtype} {a.shape}")
+    return np.array(a, copy=True)
+
+
+#: The key of :func:`state_to_arrays`'s structure entry (no array path starts with ``#``).
+STATE_STRUCTURE = "#structure"
+
+
+def state_to_arrays(state: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """A party's state (a nested mapping of arrays, numbers, strings, None, lists: a client's ``get_state``,
+    its random streams included) as flat named arrays, for transports that keep arrays only (Flower).
+
+    Each array goes under its dotted path (``"c"``, ``"oracle.buffer"``); the
+    rest of the structure, exact integers included (a generator's 128-bit
+    state), goes to :data:`STATE_STRUCTURE` as JSON text in a uint8 array.
+    :func:`state_from_arrays` is the inverse, bit for bit.
+
+    Examples
+    --------
+    >>> arrays = state_to_arrays({"c": np.ones(2), "oracle": {"calls": 3, "rngs": [{"state": 2**100}]}})
+    >>> sorted(arrays), state_from_arrays(arrays)["oracle"]["rngs"][0]["state"] == 2**100
+    (['#structure', 'c'], True)
+    """
+    arrays: dict[str, np.ndarray] = {}
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, np.ndarray):
+            arrays[path] = np.ascontiguousarray(value)
+            return {"__array__": path}
+        if isinstance(value, Mapping):
+            return {str(k): walk(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v, f"{path}.{i}") for i, v in enumerate(value)]
+        if isinstance(value, np.generic):
+            return value.item()
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        raise TypeError(f"Expected a state of arrays, numbers, strings, None, lists and mappings, got "
+                        f"{type(value).__name__} at {path!r}")
+
+    structure = walk(dict(state), "")
+    arrays[STATE_STRUCTURE] = np.frombuffer(json.dumps(structure).encode(), dtype=np.uint8).copy()
+    return arrays
+
+
+def state_from_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Inverse of :func:`state_to_arrays` (``ValueError`` when the structure or an array is missing)."""
+    if STATE_STRUCTURE not in arrays:
+        raise ValueError(f"Expected the state's structure under {STATE_STRUCTURE!r}, got keys {sorted(arrays)}")
+    try:
+        structure = json.loads(np.asarray(arrays[STATE_STRUCTURE], dtype=np.uint8).tobytes().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"Expected JSON text under {STATE_STRUCTURE!r} ({exc})") from exc
+
+    def build(value: Any) -> Any:
+        if isinstance(value, dict):
+            if set(value) == {"__array__"}:
+                if value["__array__"] not in arrays:
+                    raise ValueError(f"The state's array {value['__array__']!r} is missing")
+                return np.array(arrays[value["__array__"]], copy=True)
+            return {k: build(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [build(v) for v in value]
+        return value
+
+    if not isinstance(structure, dict):
+        raise ValueError(f"Expected a mapping under {STATE_STRUCTURE!r}, got {type(structure).__name__}")
+    return build(structure)
 
 
 class _Message:
@@ -403,6 +494,29 @@ class _Message:
     def __repr__(self) -> str:
         fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.scalar_fields)
         return f"{type(self).__name__}({fields}, nbytes={self.nbytes})"
+
+    def to_arrays(self) -> list[np.ndarray]:
+        """The message as arrays, for array-based transports (Flower): its vectors (float64), then each scalar
+        as an array of shape (1,) (int64 for an integer, float64 for a real), in the order of the constructor's
+        arguments."""
+        vectors = [np.ascontiguousarray(getattr(self, f), dtype=np.float64) for f in self.vector_fields]
+        return vectors + [scalar_array(getattr(self, f), f) for f in self.scalar_fields]
+
+    @classmethod
+    def from_arrays(cls, arrays: Sequence[np.ndarray]) -> Any:
+        """Inverse of :meth:`to_arrays`.
+
+        Raises
+        ------
+        ValueError
+            If ``arrays`` do not form a message of this class (count, shapes, dtypes, non-finite vectors).
+        """
+        n_vec, n_all = len(cls.vector_fields), len(cls.vector_fields) + len(cls.scalar_fields)
+        if len(arrays) != n_all:
+            raise ValueError(f"Expected {n_all} arrays in a {cls.__name__}, got {len(arrays)}")
+        vectors = [vector_from_array(a, f"{cls.__name__}.{f}") for a, f in zip(arrays, cls.vector_fields)]
+        scalars = [scalar_from_array(a, f"{cls.__name__}.{f}") for a, f in zip(arrays[n_vec:], cls.scalar_fields)]
+        return cls(*vectors, *scalars)
 
 
 class SetupMessage(_Message):
@@ -939,6 +1053,121 @@ class FederatedSubgradientMethod:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r}, {self.config()})"
 
+    # -- the parties apart from the data (fedmm.protocols.RemoteAlgorithm) -------------------------------
+    def message_class(self) -> type:
+        """The class of this method's round messages (its ``from_arrays`` rebuilds them)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def remote_config(self) -> dict:
+        """``History.config`` of a run whose parties live apart (:class:`fedmm.protocols.RemoteAlgorithm`)."""
+        return self.config()
+
+    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
+        """A node's data description: ``"n-samples"`` (its ``m_i``) and ``"n-params"`` (the length of ``x``)."""
+        A, _ = self.model.check_data(data, f"partition {partition_id}")
+        return {"n-samples": np.array([A.shape[0]], dtype=np.int64),
+                "n-params": np.array([self.model.n_params(A.shape[1])], dtype=np.int64)}
+
+    def remote_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                      init: Any = None, init_datas: Sequence[Any] | None = None,
+                      public_data: Any = None) -> SubgradientServer:
+        """The server :meth:`run` builds, from the nodes' descriptions (``init``: ``x_0``, default zeros)."""
+        for name, value in (("init_datas", init_datas), ("public_data", public_data)):
+            if value is not None:
+                raise TypeError(f"{self.name} takes no {name!r}")
+        n = check_int(n_clients, "n_clients", low=1)
+        if len(descriptions) != n:
+            raise ValueError(f"Expected {n} data descriptions (one per client), got {len(descriptions)}")
+        sizes = [int(np.asarray(d["n-params"]).reshape(-1)[0]) for d in descriptions]
+        if len(set(sizes)) != 1:
+            raise ValueError(f"Expected every partition's data with the same number of features, got parameter "
+                             f"lengths {sizes} (by partition)")
+        x0 = np.zeros(sizes[0]) if init is None else self.model.check_w(init, sizes[0], "init").copy()
+        # the streams of _build: 0..n-1 for the clients, n for the server
+        return self.build_server(n, x0, derive_seed(check_seed(seed), n))
+
+    def remote_client(self, index: int, data: Any, *, n_clients: int, seed: int,
+                      public_data: Any = None) -> SubgradientClient:
+        """Client ``index`` on its node's ``data``: the client :meth:`run` builds for the same seed."""
+        if public_data is not None:
+            raise TypeError(f"{self.name} takes no 'public_data'")
+        n = check_int(n_clients, "n_clients", low=1)
+        index = check_int(index, "index", low=0, high=n - 1)
+        own = self.model.stack([self.model.check_data(data, f"partition {index}")])
+        batch_size = self.batch_size if self.oracle == "minibatch" else None
+        oracle = SubgradientOracle(self.model, own, batch_size, [derive_seed(check_seed(seed), index)])
+        return self.build_client(index, own, oracle, np.zeros(own.n_params), n)
+
+    def setup_exchange(self) -> bool:
+        """False: the set-up exchange says nothing (:class:`SetupMessage`)."""
+        return False
+
+    def start_exchange(self, init: Any) -> bool:
+        """False: ``x_0`` is ``init`` or zeros."""
+        return False
+
+    def _no_start(self) -> TypeError:
+        return TypeError(f"{self.name} has no start exchange (start_exchange() is False)")
+
+    def start_message(self, server: Any) -> Any:
+        """Refused: no start exchange."""
+        raise self._no_start()
+
+    def start_reply(self, client: Any, message: Any) -> bytes:
+        """Refused: no start exchange."""
+        raise self._no_start()
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
+        """Refused: no start exchange."""
+        raise self._no_start()
+
+    def broadcast_layout(self, server: SubgradientServer) -> str:
+        """Empty: the messages hold flat vectors and scalars."""
+        return ""
+
+    def broadcast_to_arrays(self, message: Any) -> list[np.ndarray]:
+        """The message's ``to_arrays``."""
+        return message.to_arrays()
+
+    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> Any:
+        """A round message of :meth:`message_class` rebuilt from its ``to_arrays``."""
+        return self.message_class().from_arrays(arrays)
+
+    def client_state(self, client: SubgradientClient) -> dict[str, np.ndarray]:
+        """The client's ``get_state`` (random streams included) as arrays (:func:`state_to_arrays`)."""
+        return state_to_arrays(client.get_state())
+
+    def restore_client(self, client: SubgradientClient, state: Mapping[str, np.ndarray], message: Any) -> None:
+        """Inverse of :meth:`client_state` on a fresh client."""
+        client.set_state(state_from_arrays(state))
+
+    def estimate(self, server: SubgradientServer) -> np.ndarray:
+        """The server point ``x`` (what ``run``'s ``objective`` is evaluated at)."""
+        return server.x
+
+    def finish_needs_clients(self) -> bool:
+        """Whether :meth:`final_state` reads the clients' state (FedMLS); False here."""
+        return False
+
+    def finish(self, server: SubgradientServer, history: History,
+               client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+        """``history.state`` (:meth:`final_state`), ``params`` and ``theta`` as :meth:`run` sets them.
+
+        ``client_states[i]`` (client ``i``'s :meth:`client_state`) stand in
+        for the clients when :meth:`finish_needs_clients` is true.
+        """
+        clients: list[Any] = []
+        if self.finish_needs_clients():
+            if client_states is None or sorted(client_states) != list(range(server.n_clients)):
+                raise ValueError(f"{self.name} needs every client's final state, got clients "
+                                 f"{sorted(client_states or {})}")
+            clients = [SimpleNamespace(**state_from_arrays(client_states[i])) for i in range(server.n_clients)]
+        history.state.update(self.final_state(server, clients))
+        history.params = {"x": history.state["x"].copy()}
+        history.theta = history.state["x"].copy()
+
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
@@ -1117,6 +1346,10 @@ class FedAvg(FederatedSubgradientMethod):
     def build_client(self, index, data, oracle, x0, n_clients):
         return FedAvgClient(index, self.model, data, oracle, n_clients,
                             compressor_list(self.compressor, n_clients)[index])
+
+    def message_class(self) -> type:
+        """:class:`FedAvgMessage`."""
+        return FedAvgMessage
 
 
 # -- Scaffold ----------------------------------------------------------------------------------------------------
@@ -1322,6 +1555,10 @@ class Scaffold(FederatedSubgradientMethod):
     def build_client(self, index, data, oracle, x0, n_clients):
         return ScaffoldClient(index, self.model, data, oracle, n_clients, x0, self.local_lr_schedule(n_clients),
                               compressor_list(self.compressor, n_clients)[index])
+
+    def message_class(self) -> type:
+        """:class:`ScaffoldMessage`."""
+        return ScaffoldMessage
 
 
 # -- Scaffnew ----------------------------------------------------------------------------------------------------
@@ -1533,3 +1770,7 @@ class Scaffnew(FederatedSubgradientMethod):
     def build_client(self, index, data, oracle, x0, n_clients):
         return ScaffnewClient(index, self.model, data, oracle, n_clients, x0, self.local_lr, self.communication_prob,
                               compressor_list(self.compressor, n_clients)[index])
+
+    def message_class(self) -> type:
+        """:class:`ScaffnewMessage`."""
+        return ScaffnewMessage

@@ -889,6 +889,101 @@ class _FederatedOT:
         history.theta = history.transport_map
         return history
 
+    # -- the parties apart from the data (fedmm.protocols.RemoteAlgorithm) -------------------------------
+    def remote_config(self) -> dict[str, Any]:
+        """``History.config`` of a run whose parties live apart (:class:`fedmm.protocols.RemoteAlgorithm`)."""
+        return self.config()
+
+    def _public_target(self, public_data: Any) -> Any:
+        if public_data is None:
+            raise ValueError(f"{self.name} needs the public target samples: pass them as 'public_data' (to the "
+                             "server and to every client)")
+        return public_data
+
+    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
+        """A node's data description: ``"n-samples"``, its ``N_i`` (the default weights ``μ_i = N_i/N``)."""
+        data = self.model.check_data(data, f"partition {partition_id}")
+        return {"n-samples": np.array([data.shape[0]], dtype=np.int64)}
+
+    def remote_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                      init: Any = None, init_datas: Sequence[Any] | None = None,
+                      public_data: Any = None) -> _OTServerBase:
+        """:meth:`build_server` with the nodes' sample counts as weights and ``public_data`` as the target
+        samples; ``init`` is ``(ω_0, θ_0)`` (default ``model.init`` on the run's initialization stream)."""
+        if init_datas is not None:
+            raise TypeError(f"{self.name} takes no 'init_datas' (ω_0, θ_0 come from 'init' or the seed)")
+        weights = (self.weights if self.weights is not None
+                   else [float(np.asarray(d["n-samples"]).reshape(-1)[0]) for d in descriptions])
+        return self.build_server(n_clients, weights=weights, target=self._public_target(public_data), init=init,
+                                 seed=seed)
+
+    def remote_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> OTClient:
+        """:meth:`build_client` with ``public_data`` as the target samples."""
+        return self.build_client(index, data, n_clients=n_clients, target=self._public_target(public_data),
+                                 seed=seed)
+
+    def setup_exchange(self) -> bool:
+        """False: ``V_{0,i} = 0``, each client sets it on its first round."""
+        return False
+
+    def start_exchange(self, init: Any) -> bool:
+        """False: ``ω_0``, ``θ_0`` come from ``init`` or the seed."""
+        return False
+
+    def _no_start(self) -> TypeError:
+        return TypeError(f"{self.name} has no start exchange (start_exchange() is False)")
+
+    def start_message(self, server: Any) -> Any:
+        """Refused: no start exchange."""
+        raise self._no_start()
+
+    def start_reply(self, client: Any, message: Any) -> bytes:
+        """Refused: no start exchange."""
+        raise self._no_start()
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
+                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
+        """Refused: no start exchange."""
+        raise self._no_start()
+
+    def broadcast_layout(self, server: _OTServerBase) -> str:
+        """Empty: the parameters are flat vectors."""
+        return ""
+
+    def broadcast_to_arrays(self, message: OTBroadcast) -> list[np.ndarray]:
+        """:meth:`OTBroadcast.to_arrays`."""
+        return message.to_arrays()
+
+    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> OTBroadcast:
+        """:meth:`OTBroadcast.from_arrays`."""
+        return OTBroadcast.from_arrays(arrays)
+
+    def client_state(self, client: OTClient) -> dict[str, np.ndarray]:
+        """:meth:`OTClient.get_state` (arrays already)."""
+        return client.get_state()
+
+    def restore_client(self, client: OTClient, state: Mapping[str, np.ndarray], message: OTBroadcast) -> None:
+        """:meth:`OTClient.set_state`."""
+        client.set_state(state)
+
+    def estimate(self, server: _OTServerBase) -> TransportMap:
+        """The current :class:`~fedmm.models.TransportMap`."""
+        return server.transport_map()
+
+    def finish_needs_clients(self) -> bool:
+        """False: the final state is the server's (``ω``, ``θ``)."""
+        return False
+
+    def finish(self, server: _OTServerBase, history: History,
+               client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+        """``history.state``, ``params``, ``transport_map`` and ``theta`` as :meth:`run` sets them."""
+        history.state["omega"] = server.omega.copy()
+        history.state["theta"] = server.theta.copy()
+        history.params = {"omega": server.omega.copy(), "theta": server.theta.copy()}
+        history.transport_map = server.transport_map()
+        history.theta = history.transport_map
+
 
 class FedMMOT(_FederatedOT):
     r"""Pseudo-MM for a federated optimal-transport map (FedMM-OT, FedMM paper §7.1, Algorithm 3).

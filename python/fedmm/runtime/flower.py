@@ -1,30 +1,33 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """fedmm algorithms on Flower (Message API, ``flwr>=1.41,<1.42``): a server strategy and a ClientApp factory.
 
-The server side (:class:`FedMMStrategy`) runs an algorithm's server party
-(:class:`fedmm.algorithms.Server` for FedMM, :class:`fedmm.algorithms.ot.OTServer`
-for FedMM-OT, :class:`fedmm.algorithms.ot.FedAdamServer` for FedAdam); each
-Flower node runs the matching client party, built by the ClientApp of
+The server side (:class:`FedMMStrategy`) runs an algorithm's server party;
+each Flower node runs the matching client party, built by the ClientApp of
 :func:`client_app`.  Nothing mathematical happens here: the strategy moves the
-server's broadcast down as arrays and the clients' compressed payloads up as
-bytes.  Both sides talk to the algorithm only through the
-:class:`RemoteAlgorithm` protocol (:func:`remote_algorithm` gives it for
-:class:`~fedmm.algorithms.FedMM`, :class:`~fedmm.algorithms.FedMMOT` and
-:class:`~fedmm.algorithms.FedAdam`; another algorithm may implement it).
+server's broadcast down as arrays and the clients' payloads up as bytes.  Both
+sides talk to the algorithm only through its declared contract,
+:class:`fedmm.protocols.RemoteAlgorithm` (implemented by every algorithm of
+:mod:`fedmm.algorithms`: FedMM, FedMM-OT, FedAdam, FedMLS, FedAvg, Scaffold,
+Scaffnew; a user's algorithm may implement it too), and to the parties only
+through :class:`fedmm.protocols.ServerParty` and
+:class:`fedmm.protocols.ClientParty`.  This module imports no algorithm and
+probes nothing: an object without the contract is refused with a
+``TypeError`` naming the protocol (:func:`remote_algorithm`).
 
 Wire conventions (``fedmm/payload-v1``):
 
 - down, message type ``train`` (``train.fedmm_setup`` for a set-up exchange
   such as FedMM's oracle control variates): an ``ArrayRecord``
   ``"fedmm.broadcast"`` with the arrays of the broadcast's ``to_arrays()``
-  under the keys ``"0"``, ``"1"``, ... (FedMM: ``t`` as int64 of shape (1,),
-  ``Ŝ_t``, ``θ_t`` flattened by ``model.theta_vector``, the coins of
-  Algorithm 4; FedMM-OT and FedAdam: ``t``, ``ω_t``, ``θ_t``) and a
-  ``ConfigRecord`` ``"fedmm.config"`` with the client's ``index``,
-  ``n-clients``, the run ``seed`` (decimal string), the broadcast's
-  ``layout`` (FedMM: the parameter's structure), ``accepted-round`` (see
-  below) and the strategy's ``strategy-token`` (a random hex string per
-  strategy object);
+  under the keys ``"0"``, ``"1"``, ... (``broadcast_to_arrays``; FedMM: ``t``
+  as int64 of shape (1,), ``Ŝ_t``, ``θ_t`` flattened by
+  ``model.theta_vector``, the coins of Algorithm 4; FedMM-OT and FedAdam:
+  ``t``, ``ω_t``, ``θ_t``; the subgradient family: the message's vectors,
+  then its scalars) and a ``ConfigRecord`` ``"fedmm.config"`` with the
+  client's ``index``, ``n-clients``, the run ``seed`` (decimal string), the
+  ``round``, the broadcast's ``layout`` (FedMM: the parameter's structure),
+  ``accepted-round`` (see below) and the strategy's ``strategy-token`` (a
+  random hex string per strategy object);
 - up: an ``ArrayRecord`` ``"fedmm.payload"`` holding one
   ``Array(dtype="uint8", shape=(n,), stype="fedmm/payload-v1", data=payload)``
   (the compressor's self-describing bytes, ``docs/wire-format.md``) and a
@@ -32,9 +35,10 @@ Wire conventions (``fedmm/payload-v1``):
 - start-up, message type ``query.fedmm_hello``: every node answers with its
   ``partition-id`` (from ``context.node_config``) and an ``ArrayRecord``
   ``"fedmm.hello"``, the algorithm's description of its data
-  (:meth:`RemoteAlgorithm.describe_data`: its number of samples ``n-samples``,
-  the default weights ``μ_i = N_i/N``, and, for models with
-  ``local_moments``/``set_global_moments`` (the Gaussian mixture), its local moments).
+  (``describe_data``: its number of samples ``n-samples``, the default
+  weights ``μ_i = N_i/N``, and what else the algorithm needs: the local
+  moments of a model with global moments (the Gaussian mixture), the length
+  of ``x`` for the subgradient family).
 - start, message type ``train.fedmm_start`` (FedMM with ``start='mean_statistic'``
   and no ``init``): the broadcast of round ``-2`` carries ``θ_0``; every node
   answers with its full local statistic at ``θ_0`` (Identity wire format),
@@ -43,9 +47,15 @@ Wire conventions (``fedmm/payload-v1``):
   invalid is left out of ``Ŝ_0`` (μ re-weighted over the others) and listed in
   ``history.initial["dropped"]`` / ``["drop_reasons"]``; the run fails only
   when no node answers.
+- end, message type ``query.fedmm_state`` (only for an algorithm whose History
+  holds the clients' final state, ``finish_needs_clients``: FedMLS's
+  ``z_clients``): every node answers with its last accepted client state in
+  an ``ArrayRecord`` ``"fedmm.state"``.
 
-Client state.  ``V_{t,i}`` (and the SPIDER memory) live in
-``context.state.array_records["fedmm"]``.  A client's update is first stored
+Client state.  The client's state as arrays (``client_state``: ``V_{t,i}``
+and the SPIDER memory, Scaffold's ``c_i``, the subgradient family's random
+streams, ...) lives in ``context.state.array_records["fedmm"]`` and is put
+back into the freshly built client of each message (``restore_client``).  A client's update is first stored
 as *pending* for round ``t``; it becomes the client's state only when the
 server's next message to it says that the round-``t`` payload was aggregated
 (``accepted-round == t``).  A payload lost on the way, a reply after the
@@ -64,7 +74,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -78,22 +88,26 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         f"fedmm.runtime.flower needs Flower: pip install 'fedmm[flower]' (flwr>=1.41,<1.42) ({exc})"
     ) from exc
 
-from fedmm.algorithms import Broadcast, FedAdam, FedMM, FedMMOT
-from fedmm.algorithms.federated import START_ROUND
-from fedmm.algorithms.ot import OTBroadcast
-from fedmm._validation import check_count, check_in, check_int, check_real
-from fedmm.algorithms import check_seed, init_generator
+from fedmm._validation import check_count, check_in, check_int, check_real, check_seed
 from fedmm.engine.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
+from fedmm.protocols import RemoteAlgorithm
 from fedmm.runtime.local import record_initial, record_start_drops, round_record, run_monitor, warn_all_dropped
 
 __all__ = ["FedMMStrategy", "client_app", "RemoteAlgorithm", "remote_algorithm", "PAYLOAD_STYPE", "STATE_KEY",
-           "payload_array", "payload_bytes"]
+           "START_ROUND", "payload_array", "payload_bytes"]
 
 #: ``stype`` of the Array that carries a client's payload bytes.
 PAYLOAD_STYPE = "fedmm/payload-v1"
 #: Key of the client's state in ``context.state.array_records``.
 STATE_KEY = "fedmm"
+#: The round index of the start exchange in ``errors`` and in the start replies (the set-up exchange is ``-1``).
+START_ROUND = -2
+#: The members of :class:`fedmm.protocols.RemoteAlgorithm` (named in the refusal of an object without them).
+_REMOTE_MEMBERS = ("name", "remote_config", "describe_data", "remote_server", "remote_client", "setup_exchange",
+                   "start_exchange", "start_message", "start_reply", "restart_server", "broadcast_layout",
+                   "broadcast_to_arrays", "broadcast_from_arrays", "client_state", "restore_client", "estimate",
+                   "finish_needs_clients", "finish")
 _BROADCAST = "fedmm.broadcast"
 _CONFIG = "fedmm.config"
 _PAYLOAD = "fedmm.payload"
@@ -102,6 +116,8 @@ _DESCRIPTION = "fedmm.hello"
 _HELLO = "query.fedmm_hello"
 _SETUP = "train.fedmm_setup"
 _START = "train.fedmm_start"
+_FINAL = "query.fedmm_state"
+_STATE = "fedmm.state"
 _TRAIN = "train"
 _PENDING = "pending."
 _N_SAMPLES = "n-samples"
@@ -128,38 +144,6 @@ def payload_bytes(array: Array) -> bytes:
     return data
 
 
-def _theta_structure(theta: Any) -> str:
-    """The parameter's container structure (what ``model.theta_from_vector`` needs of ``like``)."""
-    def shape(x: Any) -> str:
-        return ",".join(str(d) for d in np.shape(x))
-
-    if isinstance(theta, dict):
-        return "dict:" + ";".join(f"{k}={shape(theta[k])}" for k in sorted(theta))
-    if isinstance(theta, (tuple, list)) and not hasattr(theta, "_fields"):
-        return "seq:" + ";".join(shape(x) for x in theta)
-    if isinstance(theta, (np.ndarray, np.generic, float, int)):
-        return "array:" + shape(theta)
-    return "model:"  # a model-specific parameter object; its theta_from_vector needs no template
-
-
-def _theta_template(structure: str) -> Any:
-    """A stand-in ``like`` for ``model.theta_from_vector`` built from :func:`_theta_structure`."""
-    kind, _, body = structure.partition(":")
-
-    def empty(spec: str) -> np.ndarray:
-        return np.empty(tuple(int(d) for d in spec.split(",") if d), dtype=np.float64)
-
-    if kind == "dict":
-        return {k: empty(v) for k, v in (item.split("=") for item in body.split(";"))} if body else {}
-    if kind == "seq":
-        return tuple(empty(s) for s in body.split(";")) if body else ()
-    if kind == "array":
-        return empty(body)
-    if kind == "model":
-        return None
-    raise ValueError(f"Unknown parameter structure {structure!r} in a fedmm message")
-
-
 def _arrays_record(arrays: Sequence[np.ndarray]) -> ArrayRecord:
     """A broadcast's arrays under the keys ``"0"``, ``"1"``, ..."""
     return ArrayRecord({str(k): Array(np.ascontiguousarray(a)) for k, a in enumerate(arrays)})
@@ -183,301 +167,41 @@ def _last_line(text: str, limit: int = 300) -> str:
 
 
 # --------------------------------------------------------------------------- the algorithm's side
-@runtime_checkable
-class RemoteAlgorithm(Protocol):
-    """What :class:`FedMMStrategy` and :func:`client_app` call on an algorithm.
-
-    The server and client parties it builds are those of every runtime
-    (:class:`fedmm.protocols.ServerParty`, :class:`fedmm.protocols.StatefulClientParty`):
-    ``select``, ``broadcast``, ``aggregate(t, payloads, on_invalid=...)`` on the
-    server, ``setup``, ``step``, ``get_state``/``set_state`` on a client.  The
-    calls, in order: on each node :meth:`describe_data` (start-up); on the
-    server :meth:`build_server` with every node's description; when
-    :meth:`start_exchange` says so, :meth:`start_message` goes to every node,
-    which answers :meth:`start_reply`, and :meth:`restart_server` builds the
-    run's server from the answers; then per round
-    the broadcast goes down as :meth:`broadcast_to_arrays` plus
-    :meth:`broadcast_layout`, and each node rebuilds it with
-    :meth:`broadcast_from_arrays` and its client with :meth:`build_client`
-    (fresh on every message: the client's state comes from the node's
-    context); after the last round :meth:`finish` fills the History.
-    :func:`remote_algorithm` gives it for the built-in algorithms.
-
-    Attributes
-    ----------
-    name : str
-        The History's algorithm name.
-    setup_exchange : bool
-        Whether every client must answer the set-up message before round 0
-        (FedMM with oracle control variates); otherwise a client answers it
-        locally on its first round (``setup`` of a client without state).
-    """
-
-    name: str
-    setup_exchange: bool
-
-    def config(self) -> dict[str, Any]:
-        """JSON-friendly hyper-parameters (``History.config``)."""
-        ...
-
-    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
-        """What a node tells the server at start-up about its (validated) data: at least
-        ``"n-samples"`` (int64, shape (1,)); every array reaches :meth:`build_server`."""
-        ...
-
-    def build_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
-                     init: Any = None, init_datas: Sequence[Any] | None = None, public_data: Any = None) -> Any:
-        """The server party (``descriptions[i]``: partition ``i``'s :meth:`describe_data`)."""
-        ...
-
-    def build_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
-        """Client ``index`` on its node's ``data``: the client the in-process runtime builds for the same seed."""
-        ...
-
-    def start_exchange(self, init: Any) -> bool:
-        """Whether the server built by :meth:`build_server` (with this ``init``) needs every client's
-        answer to a start message before the set-up exchange (FedMM's ``start='mean_statistic'``)."""
-        ...
-
-    def start_message(self, server: Any) -> Any:
-        """The start broadcast (round ``-2``) when :meth:`start_exchange` is true."""
-        ...
-
-    def start_reply(self, client: Any, message: Any) -> bytes:
-        """A client's answer to the start broadcast."""
-        ...
-
-    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
-                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
-                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
-        """The server of the run, built from the clients' start answers ``payloads[i]``.
-
-        With ``on_invalid`` (the ``'drop'`` fault policy) ``payloads`` may
-        lack the clients that failed, and an invalid answer is left out after
-        ``on_invalid(i, reason)``; without it every client's valid answer is needed.
-        """
-        ...
-
-    def broadcast_layout(self, server: Any) -> str:
-        """What a node needs, besides the arrays, to rebuild a broadcast of ``server`` (may be empty)."""
-        ...
-
-    def broadcast_to_arrays(self, message: Any) -> list[np.ndarray]:
-        """The server's message as arrays."""
-        ...
-
-    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> Any:
-        """Inverse of :meth:`broadcast_to_arrays`."""
-        ...
-
-    def estimate(self, server: Any) -> Any:
-        """The server's current estimate, the argument of the strategy's ``objective``."""
-        ...
-
-    def finish(self, server: Any, history: History) -> None:
-        """Put the final state into ``history`` (``state``, ``params``, ...) as the in-process ``run`` does."""
-        ...
-
-
-def _n_samples(n: int) -> np.ndarray:
-    return np.array([n], dtype=np.int64)
-
-
-def _sample_weights(weights: Any, descriptions: Sequence[Mapping[str, np.ndarray]]) -> Any:
-    """The algorithm's ``weights`` if set, else the nodes' sample counts (``μ_i = N_i/N`` once normalized)."""
-    if weights is not None:
-        return weights
-    return [float(np.asarray(d[_N_SAMPLES]).reshape(-1)[0]) for d in descriptions]
-
-
-class _FedMMRemote:
-    """:class:`RemoteAlgorithm` for :class:`fedmm.algorithms.FedMM` (surrogate-space aggregation)."""
-
-    def __init__(self, algorithm: FedMM) -> None:
-        if algorithm.space != "statistic":
-            raise TypeError("Expected a FedMM with surrogate-space aggregation (use fedmm.runtime.RayRuntime "
-                            f"for the Θ-space baseline), got {type(algorithm).__name__}")
-        self.algorithm = algorithm
-        self.name = algorithm.name
-        self.setup_exchange = algorithm.control_variates == "oracle"
-
-    def config(self) -> dict[str, Any]:
-        return self.algorithm.config()
-
-    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
-        model = self.algorithm.model
-        data = model.check_data(data, f"partition {partition_id}")
-        out = {_N_SAMPLES: _n_samples(int(model.n_samples(data)))}
-        if hasattr(model, "local_moments"):
-            n, total, total_sq = model.local_moments(data)
-            out.update({"moments-n": _n_samples(int(n)), "moments-sum": np.asarray(total, dtype=np.float64),
-                        "moments-sumsq": np.asarray(total_sq, dtype=np.float64)})
-        return out
-
-    def build_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
-                     init: Any = None, init_datas: Sequence[Any] | None = None, public_data: Any = None) -> Any:
-        if public_data is not None:
-            raise TypeError("FedMM takes no 'public_data' (pass a pilot sample as 'init_datas')")
-        model = self.algorithm.model
-        S0 = init
-        if S0 is None:
-            try:
-                S0 = model.init_statistic(list(init_datas or []), init_generator(seed))
-            except Exception as exc:
-                raise ValueError(f"{model!r} cannot build Ŝ_0 without data ({exc}): pass init= or init_datas= "
-                                 "to FedMMStrategy") from exc
-        if hasattr(model, "set_global_moments"):  # after init_statistic, which may fit pilot moments
-            model.set_global_moments([(int(d["moments-n"][0]), d["moments-sum"], d["moments-sumsq"])
-                                      for d in descriptions])
-        return self.algorithm.build_server(n_clients, weights=_sample_weights(self.algorithm.weights, descriptions),
-                                           init=S0, seed=seed)
-
-    def build_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
-        return self.algorithm.build_client(index, data, n_clients=n_clients, seed=seed)
-
-    def start_exchange(self, init: Any) -> bool:
-        return init is None and self.algorithm.start == "mean_statistic"
-
-    def start_message(self, server: Any) -> Broadcast:
-        return server.start_message()
-
-    def start_reply(self, client: Any, message: Broadcast) -> bytes:
-        return client.start_statistic(message)
-
-    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
-                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
-                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
-        return self.algorithm.build_server(n_clients, weights=_sample_weights(self.algorithm.weights, descriptions),
-                                           init=server.mean_statistic(dict(payloads), on_invalid=on_invalid),
-                                           seed=seed)
-
-    def broadcast_layout(self, server: Any) -> str:
-        return _theta_structure(server.theta)
-
-    def broadcast_to_arrays(self, message: Broadcast) -> list[np.ndarray]:
-        return message.to_arrays()
-
-    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> Broadcast:
-        return Broadcast.from_arrays(arrays, self.algorithm.model, _theta_template(layout))
-
-    def estimate(self, server: Any) -> Any:
-        return server.theta
-
-    def finish(self, server: Any, history: History) -> None:
-        history.state["S"] = server.S
-        history.state["theta"] = server.theta_vector
-        history.params = self.algorithm.model.theta_to_dict(server.theta)
-        history.theta = server.theta
-
-
-class _OTRemote:
-    """:class:`RemoteAlgorithm` for :class:`fedmm.algorithms.FedMMOT` and :class:`fedmm.algorithms.FedAdam`:
-    ``public_data`` is the public target sample every party holds."""
-
-    setup_exchange = False  # V_{0,i} = 0: each client sets it on its first round
-
-    def __init__(self, algorithm: FedMMOT | FedAdam) -> None:
-        self.algorithm = algorithm
-        self.name = algorithm.name
-
-    def config(self) -> dict[str, Any]:
-        return self.algorithm.config()
-
-    @staticmethod
-    def _target(public_data: Any) -> Any:
-        if public_data is None:
-            raise ValueError("FedMM-OT and FedAdam need the public target samples: pass them as 'public_data' "
-                             "to FedMMStrategy and to client_app")
-        return public_data
-
-    def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
-        data = self.algorithm.model.check_data(data, f"partition {partition_id}")
-        return {_N_SAMPLES: _n_samples(data.shape[0])}
-
-    def build_server(self, n_clients: int, *, descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
-                     init: Any = None, init_datas: Sequence[Any] | None = None, public_data: Any = None) -> Any:
-        if init_datas is not None:
-            raise TypeError("FedMM-OT and FedAdam take no 'init_datas' (ω_0, θ_0 come from 'init' or the seed)")
-        return self.algorithm.build_server(n_clients, weights=_sample_weights(self.algorithm.weights, descriptions),
-                                           target=self._target(public_data), init=init, seed=seed)
-
-    def build_client(self, index: int, data: Any, *, n_clients: int, seed: int, public_data: Any = None) -> Any:
-        return self.algorithm.build_client(index, data, n_clients=n_clients, target=self._target(public_data),
-                                           seed=seed)
-
-    def start_exchange(self, init: Any) -> bool:
-        return False  # ω_0, θ_0 come from init or the seed
-
-    def start_message(self, server: Any) -> Any:
-        raise TypeError(f"{self.name} has no start exchange")
-
-    def start_reply(self, client: Any, message: Any) -> bytes:
-        raise TypeError(f"{self.name} has no start exchange")
-
-    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
-                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
-                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
-        raise TypeError(f"{self.name} has no start exchange")
-
-    def broadcast_layout(self, server: Any) -> str:
-        return ""
-
-    def broadcast_to_arrays(self, message: OTBroadcast) -> list[np.ndarray]:
-        return message.to_arrays()
-
-    def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> OTBroadcast:
-        return OTBroadcast.from_arrays(arrays)
-
-    def estimate(self, server: Any) -> Any:
-        return server.transport_map()
-
-    def finish(self, server: Any, history: History) -> None:
-        history.state["omega"] = server.omega.copy()
-        history.state["theta"] = server.theta.copy()
-        history.params = {"omega": server.omega.copy(), "theta": server.theta.copy()}
-        history.transport_map = server.transport_map()
-        history.theta = history.transport_map
-
-
 def remote_algorithm(algorithm: Any) -> RemoteAlgorithm:
-    """The :class:`RemoteAlgorithm` view of ``algorithm``.
+    """``algorithm`` itself, checked to implement :class:`fedmm.protocols.RemoteAlgorithm`.
 
-    Parameters
-    ----------
-    algorithm : FedMM, FedMMOT, FedAdam or RemoteAlgorithm
-        A FedMM with surrogate-space aggregation (any model), FedMM-OT or
-        FedAdam (their clients and server also need the public target
-        samples, ``public_data``), or an object that implements the
-        protocol itself (returned as is).
+    Every algorithm of :mod:`fedmm.algorithms` implements it; a user's
+    algorithm may too.  Nothing is adapted or probed here: the strategy and
+    the ClientApp call the protocol's members and nothing else.
 
     Raises
     ------
     TypeError
-        For anything else (the Θ-space ``ParameterAveraging`` runs on
-        ``fedmm.runtime.RayRuntime``).
+        When ``algorithm`` lacks a member of the protocol (the message names it).
     """
-    if isinstance(algorithm, FedMM):
-        return _FedMMRemote(algorithm)
-    if isinstance(algorithm, (FedMMOT, FedAdam)):
-        return _OTRemote(algorithm)
     if isinstance(algorithm, RemoteAlgorithm):
         return algorithm
-    raise TypeError("Expected 'algorithm' to be a fedmm FedMM, FedMMOT or FedAdam instance (or a RemoteAlgorithm), "
-                    f"got {type(algorithm).__name__}")
+    missing = [m for m in _REMOTE_MEMBERS if m not in dir(algorithm)]
+    raise TypeError(f"Expected 'algorithm' to implement fedmm.protocols.RemoteAlgorithm (a fedmm algorithm such as "
+                    f"FedMM, FedMMOT, FedAdam, FedMLS, FedAvg, Scaffold, Scaffnew), got {type(algorithm).__name__}, "
+                    f"which lacks {missing}")
 
 
 # --------------------------------------------------------------------------- server
 class FedMMStrategy(Strategy):
-    """A Flower Message-API strategy that runs the server of FedMM (Algorithm 2 / 4), FedMM-OT or FedAdam.
+    """A Flower Message-API strategy that runs the server of any fedmm algorithm (FedMM, FedMM-OT, FedAdam,
+    FedMLS, FedAvg, Scaffold, Scaffnew, or a user's :class:`fedmm.protocols.RemoteAlgorithm`).
 
     Parameters
     ----------
-    algorithm : FedMM, FedMMOT, FedAdam or RemoteAlgorithm
+    algorithm : RemoteAlgorithm
         The algorithm's configuration (model or transport problem,
         participation, compressor, steps, ...); the same object the clients
-        are built from (:func:`remote_algorithm`).  FedMM must aggregate in
-        the surrogate space (clients need ``Ŝ_t`` to rebuild ``θ_t``'s
-        structure).
+        are built from.  Anything that does not implement
+        :class:`fedmm.protocols.RemoteAlgorithm` is refused with a
+        ``TypeError``, and so is a configuration whose ``remote_config``
+        refuses to run apart (FedMM's Θ-space ``ParameterAveraging``: its
+        clients could not rebuild ``θ_t``'s structure).
     n_clients : int
         Nodes to wait for; their ``partition-id`` must be ``0..n_clients-1``.
     seed : int
@@ -493,6 +217,8 @@ class FedMMStrategy(Strategy):
         answer) gives ``Ŝ_0 = Π(Σ_i μ_i s̄_i(θ_0))``, the numbers of
         ``FedMM.run`` bit for bit.  FedMM-OT, FedAdam: ``(ω_0, θ_0)``; default
         ``model.init`` on the run's initialization stream, as their ``run``.
+        FedAvg, Scaffold, Scaffnew: ``x_0`` (default zeros); FedMLS takes
+        none (its clients start at ``x_0 = 0`` too).
     init_datas : list of client data, optional
         FedMM only: data the server may use for ``init_statistic`` (public or pilot data).
     public_data : optional
@@ -500,7 +226,8 @@ class FedMMStrategy(Strategy):
         samples ``(M, d)`` here (and in :func:`client_app`); FedMM takes none.
     objective : callable, optional
         Evaluated on the server after each round on the current estimate
-        (FedMM: ``θ``; FedMM-OT, FedAdam: the :class:`~fedmm.models.TransportMap`)
+        (the algorithm's ``estimate``; FedMM: ``θ``; FedMM-OT, FedAdam: the
+        :class:`~fedmm.models.TransportMap`; the subgradient family: ``x``)
         and recorded as ``objective``.
     wait_nodes : float
         Seconds to wait for ``n_clients`` nodes to connect.
@@ -513,7 +240,9 @@ class FedMMStrategy(Strategy):
         record's ``dropped`` and ``drop_reasons`` say who and why, and the
         run goes on.  ``'raise'`` raises instead (``RuntimeError`` for an
         error reply, ``TimeoutError`` for a missing one, the server's
-        ``ValueError`` for an invalid payload), out of :meth:`run`.
+        ``ValueError`` for an invalid payload), out of :meth:`run`.  A server
+        that needs every client's message (the subgradient family) raises its
+        ``ValueError`` under either policy, as in process.
 
     Attributes
     ----------
@@ -522,7 +251,7 @@ class FedMMStrategy(Strategy):
         in-process runtime (``dropped`` lists clients whose reply was
         missing, late, an error or invalid; ``drop_reasons`` why).
     remote : RemoteAlgorithm
-        The algorithm as both sides see it (:func:`remote_algorithm`).
+        The algorithm (checked by :func:`remote_algorithm`).
     server : server party of the algorithm
     errors : list of (round, partition id or node id, str)
     token : str
@@ -534,6 +263,7 @@ class FedMMStrategy(Strategy):
                  objective: Callable[[Any], float] | None = None, wait_nodes: float = 120.0,
                  on_client_error: str = "drop") -> None:
         self.remote = remote_algorithm(algorithm)
+        config = self.remote.remote_config()  # refuses a configuration that cannot run apart
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError("Expected 'seed' to be an int for Flower (it travels as a decimal string)")
         check_seed(seed)  # non-negative
@@ -551,7 +281,7 @@ class FedMMStrategy(Strategy):
         self.wait_nodes = check_real(wait_nodes, "wait_nodes", low=0.0, low_open=True)
         self.on_client_error = check_in(on_client_error, "on_client_error", CLIENT_ERROR_POLICIES)
         self._timeout = 0.0
-        self.history = History(self.remote.name, {**self.remote.config(), "seed": seed,
+        self.history = History(self.remote.name, {**config, "seed": seed,
                                                    "n_clients": self.n_clients, "runtime": "flower"})
         self.server: Any = None
         self.errors: list[tuple[int, int, str]] = []
@@ -570,9 +300,9 @@ class FedMMStrategy(Strategy):
                              "layout": self._layout, "strategy-token": self.token,
                              "accepted-round": self._accepted_round.get(index, -1), **extra})
 
-    def _broadcast_message(self, message: Any, index: int, message_type: str, **kwargs: Any) -> Message:
+    def _broadcast_message(self, message: Any, index: int, message_type: str, t: int, **kwargs: Any) -> Message:
         record = _arrays_record(self.remote.broadcast_to_arrays(message))
-        return Message(RecordDict({_BROADCAST: record, _CONFIG: self._config(index)}), self.node_of[index],
+        return Message(RecordDict({_BROADCAST: record, _CONFIG: self._config(index, round=t)}), self.node_of[index],
                        message_type, **kwargs)
 
     def _hello(self, grid: Grid, timeout: float) -> dict[int, dict[str, np.ndarray]]:
@@ -606,7 +336,7 @@ class FedMMStrategy(Strategy):
 
     def _start_server(self, descriptions: dict[int, dict[str, np.ndarray]]) -> None:
         self._descriptions = [descriptions[i] for i in range(self.n_clients)]
-        self.server = self.remote.build_server(self.n_clients, descriptions=self._descriptions,
+        self.server = self.remote.remote_server(self.n_clients, descriptions=self._descriptions,
                                                seed=self.seed, init=self.init, init_datas=self.init_datas,
                                                public_data=self.public_data)
         self._layout = self.remote.broadcast_layout(self.server)
@@ -621,7 +351,7 @@ class FedMMStrategy(Strategy):
         say who and why), as :meth:`fedmm.algorithms.FedMM.build` does in process.
         """
         message = self.remote.start_message(self.server)
-        messages = [self._broadcast_message(message, pid, _START) for pid in self.node_of]
+        messages = [self._broadcast_message(message, pid, _START, START_ROUND) for pid in self.node_of]
         payloads, errors = self._collect(grid.send_and_receive(messages, timeout=timeout), START_ROUND)
         reasons = {i: _last_line(reason) for _, i, reason in errors if 0 <= i < self.n_clients}
         for i in range(self.n_clients):
@@ -648,7 +378,7 @@ class FedMMStrategy(Strategy):
 
     def _setup_exchange(self, grid: Grid, timeout: float) -> None:
         setup = self.server.setup_message()
-        messages = [self._broadcast_message(setup, pid, _SETUP) for pid in self.node_of]
+        messages = [self._broadcast_message(setup, pid, _SETUP, -1) for pid in self.node_of]
         payloads, errors = self._collect(grid.send_and_receive(messages, timeout=timeout), -1)
         if len(payloads) != self.n_clients:
             raise RuntimeError("The set-up exchange (e.g. control_variates='oracle') needs every client's answer; "
@@ -693,7 +423,7 @@ class FedMMStrategy(Strategy):
         self._start_server(self._hello(grid, timeout))
         if self.remote.start_exchange(self.init):
             self._start_exchange(grid, timeout)
-        if self.remote.setup_exchange:
+        if self.remote.setup_exchange():
             self._setup_exchange(grid, timeout)
         else:  # e.g. V_0,i = 0 needs no exchange: each client sets it on its first round
             self.history.config["setup_bytes_up"] = 0
@@ -705,9 +435,30 @@ class FedMMStrategy(Strategy):
         except (Exception, KeyboardInterrupt) as exc:
             exc.history = self.history  # the completed rounds, as the other runtimes
             raise
-        self.remote.finish(self.server, self.history)
+        states = self._final_states(grid, timeout) if self.remote.finish_needs_clients() else None
+        self.remote.finish(self.server, self.history, states)
         warn_all_dropped(self.history)
         return self.history
+
+    def _final_states(self, grid: Grid, timeout: float) -> dict[int, dict[str, np.ndarray]]:
+        """Every client's last accepted state (``client_state``), for an algorithm whose History holds them."""
+        messages = [Message(RecordDict({_CONFIG: self._config(pid)}), self.node_of[pid], _FINAL)
+                    for pid in self.node_of]
+        states: dict[int, dict[str, np.ndarray]] = {}
+        errors = []
+        for reply in grid.send_and_receive(messages, timeout=timeout):
+            node_id = int(reply.metadata.src_node_id)
+            pid = self._partition_of.get(node_id)
+            if reply.has_error() or pid is None:
+                errors.append((node_id if pid is None else pid,
+                               str(reply.error.reason) if reply.has_error() else "unknown node"))
+                continue
+            states[pid] = {k: v.numpy() for k, v in reply.content.array_records[_STATE].items()}
+        missing = sorted(set(range(self.n_clients)) - set(states))
+        if missing:
+            raise RuntimeError(f"{self.history.algorithm} needs every client's final state for its History; "
+                               f"missing {missing}: {errors}")
+        return states
 
     def _state_record(self) -> ArrayRecord:
         """The server's state (``get_state``) for Flower's bookkeeping of the rounds."""
@@ -723,7 +474,7 @@ class FedMMStrategy(Strategy):
         ids = self.server.select(t)
         message = self.server.broadcast(t)
         self._round = {"t": t, "ids": ids, "message": message, "start": start}
-        return [self._broadcast_message(message, i, _TRAIN, group_id=str(t)) for i in ids]
+        return [self._broadcast_message(message, i, _TRAIN, t, group_id=str(t)) for i in ids]
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
@@ -805,17 +556,31 @@ def _partition_id(context: Context) -> int:
     return int(node_config["partition-id"])
 
 
+def _accepted_state(context: Context, token: str, accepted: int) -> dict[str, np.ndarray]:
+    """The node's client state as the server knows it: the pending update of round ``accepted`` when the
+    server aggregated it, else the state committed before it ({} when there is none)."""
+    stored = _load_state(context, token)
+    committed = {k: v for k, v in stored.items() if not k.startswith(_PENDING)}
+    pending = {k[len(_PENDING):]: v for k, v in stored.items() if k.startswith(_PENDING)}
+    if pending and int(pending.pop("t")[0]) == accepted:
+        return pending  # the server aggregated that round's payload: the update stands
+    return committed
+
+
 def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, public_data: Any = None) -> ClientApp:
-    """A Flower ClientApp that runs a client of FedMM, FedMM-OT or FedAdam on this node's data.
+    """A Flower ClientApp that runs a client of a fedmm algorithm on this node's data.
 
     Parameters
     ----------
-    algorithm : FedMM, FedMMOT, FedAdam, RemoteAlgorithm, or callable(context) -> one of them
+    algorithm : RemoteAlgorithm, or callable(context) -> RemoteAlgorithm
         The same configuration as the server's (a callable is called on
-        every message, e.g. to read ``context.run_config``).
+        every message, e.g. to read ``context.run_config``); it must
+        implement :class:`fedmm.protocols.RemoteAlgorithm` (every fedmm
+        algorithm does), else the message fails with a ``TypeError`` naming it.
     load_data : callable(partition_id, context) -> client data
         The node's data (in the model's format; FedMM-OT, FedAdam: its
-        ``(N_i, d)`` source samples) for its ``partition-id``.
+        ``(N_i, d)`` source samples; the subgradient family: its ``(A, y)``)
+        for its ``partition-id``.
     public_data : object or callable(context) -> object, optional
         Data every party holds: the public target samples ``(M, d)`` of
         FedMM-OT and FedAdam (the same as the strategy's ``public_data``).
@@ -823,19 +588,20 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
     Returns
     -------
     flwr.clientapp.ClientApp
-        Handles ``query.fedmm_hello``, ``train.fedmm_start``, ``train.fedmm_setup`` and ``train``.
+        Handles ``query.fedmm_hello``, ``train.fedmm_start``, ``train.fedmm_setup``, ``train`` and
+        ``query.fedmm_state``.
     """
     app = ClientApp()
-    known = (FedMM, FedMMOT, FedAdam, RemoteAlgorithm)
 
     def get_remote(context: Context) -> RemoteAlgorithm:
-        algo = algorithm if isinstance(algorithm, known) or not callable(algorithm) else algorithm(context)
-        return remote_algorithm(algo)
+        if isinstance(algorithm, RemoteAlgorithm) or not callable(algorithm):
+            return remote_algorithm(algorithm)
+        return remote_algorithm(algorithm(context))
 
     def get_public(context: Context) -> Any:
         return public_data(context) if callable(public_data) else public_data
 
-    def build(msg: Message, context: Context) -> tuple[RemoteAlgorithm, Any, Any, int, str]:
+    def build(msg: Message, context: Context) -> tuple[RemoteAlgorithm, Any, Any, ConfigRecord]:
         remote = get_remote(context)
         config = msg.content.config_records[_CONFIG]
         pid = _partition_id(context)
@@ -843,9 +609,9 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
             raise ValueError(f"Message for client {config['index']} reached the node of partition {pid}")
         message = remote.broadcast_from_arrays(_record_arrays(msg.content.array_records[_BROADCAST]),
                                                str(config["layout"]))
-        client = remote.build_client(pid, load_data(pid, context), n_clients=int(config["n-clients"]),
-                                     seed=int(str(config["seed"])), public_data=get_public(context))
-        return remote, client, message, int(config["accepted-round"]), str(config["strategy-token"])
+        client = remote.remote_client(pid, load_data(pid, context), n_clients=int(config["n-clients"]),
+                                      seed=int(str(config["seed"])), public_data=get_public(context))
+        return remote, client, message, config
 
     def reply(msg: Message, payload: bytes, pid: int, t: int) -> Message:
         content = RecordDict({_PAYLOAD: ArrayRecord({"payload": payload_array(payload)}),
@@ -864,34 +630,40 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
 
     @app.train("fedmm_start")
     def start(msg: Message, context: Context) -> Message:
-        remote, client, message, _, _ = build(msg, context)
-        return reply(msg, remote.start_reply(client, message), client.index, START_ROUND)
+        remote, client, message, _ = build(msg, context)
+        return reply(msg, remote.start_reply(client, message), _partition_id(context), START_ROUND)
 
     @app.train("fedmm_setup")
     def setup(msg: Message, context: Context) -> Message:
-        _, client, message, _, token = build(msg, context)
+        remote, client, message, config = build(msg, context)
         payload = client.setup(message)
-        _save_state(context, client.get_state(), token)
-        return reply(msg, payload, client.index, -1)
+        _save_state(context, remote.client_state(client), str(config["strategy-token"]))
+        return reply(msg, payload, _partition_id(context), -1)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        remote, client, message, accepted, token = build(msg, context)
-        stored = _load_state(context, token)
-        committed = {k: v for k, v in stored.items() if not k.startswith(_PENDING)}
-        pending = {k[len(_PENDING):]: v for k, v in stored.items() if k.startswith(_PENDING)}
-        if pending and int(pending.pop("t")[0]) == accepted:
-            committed = pending  # the server aggregated that round's payload: the update stands
-        if not committed:
-            if remote.setup_exchange:
-                raise RuntimeError("This node has no client state (e.g. V_0,i; it was lost): "
-                                   "this configuration needs the set-up exchange (control_variates='oracle')")
+        remote, client, message, config = build(msg, context)
+        token, t = str(config["strategy-token"]), int(config["round"])
+        committed = _accepted_state(context, token, int(config["accepted-round"]))
+        if committed:
+            remote.restore_client(client, committed, message)
+        elif remote.setup_exchange():
+            raise RuntimeError("This node has no client state (e.g. V_0,i; it was lost): "
+                               "this configuration needs the set-up exchange (control_variates='oracle')")
+        else:
             client.setup(message)  # e.g. V_0,i = 0: no set-up exchange was needed
-        client.set_state(committed, message.theta)
         payload = client.step(message)
-        new_state = {**committed, **{_PENDING + k: v for k, v in client.get_state().items()},
-                     _PENDING + "t": np.array([message.t], dtype=np.int64)}
+        new_state = {**committed, **{_PENDING + k: v for k, v in remote.client_state(client).items()},
+                     _PENDING + "t": np.array([t], dtype=np.int64)}
         _save_state(context, new_state, token)
-        return reply(msg, payload, client.index, message.t)
+        return reply(msg, payload, _partition_id(context), t)
+
+    @app.query("fedmm_state")
+    def final_state(msg: Message, context: Context) -> Message:
+        config = msg.content.config_records[_CONFIG]
+        state = _accepted_state(context, str(config["strategy-token"]), int(config["accepted-round"]))
+        content = RecordDict({_REPLY: ConfigRecord({"partition-id": _partition_id(context)}),
+                              _STATE: ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})})
+        return Message(content, reply_to=msg)
 
     return app
