@@ -13,7 +13,7 @@ from libc.stdint cimport int64_t, uint8_t, uint64_t, uintptr_t
 from libc.string cimport memcpy, memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-from fedmm_kernels cimport *
+from fedmm.fedmm_kernels cimport *
 
 include "blas_table.pxi"
 

@@ -13,7 +13,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
-from fedmm_kernels cimport *
+from fedmm.fedmm_kernels cimport *
 
 include "blas_table.pxi"
 

@@ -12,7 +12,7 @@ import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
 
-from fedmm_kernels cimport (
+from fedmm.fedmm_kernels cimport (
     FEDMM_LOSS_HINGE,
     FEDMM_LOSS_L1,
     FEDMM_OK,

@@ -16,9 +16,9 @@ cimport numpy as cnp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport uint8_t, uint64_t
 
-# The .pxd sits next to this file in the source tree (installed as
-# fedmm/fedmm_kernels.pxd for downstream `from fedmm.fedmm_kernels cimport`).
-from fedmm_kernels cimport (
+# The public declarations (python/fedmm/fedmm_kernels.pxd and one .pxd per kernel family,
+# installed with the package for downstream `from fedmm.fedmm_kernels cimport`).
+from fedmm.fedmm_kernels cimport (
     FEDMM_ENONFINITE,
     FEDMM_OK,
     fedmm_bitgen_t,

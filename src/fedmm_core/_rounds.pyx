@@ -11,7 +11,7 @@ cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int64_t, uint64_t
 
-from fedmm_kernels cimport *
+from fedmm.fedmm_kernels cimport *
 
 include "bitgen.pxi"
 

@@ -20,7 +20,7 @@ from numpy.linalg import LinAlgError
 
 from libc.stdint cimport int64_t
 
-from fedmm_kernels cimport *
+from fedmm.fedmm_kernels cimport *
 
 include "blas_table.pxi"
 
