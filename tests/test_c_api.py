@@ -4,6 +4,7 @@ includes ``fedmm_kernels.h`` and links ``libfedmm_kernels.a``."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -31,6 +32,30 @@ def _compiler() -> str:
 def test_header_and_library_are_installed():
     assert Path(fedmm.get_include(), "fedmm_kernels.h").is_file()
     assert Path(fedmm.get_library_dir(), "libfedmm_kernels.a").is_file()
+
+
+#: The per-family headers next to the umbrella fedmm_kernels.h (installed or in the source tree).
+FAMILY_HEADERS = sorted(p.name for p in Path(fedmm.get_include()).glob("fedmm_*.h") if p.name != "fedmm_kernels.h")
+
+
+def test_umbrella_header_includes_every_family_header_and_declares_nothing_else():
+    umbrella = Path(fedmm.get_include(), "fedmm_kernels.h").read_text(encoding="utf-8")
+    included = re.findall(r'^#include "(fedmm_\w+\.h)"$', umbrella, flags=re.MULTILINE)
+    assert len(included) >= 10 and sorted(included) == FAMILY_HEADERS
+    # no declaration of its own: only comments and preprocessor lines
+    code = re.sub(r"/\*.*?\*/", "", umbrella, flags=re.DOTALL)
+    assert [line for line in code.splitlines() if line.strip() and not line.startswith("#")] == []
+
+
+@pytest.mark.parametrize("header", FAMILY_HEADERS)
+def test_family_header_compiles_on_its_own(header, tmp_path):
+    # a C file that includes only this header (twice: the include guard), strict C99
+    source = tmp_path / "only.c"
+    source.write_text(f'#include "{header}"\n#include "{header}"\nint main(void) {{ return 0; }}\n')
+    build = subprocess.run(
+        [_compiler(), "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+         "-I", fedmm.get_include(), str(source)], capture_output=True, text=True, timeout=60)
+    assert build.returncode == 0, build.stderr
 
 
 def _run_installed(source, tmp_path):
