@@ -34,3 +34,9 @@ cdef extern from "fedmm_common.h" nogil:
         uint32_t (*next_uint32)(void *st) noexcept nogil
         double (*next_double)(void *st) noexcept nogil
         uint64_t (*next_raw)(void *st) noexcept nogil
+
+    ctypedef struct fedmm_matrix_t:
+        const double *data
+        int64_t rows
+        int64_t cols
+        int64_t ld

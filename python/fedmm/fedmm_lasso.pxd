@@ -6,7 +6,7 @@ One family of the public C API; ``fedmm.fedmm_kernels`` cimports every family.
 """
 from libc.stdint cimport int64_t
 from fedmm.fedmm_blas cimport fedmm_blas_int, fedmm_blas_t
-from fedmm.fedmm_common cimport fedmm_interrupt_t
+from fedmm.fedmm_common cimport fedmm_interrupt_t, fedmm_matrix_t
 
 cdef extern from "fedmm_lasso.h" nogil:
     int FEDMM_LASSO_AUTO
@@ -45,3 +45,15 @@ cdef extern from "fedmm_lasso.h" nogil:
         const int64_t *offsets, double *H, double *A, double *B, double *objective, int *n_iter,
         int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
         const fedmm_interrupt_t *interrupt)
+    ctypedef struct fedmm_dictionary_statistics_out_t:
+        double *H
+        double *A
+        double *B
+        double *objective
+        int *n_iter
+        int64_t *n_unconverged
+    int fedmm_dictionary_statistics_ex(const fedmm_matrix_t *D, const fedmm_matrix_t *Z,
+                                       const fedmm_lasso_options_t *opts, int64_t n_segments,
+                                       const int64_t *offsets,
+                                       const fedmm_dictionary_statistics_out_t *out, double *work,
+                                       const fedmm_blas_t *blas, const fedmm_interrupt_t *interrupt)

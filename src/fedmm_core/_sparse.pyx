@@ -177,9 +177,12 @@ def dictionary_statistics(const double[::1, :] D, const double[::1, :] Z, double
     cdef int *it_ptr = &n_iter[0] if b > 0 else NULL
     cdef fedmm_lasso_options_t opts = _options(lam, positive, tol, max_iter, warm, method)
     cdef const fedmm_interrupt_t *interrupt = _interrupt()
+    cdef fedmm_matrix_t D_view = fedmm_matrix_t(&D[0, 0], p, K, ldd)
+    cdef fedmm_matrix_t Z_view = fedmm_matrix_t(Z_ptr, p, b, ldz)
+    cdef fedmm_dictionary_statistics_out_t outputs = fedmm_dictionary_statistics_out_t(
+        H_ptr, A_ptr, B_ptr, obj_ptr, it_ptr, &n_bad)
     with nogil:
-        status = fedmm_dictionary_statistics_interruptible(
-            p, K, b, &D[0, 0], ldd, Z_ptr, ldz, &opts, m, &offsets[0], H_ptr, A_ptr, B_ptr,
-            obj_ptr, it_ptr, &n_bad, &work[0], &_BLAS, interrupt)
+        status = fedmm_dictionary_statistics_ex(&D_view, &Z_view, &opts, m, &offsets[0], &outputs, &work[0],
+                                                &_BLAS, interrupt)
     check_status(status, "dictionary_statistics", _STATISTICS_MESSAGES)
     return A_arr, B_arr, H_arr, obj_arr, n_iter_arr, int(n_bad)

@@ -58,6 +58,18 @@ typedef struct fedmm_bitgen {
     uint64_t (*next_raw)(void *st);
 } fedmm_bitgen_t;
 
+/* ---- dense matrix views -------------------------------------------------- */
+/* A read-only view of a rows x cols matrix of doubles, column-major with
+ * leading dimension ld: entry (i, j) is data[i + j * ld].  The struct-taking
+ * entry points (fedmm_dictionary_statistics_ex) take one in place of the
+ * (rows, cols, pointer, leading dimension) arguments of a matrix. */
+typedef struct fedmm_matrix {
+    const double *data;
+    int64_t rows;
+    int64_t cols;
+    int64_t ld;
+} fedmm_matrix_t;
+
 #ifdef __cplusplus
 }
 #endif

@@ -115,6 +115,30 @@ int fedmm_dictionary_statistics_interruptible(
     int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
     const fedmm_interrupt_t *interrupt);
 
+/* The outputs of fedmm_dictionary_statistics_ex: the arguments of the same
+ * names of fedmm_dictionary_statistics (H is required; A, B, objective,
+ * n_iter and n_unconverged may be NULL). */
+typedef struct fedmm_dictionary_statistics_out {
+    double *H;
+    double *A;
+    double *B;
+    double *objective;
+    int *n_iter;
+    int64_t *n_unconverged;
+} fedmm_dictionary_statistics_out_t;
+
+/* fedmm_dictionary_statistics_interruptible with the dictionary D (p x K)
+ * and the data Z (p x b) as matrix views and the outputs in one struct:
+ * p = D->rows = Z->rows, K = D->cols, b = Z->cols, ldd = D->ld, ldz = Z->ld.
+ * The same computation, bit for bit; FEDMM_EINVAL also when D, Z or out is
+ * NULL, the row counts differ, or a size or leading dimension is negative
+ * or does not fit a fedmm_blas_int.  interrupt may be NULL (never stopped). */
+int fedmm_dictionary_statistics_ex(const fedmm_matrix_t *D, const fedmm_matrix_t *Z,
+                                   const fedmm_lasso_options_t *opts, int64_t n_segments,
+                                   const int64_t *offsets,
+                                   const fedmm_dictionary_statistics_out_t *out, double *work,
+                                   const fedmm_blas_t *blas, const fedmm_interrupt_t *interrupt);
+
 #ifdef __cplusplus
 }
 #endif
