@@ -6,6 +6,7 @@ and workspaces (including the LAPACK workspace query) with the GIL and runs
 each kernel inside ``nogil``.  LAPACK failures raise ``LinAlgError``.
 """
 import numpy as np
+
 cimport numpy as cnp
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
