@@ -45,6 +45,11 @@
    the contract (the algorithm's ``remote_server``, ``broadcast_from_arrays``, ...); what it shares with the
    in-process engine comes from ``fedmm.engine``, seeds are checked by ``fedmm._validation``.  There is no
    exception for "protocol-level helpers": a helper a runtime needs belongs to the protocol or to the engine.
+7. The C API is laid out by kernel family: ``src/kernels/fedmm_kernels.h`` only includes the family
+   headers ``fedmm_<family>.h``; each has its ``.pxd`` (``python/fedmm/fedmm_<family>.pxd``, an
+   ``extern`` block of that header), and ``fedmm_kernels.pxd`` cimports every one.  The extension
+   modules (``src/fedmm_core/*.pyx``) turn kernel status codes into exceptions only through
+   ``status.pxi``: each includes it, and none raises with ``fedmm_strerror`` itself.
 
 Each test is parametrized over the source files and reports every violation of its file at once, as
 ``path:line: expression``.  There is no allowlist: a file that breaks a rule fails until it is fixed.
@@ -53,6 +58,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -462,3 +468,28 @@ def test_the_algorithm_import_rule_flags_what_it_should(tmp_path):
     assert [g.split(":")[1] for g in algorithm_imports(package / "runtime/probe.py", package)] == [
         "1", "2", "3", "4", "8"]
     assert algorithm_imports(package / "experiments/probe.py", package) == []
+
+
+KERNELS = PACKAGE.parents[1] / "src" / "kernels"
+EXTENSIONS = PACKAGE.parents[1] / "src" / "fedmm_core"
+
+
+def test_each_kernel_family_has_a_header_and_a_pxd_behind_the_umbrellas():
+    umbrella = (KERNELS / "fedmm_kernels.h").read_text(encoding="utf-8")
+    headers = re.findall(r'^#include "(fedmm_\w+)\.h"$', umbrella, flags=re.MULTILINE)
+    assert len(headers) >= 10
+    assert sorted(headers) == sorted(p.stem for p in KERNELS.glob("fedmm_*.h") if p.stem != "fedmm_kernels")
+    pxd = (PACKAGE / "fedmm_kernels.pxd").read_text(encoding="utf-8")
+    assert sorted(re.findall(r"^from fedmm\.(fedmm_\w+) cimport \*$", pxd, flags=re.MULTILINE)) == sorted(headers)
+    for family in headers:
+        text = (PACKAGE / f"{family}.pxd").read_text(encoding="utf-8")
+        assert f'cdef extern from "{family}.h" nogil:' in text, family
+
+
+@pytest.mark.parametrize("path", sorted(EXTENSIONS.glob("*.pyx")), ids=lambda p: p.name)
+def test_extension_modules_map_statuses_through_status_pxi(path):
+    text = path.read_text(encoding="utf-8")
+    assert 'include "status.pxi"' in text
+    own = [f"{path.name}:{number}: {line.strip()}" for number, line in enumerate(text.splitlines(), 1)
+           if "raise" in line and "fedmm_strerror" in line]
+    assert not own, "map the status with check_status (status.pxi):\n" + "\n".join(own)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The public Cython API: a downstream module ``cimport``s ``fedmm.fedmm_kernels``,
-is compiled in a temporary directory and calls kernels through their option
-structs (``fedmm_quantizer_t``, ``fedmm_lasso_options_t``) on a NumPy Generator."""
+"""The public Cython API: a downstream module ``cimport``s ``fedmm.fedmm_kernels``
+(and one kernel family's own ``.pxd``, ``fedmm.fedmm_lasso``, whose declarations must be
+the umbrella's very ones), is compiled in a temporary directory and calls kernels through
+their option structs (``fedmm_quantizer_t``, ``fedmm_lasso_options_t``) on a NumPy Generator."""
 from __future__ import annotations
 
 import os
@@ -23,6 +24,8 @@ PYX = textwrap.dedent(
                                       fedmm_bitgen_t, fedmm_lasso_gram, fedmm_lasso_gram_work,
                                       fedmm_lasso_options_t, fedmm_quantize_f64, fedmm_quantizer_apply,
                                       fedmm_quantizer_check, fedmm_quantizer_t, fedmm_strerror)
+    # one family's .pxd: its function takes the umbrella's fedmm_lasso_options_t (the same type)
+    from fedmm.fedmm_lasso cimport fedmm_lasso_gram as family_lasso_gram
 
     cdef fedmm_bitgen_t *bitgen(generator):
         return <fedmm_bitgen_t *>PyCapsule_GetPointer(generator.bit_generator.capsule, "BitGenerator")
@@ -64,8 +67,8 @@ PYX = textwrap.dedent(
         opts.warm_start, opts.method = 0, FEDMM_LASSO_AUTO
         cdef int status
         with nogil:
-            status = fedmm_lasso_gram(K, b, &G[0, 0], K, &C[0, 0], K, NULL, &opts, &h[0, 0], K,
-                                      NULL, NULL, &work[0])
+            status = family_lasso_gram(K, b, &G[0, 0], K, &C[0, 0], K, NULL, &opts, &h[0, 0], K,
+                                       NULL, NULL, &work[0])
         if status != FEDMM_OK:
             raise ValueError(fedmm_strerror(status).decode())
         return H

@@ -95,15 +95,9 @@ def get_cython_include() -> str:
     Returns
     -------
     str
-        Installed package: the directory holding the ``fedmm`` package (where
-        ``fedmm/fedmm_kernels.pxd`` lives; Cython also finds it through
-        ``sys.path``).  Editable install: the meson build directory
-        ``<build>/src/fedmm_core``, which holds a copy named
-        ``fedmm.fedmm_kernels.pxd`` (Cython resolves dotted file names).
+        The directory holding the ``fedmm`` package, where ``fedmm/fedmm_kernels.pxd``
+        and the per-family ``fedmm/fedmm_<family>.pxd`` live (installed package:
+        site-packages, which Cython also finds through ``sys.path``; editable
+        install: the source directory ``python``).
     """
-    if _os.path.isfile(_os.path.join(_PKG_DIR, "fedmm_kernels.pxd")):
-        return _os.path.dirname(_PKG_DIR)
-    build = _meson_build_dir()
-    if build is not None:
-        return _os.path.join(build, "src", "fedmm_core")
     return _os.path.dirname(_PKG_DIR)

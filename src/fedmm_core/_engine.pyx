@@ -5,7 +5,6 @@ Private module: :mod:`fedmm.kernels` re-exports :class:`CompiledModel`, the
 model factories and :func:`run_rounds` as its public, documented faces.
 """
 import numpy as np
-from numpy.linalg import LinAlgError
 
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
@@ -13,9 +12,10 @@ from libc.stdint cimport int64_t, uint8_t, uint64_t, uintptr_t
 from libc.string cimport memcpy, memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-from fedmm_kernels cimport *
+from fedmm.fedmm_kernels cimport *
 
 include "blas_table.pxi"
+include "status.pxi"
 
 cnp.import_array()
 
@@ -28,12 +28,12 @@ cdef enum:
     _CACHE_LINE = 128  # two 64-byte lines: adjacent-line prefetchers pair them
 
 
-def _raise_status(int status, str what):
-    if status == FEDMM_ELAPACK:
-        raise LinAlgError(f"{what}: LAPACK failed ({fedmm_strerror(status).decode()})")
-    if status == FEDMM_ENONFINITE:
-        raise ValueError(f"{what}: NaN or infinity")
-    raise ValueError(f"{what}: {fedmm_strerror(status).decode()}")
+# the wording of this module's errors (status.pxi maps the codes to exceptions)
+cdef dict _MESSAGES = {FEDMM_ELAPACK: "{what}: LAPACK failed ({reason})", FEDMM_ENONFINITE: "{what}: NaN or infinity"}
+
+
+cdef int _raise_status(int status, str what) except -1:
+    return check_status(status, what, _MESSAGES)
 
 
 cdef class CompiledModel:
@@ -514,8 +514,7 @@ cdef class WorkerPool:
         if n_threads > 4096:
             raise ValueError(f"Expected 'n_threads' <= 4096, got {n_threads}")
         cdef int status = fedmm_pool_create(n_threads, spin_ns, &self.pool)
-        if status != FEDMM_OK:
-            raise RuntimeError(f"Could not start a pool of {n_threads} threads: {fedmm_strerror(status).decode()}")
+        check_status(status, f"Could not start a pool of {n_threads} threads", None, RuntimeError)
         self.n_threads = fedmm_pool_size(self.pool)
         self.spin_ns = spin_ns
 

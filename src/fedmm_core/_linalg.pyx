@@ -6,29 +6,33 @@ and workspaces (including the LAPACK workspace query) with the GIL and runs
 each kernel inside ``nogil``.  LAPACK failures raise ``LinAlgError``.
 """
 import numpy as np
-from numpy.linalg import LinAlgError
 
 cimport numpy as cnp
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
-from fedmm_kernels cimport *
+from fedmm.fedmm_kernels cimport *
 
 include "blas_table.pxi"
+include "status.pxi"
 
 cnp.import_array()
 
 
+cdef dict _RIDGE_MESSAGES = {
+    FEDMM_ELAPACK: ("{what}: A + 2*eta*I is not positive definite (Cholesky failed); "
+                    "use eta > 0 or a positive definite A"),
+}
+cdef dict _SA_STEP_MESSAGES = {
+    FEDMM_ENONFINITE: "Expected a finite statistic S + gamma * H (NaN or inf in the server step)",
+    FEDMM_ELAPACK: "{what}: LAPACK failed (eigensolver, or A + 2*eta*I not positive definite)",
+}
+
+
 cdef int _raise_ridge(int status) except -1:
     """The exception of a failed ridge update (no-op on success)."""
-    if status == FEDMM_ELAPACK:
-        raise LinAlgError(
-            "dictionary_update: A + 2*eta*I is not positive definite (Cholesky failed); "
-            "use eta > 0 or a positive definite A")
-    if status != FEDMM_OK:
-        raise ValueError(f"dictionary_update: {fedmm_strerror(status).decode()}")
-    return 0
+    return check_status(status, "dictionary_update", _RIDGE_MESSAGES)
 
 
 def dictionary_update_ridge(const double[::1, :] A, const double[::1, :] B, double eta):
@@ -80,12 +84,7 @@ def dictionary_sa_step(const double[::1] S, const double[::1] H, double gamma, f
     with nogil:
         status = fedmm_dictionary_sa_step(p, K, &S[0], &H[0], gamma, eta, project, &S_new[0], &D[0, 0],
                                           &work[0], &iwork[0], &_BLAS)
-    if status == FEDMM_ENONFINITE:
-        raise ValueError("Expected a finite statistic S + gamma * H (NaN or inf in the server step)")
-    if status == FEDMM_ELAPACK:
-        raise LinAlgError("dictionary SA step: LAPACK failed (eigensolver, or A + 2*eta*I not positive definite)")
-    if status != FEDMM_OK:
-        raise ValueError(f"dictionary SA step: {fedmm_strerror(status).decode()}")
+    check_status(status, "dictionary SA step", _SA_STEP_MESSAGES)
     return S_new_arr, D_arr
 
 
@@ -115,8 +114,8 @@ def dictionary_update_unit_norm(const double[::1, :] A, const double[::1, :] B, 
         if status != FEDMM_ENOCONV:
             break
         PyErr_CheckSignals()
-    if status != FEDMM_OK and status != FEDMM_ENOCONV:
-        raise ValueError(f"dictionary_update: {fedmm_strerror(status).decode()}")
+    if status != FEDMM_ENOCONV:
+        check_status(status, "dictionary_update")
     return D_arr, done, status == FEDMM_OK
 
 
@@ -167,14 +166,11 @@ def project_psd(cnp.ndarray A, out=None, bint want_path=False):
             status = fedmm_project_psd(K, m, A_ptr, out_ptr, work, iwork, path, &_BLAS)
     free(work)
     free(iwork)
-    if status == FEDMM_ENOMEM:
-        raise MemoryError(f"project_psd: cannot allocate the workspace for K={K}")
-    if status == FEDMM_ELAPACK:
-        raise LinAlgError("project_psd: the symmetric eigensolver (dsyevr) did not converge")
-    if status == FEDMM_ENONFINITE:
-        raise ValueError("Expected 'A' to contain only finite values (no NaN or inf)")
-    if status != FEDMM_OK:
-        raise ValueError(f"project_psd: {fedmm_strerror(status).decode()}")
+    check_status(status, "project_psd", {
+        FEDMM_ENOMEM: f"{{what}}: cannot allocate the workspace for K={K}",
+        FEDMM_ELAPACK: "{what}: the symmetric eigensolver (dsyevr) did not converge",
+        FEDMM_ENONFINITE: "Expected 'A' to contain only finite values (no NaN or inf)",
+    })
     return (result, path_arr) if want_path else result
 
 

@@ -12,13 +12,9 @@ import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
 
-from fedmm_kernels cimport (
-    FEDMM_LOSS_HINGE,
-    FEDMM_LOSS_L1,
-    FEDMM_OK,
-    fedmm_fedmls_local_steps,
-    fedmm_strerror,
-)
+from fedmm.fedmm_nonsmooth cimport FEDMM_LOSS_HINGE, FEDMM_LOSS_L1, fedmm_fedmls_local_steps
+
+include "status.pxi"
 
 LOSS_HINGE = FEDMM_LOSS_HINGE
 LOSS_L1 = FEDMM_LOSS_L1
@@ -85,7 +81,7 @@ def fedmls_local_round(
                 rows_ptr, row_stride, row_off_ptr, scale_ptr, weight, radius,
                 &V[0, 0], &U[0, 0], &U_avg[0, 0], &work[0])
         if status != FEDMM_OK:
-            raise ValueError(f"fedmls_local_round failed: {fedmm_strerror(status).decode()}")
+            check_status(status, "fedmls_local_round failed")
         done += todo
         if done >= n_steps:
             break

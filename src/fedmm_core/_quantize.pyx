@@ -16,20 +16,19 @@ cimport numpy as cnp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport uint8_t, uint64_t
 
-# The .pxd sits next to this file in the source tree (installed as
-# fedmm/fedmm_kernels.pxd for downstream `from fedmm.fedmm_kernels cimport`).
-from fedmm_kernels cimport (
-    FEDMM_ENONFINITE,
-    FEDMM_OK,
-    fedmm_bitgen_t,
+# The public declarations, one .pxd per kernel family (python/fedmm/fedmm_<family>.pxd,
+# installed with the package; fedmm.fedmm_kernels cimports them all).
+from fedmm.fedmm_common cimport FEDMM_ENONFINITE, FEDMM_OK, fedmm_bitgen_t
+from fedmm.fedmm_quantize cimport (
     fedmm_encode_f32,
     fedmm_encode_f64,
-    fedmm_identity_encode_f32,
-    fedmm_identity_encode_f64,
-    fedmm_quantizer_t,
     fedmm_quantize_f32,
     fedmm_quantize_f64,
-    fedmm_strerror,
+    fedmm_quantizer_t,
+)
+from fedmm.fedmm_wire cimport (
+    fedmm_identity_encode_f32,
+    fedmm_identity_encode_f64,
     fedmm_wire_decode,
     fedmm_wire_header_t,
     fedmm_wire_nbytes,
@@ -44,6 +43,7 @@ SCHEME_DITHER = 2
 
 
 include "bitgen.pxi"
+include "status.pxi"
 
 
 cdef inline bint _is_vector(object x) noexcept:
@@ -70,12 +70,13 @@ cdef const void *_vector_data(object x) except NULL:
     return cnp.PyArray_DATA(<cnp.ndarray>x)
 
 
+cdef dict _MESSAGES = {FEDMM_ENONFINITE: "Expected 'x' to contain only finite values (no NaN or inf)"}
+
+
 cdef int _raise(int status, str what, object x=None) except -1:
-    if status == FEDMM_ENONFINITE:
-        raise ValueError("Expected 'x' to contain only finite values (no NaN or inf)")
-    if x is not None and np.abs(x).max() > 2.0**1023:
+    if status != FEDMM_ENONFINITE and x is not None and np.abs(x).max() > 2.0**1023:
         raise ValueError("Expected 'x' with entries of magnitude at most 2**1023 (about 9e307)")
-    raise ValueError(f"{what} failed: {fedmm_strerror(status).decode()}")
+    return check_status(status, f"{what} failed", _MESSAGES)
 
 
 cdef inline fedmm_quantizer_t _spec(int scheme, int bits, int norm, Py_ssize_t block) noexcept:

@@ -11,9 +11,10 @@ cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int64_t, uint64_t
 
-from fedmm_kernels cimport *
+from fedmm.fedmm_kernels cimport *
 
 include "bitgen.pxi"
+include "status.pxi"
 
 cnp.import_array()
 
@@ -49,8 +50,7 @@ def sample_without_replacement(object generator, int64_t n, int64_t b):
     cdef int status
     with generator.bit_generator.lock, nogil:
         status = fedmm_sample_without_replacement(rng, n, b, &out_v[0], &work[0])
-    if status != FEDMM_OK:
-        raise ValueError(f"Expected 0 <= b <= n, got n={n}, b={b}")
+    check_status(status, "sample_without_replacement", {FEDMM_EINVAL: f"Expected 0 <= b <= n, got n={n}, b={b}"})
     return out
 
 

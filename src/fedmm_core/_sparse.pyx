@@ -16,13 +16,13 @@ every few milliseconds would serialize clients solved in parallel).
 import threading
 
 import numpy as np
-from numpy.linalg import LinAlgError
 
 from libc.stdint cimport int64_t
 
-from fedmm_kernels cimport *
+from fedmm.fedmm_kernels cimport *
 
 include "blas_table.pxi"
+include "status.pxi"
 
 
 METHODS = {
@@ -55,9 +55,10 @@ cdef const fedmm_interrupt_t *_interrupt() noexcept:
     return &_SIGNALS if threading.get_ident() == _MAIN_THREAD else NULL
 
 
-cdef int _raise_pending() except -1:
-    """Propagate the exception the signal handler left set (the kernel returned FEDMM_EINTR)."""
-    return -1
+cdef dict _STATISTICS_MESSAGES = {
+    FEDMM_ENONFINITE: ("Expected 'Z' to contain only finite values (no NaN or inf; "
+                       "a column's squared norm overflowed or was NaN)"),
+}
 
 
 cdef inline fedmm_lasso_options_t _options(double lam, bint positive, double tol, int max_iter,
@@ -70,15 +71,6 @@ cdef inline fedmm_lasso_options_t _options(double lam, bint positive, double tol
     opts.warm_start = warm_start
     opts.method = method
     return opts
-
-
-cdef object _status_error(int status, str what):
-    msg = f"{what}: {fedmm_strerror(status).decode()}"
-    if status == FEDMM_ELAPACK:
-        return LinAlgError(msg)
-    if status == FEDMM_ENOMEM:
-        return MemoryError(msg)
-    return ValueError(msg)
 
 
 def lasso_gram(const double[::1, :] G, const double[::1, :] C, double lam, bint positive,
@@ -116,10 +108,7 @@ def lasso_gram(const double[::1, :] G, const double[::1, :] C, double lam, bint 
         status = fedmm_lasso_gram_interruptible(
             K, b, &G[0, 0], G.strides[1] // sizeof(double) if K > 1 else K, C_ptr, ldc, zn_ptr,
             &opts, H_ptr, K, it_ptr, &n_bad, &work[0], interrupt)
-    if status == FEDMM_EINTR:
-        _raise_pending()
-    if status != FEDMM_OK:
-        raise _status_error(status, "lasso_gram")
+    check_status(status, "lasso_gram")
     return H_arr, n_iter_arr, int(n_bad)
 
 
@@ -188,15 +177,12 @@ def dictionary_statistics(const double[::1, :] D, const double[::1, :] Z, double
     cdef int *it_ptr = &n_iter[0] if b > 0 else NULL
     cdef fedmm_lasso_options_t opts = _options(lam, positive, tol, max_iter, warm, method)
     cdef const fedmm_interrupt_t *interrupt = _interrupt()
+    cdef fedmm_matrix_t D_view = fedmm_matrix_t(&D[0, 0], p, K, ldd)
+    cdef fedmm_matrix_t Z_view = fedmm_matrix_t(Z_ptr, p, b, ldz)
+    cdef fedmm_dictionary_statistics_out_t outputs = fedmm_dictionary_statistics_out_t(
+        H_ptr, A_ptr, B_ptr, obj_ptr, it_ptr, &n_bad)
     with nogil:
-        status = fedmm_dictionary_statistics_interruptible(
-            p, K, b, &D[0, 0], ldd, Z_ptr, ldz, &opts, m, &offsets[0], H_ptr, A_ptr, B_ptr,
-            obj_ptr, it_ptr, &n_bad, &work[0], &_BLAS, interrupt)
-    if status == FEDMM_EINTR:
-        _raise_pending()
-    if status == FEDMM_ENONFINITE:
-        raise ValueError("Expected 'Z' to contain only finite values (no NaN or inf; "
-                         "a column's squared norm overflowed or was NaN)")
-    if status != FEDMM_OK:
-        raise _status_error(status, "dictionary_statistics")
+        status = fedmm_dictionary_statistics_ex(&D_view, &Z_view, &opts, m, &offsets[0], &outputs, &work[0],
+                                                &_BLAS, interrupt)
+    check_status(status, "dictionary_statistics", _STATISTICS_MESSAGES)
     return A_arr, B_arr, H_arr, obj_arr, n_iter_arr, int(n_bad)

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "fedmm_kernels.h"
+#include "internal.h"
 
 /* doubles per int64 / per fedmm_blas_int rounded up, for workspaces carved from doubles */
 #define DOUBLES_FOR_INTS(n) (((size_t)(n) * sizeof(fedmm_blas_int) + sizeof(double) - 1) / sizeof(double))
@@ -491,20 +492,12 @@ int fedmm_dictionary_model(const fedmm_dictionary_model_t *ctx, fedmm_model_t *m
         return FEDMM_EINVAL;
     const size_t psd = fedmm_project_psd_work(ctx->K) + DOUBLES_FOR_INTS(fedmm_project_psd_iwork(ctx->K));
     const size_t ridge = fedmm_dictionary_update_ridge_flat_work(ctx->p, ctx->K);
-    memset(model, 0, sizeof(*model));
-    model->ctx = ctx;
-    model->q = (int64_t)ctx->K * ctx->K + (int64_t)ctx->p * ctx->K;
-    model->d = (int64_t)ctx->p * ctx->K;
-    model->theta_size = 2 * model->d;
-    model->sample_size = ctx->p;
-    model->memory_size = ctx->K;
-    model->server_work = psd > ridge ? psd : ridge;
-    model->statistic_work = dictionary_statistic_work;
-    model->statistic = dictionary_statistic;
-    model->project = dictionary_project;
-    model->T = dictionary_T;
-    model->derive = dictionary_derive;
-    model->project_theta = NULL;
+    static const fedmm__model_ops_t ops = {dictionary_statistic_work, dictionary_statistic, dictionary_project,
+                                           dictionary_T, dictionary_derive, NULL};
+    const int64_t d = (int64_t)ctx->p * ctx->K;
+    fedmm__model_fill(model, ctx, &ops,
+                      (fedmm__model_sizes_t){(int64_t)ctx->K * ctx->K + d, d, 2 * d, ctx->p, ctx->K,
+                                             psd > ridge ? psd : ridge});
     return FEDMM_OK;
 }
 
@@ -558,19 +551,11 @@ int fedmm_sample_model(const fedmm_sample_model_t *ctx, fedmm_model_t *model)
     if (ctx == NULL || model == NULL || ctx->q < 1 || ctx->d < 1 || ctx->sample_size < 1 ||
         ctx->sample_statistic == NULL || ctx->T == NULL)
         return FEDMM_EINVAL;
-    memset(model, 0, sizeof(*model));
-    model->ctx = ctx;
-    model->q = ctx->q;
-    model->d = ctx->d;
-    model->theta_size = ctx->d;
-    model->sample_size = ctx->sample_size;
-    model->memory_size = 0;
-    model->server_work = 0;
-    model->statistic_work = sample_statistic_work;
-    model->statistic = sample_statistic;
-    model->project = ctx->project != NULL ? sample_project : NULL;
-    model->T = sample_T;
-    model->derive = NULL;
-    model->project_theta = NULL;
+    static const fedmm__model_ops_t ops = {sample_statistic_work, sample_statistic, sample_project, sample_T,
+                                           NULL, NULL};
+    static const fedmm__model_ops_t ops_unprojected = {sample_statistic_work, sample_statistic, NULL, sample_T,
+                                                       NULL, NULL};
+    fedmm__model_fill(model, ctx, ctx->project != NULL ? &ops : &ops_unprojected,
+                      (fedmm__model_sizes_t){ctx->q, ctx->d, ctx->d, ctx->sample_size, 0, 0});
     return FEDMM_OK;
 }

@@ -148,4 +148,49 @@ int fedmm__wire_begin_payload(const fedmm_quantizer_t *spec, uint64_t q, int val
                               uint8_t *payload, size_t nbytes, uint8_t **norms,
                               uint8_t **packed);
 
+/* ---- compiled models: the vtable filled from one static table per model ---- */
+
+/* The callbacks of a compiled model (the function members of fedmm_model_t,
+ * fedmm_model.h).  Each model's C file holds them in a static const table;
+ * fedmm__model_fill is the one place that fills a fedmm_model_t. */
+typedef struct fedmm__model_ops {
+    fedmm_statistic_work_fn statistic_work;
+    fedmm_statistic_fn statistic;
+    fedmm_inplace_fn project;       /* NULL: S is the whole space */
+    fedmm_map_fn T;
+    fedmm_inplace_fn derive;        /* NULL: theta_size == d */
+    fedmm_inplace_fn project_theta; /* NULL: identity */
+} fedmm__model_ops_t;
+
+/* The sizes of a compiled model (the size members of fedmm_model_t). */
+typedef struct fedmm__model_sizes {
+    int64_t q;
+    int64_t d;
+    int64_t theta_size;
+    int64_t sample_size;
+    int64_t memory_size;
+    size_t server_work;
+} fedmm__model_sizes_t;
+
+/* *model = the model of context ctx with the callbacks *ops and the sizes
+ * (every other byte zero). */
+static inline void fedmm__model_fill(fedmm_model_t *model, const void *ctx, const fedmm__model_ops_t *ops,
+                                     fedmm__model_sizes_t sizes)
+{
+    memset(model, 0, sizeof(*model));
+    model->ctx = ctx;
+    model->q = sizes.q;
+    model->d = sizes.d;
+    model->theta_size = sizes.theta_size;
+    model->sample_size = sizes.sample_size;
+    model->memory_size = sizes.memory_size;
+    model->server_work = sizes.server_work;
+    model->statistic_work = ops->statistic_work;
+    model->statistic = ops->statistic;
+    model->project = ops->project;
+    model->T = ops->T;
+    model->derive = ops->derive;
+    model->project_theta = ops->project_theta;
+}
+
 #endif /* FEDMM_INTERNAL_H */

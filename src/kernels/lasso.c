@@ -1194,3 +1194,25 @@ int fedmm_dictionary_statistics_interruptible(
     if (n_unconverged) *n_unconverged = bad_total;
     return FEDMM_OK;
 }
+
+/* ---- the struct-taking entry point (matrix views, one output struct) ------- */
+
+static int fits_blas_int(int64_t v)
+{
+    return v >= 0 && (int64_t)(fedmm_blas_int)v == v;
+}
+
+int fedmm_dictionary_statistics_ex(const fedmm_matrix_t *D, const fedmm_matrix_t *Z,
+                                   const fedmm_lasso_options_t *opts, int64_t n_segments,
+                                   const int64_t *offsets,
+                                   const fedmm_dictionary_statistics_out_t *out, double *work,
+                                   const fedmm_blas_t *blas, const fedmm_interrupt_t *interrupt)
+{
+    if (D == NULL || Z == NULL || out == NULL || D->rows != Z->rows || !fits_blas_int(D->rows) ||
+        !fits_blas_int(D->cols) || !fits_blas_int(Z->cols) || !fits_blas_int(D->ld) || !fits_blas_int(Z->ld))
+        return FEDMM_EINVAL;
+    return fedmm_dictionary_statistics_interruptible(
+        (fedmm_blas_int)D->rows, (fedmm_blas_int)D->cols, (fedmm_blas_int)Z->cols, D->data,
+        (fedmm_blas_int)D->ld, Z->data, (fedmm_blas_int)Z->ld, opts, n_segments, offsets, out->H, out->A,
+        out->B, out->objective, out->n_iter, out->n_unconverged, work, blas, interrupt);
+}

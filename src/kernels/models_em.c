@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "fedmm_kernels.h"
+#include "internal.h"
 
 /* doubles per fedmm_blas_int workspace, rounded up */
 #define DOUBLES_FOR_INTS(n) (((size_t)(n) * sizeof(fedmm_blas_int) + sizeof(double) - 1) / sizeof(double))
@@ -588,20 +589,11 @@ int fedmm_gmm_model(const fedmm_gmm_model_t *ctx, fedmm_model_t *model)
     const double Gpp = (double)ctx->G * ctx->p * (ctx->covariance == FEDMM_GMM_FULL ? ctx->p : 1);
     if (Gpp > 2147483647.0) return FEDMM_EINVAL;
     const gmm_sizes_t z = gmm_sizes(ctx);
-    memset(model, 0, sizeof(*model));
-    model->ctx = ctx;
-    model->q = (int64_t)z.q;
-    model->d = (int64_t)z.d;
-    model->theta_size = (int64_t)z.theta_size;
-    model->sample_size = ctx->p;
-    model->memory_size = 0;
-    model->server_work = gmm_server_work(ctx);
-    model->statistic_work = gmm_statistic_work;
-    model->statistic = gmm_statistic;
-    model->project = gmm_project;
-    model->T = gmm_T;
-    model->derive = gmm_derive;
-    model->project_theta = NULL;
+    static const fedmm__model_ops_t ops = {gmm_statistic_work, gmm_statistic, gmm_project, gmm_T, gmm_derive,
+                                           NULL};
+    fedmm__model_fill(model, ctx, &ops,
+                      (fedmm__model_sizes_t){(int64_t)z.q, (int64_t)z.d, (int64_t)z.theta_size, ctx->p, 0,
+                                             gmm_server_work(ctx)});
     return FEDMM_OK;
 }
 
@@ -715,20 +707,10 @@ int fedmm_poisson_model(const fedmm_poisson_model_t *ctx, fedmm_model_t *model)
         if (!isfinite(ctx->support[k]) || !isfinite(ctx->log_prior[k]) || !(ctx->exp_support[k] > 0.0) ||
             !isfinite(ctx->exp_support[k]))
             return FEDMM_EINVAL;
-    memset(model, 0, sizeof(*model));
-    model->ctx = ctx;
-    model->q = ctx->parameterization == FEDMM_POISSON_JOINT ? 2 : 1;
-    model->d = 1;
-    model->theta_size = 2;
-    model->sample_size = 1;
-    model->memory_size = 0;
-    model->server_work = 1;
-    model->statistic_work = poisson_statistic_work;
-    model->statistic = poisson_statistic;
-    model->project = poisson_project;
-    model->T = poisson_T;
-    model->derive = poisson_derive;
-    model->project_theta = NULL;
+    static const fedmm__model_ops_t ops = {poisson_statistic_work, poisson_statistic, poisson_project, poisson_T,
+                                           poisson_derive, NULL};
+    fedmm__model_fill(model, ctx, &ops,
+                      (fedmm__model_sizes_t){ctx->parameterization == FEDMM_POISSON_JOINT ? 2 : 1, 1, 2, 1, 0, 1});
     return FEDMM_OK;
 }
 
@@ -786,19 +768,7 @@ static int toy_project(const void *ctx, double *x, double *work)
 int fedmm_inverse_toy_model(const fedmm_inverse_toy_model_t *ctx, fedmm_model_t *model)
 {
     if (ctx == NULL || model == NULL || !(ctx->floor > 0.0) || !isfinite(ctx->floor)) return FEDMM_EINVAL;
-    memset(model, 0, sizeof(*model));
-    model->ctx = ctx;
-    model->q = 1;
-    model->d = 1;
-    model->theta_size = 1;
-    model->sample_size = 1;
-    model->memory_size = 0;
-    model->server_work = 1;
-    model->statistic_work = toy_statistic_work;
-    model->statistic = toy_statistic;
-    model->project = toy_project;
-    model->T = toy_T;
-    model->derive = NULL;
-    model->project_theta = toy_project;
+    static const fedmm__model_ops_t ops = {toy_statistic_work, toy_statistic, toy_project, toy_T, NULL, toy_project};
+    fedmm__model_fill(model, ctx, &ops, (fedmm__model_sizes_t){1, 1, 1, 1, 0, 1});
     return FEDMM_OK;
 }

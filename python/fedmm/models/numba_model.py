@@ -4,7 +4,7 @@
 A :class:`NumbaModel` takes plain Python functions with NumPy-array semantics
 (the per-sample statistic ``S̄(z, θ)``, the map ``T`` and optionally the
 projection ``Π``), compiles them with :func:`numba.cfunc` to the C signatures
-of ``fedmm_sample_model_t`` (``fedmm_kernels.h``)::
+of ``fedmm_sample_model_t`` (``fedmm_models.h``)::
 
     int statistic(const double *constants, const double *theta, const double *z, double *out)
     int T(const double *constants, const double *s, double *theta)
