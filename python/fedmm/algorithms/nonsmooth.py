@@ -89,7 +89,8 @@ __all__ = [
     "FederatedSubgradientMethod", "SubgradientServer", "SubgradientClient", "SubgradientOracle", "ShareOracle",
     "SetupMessage", "FedAvgServer", "FedAvgClient", "FedAvgMessage", "ScaffoldServer", "ScaffoldClient",
     "ScaffoldMessage", "ScaffoldStepRule", "ScaffnewServer", "ScaffnewClient", "ScaffnewMessage",
-    "decode_vector", "encode_vector", "is_uncompressed", "join_parts", "split_parts", "scalar_array",
+    "decode_vector", "encode_vector", "is_uncompressed", "join_parts", "split_parts", "pcg64_state_array",
+    "set_pcg64_state", "scalar_array",
     "scalar_from_array", "vector_from_array",
     "state_to_arrays", "state_from_arrays", "STATE_STRUCTURE",
 ]
@@ -384,6 +385,29 @@ def split_parts(payload: Any, n_parts: int, name: str) -> list[bytes]:
     if pos != len(data):
         raise ValueError(f"Expected the {name} to end after its {n_parts} parts, got {len(data) - pos} more bytes")
     return parts
+def pcg64_state_array(rng: np.random.Generator) -> np.ndarray:
+    """A PCG64 generator's state as a uint64 array of shape (6,): the 128-bit ``state`` and ``inc`` (low word
+    first), ``has_uint32`` and ``uinteger`` (exact; :func:`set_pcg64_state` is the inverse)."""
+    st = rng.bit_generator.state
+    if st["bit_generator"] != "PCG64":
+        raise TypeError(f"Expected a PCG64 generator, got {st['bit_generator']}")
+    mask = (1 << 64) - 1
+    words = [st["state"]["state"] & mask, st["state"]["state"] >> 64, st["state"]["inc"] & mask,
+             st["state"]["inc"] >> 64, st["has_uint32"], st["uinteger"]]
+    return np.array(words, dtype=np.uint64)
+
+
+def set_pcg64_state(rng: np.random.Generator, words: Any) -> None:
+    """Set a PCG64 generator to the state :func:`pcg64_state_array` wrote (``ValueError`` on another shape)."""
+    w = np.asarray(words)
+    if w.shape != (6,) or w.dtype != np.uint64:
+        raise ValueError(f"Expected a PCG64 state as uint64 words of shape (6,), got {w.dtype} {w.shape}")
+    v = [int(x) for x in w]
+    rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": v[0] | (v[1] << 64),
+                                                                    "inc": v[2] | (v[3] << 64)},
+                               "has_uint32": v[4], "uinteger": v[5]}
+
+
 def scalar_array(value: Any, name: str = "value") -> np.ndarray:
     """A message scalar as an array of shape (1,): int64 for an integer, float64 for a real (exact both ways
     with :func:`scalar_from_array`)."""
@@ -1605,14 +1629,15 @@ class ScaffnewServer(SubgradientServer):
                 "total_local_steps": self.total_local_steps}
 
     def get_state(self) -> dict[str, Any]:
-        """:meth:`SubgradientServer.get_state` and the coin stream's position (``coin``, a generator state)."""
-        return {**super().get_state(), "coin": self.coin.bit_generator.state}
+        """:meth:`SubgradientServer.get_state` and the coin stream's position (``coin``: the PCG64 state as
+        six uint64 words, so that every transport of arrays carries it, :func:`pcg64_state_array`)."""
+        return {**super().get_state(), "coin": pcg64_state_array(self.coin)}
 
     def set_state(self, state: dict, theta: Any = None) -> None:
         """Restore a :meth:`get_state` snapshot (a snapshot without ``coin`` leaves the coin stream as it is)."""
         super().set_state(state, theta)
         if "coin" in state:
-            self.coin.bit_generator.state = state["coin"]
+            set_pcg64_state(self.coin, state["coin"])
 
 
 class ScaffnewClient(SubgradientClient):
