@@ -387,7 +387,8 @@ def remote_run(algo, datas, n_rounds, seed, *, init=None, init_datas=None, publi
             states[i] = algo.client_state(client)
         record = server.aggregate(t, payloads)
         history.append(**round_record(t, record, ids, [payloads[i] for i in ids], message, 0.0, {}), monitor_time=0.0)
-    algo.finish(server, history, {i: states[i] for i in range(n)} if algo.finish_needs_clients() else None)
+    finals = {i: states[i] for i in range(n)} if algo.remote_finish_needs_clients() else None
+    algo.remote_finish(server, history, finals)
     return history
 
 

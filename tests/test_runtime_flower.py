@@ -341,7 +341,7 @@ def test_flower_simulation_of_a_faulty_subgradient_client_ends_as_in_process():
     clients[1] = FaultyClient(clients[1], {(ANY_ROUND, 1): "raise"})
     ref = History(algo.name, {})
     LocalRuntime(batched=False, on_client_error="drop").run(server, clients, 2, history=ref)
-    algo.finish(server, ref)
+    algo.remote_finish(server, ref)
     strategy = _simulate(algo, datas, 2, 6, catch=True)
     assert [(t, i) for t, i, _ in strategy.errors][:1] == [(0, 1)]
     assert "injected failure" in strategy.errors[0][2]

@@ -631,8 +631,8 @@ class RemoteAlgorithm(Protocol):
        :meth:`remote_client` (fresh on every message), puts the state it
        kept back with :meth:`restore_client` and keeps the client's state
        after the step as :meth:`client_state`;
-    5. after the last round, when :meth:`finish_needs_clients` says so,
-       every node sends its :meth:`client_state`; :meth:`finish` fills the
+    5. after the last round, when :meth:`remote_finish_needs_clients` says so,
+       every node sends its :meth:`client_state`; :meth:`remote_finish` fills the
        History as the in-process ``run`` does.
 
     :meth:`estimate` gives the argument of a server-side objective.
@@ -756,15 +756,15 @@ class RemoteAlgorithm(Protocol):
         """The server's current estimate: the argument of a server-side objective."""
         ...
 
-    def finish_needs_clients(self) -> bool:
-        """Whether :meth:`finish` needs every client's final :meth:`client_state` (FedMLS: its ``z_K^i``)."""
+    def remote_finish_needs_clients(self) -> bool:
+        """Whether :meth:`remote_finish` needs every client's final :meth:`client_state` (FedMLS: its ``z_K^i``)."""
         ...
 
-    def finish(self, server: Any, history: History,
+    def remote_finish(self, server: Any, history: History,
                client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
         """Put the final state into ``history`` (``state``, ``params``, ``theta``) as the in-process ``run`` does.
 
         ``client_states[i]``: client ``i``'s last :meth:`client_state`, given
-        when :meth:`finish_needs_clients` is true.
+        when :meth:`remote_finish_needs_clients` is true.
         """
         ...

@@ -7,6 +7,11 @@ FedMLS with its non-smooth baselines FedAvg, Scaffold and Scaffnew (FedMLS paper
 messages (:class:`Broadcast` arrays down, compressed bytes up); runtimes in
 ``fedmm.runtime`` move those messages.
 
+Every family (FedMM, the Θ-space baseline, FedMLS, FedAvg, Scaffold,
+Scaffnew, FedMM-OT, FedAdam) is a :class:`FederatedAlgorithm`: declared
+parameter constraints and one ``run`` (seed, runtime, fault policy,
+checkpoints and resumption, callbacks, the History).
+
 Helpers shared by every algorithm: :class:`Schedule` (step sizes, local step
 counts and other sequences of hyper-parameters; :class:`StepSchedule` is its
 ``γ_t`` use), :func:`check_seed` (the one seed normalizer), :func:`seed_repr`
@@ -21,6 +26,7 @@ from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._random import init_generator, seed_from_repr, seed_repr
 from fedmm.algorithms._schedule import Schedule, StepSchedule
 from fedmm.algorithms._setup import check_control_variate_step, check_compressor
+from fedmm.algorithms.base import FederatedAlgorithm
 from fedmm.algorithms.federated import Broadcast, Client, FedMM, ParameterAveraging, Server, StopRun
 from fedmm.algorithms.fedmls import FedMLS
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
@@ -29,4 +35,5 @@ from fedmm.algorithms.ot import FedAdam, FedMMOT  # JAX is imported when they ar
 
 __all__ = ["SASSMM", "FedMM", "ParameterAveraging", "Server", "Client", "Broadcast", "StopRun", "StepSchedule",
            "FedMLS", "FedAvg", "Scaffold", "Scaffnew", "Schedule", "Cadence", "check_seed", "seed_repr",
-           "seed_from_repr", "FedMMOT", "FedAdam", "init_generator", "check_control_variate_step", "check_compressor"]
+           "seed_from_repr", "FedMMOT", "FedAdam", "init_generator", "check_control_variate_step", "check_compressor",
+           "FederatedAlgorithm"]

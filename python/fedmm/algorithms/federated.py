@@ -13,19 +13,19 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from fedmm import kernels
-from fedmm._validation import check_callable, check_count, check_in, check_int, check_participation
+from fedmm._validation import check_in, check_int, check_participation
 from fedmm.engine import (LocalRuntime, compiled_rounds, compiled_start_statistics, compiled_unsupported,
                           record_initial)
-from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
+from fedmm.engine.checkpoint import data_digest
 from fedmm.engine.local import CLIENT_ERROR_POLICIES, record_start_drops
 from fedmm.engine.metrics import squared_distance, step_record, update_size
 from fedmm.algorithms._monitor import Cadence
+from fedmm.algorithms.base import FederatedAlgorithm, Integer, Options, Rule, StopRun
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import (
     CLIENT_PARTY,
@@ -34,17 +34,13 @@ from fedmm.algorithms._random import (
     check_seed,
     init_generator,
     party_seed,
-    seed_from_repr,
-    seed_repr,
 )
 from fedmm.algorithms._schedule import StepSchedule
 from fedmm.algorithms._setup import (
     check_control_variate_step,
     check_compressor,
     check_datas_list,
-    check_runtime,
     check_weights,
-    client_error_policy,
     checked_compressors,
     compressor_list,
     normalized_weights,
@@ -52,7 +48,7 @@ from fedmm.algorithms._setup import (
 )
 from fedmm.compression import Identity
 from fedmm.history import History
-from fedmm.protocols import SupportsGlobalMoments, SupportsResume
+from fedmm.protocols import SupportsGlobalMoments
 from fedmm.models.base import SurrogateModel
 
 logger = logging.getLogger(__name__)
@@ -91,28 +87,6 @@ def _beyond(x: np.ndarray, bound: float) -> bool:
 
 
 # --------------------------------------------------------------------------- messages
-class StopRun(Exception):
-    """Raised by a ``callback`` of :meth:`FedMM.run` to end the run after the round it was called for.
-
-    ``run`` then returns normally: the History holds the completed rounds
-    (``len(history)`` of them, ``history.config['stopped_early'] = True``) and
-    the server's state after the last of them, as a run of that many rounds
-    would.  Early stopping rules (e.g. a tolerance on the change of the
-    objective) are written as callbacks that raise it.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from fedmm.models import GaussianMixture
-    >>> Y = np.random.default_rng(0).normal(size=(50, 2))
-    >>> def stop_after_three(t, state):
-    ...     if t == 2:
-    ...         raise StopRun
-    >>> len(FedMM(GaussianMixture(1, "full")).run([Y], 10, seed=0, callback=stop_after_three))
-    3
-    """
-
-
 @dataclass(frozen=True)
 class Broadcast:
     """The server's message of round ``t`` (arrays only).
@@ -799,7 +773,21 @@ class Server:
 
 
 # --------------------------------------------------------------------------- front-ends
-class FedMM:
+def _check_model(model: Any, name: str) -> SurrogateModel:
+    if not isinstance(model, SurrogateModel):
+        raise TypeError(f"Expected '{name}' to be a fedmm SurrogateModel, got {type(model).__name__}")
+    return model
+
+
+def _check_compressor_or_identity(compressor: Any, name: str) -> Any:
+    return check_compressor(Identity() if compressor is None else compressor)
+
+
+def _check_weights(weights: Any, name: str) -> list[float] | None:
+    return check_weights(weights)
+
+
+class FedMM(FederatedAlgorithm):
     """Federated Majorize-Minimization (FedMM paper, Algorithm 2; Algorithm 4 on request).
 
     At round ``t`` the server samples active clients, sends ``Ŝ_t`` and
@@ -903,6 +891,22 @@ class FedMM:
     space = "statistic"
     #: The algorithm's name in ``History.algorithm``.
     name = "FedMM"
+    #: The constructor's checks of single arguments (:meth:`FederatedAlgorithm.set_parameters`);
+    #: ``clients_per_round``/``participation_prob``, ``step`` and ``oracle``/``batch_size``/``k_in`` are
+    #: checked together by the constructor.
+    parameter_constraints = {
+        "model": Rule(_check_model, "a fedmm SurrogateModel"),
+        "compressor": Rule(_check_compressor_or_identity, "a compressor or a sequence of them; None: Identity()"),
+        "control_variate_step": Rule(check_control_variate_step, "a real number in [0, 1]"),
+        "control_variate_convention": Options(*CONTROL_VARIATE_CONVENTIONS),
+        "projection": Options("euclidean", None),
+        "weights": Rule(_check_weights, "None or non-negative numbers, one per client"),
+        "control_variates": Options("zero", "oracle"),
+        "n_threads": Integer(low=1),
+        "backend": Options(*BACKENDS),
+        "participation_mode": Options(*PARTICIPATION_MODES),
+        "start": Options(*STARTS),
+    }
 
     def __init__(self, model: SurrogateModel, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None,
@@ -911,28 +915,17 @@ class FedMM:
                  weights: Sequence[float] | None = None, control_variates: str = "zero", n_threads: int = 1,
                  backend: str = "auto", participation_mode: str = "select",
                  start: str = "mean_statistic", control_variate_convention: str = "fedmm") -> None:
-        if not isinstance(model, SurrogateModel):
-            raise TypeError(f"Expected 'model' to be a fedmm SurrogateModel, got {type(model).__name__}")
-        self.model = model
+        self.set_parameters(model=model)
         self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
                                                                                participation_prob)
-        if compressor is None:
-            compressor = Identity()
-        self.compressor = check_compressor(compressor)
-        self.control_variate_step = check_control_variate_step(control_variate_step, "control_variate_step")
-        self.control_variate_convention = check_in(control_variate_convention, "control_variate_convention",
-                                                   CONTROL_VARIATE_CONVENTIONS)
+        self.set_parameters(compressor=compressor, control_variate_step=control_variate_step,
+                            control_variate_convention=control_variate_convention)
         #: Where the step came from: ``'user'`` or ``'model default'`` (``model.default_step``).
         self.step_source = "user" if step is not None else "model default"
         self.schedule = StepSchedule(step if step is not None else model.default_step)
         self.oracle, self.batch_size, self.k_in = check_oracle_args(oracle, batch_size, k_in)
-        self.projection = check_in(projection, "projection", ("euclidean", None))
-        self.weights = check_weights(weights)
-        self.control_variates = check_in(control_variates, "control_variates", ("zero", "oracle"))
-        self.n_threads = check_int(n_threads, "n_threads", low=1)
-        self.backend = check_in(backend, "backend", BACKENDS)
-        self.participation_mode = check_in(participation_mode, "participation_mode", PARTICIPATION_MODES)
-        self.start = check_in(start, "start", STARTS)
+        self.set_parameters(projection=projection, weights=weights, control_variates=control_variates,
+                            n_threads=n_threads, backend=backend, participation_mode=participation_mode, start=start)
         if self.participation_mode == "compress-local" and self.clients_per_round is not None:
             raise ValueError("participation_mode='compress-local' draws independent Bernoulli(p) coins: "
                              "pass 'participation_prob', not 'clients_per_round'")
@@ -1122,20 +1115,93 @@ class FedMM:
             server.start_drops = dict(sorted(drops.items()))
         return server, clients
 
-    def _fingerprint(self, server: Server, datas: Sequence[Any], seed: Any, evaluate_every: int,
-                     evaluate_data: Any, monitor_every: int) -> dict[str, Any]:
-        """What ties a checkpoint to this run (everything that changes its numbers or records)."""
+    # -- the run's hooks (FederatedAlgorithm.run) ------------------------------------------
+    def check_run_args(self, n_rounds: int, evaluate_every: Any, *, monitor_every: Any = 1) -> dict[str, Any]:
+        """``evaluate_every`` (>= 0) and ``monitor_every`` (>= 1; None: ``evaluate_every`` when positive,
+        else ``n_rounds``, the last round only)."""
+        evaluate_every = check_int(evaluate_every, "evaluate_every", low=0)
+        if monitor_every is None:
+            monitor_every = evaluate_every if evaluate_every else max(n_rounds, 1)
+        return {"evaluate_every": evaluate_every, "monitor_every": check_int(monitor_every, "monitor_every", low=1)}
+
+    def build_parties(self, datas: Sequence[Any], *, seed: Any, init: Any, on_client_error: str,
+                      run_args: dict[str, Any]) -> tuple[Server, list[Client]]:
+        """:meth:`build` (the start exchange follows ``on_client_error``)."""
+        return self.build(datas, seed=seed, init=init, on_client_error=on_client_error)
+
+    def check_evaluate_data(self, evaluate_data: Any, *, server: Server, clients: Sequence[Client]) -> Any:
+        """One data set in the model's format (``model.check_data``), or None."""
+        return None if evaluate_data is None else self.model.check_data(evaluate_data, "evaluate_data")
+
+    def make_monitor(self, server: Server, clients: Sequence[Client], *, n_rounds: int, evaluate_data: Any,
+                     run_args: dict[str, Any]) -> "_Monitor":
+        """The objective at ``evaluate_every`` and, for the Θ-space baseline, ``E_sp`` at ``monitor_every``."""
+        return _Monitor(self.model, server, [c.data for c in clients], run_args["evaluate_every"], evaluate_data,
+                        n_rounds, run_args["monitor_every"] if self.space == "parameter" else 0)
+
+    def record_start(self, history: History, *, server: Server, clients: Sequence[Client], monitor: "_Monitor",
+                     init: Any, run_args: dict[str, Any]) -> None:
+        """The start exchange's drops (``start='mean_statistic'`` without ``init``) and the objective at ``θ_0``."""
+        if init is None and self.start == "mean_statistic":
+            record_start_drops(history, server.start_drops)
+        record_initial(history, monitor.objective if run_args["evaluate_every"] else None)
+
+    def choose_runtime(self, runtime: Any, *, server: Server, clients: Sequence[Client], history: History,
+                       on_client_error: str) -> Any:
+        """``runtime``, or the in-process one on the backend ``backend`` allows; ``History.config['backend']``
+        (and ``'backend_reason'``) say which backend runs the rounds."""
+        if runtime is None:
+            reason = compiled_unsupported(server, clients)
+            if self.backend == "compiled" and reason is not None:
+                raise ValueError(f"backend='compiled' cannot run this configuration: {reason}")
+            use_compiled = self.backend != "python" and reason is None
+            history.config["backend"] = "compiled" if use_compiled else "python"
+            if reason is not None and self.backend == "auto":
+                history.config["backend_reason"] = reason
+                logger.info("%s runs on the Python backend: %s", self.name, reason)
+            return LocalRuntime(n_threads=self.n_threads, compiled=use_compiled, on_client_error=on_client_error)
+        if isinstance(runtime, LocalRuntime) and runtime.compiled and compiled_unsupported(server, clients) is None:
+            history.config["backend"] = "compiled"  # the caller's in-process runtime runs compiled stretches
+        else:
+            history.config["backend"] = "python"  # other runtimes move Client.step messages
+        return runtime
+
+    def fingerprint_config(self) -> dict[str, Any]:
+        """:meth:`config` without ``n_threads`` and ``backend`` (both backends give the same numbers), the
+        model by its class and public attributes."""
         config = {k: v for k, v in self.config().items() if k not in ("n_threads", "backend", "model")}
         config["model"] = _model_fingerprint(self.model)
-        return {"algorithm": self.name, "config": config, "seed": seed_repr(seed), "n_clients": len(datas),
-                "weights": data_digest([np.asarray(server.weights, dtype=np.float64)]),
-                "data": data_digest(datas), "evaluate_every": evaluate_every, "monitor_every": monitor_every,
+        return config
+
+    def fingerprint_fields(self, server: Server, clients: Sequence[Client], *, evaluate_data: Any,
+                           run_args: dict[str, Any]) -> dict[str, Any]:
+        """The weights ``μ``, the clients' data, ``monitor_every`` and ``evaluate_data``."""
+        return {"weights": data_digest([np.asarray(server.weights, dtype=np.float64)]),
+                "data": data_digest([c.data for c in clients]), "monitor_every": run_args["monitor_every"],
                 "evaluate_data": None if evaluate_data is None else data_digest([evaluate_data])}
+
+    def server_params(self, server: Server) -> dict[str, Any]:
+        """``θ`` as named arrays (``model.theta_to_dict``)."""
+        return self.model.theta_to_dict(server.theta)
+
+    def callback_state(self, server: Server, clients: Sequence[Client]) -> dict[str, Any]:
+        """``"theta"`` (the model's object) and ``"statistic"`` (``Ŝ``; None for the baseline)."""
+        return {"theta": server.theta, "statistic": server.S}
+
+    def final_state(self, server: Server, clients: Sequence[Client]) -> dict[str, Any]:
+        """``S`` (S-space only) and ``theta`` (flat float64 vectors)."""
+        state = {} if server.S is None else {"S": server.S}
+        state["theta"] = server.theta_vector
+        return state
+
+    def final_theta(self, server: Server, clients: Sequence[Client]) -> Any:
+        """The parameter as the model's own object."""
+        return server.theta
 
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None,
             init: np.ndarray | None = None, runtime: Any = None, on_client_error: str | None = None,
             progress: bool | None = None, callback: Callable[[int, Mapping[str, Any]], None] | None = None,
-            evaluate_every: int = 0, evaluate_data: Any = None, monitor_every: int = 1,
+            evaluate_every: int = 0, evaluate_data: Any = None, monitor_every: int | None = 1,
             resume: Any = None, checkpoint_every: int = 0, checkpoint_path: Any = None) -> History:
         """Run ``n_rounds`` rounds on the clients' data ``datas``.
 
@@ -1159,9 +1225,10 @@ class FedMM:
             :meth:`History.to_pandas`).
         evaluate_data : data, optional
             A single data set on which to evaluate the objective instead.
-        monitor_every : int
+        monitor_every : int >= 1 or None
             Cadence of the baseline's ``E_sp`` (needs a full pass over all
-            data).  Unlike ``evaluate_every`` (the objective, every family's
+            data; None: ``evaluate_every`` when it is positive, else the last
+            round only).  Unlike ``evaluate_every`` (the objective, every family's
             evaluation cadence), it paces a quantity only the Θ-space
             baseline records; FedMM's own per-round fields (``E_s``, ``E_ps``)
             are cheap and recorded every round.
@@ -1238,107 +1305,10 @@ class FedMM:
             ``history.theta`` the final parameter as the model's own object (e.g. the
             ``(p, K)`` dictionary, or ``GaussianMixtureParams``; in memory only).
         """
-        n_rounds = check_count(n_rounds, "n_rounds", low=0)
-        evaluate_every = check_int(evaluate_every, "evaluate_every", low=0)
-        monitor_every = check_int(monitor_every, "monitor_every", low=1)
-        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", low=0)
-        check_callable(callback, "callback")
-        on_client_error = client_error_policy(on_client_error, check_runtime(runtime))
-        if checkpoint_every and checkpoint_path is None:
-            raise ValueError("Expected 'checkpoint_path' (where to write) with 'checkpoint_every' > 0")
-        resumed = None
-        if resume is not None:
-            resumed = resume if isinstance(resume, Checkpoint) else Checkpoint.load(resume)
-            if init is not None:
-                raise ValueError("Expected 'init' to be None with 'resume' (the checkpoint holds the state)")
-            if resumed.next_round > n_rounds:
-                raise ValueError(f"Expected 'n_rounds' >= {resumed.next_round}, the rounds the checkpoint "
-                                 f"has completed, got {n_rounds}")
-            if seed is None:
-                seed = seed_from_repr(resumed.history.config.get("seed"))
-        seed = check_seed(seed)  # once: a Generator is drawn from, None draws fresh entropy
-        # the start exchange (in this process) follows the fault policy of the runtime that runs the rounds
-        server, clients = self.build(datas, seed=seed, init=init, on_client_error=on_client_error)
-        datas = [c.data for c in clients]
-        if evaluate_data is not None:
-            evaluate_data = self.model.check_data(evaluate_data, "evaluate_data")
-        fingerprint = None
-        if resumed is not None or checkpoint_path is not None:
-            fingerprint = self._fingerprint(server, datas, seed, evaluate_every, evaluate_data, monitor_every)
-        if resumed is not None:
-            resumed.check_matches(fingerprint)
-            server.set_state(resumed.server_state)
-            for c, state in zip(clients, resumed.client_states):
-                c.set_state(state, server.theta)
-            history = resumed.history.copy()
-            history.config["n_rounds"] = n_rounds
-        else:
-            history = History(self.name, {**self.config(), "seed": seed_repr(seed),
-                                           "n_clients": len(clients), "n_rounds": n_rounds})
-        monitor = _Monitor(self.model, server, datas, evaluate_every, evaluate_data, n_rounds,
-                           monitor_every if self.space == "parameter" else 0)
-        if resumed is None:
-            if init is None and self.start == "mean_statistic":
-                record_start_drops(history, server.start_drops)
-            record_initial(history, monitor.objective if evaluate_every else None)
-        if runtime is None:
-            reason = compiled_unsupported(server, clients)
-            if self.backend == "compiled" and reason is not None:
-                raise ValueError(f"backend='compiled' cannot run this configuration: {reason}")
-            use_compiled = self.backend != "python" and reason is None
-            history.config["backend"] = "compiled" if use_compiled else "python"
-            if reason is not None and self.backend == "auto":
-                history.config["backend_reason"] = reason
-                logger.info("%s runs on the Python backend: %s", self.name, reason)
-            runtime = LocalRuntime(n_threads=self.n_threads, compiled=use_compiled, on_client_error=on_client_error)
-        elif isinstance(runtime, LocalRuntime) and runtime.compiled and compiled_unsupported(server, clients) is None:
-            history.config["backend"] = "compiled"  # the caller's in-process runtime runs compiled stretches
-        else:
-            history.config["backend"] = "python"  # other runtimes move Client.step messages
-        user_callback = None
-        if callback is not None:
-            def user_callback(t: int, srv: Server = server) -> None:
-                callback(t, MappingProxyType({"params": self.model.theta_to_dict(srv.theta), "theta": srv.theta,
-                                              "statistic": srv.S}))
-
-        def snapshot() -> Checkpoint:
-            nonlocal fingerprint
-            if fingerprint is None:  # computed on demand: hashing the data costs a pass over it
-                fingerprint = self._fingerprint(server, datas, seed, evaluate_every, evaluate_data, monitor_every)
-            return Checkpoint(fingerprint=fingerprint, next_round=len(history.records),
-                              server_state=server.get_state(), client_states=[c.get_state() for c in clients],
-                              history=history.copy())
-
-        writer = CheckpointWriter(checkpoint_path, checkpoint_every, snapshot)
-        extra: dict[str, Any] = {}
-        if resumed is not None or checkpoint_path is not None:
-            # declared, not probed: a runtime with resumable = True (fedmm.protocols.SupportsResume)
-            if not (isinstance(runtime, SupportsResume) and runtime.resumable):
-                raise ValueError(f"runtime {type(runtime).__name__} cannot resume or checkpoint a run (it does not "
-                                 "declare resumable = True, fedmm.protocols.SupportsResume); use the in-process "
-                                 "runtime")
-            extra = {"start": 0 if resumed is None else resumed.next_round,
-                     "checkpoint": writer if checkpoint_path is not None else None}
-        try:
-            runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=user_callback,
-                        progress=progress, **extra)
-        except StopRun:  # the callback's early stop: the completed rounds are the result
-            history.config["stopped_early"] = True
-        except (Exception, KeyboardInterrupt) as exc:
-            # Rounds are atomic: the server and clients hold the state after the last completed round.
-            exc.history = history
-            try:
-                exc.checkpoint = writer.write()
-            except Exception as failure:  # e.g. the disk that failed the run: the run's own error goes on
-                exc.checkpoint = None
-                exc.add_note(f"fedmm: no checkpoint of the completed rounds ({type(failure).__name__}: {failure})")
-            raise
-        if server.S is not None:
-            history.state["S"] = server.S
-        history.state["theta"] = server.theta_vector
-        history.params = self.model.theta_to_dict(server.theta)
-        history.theta = server.theta
-        return history
+        return super().run(datas, n_rounds, seed=seed, init=init, runtime=runtime, on_client_error=on_client_error,
+                           progress=progress, callback=callback, evaluate_every=evaluate_every,
+                           evaluate_data=evaluate_data, resume=resume, checkpoint_every=checkpoint_every,
+                           checkpoint_path=checkpoint_path, monitor_every=monitor_every)
 
     # -- the parties apart from the data (fedmm.protocols.RemoteAlgorithm) -------------------------------
     def remote_config(self) -> dict[str, Any]:
@@ -1454,11 +1424,11 @@ class FedMM:
         """``θ_t`` in the model's format."""
         return server.theta
 
-    def finish_needs_clients(self) -> bool:
+    def remote_finish_needs_clients(self) -> bool:
         """False: the final state is the server's (``Ŝ``, ``θ``)."""
         return False
 
-    def finish(self, server: Server, history: History,
+    def remote_finish(self, server: Server, history: History,
                client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
         """``history.state["S"]``, ``["theta"]``, ``params`` and ``theta`` as :meth:`run` sets them."""
         if server.S is not None:
@@ -1574,8 +1544,11 @@ class ParameterAveraging(FedMM):
     space = "parameter"
     name = "ParameterAveraging"
 
-    def run(self, datas: Sequence[Any], n_rounds: int, *, monitor_every: int | None = None,
-            **kwargs: Any) -> History:
+    def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None,
+            init: np.ndarray | None = None, runtime: Any = None, on_client_error: str | None = None,
+            progress: bool | None = None, callback: Callable[[int, Mapping[str, Any]], None] | None = None,
+            evaluate_every: int = 0, evaluate_data: Any = None, monitor_every: int | None = None,
+            resume: Any = None, checkpoint_every: int = 0, checkpoint_path: Any = None) -> History:
         """:meth:`FedMM.run` with ``E_sp`` at the objective's cadence by default.
 
         Parameters
@@ -1584,14 +1557,14 @@ class ParameterAveraging(FedMM):
             Rounds between evaluations of ``E_sp`` (and the last round).
             None (the default): ``evaluate_every`` when it is positive, else
             ``n_rounds`` (the last round only).
-        **kwargs
-            Every other argument of :meth:`FedMM.run`.
+        datas, n_rounds, seed, init, runtime, on_client_error, progress, callback, evaluate_every, evaluate_data, \
+resume, checkpoint_every, checkpoint_path
+            As :meth:`FedMM.run`.
         """
-        if monitor_every is None:
-            rounds = check_count(n_rounds, "n_rounds", low=0)
-            every = check_int(kwargs.get("evaluate_every", 0), "evaluate_every", low=0)
-            monitor_every = every if every else max(rounds, 1)
-        return super().run(datas, n_rounds, monitor_every=monitor_every, **kwargs)
+        return super().run(datas, n_rounds, seed=seed, init=init, runtime=runtime, on_client_error=on_client_error,
+                           progress=progress, callback=callback, evaluate_every=evaluate_every,
+                           evaluate_data=evaluate_data, resume=resume, checkpoint_every=checkpoint_every,
+                           checkpoint_path=checkpoint_path, monitor_every=monitor_every)
 
 
 def _model_fingerprint(model: Any) -> dict[str, Any]:

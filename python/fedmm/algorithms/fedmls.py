@@ -40,7 +40,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import kernels
-from fedmm._validation import check_in, check_real
+from fedmm._validation import check_in
+from fedmm.algorithms.base import OptionalConstraint, Real, Rule
 from fedmm.algorithms._schedule import Schedule
 from fedmm.algorithms.nonsmooth import (
     FederatedSubgradientMethod,
@@ -72,6 +73,21 @@ def project_rows_to_ball(U: np.ndarray, radius: float | None) -> np.ndarray:
         norms = np.sqrt(np.einsum("ij,ij->i", U, U))
         U *= (radius / np.maximum(norms, radius))[:, None]
     return U
+
+
+def _check_backend(backend: Any, name: str) -> str:
+    if isinstance(backend, str) and backend in _OLD_BACKENDS:
+        raise ValueError(f"{name}={backend!r} is now {name}={_OLD_BACKENDS[backend]!r}: expected '{name}' in "
+                         f"{BACKENDS}")
+    return check_in(backend, name, BACKENDS)
+
+
+def _count_schedule(value: Any, name: str) -> Schedule:
+    return Schedule(value, domain="count", name=name)
+
+
+def _schedule(value: Any, name: str) -> Schedule:
+    return Schedule(value, name=name)
 
 
 class FedMLS(FederatedSubgradientMethod):
@@ -164,6 +180,13 @@ class FedMLS(FederatedSubgradientMethod):
     """
 
     name = "FedMLS"
+    parameter_constraints = {
+        **FederatedSubgradientMethod.parameter_constraints,
+        "backend": Rule(_check_backend, f"one of {BACKENDS}"),
+        "local_steps": Rule(_count_schedule, "an int >= 1 or a Schedule spec of counts"),
+        "prox_weight": Rule(_schedule, "a number > 0 or a Schedule spec"),
+        "radius": OptionalConstraint(Real(0.0, low_open=True)),
+    }
 
     def __init__(
         self,
@@ -186,18 +209,14 @@ class FedMLS(FederatedSubgradientMethod):
             "Algorithm 1 of the FedMLS paper has every client take part in every round (its §5 leaves partial "
             "participation, a block-coordinate variant of MOPES, to future work)")
         super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
-        if isinstance(backend, str) and backend in _OLD_BACKENDS:
-            raise ValueError(f"backend={backend!r} is now backend={_OLD_BACKENDS[backend]!r}: expected 'backend' in "
-                             f"{BACKENDS}")
-        backend = check_in(backend, "backend", BACKENDS)
-        if backend == "compiled" and model.kernel_loss is None:
+        self.set_parameters(backend=backend)
+        if self.backend == "compiled" and model.kernel_loss is None:
             raise ValueError(f"backend='compiled' does not support {model!r} (it has no kernel_loss); use "
                              "backend='python' or 'auto'")
         #: The backend that runs the local loops: ``'compiled'`` or ``'python'`` (``'auto'`` resolved).
-        self.backend = backend if backend != "auto" else ("compiled" if model.kernel_loss is not None else "python")
-        self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
-        self.prox_weight = Schedule(prox_weight, name="prox_weight")
-        self.radius = None if radius is None else check_real(radius, "radius", low=0.0, low_open=True)
+        self.backend = (self.backend if self.backend != "auto"
+                        else ("compiled" if model.kernel_loss is not None else "python"))
+        self.set_parameters(local_steps=local_steps, prox_weight=prox_weight, radius=radius)
         self.compressor = check_message_compressor(compressor)
         self.clients_per_round, self.participation_prob = participating
 
@@ -225,7 +244,7 @@ class FedMLS(FederatedSubgradientMethod):
         """:class:`FedMLSMessage`."""
         return FedMLSMessage
 
-    def finish_needs_clients(self) -> bool:
+    def remote_finish_needs_clients(self) -> bool:
         """True: ``history.state["z_clients"]`` holds the clients' :math:`z_K^i`."""
         return True
 

@@ -60,26 +60,24 @@ from __future__ import annotations
 import json
 import math
 import struct
-from types import MappingProxyType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from fedmm._validation import (
-    check_bool,
-    check_callable,
-    check_count,
-    check_in,
     check_int,
     check_participation,
     check_real,
     check_seed,
 )
 from fedmm.algorithms._monitor import Cadence
-from fedmm.algorithms._random import RoundStream, derive_seed, seed_repr
+from fedmm.algorithms._random import RoundStream, derive_seed
 from fedmm.algorithms._schedule import Schedule
-from fedmm.algorithms._setup import check_compressor, check_runtime, checked_compressors, compressor_list, participation
+from fedmm.algorithms._setup import check_compressor, checked_compressors, compressor_list, participation
+from fedmm.algorithms.base import Boolean, FederatedAlgorithm, Integer, OptionalConstraint, Options, Real, Rule
 from fedmm.compression import Identity
+from fedmm.engine.checkpoint import data_digest
 from fedmm.engine import LocalRuntime, record_initial
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
@@ -89,13 +87,18 @@ __all__ = [
     "FederatedSubgradientMethod", "SubgradientServer", "SubgradientClient", "SubgradientOracle", "ShareOracle",
     "SetupMessage", "FedAvgServer", "FedAvgClient", "FedAvgMessage", "ScaffoldServer", "ScaffoldClient",
     "ScaffoldMessage", "ScaffoldStepRule", "ScaffnewServer", "ScaffnewClient", "ScaffnewMessage",
-    "decode_vector", "encode_vector", "is_uncompressed", "join_parts", "split_parts", "pcg64_state_array",
-    "set_pcg64_state", "scalar_array",
-    "scalar_from_array", "vector_from_array",
+    "decode_vector", "encode_vector", "is_uncompressed", "join_parts", "split_parts", "pcg64_state",
+    "set_pcg64_state", "scalar_array", "scalar_from_array", "vector_from_array",
     "state_to_arrays", "state_from_arrays", "STATE_STRUCTURE",
 ]
 
 _WORD = 8  # bytes of one float64 vector entry or one scalar on the wire
+_ORACLE = "oracle_"  # prefix of the oracle's entries in a client's state
+
+
+def _oracle_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The oracle's entries of a client's :meth:`SubgradientClient.get_state` (prefix removed)."""
+    return {k[len(_ORACLE):]: v for k, v in state.items() if k.startswith(_ORACLE)}
 
 
 def check_batch_size(batch_size: Any) -> float | int:
@@ -222,22 +225,50 @@ class SubgradientOracle:
         self._pos += 1
         return self.problem.subgradients(self.stacked, W, rows, self.row_offsets, self.scale)
 
-    def get_state(self) -> dict:
-        """A copy of the streams' positions (generator states, drawn-ahead minibatches)."""
-        state: dict[str, Any] = {"calls": self.calls}
+    def get_state(self) -> dict[str, np.ndarray]:
+        """A copy of the streams' positions as arrays: ``calls`` and, for minibatches, ``rngs`` (each
+        stream's PCG64 state, :func:`pcg64_state`), ``buffer`` (the drawn-ahead minibatches) and ``pos``."""
+        state: dict[str, np.ndarray] = {"calls": np.array(self.calls, dtype=np.int64)}
         if self.batch_size is not None:
-            state.update(rngs=[rng.bit_generator.state for rng in self._rngs], buffer=self._buffer.copy(),
-                         pos=self._pos)
+            state.update(rngs=np.stack([pcg64_state(rng) for rng in self._rngs]), buffer=self._buffer.copy(),
+                         pos=np.array(self._pos, dtype=np.int64))
         return state
 
-    def set_state(self, state: dict) -> None:
+    def set_state(self, state: Mapping[str, Any]) -> None:
         """Restore a :meth:`get_state` snapshot."""
         self.calls = int(state["calls"])
         if self.batch_size is not None:
-            for rng, s in zip(self._rngs, state["rngs"]):
-                rng.bit_generator.state = s
+            rngs = np.asarray(state["rngs"])
+            if rngs.shape != (len(self._rngs), 6):
+                raise ValueError(f"Expected 'rngs' of shape ({len(self._rngs)}, 6), got {rngs.shape}")
+            for rng, s in zip(self._rngs, rngs):
+                set_pcg64_state(rng, s)
             self._buffer = np.array(state["buffer"], dtype=np.int64, copy=True)
             self._pos = int(state["pos"])
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def pcg64_state(rng: np.random.Generator) -> np.ndarray:
+    """A PCG64 generator's state as 6 uint64: the 128-bit ``state`` and ``inc`` (high and low words),
+    ``has_uint32`` and ``uinteger`` (what a checkpoint stores; :func:`set_pcg64_state` restores it)."""
+    st = rng.bit_generator.state
+    if st["bit_generator"] != "PCG64":
+        raise ValueError(f"Expected a PCG64 generator, got {st['bit_generator']}")
+    state, inc = st["state"]["state"], st["state"]["inc"]
+    return np.array([state >> 64, state & _MASK64, inc >> 64, inc & _MASK64, st["has_uint32"], st["uinteger"]],
+                    dtype=np.uint64)
+
+
+def set_pcg64_state(rng: np.random.Generator, words: Any) -> None:
+    """Restore :func:`pcg64_state` into the PCG64 generator ``rng``."""
+    w = [int(v) for v in np.asarray(words, dtype=np.uint64)]
+    if len(w) != 6:
+        raise ValueError(f"Expected 6 words of a PCG64 state, got {len(w)}")
+    rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": (w[0] << 64) | w[1],
+                                                                   "inc": (w[2] << 64) | w[3]},
+                               "has_uint32": w[4], "uinteger": w[5]}
 
 
 class ShareOracle:
@@ -385,29 +416,6 @@ def split_parts(payload: Any, n_parts: int, name: str) -> list[bytes]:
     if pos != len(data):
         raise ValueError(f"Expected the {name} to end after its {n_parts} parts, got {len(data) - pos} more bytes")
     return parts
-def pcg64_state_array(rng: np.random.Generator) -> np.ndarray:
-    """A PCG64 generator's state as a uint64 array of shape (6,): the 128-bit ``state`` and ``inc`` (low word
-    first), ``has_uint32`` and ``uinteger`` (exact; :func:`set_pcg64_state` is the inverse)."""
-    st = rng.bit_generator.state
-    if st["bit_generator"] != "PCG64":
-        raise TypeError(f"Expected a PCG64 generator, got {st['bit_generator']}")
-    mask = (1 << 64) - 1
-    words = [st["state"]["state"] & mask, st["state"]["state"] >> 64, st["state"]["inc"] & mask,
-             st["state"]["inc"] >> 64, st["has_uint32"], st["uinteger"]]
-    return np.array(words, dtype=np.uint64)
-
-
-def set_pcg64_state(rng: np.random.Generator, words: Any) -> None:
-    """Set a PCG64 generator to the state :func:`pcg64_state_array` wrote (``ValueError`` on another shape)."""
-    w = np.asarray(words)
-    if w.shape != (6,) or w.dtype != np.uint64:
-        raise ValueError(f"Expected a PCG64 state as uint64 words of shape (6,), got {w.dtype} {w.shape}")
-    v = [int(x) for x in w]
-    rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": v[0] | (v[1] << 64),
-                                                                    "inc": v[2] | (v[3] << 64)},
-                               "has_uint32": v[4], "uinteger": v[5]}
-
-
 def scalar_array(value: Any, name: str = "value") -> np.ndarray:
     """A message scalar as an array of shape (1,): int64 for an integer, float64 for a real (exact both ways
     with :func:`scalar_from_array`)."""
@@ -842,22 +850,23 @@ class SubgradientClient:
             received += reference
         return (join_parts(encoded) if parts > 1 else encoded[0]), received
 
-    def get_state(self) -> dict:
-        """Copies of the client's state arrays and its streams' positions (a runtime's snapshot)."""
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Copies of the client's state arrays and its stream's position (``oracle_*``: the oracle's
+        :meth:`SubgradientOracle.get_state`), all arrays: a runtime's snapshot, a checkpoint's client state."""
         state = {name: np.array(getattr(self, name), copy=True) for name in self.state_names}
-        state["oracle"] = self.oracle.get_state()
+        state.update({_ORACLE + k: v for k, v in self.oracle.get_state().items()})
         if self.compress_rng is not None:
-            state["compression"] = self.compress_rng.bit_generator.state
+            state["compression"] = pcg64_state(self.compress_rng)
         return state
 
-    def set_state(self, state: dict, like_theta: Any = None) -> None:
+    def set_state(self, state: Mapping[str, Any], like_theta: Any = None) -> None:
         """Restore a :meth:`get_state` snapshot (``like_theta``, the parameter's structure in the
         :class:`fedmm.protocols.StatefulClientParty` contract, is not needed here)."""
         for name in self.state_names:
             setattr(self, name, np.array(state[name], dtype=np.float64, copy=True))
-        self.oracle.set_state(state["oracle"])
+        self.oracle.set_state(_oracle_state(state))
         if self.compress_rng is not None:
-            self.compress_rng.bit_generator.state = state["compression"]
+            set_pcg64_state(self.compress_rng, state["compression"])
 
     @staticmethod
     def stack_share(clients: Sequence["SubgradientClient"]) -> StackedClients:
@@ -897,7 +906,18 @@ class _ObjectiveMonitor:
         return {"objective": self.objective()} if self.cadence.due(t) else {}
 
 
-class FederatedSubgradientMethod:
+def _check_problem(model: Any, name: str) -> NonsmoothProblem:
+    if not isinstance(model, NonsmoothProblem):
+        raise TypeError(f"Expected '{name}' to be a fedmm.models.nonsmooth problem (HingeSVM, L1Regression), "
+                        f"got {type(model).__name__}")
+    return model
+
+
+def _check_batch_size(batch_size: Any, name: str) -> float | int:
+    return check_batch_size(batch_size)
+
+
+class FederatedSubgradientMethod(FederatedAlgorithm):
     r"""Base of the non-smooth family (FedMLS, FedAvg, Scaffold, Scaffnew): arguments, ``build`` and ``run``.
 
     Subclasses set ``name``, implement :meth:`config`, ``build_server`` and
@@ -924,19 +944,19 @@ class FederatedSubgradientMethod:
     """
 
     name = "base"
+    #: The constructor's checks (:meth:`~fedmm.algorithms.FederatedAlgorithm.set_parameters`); subclasses
+    #: extend them with their own arguments.
+    parameter_constraints = {
+        "model": Rule(_check_problem, "a fedmm.models.nonsmooth problem"),
+        "oracle": Options("full", "minibatch"),
+        "batch_size": Rule(_check_batch_size, "a fraction in (0, 1] (float) or a count >= 1 (int)"),
+        "n_threads": Integer(low=1),
+        "batched": Boolean(),
+    }
 
     def __init__(self, model: NonsmoothProblem, *, oracle: str = "minibatch", batch_size: float | int = 0.1,
                  n_threads: int = 1, batched: bool = True) -> None:
-        if not isinstance(model, NonsmoothProblem):
-            raise TypeError(
-                f"Expected 'model' to be a fedmm.models.nonsmooth problem (HingeSVM, L1Regression), "
-                f"got {type(model).__name__}"
-            )
-        self.model = model
-        self.oracle = check_in(oracle, "oracle", ("full", "minibatch"))
-        self.batch_size = check_batch_size(batch_size)
-        self.n_threads = check_int(n_threads, "n_threads", low=1)
-        self.batched = check_bool(batched, "batched")
+        self.set_parameters(model=model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
 
     def config(self) -> dict:
         """The hyper-parameters as JSON-friendly values (recorded in ``History.config``)."""
@@ -992,10 +1012,75 @@ class FederatedSubgradientMethod:
         """``History.state`` at the end of a run (the server's state arrays)."""
         return server.state()
 
+    # -- the run's hooks (FederatedAlgorithm.run) ------------------------------------------
+    def check_run_args(self, n_rounds: int, evaluate_every: Any) -> dict[str, Any]:
+        """``evaluate_every`` (>= 0, the objective's :class:`~fedmm.algorithms.Cadence`)."""
+        return {"evaluate_every": Cadence(evaluate_every, n_rounds, name="evaluate_every").every}
+
+    def build_parties(self, datas: Sequence[Any], *, seed: Any, init: Any, on_client_error: str,
+                      run_args: dict[str, Any]) -> tuple[SubgradientServer, list[SubgradientClient]]:
+        """:meth:`build` (there is no exchange before the rounds); ``run_args['stacked']`` keeps the
+        stacked data for the objective."""
+        stacked = self.model.stack(datas)
+        run_args["stacked"] = stacked
+        return self._build(stacked, seed, init)
+
+    def check_evaluate_data(self, evaluate_data: Any, *, server: SubgradientServer,
+                            clients: Sequence[SubgradientClient]) -> StackedClients | None:
+        """Client data sets with the features of ``datas`` (stacked), or None."""
+        if evaluate_data is None:
+            return None
+        stacked = self.model.stack(evaluate_data, "evaluate_data")
+        if stacked.n_params != server.x.shape[0]:
+            raise ValueError(f"Expected 'evaluate_data' with the features of 'datas' ({server.x.shape[0]} "
+                             f"parameters), got {stacked.n_params}")
+        return stacked
+
+    def make_monitor(self, server: SubgradientServer, clients: Sequence[SubgradientClient], *, n_rounds: int,
+                     evaluate_data: Any, run_args: dict[str, Any]) -> "_ObjectiveMonitor":
+        """The objective ``F`` at the server point at the ``evaluate_every`` cadence (on ``evaluate_data``
+        when given)."""
+        data = run_args["stacked"] if evaluate_data is None else evaluate_data
+        return _ObjectiveMonitor(self.model, data, server, Cadence(run_args["evaluate_every"], n_rounds))
+
+    def record_start(self, history: History, *, server: SubgradientServer, clients: Sequence[SubgradientClient],
+                     monitor: "_ObjectiveMonitor", init: Any, run_args: dict[str, Any]) -> None:
+        """``F(x_0)`` when the objective is evaluated."""
+        record_initial(history, monitor.objective if monitor.cadence else None)
+
+    def choose_runtime(self, runtime: Any, *, server: SubgradientServer, clients: Sequence[SubgradientClient],
+                       history: History, on_client_error: str) -> Any:
+        """``runtime``, or the in-process one with ``n_threads``, ``batched`` and the fault policy."""
+        if runtime is not None:
+            return runtime
+        return LocalRuntime(n_threads=self.n_threads, batched=self.batched, on_client_error=on_client_error)
+
+    def fingerprint_fields(self, server: SubgradientServer, clients: Sequence[SubgradientClient], *,
+                           evaluate_data: Any, run_args: dict[str, Any]) -> dict[str, Any]:
+        """The clients' data (and ``evaluate_data``'s) digests."""
+        def digest(stacked: StackedClients) -> str:
+            return data_digest([stacked.design, stacked.target, stacked.offsets])
+
+        return {"data": data_digest([[c.data.design, c.data.target] for c in clients]),
+                "evaluate_data": None if evaluate_data is None else digest(evaluate_data)}
+
+    def server_params(self, server: SubgradientServer) -> dict[str, Any]:
+        """``{"x": x}``: the server point (a copy)."""
+        return {"x": server.x.copy()}
+
+    def callback_state(self, server: SubgradientServer, clients: Sequence[SubgradientClient]) -> dict[str, Any]:
+        """The server's state arrays (copies): ``"x"``, plus ``"c"`` (Scaffold) or ``"y"``, ``"z"`` (FedMLS)."""
+        return server.state()
+
+    def final_theta(self, server: SubgradientServer, clients: Sequence[SubgradientClient]) -> Any:
+        """The server point ``x`` (a copy)."""
+        return server.x.copy()
+
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None, init: Any = None,
-            runtime: Any = None, progress: bool | None = None,
+            runtime: Any = None, on_client_error: str | None = None, progress: bool | None = None,
             callback: Callable[[int, Mapping[str, Any]], None] | None = None, evaluate_every: int = 0,
-            evaluate_data: Sequence[Any] | None = None) -> History:
+            evaluate_data: Sequence[Any] | None = None, resume: Any = None, checkpoint_every: int = 0,
+            checkpoint_path: Any = None) -> History:
         r"""Run ``n_rounds`` communication rounds on the clients' data.
 
         Parameters
@@ -1036,6 +1121,16 @@ class FederatedSubgradientMethod:
         evaluate_data : list of (A, y), optional
             Client data sets on which :math:`F` is evaluated instead of ``datas``
             (e.g. held-out data; :math:`F` averages over their count).
+        on_client_error : {'drop', 'raise'} or None
+            The default runtime's fault policy (see
+            :meth:`fedmm.algorithms.FederatedAlgorithm.run`).  These servers
+            need every client's message: a client that fails fails the round
+            (its state and the server's left as they were), and the run ends
+            with the error, ``exc.history`` and ``exc.checkpoint`` attached, to
+            resume once the client is fixed.
+        resume, checkpoint_every, checkpoint_path
+            Checkpoints and resumption, bit for bit, as
+            :meth:`fedmm.algorithms.FederatedAlgorithm.run` describes them.
 
         Returns
         -------
@@ -1044,35 +1139,10 @@ class FederatedSubgradientMethod:
             values at ``x_0``; ``state`` holds the final server arrays,
             ``params`` and ``theta`` the final point as ``{"x": x}`` and ``x``.
         """
-        seed = check_seed(seed)
-        n_rounds = check_count(n_rounds, "n_rounds", low=0)
-        check_runtime(runtime)
-        check_callable(callback, "callback")
-        cadence = Cadence(evaluate_every, n_rounds, name="evaluate_every")
-        stacked = self.model.stack(datas)
-        server, clients = self._build(stacked, seed, init)
-        if evaluate_data is not None:
-            stacked = self.model.stack(evaluate_data, "evaluate_data")
-            if stacked.n_params != server.x.shape[0]:
-                raise ValueError(f"Expected 'evaluate_data' with the features of 'datas' ({server.x.shape[0]} "
-                                 f"parameters), got {stacked.n_params}")
-        history = History(self.name, {**self.config(), "n_rounds": n_rounds, "n_clients": len(clients),
-                                      "seed": seed_repr(seed)})
-        monitor = _ObjectiveMonitor(self.model, stacked, server, cadence)
-        record_initial(history, monitor.objective if cadence else None)
-        if runtime is None:
-            runtime = LocalRuntime(n_threads=self.n_threads, batched=self.batched)
-        round_callback = None
-        if callback is not None:
-            def round_callback(t: int) -> None:
-                state = server.state()
-                callback(t, MappingProxyType({"params": {"x": state["x"].copy()}, **state}))
-        runtime.run(server, clients, n_rounds, history=history, monitor=monitor, callback=round_callback,
-                    progress=progress)
-        history.state.update(self.final_state(server, clients))
-        history.params = {"x": history.state["x"].copy()}
-        history.theta = history.state["x"].copy()
-        return history
+        return super().run(datas, n_rounds, seed=seed, init=init, runtime=runtime, on_client_error=on_client_error,
+                           progress=progress, callback=callback, evaluate_every=evaluate_every,
+                           evaluate_data=evaluate_data, resume=resume, checkpoint_every=checkpoint_every,
+                           checkpoint_path=checkpoint_path)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r}, {self.config()})"
@@ -1171,19 +1241,19 @@ class FederatedSubgradientMethod:
         """The server point ``x`` (what ``run``'s ``objective`` is evaluated at)."""
         return server.x
 
-    def finish_needs_clients(self) -> bool:
+    def remote_finish_needs_clients(self) -> bool:
         """Whether :meth:`final_state` reads the clients' state (FedMLS); False here."""
         return False
 
-    def finish(self, server: SubgradientServer, history: History,
+    def remote_finish(self, server: SubgradientServer, history: History,
                client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
         """``history.state`` (:meth:`final_state`), ``params`` and ``theta`` as :meth:`run` sets them.
 
         ``client_states[i]`` (client ``i``'s :meth:`client_state`) stand in
-        for the clients when :meth:`finish_needs_clients` is true.
+        for the clients when :meth:`remote_finish_needs_clients` is true.
         """
         clients: list[Any] = []
-        if self.finish_needs_clients():
+        if self.remote_finish_needs_clients():
             if client_states is None or sorted(client_states) != list(range(server.n_clients)):
                 raise ValueError(f"{self.name} needs every client's final state, got clients "
                                  f"{sorted(client_states or {})}")
@@ -1233,6 +1303,20 @@ def check_full_participation(method: str, clients_per_round: Any, participation_
             raise ValueError(f"{method} does not sample clients: {why}; expected '{name}' to be None, "
                              f"got {value!r}")
     return count, prob
+
+
+def _inverse_sqrt_rule(value: Any, name: str) -> Schedule:
+    return _paper_rule(value, name, "inverse_sqrt")
+
+
+def _count_schedule(value: Any, name: str) -> Schedule:
+    return Schedule(value, domain="count", name=name)
+
+
+#: ``local_lr`` of FedAvg and Scaffnew: a number ``η_0`` of ``η_0/√k``, or any schedule.
+_INVERSE_SQRT_LR = Rule(_inverse_sqrt_rule, "a number eta_0 > 0 of eta_0/sqrt(k), or a Schedule spec")
+#: ``local_steps``: ``T_k >= 1``.
+_LOCAL_STEPS = Rule(_count_schedule, "an int >= 1 or a Schedule spec of counts")
 
 
 # -- FedAvg ----------------------------------------------------------------------------------------------------
@@ -1343,14 +1427,15 @@ class FedAvg(FederatedSubgradientMethod):
     """
 
     name = "FedAvg"
+    parameter_constraints = {**FederatedSubgradientMethod.parameter_constraints,
+                             "local_steps": _LOCAL_STEPS, "local_lr": _INVERSE_SQRT_LR}
 
     def __init__(self, model: NonsmoothProblem, *, local_lr: Any, local_steps: Any = ("linear", 1),
                  clients_per_round: int | None = None, participation_prob: float | None = None,
                  compressor: Any = None, oracle: str = "minibatch", batch_size: float | int = 0.1,
                  n_threads: int = 1, batched: bool = True) -> None:
         super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
-        self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
-        self.local_lr = _paper_rule(local_lr, "local_lr", "inverse_sqrt")
+        self.set_parameters(local_steps=local_steps, local_lr=local_lr)
         self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
                                                                                participation_prob)
         self.compressor = check_message_compressor(compressor)
@@ -1472,6 +1557,13 @@ class ScaffoldClient(SubgradientClient):
         return payloads
 
 
+def _scaffold_lr(value: Any, name: str) -> Schedule | float:
+    """Scaffold's ``local_lr``: a number ``η_0`` (of ``η_0/(η_g s)``, kept as a float), or a schedule."""
+    if _is_number(value):
+        return check_real(value, name, low=0.0, high=1e300, low_open=True)
+    return Schedule(value, name=name)
+
+
 class Scaffold(FederatedSubgradientMethod):
     r"""Scaffold with option-II control variates and the FedMLS paper's non-smooth step rule.
 
@@ -1536,19 +1628,18 @@ class Scaffold(FederatedSubgradientMethod):
     """
 
     name = "Scaffold"
+    parameter_constraints = {**FederatedSubgradientMethod.parameter_constraints,
+                             "local_steps": _LOCAL_STEPS,
+                             "local_lr": Rule(_scaffold_lr, "a number eta_0 in (0, 1e300] or a Schedule spec"),
+                             "server_lr": OptionalConstraint(Real(0.0, 1e300, low_open=True))}
 
     def __init__(self, model: NonsmoothProblem, *, local_lr: Any, local_steps: Any = ("linear", 1),
                  server_lr: float | None = None, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None, oracle: str = "minibatch",
                  batch_size: float | int = 0.1, n_threads: int = 1, batched: bool = True) -> None:
         super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
-        self.local_steps = Schedule(local_steps, domain="count", name="local_steps")
-        if _is_number(local_lr):
-            self.local_lr: Schedule | float = check_real(local_lr, "local_lr", low=0.0, high=1e300, low_open=True)
-        else:
-            self.local_lr = Schedule(local_lr, name="local_lr")
-        self.server_lr = None if server_lr is None else check_real(
-            server_lr, "server_lr", low=0.0, high=1e300, low_open=True)
+        self.local_lr: Schedule | float
+        self.set_parameters(local_steps=local_steps, local_lr=local_lr, server_lr=server_lr)
         self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
                                                                                participation_prob)
         self.compressor = check_message_compressor(compressor)
@@ -1616,6 +1707,15 @@ class ScaffnewServer(SubgradientServer):
         self._round = (s - s0, step, prob)
         return ScaffnewMessage(self.x.copy(), s0, s - s0)
 
+    def get_state(self) -> dict[str, np.ndarray]:
+        """:meth:`SubgradientServer.get_state` and the coins' stream (``coin``, :func:`pcg64_state`)."""
+        return {**super().get_state(), "coin": pcg64_state(self.coin)}
+
+    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
+        """Restore a :meth:`get_state` snapshot."""
+        super().set_state(state, theta)
+        set_pcg64_state(self.coin, state["coin"])
+
     def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
         r""":math:`x = \frac{1}{|R|} \sum_{j \in R} (\hat x_j − (η/p) h_j)` over the clients :math:`R` whose
         valid message arrived (compressed: :math:`x_{\text{sent}} + \mathrm{Quant}(\hat x_j − (η/p) h_j −
@@ -1628,16 +1728,6 @@ class ScaffnewServer(SubgradientServer):
         return {"gamma": 1.0, "step": step, "communication_prob": prob, "local_steps": T,
                 "total_local_steps": self.total_local_steps}
 
-    def get_state(self) -> dict[str, Any]:
-        """:meth:`SubgradientServer.get_state` and the coin stream's position (``coin``: the PCG64 state as
-        six uint64 words, so that every transport of arrays carries it, :func:`pcg64_state_array`)."""
-        return {**super().get_state(), "coin": pcg64_state_array(self.coin)}
-
-    def set_state(self, state: dict, theta: Any = None) -> None:
-        """Restore a :meth:`get_state` snapshot (a snapshot without ``coin`` leaves the coin stream as it is)."""
-        super().set_state(state, theta)
-        if "coin" in state:
-            set_pcg64_state(self.coin, state["coin"])
 
 
 class ScaffnewClient(SubgradientClient):
@@ -1686,23 +1776,32 @@ class ScaffnewClient(SubgradientClient):
             client.ratio = prob / step
         return payloads
 
-    def get_state(self) -> dict:
-        """Copies of ``h_i``, the last ``x̂_i`` (None before the first round), ``p/η`` and the streams' positions."""
-        state = {"h": self.h.copy(), "x_hat": None if self.x_hat is None else self.x_hat.copy(),
-                 "ratio": self.ratio, "oracle": self.oracle.get_state()}
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Copies of ``h_i``, the last ``x̂_i`` (absent before the first round), ``ratio`` (``p/η``) and the
+        stream's position (``oracle_*``), all arrays."""
+        state = {"h": self.h.copy(), "ratio": np.array(self.ratio, dtype=np.float64)}
+        if self.x_hat is not None:
+            state["x_hat"] = self.x_hat.copy()
+        state.update({_ORACLE + k: v for k, v in self.oracle.get_state().items()})
         if self.compress_rng is not None:
-            state["compression"] = self.compress_rng.bit_generator.state
+            state["compression"] = pcg64_state(self.compress_rng)
         return state
 
-    def set_state(self, state: dict, like_theta: Any = None) -> None:
+    def set_state(self, state: Mapping[str, Any], like_theta: Any = None) -> None:
         """Restore a :meth:`get_state` snapshot (``like_theta``, the parameter's structure in the
         :class:`fedmm.protocols.StatefulClientParty` contract, is not needed here)."""
         self.h = np.array(state["h"], dtype=np.float64, copy=True)
-        self.x_hat = None if state["x_hat"] is None else np.array(state["x_hat"], dtype=np.float64, copy=True)
+        x_hat = state.get("x_hat")
+        self.x_hat = None if x_hat is None else np.array(x_hat, dtype=np.float64, copy=True)
         self.ratio = float(state["ratio"])
-        self.oracle.set_state(state["oracle"])
+        self.oracle.set_state(_oracle_state(state))
         if self.compress_rng is not None:
-            self.compress_rng.bit_generator.state = state["compression"]
+            set_pcg64_state(self.compress_rng, state["compression"])
+
+
+def _communication_prob(value: Any, name: str) -> Schedule:
+    """Scaffnew's ``communication_prob``: ``p_s`` in (0, 1] (None: the paper's ``1/√s``)."""
+    return Schedule(("inverse_sqrt", 1.0) if value is None else value, domain="unit", name=name)
 
 
 class Scaffnew(FederatedSubgradientMethod):
@@ -1764,6 +1863,11 @@ class Scaffnew(FederatedSubgradientMethod):
     """
 
     name = "Scaffnew"
+    parameter_constraints = {**FederatedSubgradientMethod.parameter_constraints,
+                             "local_lr": _INVERSE_SQRT_LR,
+                             "communication_prob": Rule(_communication_prob, "a probability in (0, 1] or a Schedule "
+                                                        "spec of them; None: 1/sqrt(s)"),
+                             "max_local_steps": Integer(1, count=True)}
 
     def __init__(self, model: NonsmoothProblem, *, local_lr: Any, communication_prob: Any = ("inverse_sqrt", 1.0),
                  max_local_steps: int = 10**7, compressor: Any = None, clients_per_round: None = None,
@@ -1774,11 +1878,7 @@ class Scaffnew(FederatedSubgradientMethod):
             "ProxSkip's Scaffnew (Mishchenko et al. 2022), as the FedMLS paper runs it (§2, §4), communicates "
             "with every client; client sampling is another method (TAMUNA, Condat et al. 2023, FedMLS paper §2)")
         super().__init__(model, oracle=oracle, batch_size=batch_size, n_threads=n_threads, batched=batched)
-        self.local_lr = _paper_rule(local_lr, "local_lr", "inverse_sqrt")
-        if communication_prob is None:
-            communication_prob = ("inverse_sqrt", 1.0)
-        self.communication_prob = Schedule(communication_prob, domain="unit", name="communication_prob")
-        self.max_local_steps = check_count(max_local_steps, "max_local_steps", low=1)
+        self.set_parameters(local_lr=local_lr, communication_prob=communication_prob, max_local_steps=max_local_steps)
         self.compressor = check_message_compressor(compressor)
         self.clients_per_round, self.participation_prob = participating
 

@@ -21,29 +21,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from fedmm._validation import check_callable, check_count, check_in, check_int, check_participation, check_real
+from fedmm._validation import check_in, check_int, check_participation
 from fedmm.algorithms._monitor import Cadence
+from fedmm.algorithms.base import FederatedAlgorithm, Integer, OptionalConstraint, Options, Real, Rule
 from fedmm.algorithms._random import (
     CLIENT_PARTY,
     SERVER_PARTY,
     RoundStream,
     check_seed,
     party_seed,
-    seed_repr,
 )
 from fedmm.algorithms._schedule import StepSchedule
 from fedmm.algorithms._setup import (
     check_control_variate_step,
     check_compressor,
     check_datas_list,
-    check_runtime,
     check_weights,
-    client_error_policy,
     checked_compressors,
     compressor_list,
     normalized_weights,
@@ -51,6 +48,7 @@ from fedmm.algorithms._setup import (
 )
 from fedmm.compression import Identity
 from fedmm.engine import LocalRuntime, record_initial
+from fedmm.engine.checkpoint import data_digest
 from fedmm.engine.metrics import squared_distance, update_size
 from fedmm.history import History
 from fedmm.models.ot import (
@@ -656,36 +654,57 @@ class _Evaluator:
 
 
 # --------------------------------------------------------------------------- front-ends
-class _FederatedOT:
-    """Construction, validation and ``run`` shared by :class:`FedMMOT` and :class:`FedAdam`."""
+def _check_problem(model: Any, name: str) -> TransportProblem:
+    if not isinstance(model, TransportProblem):
+        raise TypeError(f"Expected '{name}' to be a fedmm TransportProblem, got {type(model).__name__}")
+    return model
+
+
+def _check_compressor_or_identity(compressor: Any, name: str) -> Any:
+    return Identity() if compressor is None else check_compressor(compressor)
+
+
+def _check_weights(weights: Any, name: str) -> list[float] | None:
+    return check_weights(weights)
+
+
+class _FederatedOT(FederatedAlgorithm):
+    """Construction, validation and the run's hooks shared by :class:`FedMMOT` and :class:`FedAdam`."""
 
     name = ""
     kind = ""
+    #: Evaluate after every round by default (when ``run`` gets an ``evaluate``).
+    default_evaluate_every = 1
+    parameter_constraints = {
+        "model": Rule(_check_problem, "a fedmm TransportProblem"),
+        "compressor": Rule(_check_compressor_or_identity, "a compressor or a sequence of them; None: Identity()"),
+        "local_steps": Integer(1, count=True),
+        "local_lr": Real(0.0, low_open=True),
+        "batch_size": OptionalConstraint(Integer(1)),
+        "target_batch_size": OptionalConstraint(Integer(1)),
+        "weights": Rule(_check_weights, "None or non-negative numbers, one per client"),
+        "identity_steps": Integer(0, count=True),
+        "n_threads": Integer(1),
+        "server_lr": Real(0.0, low_open=True),
+        "b1": Real(0.0, 1.0, high_open=True),
+        "b2": Real(0.0, 1.0, high_open=True),
+        "eps": Real(0.0, low_open=True),
+    }
 
     def _common(self, model: TransportProblem, clients_per_round: int | None, participation_prob: float | None,
                 compressor: Any, local_steps: int, local_lr: float, batch_size: int | None,
                 target_batch_size: int | None, weights: Sequence[float] | None, identity_steps: int,
                 n_threads: int, server_lr: float, b1: float, b2: float, eps: float, device: Any = None) -> None:
-        if not isinstance(model, TransportProblem):
-            raise TypeError(f"Expected 'model' to be a fedmm TransportProblem, got {type(model).__name__}")
-        self.model = model
+        self.set_parameters(model=model)
         self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
                                                                                participation_prob)
-        self.compressor = Identity() if compressor is None else check_compressor(compressor)
-        self.local_steps = check_count(local_steps, "local_steps", low=1)
-        self.local_lr = check_real(local_lr, "local_lr", low=0.0, low_open=True)
-        if batch_size is None:
-            batch_size = model.batch_size
-        self.batch_size = None if batch_size is None else check_int(batch_size, "batch_size", low=1)
-        self.target_batch_size = (self.batch_size if target_batch_size is None
-                                  else check_int(target_batch_size, "target_batch_size", low=1))
-        self.weights = check_weights(weights)
-        self.identity_steps = check_count(identity_steps, "identity_steps", low=0)
-        self.n_threads = check_int(n_threads, "n_threads", low=1)
-        self.server_lr = check_real(server_lr, "server_lr", low=0.0, low_open=True)
-        self.b1 = check_real(b1, "b1", low=0.0, high=1.0, high_open=True)
-        self.b2 = check_real(b2, "b2", low=0.0, high=1.0, high_open=True)
-        self.eps = check_real(eps, "eps", low=0.0, low_open=True)
+        self.set_parameters(compressor=compressor, local_steps=local_steps, local_lr=local_lr,
+                            batch_size=model.batch_size if batch_size is None else batch_size,
+                            target_batch_size=target_batch_size)
+        if self.target_batch_size is None:
+            self.target_batch_size = self.batch_size
+        self.set_parameters(weights=weights, identity_steps=identity_steps, n_threads=n_threads,
+                            server_lr=server_lr, b1=b1, b2=b2, eps=eps)
         self.steps = OTSteps(model, server_lr=self.server_lr, b1=self.b1, b2=self.b2, eps=self.eps, device=device)
 
     @property
@@ -799,10 +818,81 @@ class _FederatedOT:
                    for i, d in enumerate(datas)]
         return server, clients
 
+    # -- the run's hooks (FederatedAlgorithm.run) ------------------------------------------
+    def check_run_args(self, n_rounds: int, evaluate_every: Any, *, target: Any,
+                       evaluate: Any = None) -> dict[str, Any]:
+        """``evaluate_every`` (>= 1), the public ``target`` samples (checked when the parties are built)
+        and ``evaluate`` (None or callable)."""
+        evaluate_every = check_int(evaluate_every, "evaluate_every", low=1)
+        if evaluate is not None and not callable(evaluate):
+            raise TypeError(f"Expected 'evaluate' to be callable, got {type(evaluate).__name__}")
+        return {"evaluate_every": evaluate_every, "target": target, "evaluate": evaluate}
+
+    def build_parties(self, datas: Sequence[Any], *, seed: Any, init: Any, on_client_error: str,
+                      run_args: dict[str, Any]) -> tuple[_OTServerBase, list[OTClient]]:
+        """:meth:`build` on ``run_args['target']`` (there is no exchange before the rounds)."""
+        return self.build(datas, target=run_args["target"], seed=seed, init=init)
+
+    def make_monitor(self, server: _OTServerBase, clients: Sequence[OTClient], *, n_rounds: int,
+                     evaluate_data: Any, run_args: dict[str, Any]) -> "_Evaluator | None":
+        """``evaluate`` at the ``evaluate_every`` cadence (None without one)."""
+        if run_args["evaluate"] is None:
+            return None
+        return _Evaluator(run_args["evaluate"], run_args["evaluate_every"], n_rounds, server)
+
+    def record_start(self, history: History, *, server: _OTServerBase, clients: Sequence[OTClient],
+                     monitor: "_Evaluator | None", init: Any, run_args: dict[str, Any]) -> None:
+        """``n_target`` in the config, and ``evaluate`` at ``(ω_0, θ_0)`` (also
+        ``history.config["initial_evaluation"]``)."""
+        history.config["n_target"] = int(clients[0].target.shape[0])
+        record_initial(history)
+        if monitor is not None:
+            start = time.perf_counter()
+            fields = monitor.fields()
+            history.initial.update(fields)
+            history.initial["monitor_time"] = time.perf_counter() - start
+            history.config["initial_evaluation"] = fields
+
+    def choose_runtime(self, runtime: Any, *, server: _OTServerBase, clients: Sequence[OTClient],
+                       history: History, on_client_error: str) -> Any:
+        """``runtime``, or the in-process one (Python backend) with ``n_threads`` and the fault policy."""
+        if runtime is not None:
+            return runtime
+        return LocalRuntime(n_threads=self.n_threads, compiled=False, on_client_error=on_client_error)
+
+    def fingerprint_fields(self, server: _OTServerBase, clients: Sequence[OTClient], *, evaluate_data: Any,
+                           run_args: dict[str, Any]) -> dict[str, Any]:
+        """The clients' data, the target samples, the weights ``μ`` and the name of ``evaluate``."""
+        evaluate = run_args["evaluate"]
+        return {"data": data_digest([c.data for c in clients]), "target": data_digest([clients[0].target]),
+                "weights": data_digest([np.asarray(server.weights, dtype=np.float64)]),
+                "evaluate": None if evaluate is None else getattr(evaluate, "__qualname__", type(evaluate).__name__)}
+
+    def server_params(self, server: _OTServerBase) -> dict[str, Any]:
+        """``{"omega": ω, "theta": θ}`` (copies)."""
+        return {"omega": server.omega.copy(), "theta": server.theta.copy()}
+
+    def callback_state(self, server: _OTServerBase, clients: Sequence[OTClient]) -> dict[str, Any]:
+        """``"potential"`` (``ω``, Algorithm 3's) and ``"theta"`` (``θ``, its conjugate's)."""
+        return {"potential": server.omega, "theta": server.theta}
+
+    def final_state(self, server: _OTServerBase, clients: Sequence[OTClient]) -> dict[str, Any]:
+        """``omega`` and ``theta`` (flat float64 copies)."""
+        return {"omega": server.omega.copy(), "theta": server.theta.copy()}
+
+    def final_theta(self, server: _OTServerBase, clients: Sequence[OTClient]) -> TransportMap:
+        """The final :class:`TransportMap`."""
+        return server.transport_map()
+
+    def finish(self, history: History, server: _OTServerBase, clients: Sequence[OTClient]) -> None:
+        """``history.transport_map``: the final map (as ``history.theta``)."""
+        history.transport_map = history.theta
+
     def run(self, datas: Sequence[Any], n_rounds: int, *, target: Any, seed: Any = None, init: Any = None,
             runtime: Any = None, on_client_error: str | None = None, progress: bool | None = None,
             callback: Callable[[int, Mapping[str, Any]], None] | None = None, evaluate_every: int = 1,
-            evaluate: Callable[[TransportMap], Mapping[str, float]] | None = None) -> History:
+            evaluate: Callable[[TransportMap], Mapping[str, float]] | None = None, resume: Any = None,
+            checkpoint_every: int = 0, checkpoint_path: Any = None) -> History:
         """Run ``n_rounds`` rounds.
 
         Parameters
@@ -843,6 +933,10 @@ class _FederatedOT:
             into that round's record, and its value at ``(ω_0, θ_0)`` into
             ``history.initial`` (the row ``round = 0`` of ``history.series``)
             and ``history.config["initial_evaluation"]``.  Not timed.
+        resume, checkpoint_every, checkpoint_path
+            Checkpoints and resumption, bit for bit (the server's Adam states
+            and control variate, the clients' control variates), as
+            :meth:`fedmm.algorithms.FederatedAlgorithm.run` describes them.
 
         Returns
         -------
@@ -855,39 +949,10 @@ class _FederatedOT:
             algorithm), ``history.transport_map`` (and ``history.theta``) the
             final :class:`TransportMap` (in memory only).
         """
-        n_rounds = check_count(n_rounds, "n_rounds", low=0)
-        evaluate_every = check_int(evaluate_every, "evaluate_every", low=1)
-        on_client_error = client_error_policy(on_client_error, check_runtime(runtime))
-        check_callable(callback, "callback")
-        if evaluate is not None and not callable(evaluate):
-            raise TypeError(f"Expected 'evaluate' to be callable, got {type(evaluate).__name__}")
-        seed = check_seed(seed)
-        server, clients = self.build(datas, target=target, seed=seed, init=init)
-        history = History(self.name, {**self.config(), "seed": seed_repr(seed), "n_clients": len(clients),
-                                      "n_rounds": n_rounds, "n_target": int(clients[0].target.shape[0])})
-        monitor = _Evaluator(evaluate, evaluate_every, n_rounds, server)
-        record_initial(history)
-        if evaluate is not None:
-            start = time.perf_counter()
-            fields = monitor.fields()
-            history.initial.update(fields)
-            history.initial["monitor_time"] = time.perf_counter() - start
-            history.config["initial_evaluation"] = fields
-        if runtime is None:
-            runtime = LocalRuntime(n_threads=self.n_threads, compiled=False, on_client_error=on_client_error)
-        user_callback = None
-        if callback is not None:
-            def user_callback(t: int) -> None:
-                callback(t, MappingProxyType({"params": {"omega": server.omega.copy(), "theta": server.theta.copy()},
-                                              "potential": server.omega, "theta": server.theta}))
-        runtime.run(server, clients, n_rounds, history=history, monitor=monitor if evaluate is not None else None,
-                    callback=user_callback, progress=progress)
-        history.state["omega"] = server.omega.copy()
-        history.state["theta"] = server.theta.copy()
-        history.params = {"omega": server.omega.copy(), "theta": server.theta.copy()}
-        history.transport_map = server.transport_map()
-        history.theta = history.transport_map
-        return history
+        return super().run(datas, n_rounds, seed=seed, init=init, runtime=runtime, on_client_error=on_client_error,
+                           progress=progress, callback=callback, evaluate_every=evaluate_every, resume=resume,
+                           checkpoint_every=checkpoint_every, checkpoint_path=checkpoint_path, target=target,
+                           evaluate=evaluate)
 
     # -- the parties apart from the data (fedmm.protocols.RemoteAlgorithm) -------------------------------
     def remote_config(self) -> dict[str, Any]:
@@ -971,11 +1036,11 @@ class _FederatedOT:
         """The current :class:`~fedmm.models.TransportMap`."""
         return server.transport_map()
 
-    def finish_needs_clients(self) -> bool:
+    def remote_finish_needs_clients(self) -> bool:
         """False: the final state is the server's (``ω``, ``θ``)."""
         return False
 
-    def finish(self, server: _OTServerBase, history: History,
+    def remote_finish(self, server: _OTServerBase, history: History,
                client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
         """``history.state``, ``params``, ``transport_map`` and ``theta`` as :meth:`run` sets them."""
         history.state["omega"] = server.omega.copy()
@@ -1085,6 +1150,10 @@ class FedMMOT(_FederatedOT):
 
     name = "FedMMOT"
     kind = "fedmm"
+    parameter_constraints = {**_FederatedOT.parameter_constraints,
+                             "omega_step": Options(*OMEGA_STEPS),
+                             "control_variate_step": Rule(check_control_variate_step, "a real number in [0, 1]"),
+                             "server_steps": Integer(0, count=True)}
 
     def __init__(self, model: TransportProblem, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None, control_variate_step: float = 0.0,
@@ -1096,12 +1165,11 @@ class FedMMOT(_FederatedOT):
         self._common(model, clients_per_round, participation_prob, compressor, local_steps, local_lr,
                      batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps,
                      device)
-        self.omega_step = check_in(omega_step, "omega_step", OMEGA_STEPS)
-        self.control_variate_step = check_control_variate_step(control_variate_step, "control_variate_step")
+        self.set_parameters(omega_step=omega_step, control_variate_step=control_variate_step)
         if step is None:
             step = 1.0 if self.omega_step == "sgd" else 1e-3
         self.schedule = StepSchedule(step)
-        self.server_steps = check_count(server_steps, "server_steps", low=0)
+        self.set_parameters(server_steps=server_steps)
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "control_variate_step": self.control_variate_step,
@@ -1151,6 +1219,8 @@ class FedAdam(_FederatedOT):
 
     name = "FedAdam"
     kind = "fedadam"
+    parameter_constraints = {**_FederatedOT.parameter_constraints,
+                             "server_steps": Integer(0, count=True), "theta_lr": Real(0.0, low_open=True)}
 
     def __init__(self, model: TransportProblem, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None, local_steps: int = 1,
@@ -1161,8 +1231,7 @@ class FedAdam(_FederatedOT):
         self._common(model, clients_per_round, participation_prob, compressor, local_steps, local_lr,
                      batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps,
                      device)
-        self.server_steps = check_count(server_steps, "server_steps", low=0)
-        self.theta_lr = check_real(theta_lr, "theta_lr", low=0.0, low_open=True)
+        self.set_parameters(server_steps=server_steps, theta_lr=theta_lr)
         self.theta_steps = OTSteps(model, server_lr=self.theta_lr, b1=self.b1, b2=self.b2, eps=self.eps,
                                    device=device)
 

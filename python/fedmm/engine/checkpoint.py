@@ -6,9 +6,10 @@ that can be rebuilt: the server's and every client's ``get_state()``, the
 History of the completed rounds, the index of the next round, and a
 *fingerprint* of the run (algorithm, hyper-parameters, seed, number of
 clients, digest of the clients' data) so that a checkpoint is never applied
-to a different run.  The random streams are counter-based (round ``t`` of
-party ``i`` draws from ``Philox(key_i, t)``), so no generator state needs
-saving.
+to a different run.  Counter-based random streams (round ``t`` of party ``i``
+draws from ``Philox(key_i, t)``: FedMM, FedMM-OT) need no saving; streams
+that advance (the non-smooth family's minibatch streams, Scaffnew's coins)
+are part of their party's ``get_state()``.
 
 File format (version 2): one ``.npz`` (ZIP) archive of the arrays and a
 UTF-8 JSON header (member ``header``) with the format tag, version,

@@ -472,11 +472,12 @@ class LocalRuntime:
         the round is committed (as after a compiled stretch's rounds): an exception it raises leaves the
         round in place."""
         start = time.perf_counter()
+        # before select/broadcast: they may draw from the server's own streams (Scaffnew's coins)
+        server_state = server.get_state()
         ids = server.select(t)
         message = server.broadcast(t)
         contacted = [clients[i] for i in ids]
         snapshots = {c.index: c.get_state() for c in contacted}
-        server_state = server.get_state()
         n_records = len(history.records)
         reasons: dict[int, str] = {}
         committed = False
@@ -495,6 +496,11 @@ class LocalRuntime:
             elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor, None,
                                    reasons=reasons if (reasons or on_invalid) else None, on_invalid=on_invalid)
             committed = True
+        except Exception as exc:
+            if reasons:  # e.g. a server that needs every message: say which clients were dropped, and why
+                exc.add_note(f"fedmm: round {t} failed after dropping client(s) "
+                             + "; ".join(f"{i} ({why})" for i, why in sorted(reasons.items())))
+            raise
         finally:
             if not committed:  # undo the whole round: server, clients and its record
                 _restore(contacted, snapshots)

@@ -48,7 +48,7 @@ Wire conventions (``fedmm/payload-v1``):
   ``history.initial["dropped"]`` / ``["drop_reasons"]``; the run fails only
   when no node answers.
 - end, message type ``query.fedmm_state`` (only for an algorithm whose History
-  holds the clients' final state, ``finish_needs_clients``: FedMLS's
+  holds the clients' final state, ``remote_finish_needs_clients``: FedMLS's
   ``z_clients``): every node answers with its last accepted client state in
   an ``ArrayRecord`` ``"fedmm.state"``.
 
@@ -107,7 +107,7 @@ START_ROUND = -2
 _REMOTE_MEMBERS = ("name", "remote_config", "describe_data", "remote_server", "remote_client", "setup_exchange",
                    "start_exchange", "start_message", "start_reply", "restart_server", "broadcast_layout",
                    "broadcast_to_arrays", "broadcast_from_arrays", "client_state", "restore_client", "estimate",
-                   "finish_needs_clients", "finish")
+                   "remote_finish_needs_clients", "remote_finish")
 _BROADCAST = "fedmm.broadcast"
 _CONFIG = "fedmm.config"
 _PAYLOAD = "fedmm.payload"
@@ -435,8 +435,8 @@ class FedMMStrategy(Strategy):
         except (Exception, KeyboardInterrupt) as exc:
             exc.history = self.history  # the completed rounds, as the other runtimes
             raise
-        states = self._final_states(grid, timeout) if self.remote.finish_needs_clients() else None
-        self.remote.finish(self.server, self.history, states)
+        states = self._final_states(grid, timeout) if self.remote.remote_finish_needs_clients() else None
+        self.remote.remote_finish(self.server, self.history, states)
         warn_all_dropped(self.history)
         return self.history
 

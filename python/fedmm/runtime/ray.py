@@ -475,6 +475,8 @@ class RayRuntime:
 
         ray, raising = fleet.ray, self.on_client_error == "raise"
         start = time.perf_counter()
+        # before select/broadcast: they may draw from the server's own streams (Scaffnew's coins)
+        server_state = server.get_state()
         ids = server.select(t)
         message = server.broadcast(t)
         message_ref = ray.put(message)
@@ -540,7 +542,6 @@ class RayRuntime:
                 if self.errors is not None:
                     self.errors.append((t, i, f"invalid payload: {reason}"))
 
-        server_state = server.get_state()
         n_records = len(history.records)
         before: dict[int, dict] = {}
 
