@@ -761,7 +761,7 @@ class RemoteAlgorithm(Protocol):
         ...
 
     def remote_finish(self, server: Any, history: History,
-               client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+                      client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
         """Put the final state into ``history`` (``state``, ``params``, ``theta``) as the in-process ``run`` does.
 
         ``client_states[i]``: client ``i``'s last :meth:`client_state`, given

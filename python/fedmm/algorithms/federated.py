@@ -1429,7 +1429,7 @@ class FedMM(FederatedAlgorithm):
         return False
 
     def remote_finish(self, server: Server, history: History,
-               client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+                      client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
         """``history.state["S"]``, ``["theta"]``, ``params`` and ``theta`` as :meth:`run` sets them."""
         if server.S is not None:
             history.state["S"] = server.S

@@ -463,7 +463,7 @@ def state_to_arrays(state: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
     def walk(value: Any, path: str) -> Any:
         if isinstance(value, np.ndarray):
-            arrays[path] = np.ascontiguousarray(value)
+            arrays[path] = np.array(value, order="C")  # 0-d stays 0-d (ascontiguousarray makes it 1-d)
             return {"__array__": path}
         if isinstance(value, Mapping):
             return {str(k): walk(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
@@ -1246,7 +1246,7 @@ class FederatedSubgradientMethod(FederatedAlgorithm):
         return False
 
     def remote_finish(self, server: SubgradientServer, history: History,
-               client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+                      client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
         """``history.state`` (:meth:`final_state`), ``params`` and ``theta`` as :meth:`run` sets them.
 
         ``client_states[i]`` (client ``i``'s :meth:`client_state`) stand in

@@ -1041,7 +1041,7 @@ class _FederatedOT(FederatedAlgorithm):
         return False
 
     def remote_finish(self, server: _OTServerBase, history: History,
-               client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+                      client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
         """``history.state``, ``params``, ``transport_map`` and ``theta`` as :meth:`run` sets them."""
         history.state["omega"] = server.omega.copy()
         history.state["theta"] = server.theta.copy()

@@ -463,7 +463,7 @@ class FedMMStrategy(Strategy):
     def _state_record(self) -> ArrayRecord:
         """The server's state (``get_state``) for Flower's bookkeeping of the rounds."""
         state = self.server.get_state()
-        return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+        return ArrayRecord({k: Array(np.array(v, order="C")) for k, v in state.items()})
 
     # -- Strategy interface -----------------------------------------------------
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
@@ -543,7 +543,7 @@ def _load_state(context: Context, token: str) -> dict[str, np.ndarray]:
 
 
 def _save_state(context: Context, state: dict[str, np.ndarray], token: str) -> None:
-    arrays = {k: Array(np.ascontiguousarray(v)) for k, v in state.items()}
+    arrays = {k: Array(np.array(v, order="C")) for k, v in state.items()}
     arrays[_TOKEN] = Array(np.frombuffer(token.encode(), dtype=np.uint8).copy())
     context.state.array_records[STATE_KEY] = ArrayRecord(arrays)
 
@@ -663,7 +663,7 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
         config = msg.content.config_records[_CONFIG]
         state = _accepted_state(context, str(config["strategy-token"]), int(config["accepted-round"]))
         content = RecordDict({_REPLY: ConfigRecord({"partition-id": _partition_id(context)}),
-                              _STATE: ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})})
+                              _STATE: ArrayRecord({k: Array(np.array(v, order="C")) for k, v in state.items()})})
         return Message(content, reply_to=msg)
 
     return app
