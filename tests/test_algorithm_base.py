@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fault_injection import FaultyClient
-from fedmm.algorithms import (FedAvg, FederatedAlgorithm, FedMLS, FedMM, ParameterAveraging, Scaffnew, Scaffold,
-                              Server, StopRun)
+from fedmm.algorithms import (FedAvg, FederatedAlgorithm, FedMLS, FedMM, FedProx, ParameterAveraging, Scaffnew,
+                              Scaffold, Server, StopRun)
 from fedmm.engine import Checkpoint, LocalRuntime
 from fedmm.models import GaussianMixture, InverseToy
 from fedmm.models.nonsmooth import HingeSVM, L1Regression
@@ -79,6 +79,8 @@ FAMILIES = {
     "FedAvg": (lambda: FedAvg(HingeSVM(), local_lr=0.01, local_steps=2, batch_size=4), _hinge_data,
                dict(evaluate_every=3)),
     "Scaffold": (lambda: Scaffold(HingeSVM(), local_lr=0.01, local_steps=2), _hinge_data, dict(evaluate_every=1)),
+    "FedProx": (lambda: FedProx(L1Regression(), mu=0.3, local_lr=0.01, local_steps=2, batch_size=4,
+                                clients_per_round=3), _l1_data, dict(evaluate_every=2)),
     # the coin of every communication comes from the server's stream: a resume must carry its position
     "Scaffnew": (lambda: Scaffnew(HingeSVM(), local_lr=0.01, communication_prob=0.5, batch_size=3), _hinge_data,
                  dict()),

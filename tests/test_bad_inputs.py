@@ -32,8 +32,8 @@ import fedmm.compression as compression
 import fedmm.data as fdata
 import fedmm.kernels as kernels
 from fedmm._validation import MAX_ITERATIONS, check_count, check_int
-from fedmm.algorithms import (SASSMM, Cadence, FedAdam, FedAvg, FedMLS, FedMM, FedMMOT, ParameterAveraging, Scaffnew,
-                              Scaffold, Schedule, StepSchedule)
+from fedmm.algorithms import (SASSMM, Cadence, FedAdam, FedAvg, FedMLS, FedMM, FedMMOT, FedProx, ParameterAveraging,
+                              Scaffnew, Scaffold, Schedule, StepSchedule)
 from fedmm.estimators import FederatedDictionaryLearning, FederatedGaussianMixture, split_rows
 from fedmm.models import (ICNN, DictionaryLearning, GaussianMixture, InverseToy, MissingValues, PoissonLatent,
                           ProximalGradient, StatisticLayout, TransportProblem)
@@ -138,13 +138,14 @@ def test_a_complex_init_is_a_type_error_not_a_complex_warning():
     lambda rt: ParameterAveraging(InverseToy()).run(TOY, 2, seed=0, runtime=rt),
     lambda rt: FedMLS(HingeSVM(), prox_weight=1.0).run(NS, 2, seed=0, runtime=rt),
     lambda rt: FedAvg(HingeSVM(), local_lr=0.1).run(NS, 2, seed=0, runtime=rt),
+    lambda rt: FedProx(HingeSVM(), local_lr=0.1).run(NS, 2, seed=0, runtime=rt),
     lambda rt: Scaffold(HingeSVM(), local_lr=0.1).run(NS, 2, seed=0, runtime=rt),
     lambda rt: Scaffnew(HingeSVM(), local_lr=0.1).run(NS, 2, seed=0, runtime=rt),
     pytest.param(lambda rt: FedMMOT(TransportProblem(2, hidden_sizes=[4], batch_size=8), identity_steps=0).run(
         OT_DATA, 1, target=OT_TARGET, seed=0, runtime=rt), marks=needs_ot),
     pytest.param(lambda rt: FedAdam(TransportProblem(2, hidden_sizes=[4], batch_size=8), identity_steps=0).run(
         OT_DATA, 1, target=OT_TARGET, seed=0, runtime=rt), marks=needs_ot),
-], ids=["FedMM", "ParameterAveraging", "FedMLS", "FedAvg", "Scaffold", "Scaffnew", "FedMMOT", "FedAdam"])
+], ids=["FedMM", "ParameterAveraging", "FedMLS", "FedAvg", "FedProx", "Scaffold", "Scaffnew", "FedMMOT", "FedAdam"])
 def test_a_runtime_without_run_is_a_type_error_naming_the_protocol(make_run):
     for bogus in ("bogus", 3, object()):
         with pytest.raises(TypeError, match=r"'runtime' to be None or a runtime with run\(server, clients, "
@@ -402,6 +403,10 @@ TABLE = [
      dict(local_lr=[1e300], clients_per_round=[1, 2], participation_prob=[1e-300, 1.0])),
     ("FedAvg.run", _nonsmooth_run(FedAvg, dict(local_lr=0.1)), dict(n_rounds=COUNT_BAD, init=ARRAY_BAD[1:],
                                                                 runtime=["bogus"], callback=["x"]), {}),
+    ("FedProx", _nonsmooth(FedProx, dict(local_lr=0.1)), dict(mu=REAL_BAD + [-1e-300, 1e308], local_lr=REAL_BAD + [0.0],
+                                                          **_NS_COMMON, **_NS_SAMPLING),
+     dict(mu=[0.0, 1e300], clients_per_round=[1, 2])),
+    ("FedProx.run", _nonsmooth_run(FedProx, dict(local_lr=0.1)), dict(n_rounds=COUNT_BAD, runtime=["bogus"]), {}),
     ("Scaffold", _nonsmooth(Scaffold, dict(local_lr=0.1)), dict(local_lr=REAL_BAD + [0.0], server_lr=REAL_BAD + [0.0,
                                                                                                                  1e308],
                                                             local_steps=COUNT_BAD + [0], **_NS_COMMON,
@@ -716,7 +721,8 @@ def test_unusual_value_works_or_is_refused_naming_the_argument(call, arg, value)
 
 def test_the_table_covers_every_public_family_and_module():
     names = {name.split(".")[0] for name, *_ in TABLE}
-    for required in ("FedMM", "ParameterAveraging", "SASSMM", "FedMLS", "FedAvg", "Scaffold", "Scaffnew", "FedMMOT",
+    for required in ("FedMM", "ParameterAveraging", "SASSMM", "FedMLS", "FedAvg", "FedProx", "Scaffold", "Scaffnew",
+                     "FedMMOT",
                      "FedAdam", "FederatedGaussianMixture", "FederatedDictionaryLearning", "LocalRuntime",
                      "RayRuntime", "load_client_arrays", "load_movielens_ratings"):
         assert required in names, required
@@ -733,5 +739,6 @@ def test_the_table_covers_every_public_family_and_module():
         missing = [n for n in mod.__all__ if n not in skip and n not in covered]
         assert not missing, f"{mod.__name__} entries without bad-input cases: {missing}"
     runs = {name for name, *_ in TABLE if name.endswith(".run")}
-    assert runs >= {f"{a}.run" for a in ("FedMM", "ParameterAveraging", "SASSMM", "FedMLS", "FedAvg", "Scaffold",
+    assert runs >= {f"{a}.run" for a in ("FedMM", "ParameterAveraging", "SASSMM", "FedMLS", "FedAvg", "FedProx",
+                                          "Scaffold",
                                           "Scaffnew", "FedMMOT", "FedAdam")}

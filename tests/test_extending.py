@@ -4,6 +4,8 @@
 The recipes are executed from the Markdown file itself (``reference.extending_recipes``), so the
 document cannot drift from what is tested.
 """
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -169,3 +171,17 @@ def test_fedgd_algorithm_on_both_runtimes(recipes):
     norms = runs[0]["grad_norm"]
     np.testing.assert_allclose(norms[1:10] / norms[:9], 0.5, rtol=1e-9)
     assert runs[0]["bytes_up"][0] == 4 * 16 and runs[0].records[0]["active"] == [0, 1, 2, 3]
+
+
+# --------------------------------------------------------------------------- 4b. FedProx, one file of hooks
+def test_the_fedprox_recipe_is_the_shipped_file_verbatim(recipes):
+    # The recipe's hooks are python/fedmm/algorithms/fedprox.py from its imports on (the doc cannot drift from
+    # the file that tests/test_fedprox.py, test_runtime_ray.py and test_runtime_flower.py run), and they run.
+    import fedmm.algorithms.fedprox as shipped
+
+    source = Path(shipped.__file__).read_text(encoding="utf-8")
+    hooks = source[source.index("from fedmm.algorithms.base import"):].replace(
+        '__all__ = ["FedProx", "FedProxServer", "FedProxClient", "FedProxMessage"]\n\n\n', "")
+    blocks = [body for _, body in python_blocks(EXTENDING_DOC.read_text(encoding="utf-8")) if "class FedProx(" in body]
+    assert len(blocks) == 1 and blocks[0].rstrip().endswith(hooks.rstrip())
+    assert recipes.FedProx.parameter_constraints["mu"].check(0.5, "mu") == 0.5

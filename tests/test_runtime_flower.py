@@ -26,7 +26,7 @@ from flwr.simulation import run_simulation  # noqa: E402
 
 import fedmm.runtime.flower as ff  # noqa: E402
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
-from fedmm.algorithms import FedAvg, FedMLS, Scaffnew, Scaffold, init_generator  # noqa: E402
+from fedmm.algorithms import FedAvg, FedMLS, FedProx, Scaffnew, Scaffold, init_generator  # noqa: E402
 from fedmm.algorithms.federated import theta_structure, theta_template  # noqa: E402
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding  # noqa: E402
 from fedmm.data import synthetic_dictionary  # noqa: E402
@@ -299,6 +299,8 @@ SUBGRADIENT = {
     # minibatch oracles with their own streams (carried in the node's state), each method's schedules and state
     "FedMLS": lambda: FedMLS(HingeSVM(), prox_weight=("inverse", 1.0), radius=20.0, batch_size=0.3),
     "FedAvg": lambda: FedAvg(L1Regression(), local_lr=0.05, batch_size=4),
+    # the recipe of docs/extending.md, with 8-bit compression of the clients' messages
+    "FedProx": lambda: FedProx(HingeSVM(), mu=0.3, local_lr=0.05, batch_size=4, compressor=StochasticRounding(bits=8)),
     "Scaffold": lambda: Scaffold(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=5),
     "Scaffnew": lambda: Scaffnew(L1Regression(), local_lr=0.05, communication_prob=0.5, batch_size=3),
 }

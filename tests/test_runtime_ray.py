@@ -306,16 +306,18 @@ class _FailsOnCall:
 
 
 def _nonsmooth(name):
-    from fedmm.algorithms import FedAvg, FedMLS, Scaffnew, Scaffold
+    from fedmm.algorithms import FedAvg, FedMLS, FedProx, Scaffnew, Scaffold
+    from fedmm.compression import StochasticRounding
     from fedmm.models.nonsmooth import HingeSVM
 
     problem = HingeSVM()
     return {"FedAvg": lambda: FedAvg(problem, local_lr=0.05), "Scaffold": lambda: Scaffold(problem, local_lr=0.05),
             "Scaffnew": lambda: Scaffnew(problem, local_lr=0.05),
+            "FedProx": lambda: FedProx(problem, mu=0.5, local_lr=0.05, compressor=StochasticRounding(bits=8)),
             "FedMLS": lambda: FedMLS(problem, prox_weight=("inverse", 1.0), radius=5.0)}[name]()
 
 
-@pytest.mark.parametrize("name", ["FedAvg", "Scaffold", "FedMLS", "Scaffnew"])
+@pytest.mark.parametrize("name", ["FedAvg", "Scaffold", "FedMLS", "Scaffnew", "FedProx"])
 def test_nonsmooth_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(ray_session, name):
     # A client failing in round 2 is dropped with its reason, on Ray as in process: the same History and the
     # same parties.  Interrupted after round 1 on Ray and resumed on Ray from the snapshot (fresh parties, a

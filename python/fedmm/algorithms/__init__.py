@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Algorithms: SA-SSMM, FedMM (Algorithms 1, 2 and 4 of the FedMM paper), the Θ-space baseline,
-FedMLS with its non-smooth baselines FedAvg, Scaffold and Scaffnew (FedMLS paper), and FedMM-OT
+FedMLS with its non-smooth baselines FedAvg, Scaffold and Scaffnew (FedMLS paper), FedProx (Li et al.
+2020; the algorithm recipe of docs/extending.md), and FedMM-OT
 (FedMM paper §7, Algorithm 3) with its FedAdam baseline for optimal-transport maps.
 
 ``Server`` and ``Client`` hold the mathematics of a round and exchange only
 messages (:class:`Broadcast` arrays down, compressed bytes up); runtimes in
 ``fedmm.runtime`` move those messages.
 
-Every family (FedMM, the Θ-space baseline, FedMLS, FedAvg, Scaffold,
+Every family (FedMM, the Θ-space baseline, FedMLS, FedAvg, FedProx, Scaffold,
 Scaffnew, FedMM-OT, FedAdam) is a :class:`FederatedAlgorithm`: declared
 parameter constraints and one ``run`` (seed, runtime, fault policy,
 checkpoints and resumption, callbacks, the History).
@@ -29,6 +30,7 @@ from fedmm.algorithms._setup import check_control_variate_step, check_compressor
 from fedmm.algorithms.base import FederatedAlgorithm
 from fedmm.algorithms.federated import Broadcast, Client, FedMM, ParameterAveraging, Server, StopRun
 from fedmm.algorithms.fedmls import FedMLS
+from fedmm.algorithms.fedprox import FedProx
 from fedmm.algorithms.nonsmooth import FedAvg, Scaffnew, Scaffold
 from fedmm.algorithms.sassmm import SASSMM
 from fedmm.algorithms.ot import FedAdam, FedMMOT  # JAX is imported when they are used
@@ -36,4 +38,4 @@ from fedmm.algorithms.ot import FedAdam, FedMMOT  # JAX is imported when they ar
 __all__ = ["SASSMM", "FedMM", "ParameterAveraging", "Server", "Client", "Broadcast", "StopRun", "StepSchedule",
            "FedMLS", "FedAvg", "Scaffold", "Scaffnew", "Schedule", "Cadence", "check_seed", "seed_repr",
            "seed_from_repr", "FedMMOT", "FedAdam", "init_generator", "check_control_variate_step", "check_compressor",
-           "FederatedAlgorithm"]
+           "FederatedAlgorithm", "FedProx"]

@@ -1446,15 +1446,24 @@ class FedAvg(FederatedSubgradientMethod):
                 "participation_prob": self.participation_prob,
                 "compressor": compressor_description(self.compressor)}
 
+    #: The parties :meth:`build_server` and :meth:`build_client` make: a variant of FedAvg (FedProx) names
+    #: its own and adds its server's arguments in :meth:`server_options`.
+    server_class: type = FedAvgServer
+    client_class: type = FedAvgClient
+
+    def server_options(self) -> dict[str, Any]:
+        """Extra keyword arguments of :attr:`server_class` (none for FedAvg)."""
+        return {}
+
     def build_server(self, n_clients, x0, seed):
         count, prob = participation(self.clients_per_round, self.participation_prob, n_clients)
-        return FedAvgServer(n_clients, x0, self.local_steps, self.local_lr,
-                            checked_compressors(self.compressor, n_clients, x0.shape[0]),
-                            clients_per_round=count, participation_prob=prob, seed=seed)
+        return self.server_class(n_clients, x0, self.local_steps, self.local_lr,
+                                 checked_compressors(self.compressor, n_clients, x0.shape[0]),
+                                 clients_per_round=count, participation_prob=prob, seed=seed, **self.server_options())
 
     def build_client(self, index, data, oracle, x0, n_clients):
-        return FedAvgClient(index, self.model, data, oracle, n_clients,
-                            compressor_list(self.compressor, n_clients)[index])
+        return self.client_class(index, self.model, data, oracle, n_clients,
+                                 compressor_list(self.compressor, n_clients)[index])
 
     def message_class(self) -> type:
         """:class:`FedAvgMessage`."""
