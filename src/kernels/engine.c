@@ -428,16 +428,18 @@ static int dictionary_statistic(const void *ctx, const double *theta, const doub
     const size_t KK = (size_t)K * K, pK = (size_t)p * K;
     double *Z = work, *H = Z + (size_t)p * b, *A = H + (size_t)K * b, *Bt = A + KK;
     double *stats_work = Bt + pK;
+    /* the minibatch as columns: the data's own rows when they are the first b (no copy), else gathered */
+    const double *Zb = idx == NULL ? data : Z;
     for (int64_t j = 0; j < b; ++j) {
         const int64_t row = idx == NULL ? j : idx[j];
-        memcpy(Z + (size_t)j * p, data + (size_t)row * p, (size_t)p * sizeof(double));
+        if (idx != NULL) memcpy(Z + (size_t)j * p, data + (size_t)row * p, (size_t)p * sizeof(double));
         if (memory) memcpy(H + (size_t)j * K, memory + (size_t)row * K, (size_t)K * sizeof(double));
     }
     const int64_t offsets[2] = {0, b};
     /* theta: the row-major dictionary, then the column-major copy the solver reads */
     fedmm_lasso_options_t opts = c->lasso;
     opts.warm_start = memory != NULL;
-    int status = fedmm_dictionary_statistics(p, K, (fedmm_blas_int)b, theta + pK, p, Z, p, &opts, 1,
+    int status = fedmm_dictionary_statistics(p, K, (fedmm_blas_int)b, theta + pK, p, Zb, p, &opts, 1,
                                              offsets, H, A, Bt, NULL, NULL, n_unconverged,
                                              stats_work, c->blas);
     if (status != FEDMM_OK) return status;

@@ -48,6 +48,7 @@ def compiled_unsupported(server: Any, clients: Sequence[Any]) -> str | None:
     if server.projection not in ("euclidean", None):
         return f"projection={server.projection!r}"
     msg = _message_size(server)
+    specs = _CompressorSpecs(msg)
     for c in clients:
         o = c.oracle
         if o.kind not in ("minibatch", "full"):
@@ -60,10 +61,33 @@ def compiled_unsupported(server: Any, clients: Sequence[Any]) -> str | None:
             return f"client {c.index} is configured differently from the server"
         if c.V is not None and np.shape(c.V) != (msg,):
             return f"client {c.index} has no control variate of length {msg} (set-up not run)"
-        spec = getattr(c.compressor, "quantizer_spec", None)
-        if spec is None or spec(msg) is None:
+        if specs.spec(c.compressor) is None:
             return f"client {c.index}'s compressor {c.compressor!r} has no compiled quantizer (quantizer_spec)"
     return None
+
+
+class _CompressorSpecs:
+    """``quantizer_spec(msg)`` and ``payload_nbytes(msg)`` of the clients' compressors, asked once per
+    compressor object (clients usually share one): a stretch's set-up then costs O(1) compressor calls
+    instead of O(n).  Lives for one call, while the clients hold their compressors."""
+
+    def __init__(self, msg: int) -> None:
+        self.msg = msg
+        self._specs: dict[int, Any] = {}
+        self._nbytes: dict[int, int] = {}
+
+    def spec(self, comp: Any) -> tuple[int, int, int, int] | None:
+        key = id(comp)
+        if key not in self._specs:
+            spec = getattr(comp, "quantizer_spec", None)
+            self._specs[key] = None if spec is None else spec(self.msg)
+        return self._specs[key]
+
+    def nbytes(self, comp: Any) -> int:
+        key = id(comp)
+        if key not in self._nbytes:
+            self._nbytes[key] = int(comp.payload_nbytes(self.msg))
+        return self._nbytes[key]
 
 
 def compiled_start_statistics(server: Any, clients: Sequence[Any], theta: Any, n_threads: int = 1,
@@ -121,17 +145,18 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
     model = server.model
     compiled = model.compiled_model()
     msg = _message_size(server)
-    datas, memories, Vs, nbytes = [], [], [], []
-    quantizers = np.empty((len(clients), 4), dtype=np.int64)
-    for k, c in enumerate(clients):
+    datas, memories, Vs, nbytes, quantizers = [], [], [], [], []
+    specs = _CompressorSpecs(msg)
+    for c in clients:
         if not (type(c.V) is np.ndarray and c.V.dtype == np.float64 and c.V.flags.c_contiguous
                 and c.V.flags.writeable):
             c.V = np.array(c.V, dtype=np.float64)  # the kernel updates it in place
         datas.append(model.compiled_data(c.data))
         memories.append(model.compiled_memory(c.oracle.memory, c.data))
         Vs.append(c.V)
-        quantizers[k] = c.compressor.quantizer_spec(msg)
-        nbytes.append(int(c.compressor.payload_nbytes(msg)))
+        quantizers.append(specs.spec(c.compressor))
+        nbytes.append(specs.nbytes(c.compressor))
+    quantizers = np.array(quantizers, dtype=np.int64).reshape(len(clients), 4)
     keys = np.ascontiguousarray(np.stack([c.stream.key for c in clients]), dtype=np.uint64)
     first = clients[0].oracle
     batch = max(c.oracle.batch_size or 1 for c in clients) if first.kind == "minibatch" else 1
@@ -157,13 +182,16 @@ def compiled_rounds(server: Any, clients: Sequence[Any], t0: int, n_rounds: int,
     server.set_state({"S": S, "V": V, "theta_vector": theta[:d].copy(), "theta_vector_prev": theta_prev[:d].copy()},
                      theta=model.theta_from_compiled(theta, theta_like) if server.space == "statistic" else None)
     message_nbytes = int(server.broadcast_nbytes)
+    # bytes up per round: the senders' payload sizes summed in int64 (exact), all rounds at once
+    sent = np.arange(senders.shape[1]) < n_senders[:, None]
+    bytes_up = np.where(sent, np.array(nbytes, dtype=np.int64)[senders], 0).sum(axis=1)
     out = []
     # Python floats and ints once (the records are what Server.aggregate returns, to the bit)
-    for r, (gamma, (d_s, d_theta), ids, count, contacted, wall) in enumerate(zip(
+    for gamma, (d_s, d_theta), ids, count, contacted, wall, up in zip(
             gammas.tolist(), dist.tolist(), senders.tolist(), n_senders.tolist(), n_contacted.tolist(),
-            seconds.tolist())):
+            seconds.tolist(), bytes_up.tolist()):
         del ids[count:]
         out.append({"record": step_record(gamma, d_theta, d_s if server.space == "statistic" else None),
-                    "active": ids, "n_contacted": contacted, "bytes_up": sum([nbytes[i] for i in ids]),
+                    "active": ids, "n_contacted": contacted, "bytes_up": up,
                     "bytes_down": contacted * message_nbytes, "seconds": wall})
     return out + failed

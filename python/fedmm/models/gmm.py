@@ -229,21 +229,31 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
         sum_y : ndarray of shape (p,)
         sum_yyT : ndarray of shape (p, p)
         """
-        Y = self.check_data(data)
+        return self._moments(self.check_data(data))
+
+    @staticmethod
+    def _moments(Y: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """:meth:`local_moments` of data already through :meth:`check_data`."""
         return Y.shape[0], Y.sum(axis=0), Y.T @ Y
 
     def set_global_moments(self, moments: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:
         """Aggregate the clients' :meth:`local_moments` into ``M₂ = N⁻¹ Σ y yᵀ`` (server side)."""
         if len(moments) == 0:
             raise ValueError("Expected 'moments' from at least one client, got none")
-        n = sum(int(m[0]) for m in moments)
         p = np.shape(moments[0][1])[0]
         self._set_features(p, "moments")
+        self._aggregate_moments([(m, as_array(sy, f"moments[{i}][1]", ndim=1),
+                                  as_array(syy, f"moments[{i}][2]", ndim=2)) for i, (m, sy, syy) in enumerate(moments)])
+
+    def _aggregate_moments(self, moments: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:
+        """The aggregation of :meth:`set_global_moments` on checked moments (in client order)."""
+        n = sum(int(m[0]) for m in moments)
+        p = self.n_features
         sum_y = np.zeros(p)
         sum_yy = np.zeros((p, p))
-        for i, (_, sy, syy) in enumerate(moments):
-            sum_y += as_array(sy, f"moments[{i}][1]", ndim=1)
-            sum_yy += as_array(syy, f"moments[{i}][2]", ndim=2)
+        for _, sy, syy in moments:
+            sum_y += sy
+            sum_yy += syy
         self.n_total = n
         self.first_moment = sum_y / n
         m2 = sum_yy / n
@@ -274,7 +284,8 @@ class GaussianMixture(CompiledCallbacks, SurrogateModel):
             Y = self.check_data(d, f"datas[{i}]")
             self._set_features(Y.shape[1], f"datas[{i}]")
             checked.append(Y)
-        self.fit_global_moments(checked)
+        # the moments of fit_global_moments, from the arrays just checked (no second validation pass)
+        self._aggregate_moments([self._moments(Y) for Y in checked])
 
     # -- data ---------------------------------------------------------------
     def check_data(self, data: Any, name: str = "data") -> np.ndarray:
