@@ -272,3 +272,21 @@ def test_round_config_mirrors_the_c_struct():
     body = re.search(r"typedef struct fedmm_round_config \{(.*?)\} fedmm_round_config_t;", text, re.S).group(1)
     c_fields = re.findall(r"(\w+);", body)
     assert [f.name for f in dataclasses.fields(RoundConfig)][:len(c_fields)] == c_fields
+
+
+def test_a_checkpoint_stores_the_state_values_as_their_arrays(tmp_path):
+    from fedmm.engine import Checkpoint
+    from fedmm.history import History
+
+    server, clients = _fedmm_parties(seed=5)
+    _python_rounds(server, clients, range(2))
+    h = History("FedMM", {})
+    h.append(round=0)
+    h.append(round=1)
+    ck = Checkpoint(fingerprint={"x": 1}, next_round=2, server_state=server.export_state(),
+                    client_states=[c.export_state() for c in clients], history=h)
+    ck.save(tmp_path / "ck")
+    back = Checkpoint.load(tmp_path / "ck")
+    _assert_same_state(back.server_state, server.get_state())
+    for state, c in zip(back.client_states, clients):
+        _assert_same_state(state, c.get_state())
