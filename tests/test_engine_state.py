@@ -290,3 +290,19 @@ def test_a_checkpoint_stores_the_state_values_as_their_arrays(tmp_path):
     _assert_same_state(back.server_state, server.get_state())
     for state, c in zip(back.client_states, clients):
         _assert_same_state(state, c.get_state())
+
+
+def test_parties_and_states_pickle_after_compiled_rounds():
+    """A Ray worker or a process pool receives them: the server's compiled cache is not pickled."""
+    import pickle
+
+    server, clients = _fedmm_parties(seed=6)
+    assert len(server.simulate_rounds(clients, 0, 3)) == 3
+    state = clients[0].export_state()
+    back = pickle.loads(pickle.dumps(state))
+    _assert_same_state(back.to_arrays(), state.to_arrays())
+    assert not back.memory["codes"].flags.writeable
+    server2, clients2 = pickle.loads(pickle.dumps((server, clients)))
+    assert len(server2.simulate_rounds(clients2, 3, 2)) == 2
+    assert len(server.simulate_rounds(clients, 3, 2)) == 2
+    _assert_same_state(server2.get_state(), server.get_state())

@@ -592,6 +592,12 @@ class Server:
         size = self.theta_vector.nbytes + (0 if self.S is None else self.S.nbytes)
         return size + (1 if self.mode == "compress" else 0)
 
+    def __getstate__(self) -> dict:
+        # pickled without the compiled backend's cache (a compiled model, the client objects): rebuilt on use
+        state = self.__dict__.copy()
+        state["_compiled"] = None
+        return state
+
     # -- the compiled backend (values in, values out) ------------------------------
     def _compiled_setup(self, clients: Sequence[Client]) -> tuple:
         """``(reason, config, compiled model, compiled datas)`` for these in-process clients, built at the
