@@ -51,6 +51,12 @@
    modules (``src/fedmm_core/*.pyx``) turn kernel status codes into exceptions only through
    ``status.pxi``: each includes it, and none raises with ``fedmm_strerror`` itself.
 
+8. The compiled backend reads no party (``fedmm/engine/compiled.py`` and the state values it consumes,
+   ``fedmm/engine/state.py``): it works on values (``RoundConfig``, ``ServerState``, ``ClientState``, the
+   compiled model, arrays).  Forbidden there: a parameter named like a party (:data:`PARTY_NAMES`), an
+   attribute read through such a name (``server.S``, ``clients[0].V``, ``self.client.oracle``) and any
+   import of ``fedmm.algorithms`` or ``fedmm.runtime``, where the parties live.
+
 Each test is parametrized over the source files and reports every violation of its file at once, as
 ``path:line: expression``.  There is no allowlist: a file that breaks a rule fails until it is fixed.
 """
@@ -325,6 +331,31 @@ def algorithm_imports(path: Path, package: Path = PACKAGE) -> list[str]:
     return _report(path, package, out)
 
 
+#: Modules of the compiled backend that work on values only (rule 8), relative to the package.
+VALUE_ONLY = ("engine/compiled.py", "engine/state.py")
+#: Where the parties live: the value-only modules import nothing from these (rule 8).
+PARTY_PACKAGES = ("fedmm.algorithms", "fedmm.runtime")
+
+
+def party_reads(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Rule 8: parameters named like a party, attribute reads through such a name, imports of the parties'
+    packages, in the modules of the compiled backend (:data:`VALUE_ONLY`)."""
+    if path.relative_to(package).as_posix() not in VALUE_ONLY:
+        return []
+    out = []
+    for node in ast.walk(tree(path)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            params = a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x is not None]
+            out += [(node.lineno, f"parameter {p.arg!r}") for p in params if p.arg in PARTY_NAMES]
+        elif isinstance(node, ast.Attribute) and _last_name(node.value) in PARTY_NAMES:
+            out.append((node.lineno, ast.unparse(node)))
+    for line, text, module, _ in imports(path, package):
+        if any(module == p or module.startswith(p + ".") for p in PARTY_PACKAGES):
+            out.append((line, text))
+    return _report(path, package, out)
+
+
 # --------------------------------------------------------------------------- the tests
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
 def test_no_underscore_access_across_objects(path):
@@ -356,6 +387,15 @@ def test_runtimes_import_nothing_from_the_algorithms(path):
     problems = algorithm_imports(path)
     assert not problems, ("a runtime imports from fedmm.algorithms (it must rely on fedmm.protocols, "
                           "e.g. RemoteAlgorithm):\n" + "\n".join(problems))
+
+
+def test_the_compiled_backend_reads_no_party(path):
+    problems = party_reads(path)
+    assert not problems, "the compiled backend reaches into a party instead of taking values:\n" + "\n".join(problems)
+
+
+def test_the_value_only_modules_exist():
+    assert all((PACKAGE / name).is_file() for name in VALUE_ONLY)
 
 
 # --------------------------------------------------------------------------- the checker itself
@@ -493,3 +533,26 @@ def test_extension_modules_map_statuses_through_status_pxi(path):
     own = [f"{path.name}:{number}: {line.strip()}" for number, line in enumerate(text.splitlines(), 1)
            if "raise" in line and "fedmm_strerror" in line]
     assert not own, "map the status with check_status (status.pxi):\n" + "\n".join(own)
+
+
+def test_the_party_rule_flags_what_it_should(tmp_path):
+    snippet = "\n".join([
+        "from fedmm.engine.state import RoundConfig",         # 1 fine
+        "from fedmm.algorithms import federated",             # 2 flagged
+        "import fedmm.runtime.ray",                           # 3 flagged
+        "def run(config, server, *clients, state=None):",     # 4 flagged twice (server, clients)
+        "    config.space, state.V, server_state.S",          # 5 fine (values)
+        "    clients[0].V",                                   # 6 flagged
+        "    self.client.oracle",                             # 7 flagged
+        "    f = lambda c: 0",                                # 8 flagged (parameter c)
+        "    getattr(config, 'mode')",                        # 9 fine
+    ])
+    package = tmp_path / "src" / "fedmm"
+    for name in ("engine/compiled.py", "engine/local.py"):
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(snippet)
+    got = party_reads(package / "engine/compiled.py", package)
+    assert [g.split(":")[1] for g in got] == ["2", "3", "4", "4", "6", "7", "8"], got
+    assert "parameter 'clients'" in got[2] and "parameter 'server'" in got[3] and "clients[0].V" in got[4]
+    assert party_reads(package / "engine/local.py", package) == []  # the runtimes drive the parties

@@ -130,3 +130,179 @@ def test_history_theta_is_the_parameter_in_the_models_structure(backend):
     np.testing.assert_array_equal(h.theta.ravel(), h.state["theta"])  # the flat vector is its row-major copy
     toy = FedMM(InverseToy(), step=1.0, oracle="full").run([np.full(4, 2.0), np.full(4, 8.0)], 2, seed=0)
     assert toy.theta == pytest.approx(5.0 ** -0.5, rel=1e-15)  # θ* = (Σ μ_i E_i[Z])^{-1/2}
+
+
+# --------------------------------------------------------------------------- the state values
+def _fedmm_parties(seed=0, **kw):
+    algo = FedMM(DictionaryLearning(4, 0.1, 0.2), clients_per_round=3, compressor=StochasticRounding(bits=8),
+                 control_variate_step=0.05, batch_size=6, control_variates="oracle", **kw)
+    return _set_up(algo, _dictionary_clients(), seed)
+
+
+def test_state_values_hold_what_get_state_holds_read_only():
+    import dataclasses
+
+    from fedmm.engine import ClientState, ServerState
+
+    server, clients = _fedmm_parties()
+    _python_rounds(server, clients, range(3))  # the clients now remember LASSO codes
+    state = server.export_state()
+    _assert_same_state(state.to_arrays(), server.get_state())
+    assert all(not a.flags.writeable for a in state.to_arrays().values())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.V = np.zeros(3)
+    exported = [c.export_state() for c in clients]
+    for c, cs in zip(clients, exported):
+        _assert_same_state(cs.to_arrays(), c.get_state())
+        assert "codes" in cs.memory and not cs.memory["codes"].flags.writeable
+        with pytest.raises(TypeError):
+            cs.memory["codes"] = np.zeros(2)  # a read-only mapping
+        with pytest.raises(ValueError, match="read-only"):
+            cs.memory["codes"][0, 0] = 1.0
+    # values: the clients' later rounds do not change them
+    before = [cs.to_arrays()["memory:codes"].copy() for cs in exported]
+    _python_rounds(server, clients, range(3, 9))
+    assert any(not np.array_equal(c.get_state()["memory:codes"], b) for c, b in zip(clients, before))
+    for cs, b in zip(exported, before):
+        np.testing.assert_array_equal(cs.memory["codes"], b)
+    # from_arrays inverts to_arrays and copies what it is given
+    raw = server.get_state()
+    back = ServerState.from_arrays(raw)
+    raw["V"][:] = np.nan
+    assert np.isfinite(back.V).all()
+    _assert_same_state(ClientState.from_arrays(clients[0].get_state()).to_arrays(), clients[0].get_state())
+
+
+def test_state_values_refuse_what_they_do_not_hold():
+    from fedmm.engine import ClientState, ServerState
+
+    with pytest.raises(ValueError, match="only the server state arrays"):
+        ServerState.from_arrays({"V": np.zeros(2), "theta_vector": np.zeros(3), "omega": np.zeros(1)})
+    with pytest.raises(ValueError, match="'V' and 'theta_vector'"):
+        ServerState.from_arrays({"V": np.zeros(2)})
+    with pytest.raises(ValueError, match="theta_vector_prev"):
+        ServerState(V=np.zeros(2), theta_vector=np.zeros(3), theta_vector_prev=np.zeros(4))
+    with pytest.raises(ValueError, match="only the client state arrays"):
+        ClientState.from_arrays({"V": np.zeros(2), "codes": np.zeros((2, 2))})
+    with pytest.raises(ValueError, match="spider"):
+        ClientState.from_arrays({"spider_S": np.zeros(2)})
+    with pytest.raises(ValueError, match="finite 1-D control variate"):
+        ClientState.from_arrays({"V": np.array([np.nan])})
+
+
+def test_server_and_client_import_what_they_export():
+    server, clients = _fedmm_parties(seed=4)
+    _python_rounds(server, clients, range(4))
+    fresh, fresh_clients = _fedmm_parties(seed=4)
+    fresh.import_state(server.export_state())
+    for new, old in zip(fresh_clients, clients):
+        new.import_state(old.export_state())
+    _python_rounds(server, clients, range(4, 8))
+    _python_rounds(fresh, fresh_clients, range(4, 8))  # imported read-only memory: the oracle copies it first
+    _assert_same_state(fresh.get_state(), server.get_state())
+    for a, b in zip(fresh_clients, clients):
+        _assert_same_state(a.get_state(), b.get_state())
+    with pytest.raises(TypeError, match="ServerState"):
+        server.import_state(server.get_state())
+    with pytest.raises(TypeError, match="ClientState"):
+        clients[0].import_state(clients[0].get_state())
+
+
+def test_compiled_rounds_take_values_and_leave_them_unchanged():
+    from fedmm.engine import compiled_rounds, config_unsupported
+
+    server, clients = _fedmm_parties(seed=2)
+    ref, ref_clients = _fedmm_parties(seed=2)
+    _python_rounds(ref, ref_clients, range(5))
+    config = server.round_config(clients)
+    assert config_unsupported(config) is None and config.memory_key == "codes"
+    model = server.model
+    compiled = model.compiled_model()
+    server_state = server.export_state()
+    client_states = [c.export_state() for c in clients]
+    snapshot = [s.to_arrays() for s in client_states]
+    snapshot = [{k: v.copy() for k, v in s.items()} for s in snapshot]
+    done = compiled_rounds(config, server_state, client_states, model=compiled,
+                           datas=[model.compiled_data(c.data) for c in clients],
+                           theta=model.compiled_theta(server.theta, compiled),
+                           gammas=np.array([server.schedule(t + 1) for t in range(5)]), t0=0)
+    assert done.completed == 5 and len(done.rounds) == 5
+    for state, before in zip(client_states, snapshot):  # the inputs are values: unchanged
+        _assert_same_state(state.to_arrays(), before)
+    _assert_same_state(done.server_state.to_arrays(), ref.get_state())
+    for state, c in zip(done.client_states, ref_clients):
+        _assert_same_state(state.to_arrays(), c.get_state())
+    # the server's own stretch does the same through export/import
+    assert len(server.simulate_rounds(clients, 0, 5)) == 5
+    _assert_same_state(server.get_state(), ref.get_state())
+    with pytest.raises(ValueError, match="control variate of length"):
+        compiled_rounds(config, server_state, [client_states[0]] * 4 + [type(client_states[0])()], model=compiled,
+                        datas=[model.compiled_data(c.data) for c in clients], theta=done.theta,
+                        gammas=np.ones(1), t0=5)
+
+
+def test_round_config_is_built_once_per_run(monkeypatch):
+    """One RoundConfig per server for the whole run, however many compiled stretches (one per round here)."""
+    from fedmm.algorithms import federated
+
+    built = []
+    original = federated.Server._build_compiled_setup
+
+    def counted(self, clients):
+        built.append(id(self))
+        return original(self, clients)
+
+    monkeypatch.setattr(federated.Server, "_build_compiled_setup", counted)
+    algo = FedMM(DictionaryLearning(4, 0.1, 0.2), clients_per_round=2, batch_size=5, backend="compiled")
+    h = algo.run(_dictionary_clients(), 7, seed=0, evaluate_every=1)  # a stretch per round
+    assert h.config["backend"] == "compiled"
+    assert len(built) == len(set(built)) <= 2  # the start exchange's provisional server, then the run's
+
+
+def test_round_config_mirrors_the_c_struct():
+    """The first fields of RoundConfig are fedmm_round_config_t's, in order (the engine header)."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from fedmm.engine import RoundConfig
+
+    headers = sorted((Path(__file__).resolve().parents[1] / "src").rglob("*.h"))
+    text = next(h.read_text() for h in headers if "} fedmm_round_config_t;" in h.read_text())
+    body = re.search(r"typedef struct fedmm_round_config \{(.*?)\} fedmm_round_config_t;", text, re.S).group(1)
+    c_fields = re.findall(r"(\w+);", body)
+    assert [f.name for f in dataclasses.fields(RoundConfig)][:len(c_fields)] == c_fields
+
+
+def test_a_checkpoint_stores_the_state_values_as_their_arrays(tmp_path):
+    from fedmm.engine import Checkpoint
+    from fedmm.history import History
+
+    server, clients = _fedmm_parties(seed=5)
+    _python_rounds(server, clients, range(2))
+    h = History("FedMM", {})
+    h.append(round=0)
+    h.append(round=1)
+    ck = Checkpoint(fingerprint={"x": 1}, next_round=2, server_state=server.export_state(),
+                    client_states=[c.export_state() for c in clients], history=h)
+    ck.save(tmp_path / "ck")
+    back = Checkpoint.load(tmp_path / "ck")
+    _assert_same_state(back.server_state, server.get_state())
+    for state, c in zip(back.client_states, clients):
+        _assert_same_state(state, c.get_state())
+
+
+def test_parties_and_states_pickle_after_compiled_rounds():
+    """A Ray worker or a process pool receives them: the server's compiled cache is not pickled."""
+    import pickle
+
+    server, clients = _fedmm_parties(seed=6)
+    assert len(server.simulate_rounds(clients, 0, 3)) == 3
+    state = clients[0].export_state()
+    back = pickle.loads(pickle.dumps(state))
+    _assert_same_state(back.to_arrays(), state.to_arrays())
+    assert not back.memory["codes"].flags.writeable
+    server2, clients2 = pickle.loads(pickle.dumps((server, clients)))
+    assert len(server2.simulate_rounds(clients2, 3, 2)) == 2
+    assert len(server.simulate_rounds(clients, 3, 2)) == 2
+    _assert_same_state(server2.get_state(), server.get_state())

@@ -161,6 +161,10 @@ def test_read_only_warm_start_codes_are_copied_before_they_are_written(backend):
     runtime.run(server, clients, 3, history=h)
     assert h.all_dropped_rounds == [] and all(r["dropped"] == [] for r in h.records)
     assert _untimed(h.records) == _untimed(ref.records)
+    # a Python round then writes the codes the clients hold (the compiled rounds hand them back read-only,
+    # as state values): each is copied first, and the run goes on as the uninterrupted one
+    LocalRuntime(compiled=False).run(server, clients, 4, history=h, start=3)
+    assert _untimed(h.records) == _untimed(algo.run(datas, 4, seed=0).records)
     assert all(c.oracle.memory["codes"].flags.writeable for c in clients)
 
 

@@ -405,8 +405,21 @@ class CompiledRoundsServer(ServerParty, Protocol):
     """A server whose stretches of rounds run in one compiled call (``supports_compiled_rounds = True``).
 
     The in-process runtime with ``compiled=True`` calls :meth:`simulate_rounds`
-    instead of the per-round calls, with the same numbers.
+    instead of the per-round calls, with the same numbers.  The compiled engine itself works on
+    values (:class:`fedmm.engine.RoundConfig`, :class:`fedmm.engine.ServerState`,
+    :class:`fedmm.engine.ClientState`): the server turns itself and its clients into them.
     """
+
+    def compiled_unsupported(self, clients: Sequence["ClientParty"]) -> str | None:
+        """Why the compiled backend cannot run this server's rounds with ``clients`` (all of them, in
+        this process), or None if it can."""
+        ...
+
+    def compiled_start_statistics(self, clients: Sequence["ClientParty"], theta: Any, n_threads: int = 1,
+                                  pool: Any = None) -> list[np.ndarray | None] | None:
+        """Every client's full local statistic at ``theta`` (the start exchange) in one compiled call, or
+        None, with nothing computed, when :meth:`compiled_unsupported` gives a reason."""
+        ...
 
     def simulate_rounds(self, clients: Sequence["ClientParty"], t0: int, n_rounds: int, n_threads: int = 1,
                         max_seconds: float = float("inf"), pool: Any = None) -> list[dict[str, Any]] | None:

@@ -92,37 +92,41 @@ class LocalOracle:
             self.memory = {name: np.array(value, copy=True) if isinstance(value, np.ndarray) else value
                            for name, value in self.memory.items()}
 
-    def get_state(self) -> dict[str, np.ndarray]:
+    def get_state(self, copy: bool = True) -> dict[str, np.ndarray]:
         """The oracle's memory as arrays: the model's per-client memory (warm starts, keys
         ``memory:<name>``) and the SPIDER memory (empty when there is none).
 
         Runtimes that rebuild clients between rounds (Flower, Ray) carry this
         state, so a remote client reproduces the in-process numbers bit for bit.
+        ``copy=False`` returns the memory's own arrays (the caller copies what it keeps).
         """
         state: dict[str, np.ndarray] = {}
         if self.memory:
             for name, value in self.memory.items():
-                state[f"memory:{name}"] = np.array(value, copy=True)
+                state[f"memory:{name}"] = np.array(value, copy=True) if copy else value
         if self.kind != "spider" or self._spider_S is None:
             return state
-        state.update({"spider_S": np.array(self._spider_S, dtype=np.float64, copy=True),
+        state.update({"spider_S": np.array(self._spider_S, dtype=np.float64, copy=True) if copy else self._spider_S,
                       "spider_theta": self.model.theta_vector(self._spider_theta),
                       "spider_epoch": np.array([self._spider_epoch], dtype=np.int64)})
         return state
 
-    def set_state(self, state: dict[str, np.ndarray], like_theta: Any) -> None:
-        """Inverse of :meth:`get_state`; ``like_theta`` gives the parameter's structure."""
+    def set_state(self, state: dict[str, np.ndarray], like_theta: Any, copy: bool = True) -> None:
+        """Inverse of :meth:`get_state`; ``like_theta`` gives the parameter's structure.
+
+        ``copy=False`` keeps the given arrays (read-only ones included: :meth:`statistic` copies
+        a read-only memory array before the model may write into it)."""
         if self.memory is not None:
             self.memory.clear()
             for key, value in state.items():
                 if key.startswith("memory:"):
-                    self.memory[key[len("memory:"):]] = np.array(value, copy=True)
+                    self.memory[key[len("memory:"):]] = np.array(value, copy=True) if copy else value
         if self.kind != "spider":
             return
         if "spider_S" not in state:  # no full pass yet
             self._spider_S, self._spider_theta, self._spider_epoch = None, None, -1
             return
-        self._spider_S = np.array(state["spider_S"], dtype=np.float64, copy=True)
+        self._spider_S = np.array(state["spider_S"], dtype=np.float64, copy=copy)
         self._spider_theta = self.model.theta_from_vector(np.asarray(state["spider_theta"], dtype=np.float64),
                                                           like_theta)
         self._spider_epoch = int(np.asarray(state["spider_epoch"]).reshape(-1)[0])
@@ -157,11 +161,21 @@ class LocalOracle:
         self._spider_theta = theta
         return self._spider_S
 
+    def writable_memory(self) -> dict | None:
+        """The model's memory, each read-only array replaced by a writable copy first (arrays imported
+        from a :class:`fedmm.engine.ClientState` are read-only; the model updates its memory in place)."""
+        memory = self.memory
+        if memory:
+            for name, value in memory.items():
+                if isinstance(value, np.ndarray) and not value.flags.writeable:
+                    memory[name] = np.array(value, copy=True)
+        return memory
+
     def statistic(self, theta: Any, idx: np.ndarray | None) -> np.ndarray:
         """``model.statistic`` on this holder's data, with its memory when the model keeps one."""
         if self.memory is None:
             return self.model.statistic(self.data, theta, idx)
-        return self.model.statistic(self.data, theta, idx, memory=self.memory)
+        return self.model.statistic(self.data, theta, idx, memory=self.writable_memory())
 
     @staticmethod
     def statistic_batch(oracles: Sequence["LocalOracle"], theta: Any,
@@ -171,7 +185,7 @@ class LocalOracle:
         datas = [o.data for o in oracles]
         if not model.uses_memory:
             return model.statistic_batch(datas, theta, idxs)
-        return model.statistic_batch(datas, theta, idxs, memories=[o.memory for o in oracles])
+        return model.statistic_batch(datas, theta, idxs, memories=[o.writable_memory() for o in oracles])
 
     def evaluate(self, t: int, theta: Any, rng: np.random.Generator) -> np.ndarray:
         """``plan`` + one statistic evaluation + ``finish``."""

@@ -22,6 +22,8 @@ from fedmm._validation import check_in, check_int, check_participation
 from fedmm.engine import (LocalRuntime, compiled_rounds, compiled_start_statistics, compiled_unsupported,
                           record_initial)
 from fedmm.engine.checkpoint import data_digest
+from fedmm.engine.compiled import CompiledRounds, client_unsupported, compiled_statistics
+from fedmm.engine.state import ClientState, RoundConfig, ServerState
 from fedmm.engine.local import CLIENT_ERROR_POLICIES, record_start_drops
 from fedmm.engine.metrics import squared_distance, step_record, update_size
 from fedmm.algorithms._monitor import Cadence
@@ -203,6 +205,7 @@ class Client:
         self.stream = RoundStream(party_seed(seed, CLIENT_PARTY, index))
         self.V: np.ndarray | None = None  # V_{t,i}, set by setup()
         self.theta_like: Any = None  # θ_0 of the set-up broadcast (the parameter's structure)
+        self._state: ClientState | None = None  # the last state imported or exported (export_state reuses it)
 
     # -- set-up -------------------------------------------------------------
     def _local_value(self, S: np.ndarray) -> np.ndarray:
@@ -274,6 +277,53 @@ class Client:
                 raise ValueError(f"Expected a finite 1-D control variate 'V', got shape {V.shape}")
             self.V = np.array(V, copy=True)
         self.oracle.set_state(state, like_theta)
+
+    def export_state(self) -> ClientState:
+        """The client's mutable state as a :class:`fedmm.engine.ClientState` value (the numbers of
+        :meth:`get_state`: ``ClientState.to_arrays()`` holds the same arrays).
+
+        Arrays the client may still change are copied; read-only ones (those of a state it
+        imported and has not changed since) are shared, so exporting after :meth:`import_state`
+        costs no copy.
+        """
+        oracle = self.oracle
+        memory = {} if oracle.memory is None else oracle.memory
+        if oracle.kind != "spider":
+            # the state last imported or exported, while the client holds its very (read-only) arrays: the
+            # client replaces V and copies a memory array before writing into it, so the values are the same
+            last = self._state
+            if (last is not None and last.V is self.V and len(last.memory) == len(memory)
+                    and all(memory.get(k) is v for k, v in last.memory.items())):
+                return last
+            self._state = state = ClientState(V=self.V, memory=memory)
+            return state
+        arrays = oracle.get_state(copy=False)
+        if "spider_S" not in arrays:
+            return ClientState(V=self.V, memory=memory)
+        return ClientState(V=self.V, memory=memory, spider_S=arrays["spider_S"], spider_theta=arrays["spider_theta"],
+                           spider_epoch=int(arrays["spider_epoch"][0]))
+
+    def import_state(self, state: ClientState, like_theta: Any = None) -> None:
+        """Continue from ``state`` (a :meth:`export_state` value, possibly of another client object built
+        alike, or what :func:`fedmm.engine.compiled_rounds` returns).
+
+        The client takes the state's arrays as they are (read-only: its control variate is replaced,
+        never written in place, and the oracle copies a memory array before the model writes into
+        it).  ``state.V = None`` leaves the control variate as it is, as :meth:`set_state` does
+        without ``'V'``.  ``like_theta``: a parameter giving the model's structure (default the
+        set-up broadcast's ``θ_0``).
+        """
+        if not isinstance(state, ClientState):
+            raise TypeError(f"Expected 'state' to be a fedmm.engine.ClientState, got {type(state).__name__}")
+        if state.V is not None:
+            self.V = state.V
+        oracle = self.oracle
+        if oracle.kind == "spider":
+            oracle.set_state(state.to_arrays(), self.theta_like if like_theta is None else like_theta, copy=False)
+        elif oracle.memory is not None:
+            oracle.memory.clear()
+            oracle.memory.update(state.memory)
+        self._state = state
 
     # -- one round ----------------------------------------------------------
     def _begin(self, message: Broadcast) -> tuple[np.random.Generator, bool, np.ndarray | None, bool]:
@@ -385,6 +435,8 @@ class Server:
             self.S = None  # the baseline holds only θ_t
         self.V = np.zeros(self._size)
         self._coins: np.ndarray | None = None
+        # the compiled backend's inputs for one set of in-process clients, built once per run (_compiled_setup)
+        self._compiled: tuple | None = None
         #: Clients left out of ``Ŝ_0`` by the start exchange (client → why), in increasing order; empty when
         #: every client answered or there was no start exchange (set by :meth:`FedMM.build`).
         self.start_drops: dict[int, str] = {}
@@ -514,23 +566,177 @@ class Server:
         size = self.theta_vector.nbytes + (0 if self.S is None else self.S.nbytes)
         return size + (1 if self.mode == "compress" else 0)
 
+    def __getstate__(self) -> dict:
+        # pickled without the compiled backend's cache (a compiled model, the client objects): rebuilt on use
+        state = self.__dict__.copy()
+        state["_compiled"] = None
+        return state
+
+    # -- the compiled backend (values in, values out) ------------------------------
+    def _compiled_setup(self, clients: Sequence[Client]) -> tuple:
+        """``(reason, config, compiled model, compiled datas)`` for these in-process clients, built at the
+        first call of a run and kept while the same client objects come back (nothing in it changes over
+        the rounds: :meth:`set_state` does not touch it)."""
+        cached = self._compiled
+        if cached is not None and len(cached[0]) == len(clients) and all(a is b for a, b in zip(cached[0], clients)):
+            return cached[1]
+        setup = self._build_compiled_setup(clients)
+        self._compiled = (tuple(clients), setup)
+        return setup
+
+    def _build_compiled_setup(self, clients: Sequence[Client]) -> tuple:
+        model = self.model
+        n = self.n_clients
+        in_order = len(clients) == n and all(c.index == i for i, c in enumerate(clients))
+        config = self._make_round_config(clients) if in_order else None
+        # before compiled_model(): building a compiled form costs (numba), and a bypassed override must be named
+        overrides = model.compiled_overrides()
+        if overrides:
+            return (f"{type(model).__name__} overrides {', '.join(overrides)} in Python, which the compiled form it "
+                    "inherits does not run (redefine compiled_model() too if it does)"), config, None, None
+        compiled = model.compiled_model()
+        if compiled is None:
+            return (f"{type(model).__name__} has no compiled form in this configuration (compiled_model() is None)",
+                    config, None, None)
+        if not in_order:
+            return "the server does not hold every client in index order (a distributed runtime)", None, None, None
+        if self.projection not in ("euclidean", None):
+            return f"projection={self.projection!r}", config, None, None
+        for c in clients:
+            reason = client_unsupported(config, c.index)
+            if reason is not None:
+                return reason, config, None, None
+            if (c.space != self.space or c.mode != self.mode or c.alpha != self.alpha or c.p != self.p
+                    or c.model is not model or c.oracle.kind != config.oracle):
+                return f"client {c.index} is configured differently from the server", config, None, None
+            if config.quantizers[c.index, 0] < 0:
+                return (f"client {c.index}'s compressor {c.compressor!r} has no compiled quantizer (quantizer_spec)",
+                        config, None, None)
+        memory_key = None
+        if compiled.memory_size and clients[0].oracle.memory is not None:
+            # the entry compiled_memory keeps in a client's memory dict: found on a scratch dict, which it
+            # must fill with the cold start (zeros) that compiled_rounds gives a client without memory
+            scratch: dict = {}
+            memory = model.compiled_memory(scratch, clients[0].data)
+            if memory is not None:
+                memory_key = next((k for k, v in scratch.items() if v is memory), None)
+                if (memory_key is None or np.shape(memory) != (clients[0].oracle.n_samples, compiled.memory_size)
+                        or np.any(memory)):
+                    return (f"{type(model).__name__}.compiled_memory() does not create the zero memory of shape "
+                            f"(n_samples, {compiled.memory_size}) in the client's memory dict"), config, None, None
+                config = self._make_round_config(clients, memory_key)
+        datas = [model.compiled_data(c.data) for c in clients]
+        return None, config, compiled, datas
+
+    def _make_round_config(self, clients: Sequence[Client], memory_key: str | None = None) -> RoundConfig:
+        msg = self._size
+        quantizers = np.full((len(clients), 4), -1, dtype=np.int64)
+        for k, c in enumerate(clients):
+            spec = getattr(c.compressor, "quantizer_spec", None)  # a compressor written in Python has none
+            spec = None if spec is None else spec(msg)
+            if spec is not None:
+                quantizers[k] = spec
+        oracle = clients[0].oracle.kind
+        return RoundConfig(
+            space=self.space, mode=self.mode, oracle=oracle, project=self.projection == "euclidean",
+            batch=max(c.oracle.batch_size or 1 for c in clients) if oracle == "minibatch" else 1,
+            p=self.p, alpha=self.alpha, statistic_max=self.statistic_bound, n_clients=self.n_clients,
+            count=-1 if self.count is None else int(self.count), weights=self.weights, message_size=msg,
+            broadcast_nbytes=self.broadcast_nbytes, server_key=self.stream.key,
+            client_keys=np.stack([c.stream.key for c in clients]),
+            n_samples=np.array([c.oracle.n_samples for c in clients], dtype=np.int64), quantizers=quantizers,
+            payload_nbytes=np.array([int(c.compressor.payload_nbytes(msg)) for c in clients], dtype=np.int64),
+            memory_key=memory_key)
+
+    def round_config(self, clients: Sequence[Client]) -> RoundConfig:
+        """The :class:`fedmm.engine.RoundConfig` of this server's rounds with its in-process ``clients``.
+
+        Built once per run (the first call; later calls with the same client objects return it).
+
+        Raises
+        ------
+        ValueError
+            ``clients`` are not this server's ``n_clients`` clients in index order.
+        """
+        reason, config, _, _ = self._compiled_setup(clients)
+        if config is None:
+            raise ValueError(f"Expected 'clients' to be the server's {self.n_clients} clients in index order: {reason}")
+        return config
+
+    def compiled_unsupported(self, clients: Sequence[Client]) -> str | None:
+        """Why the compiled backend cannot run rounds of this server with ``clients``, or None if it can
+        (:class:`fedmm.protocols.CompiledRoundsServer`)."""
+        reason, config, _, _ = self._compiled_setup(clients)
+        if reason is not None:
+            return reason
+        msg = config.message_size
+        for c in clients:
+            if c.V is not None and np.shape(c.V) != (msg,):
+                return f"client {c.index} has no control variate of length {msg} (set-up not run)"
+        return None
+
+    def compiled_start_statistics(self, clients: Sequence[Client], theta: Any, n_threads: int = 1,
+                                  pool: Any = None) -> list[np.ndarray | None] | None:
+        """The start exchange's full local statistics ``s̄_i(θ)`` of every client, in one compiled call.
+
+        What :meth:`Client.start_statistic` computes, for all clients at once
+        (:func:`fedmm.engine.compiled_statistics`); None, with nothing computed, when
+        :meth:`compiled_unsupported` gives a reason.
+        """
+        if self.compiled_unsupported(clients) is not None:
+            return None
+        _, _, compiled, datas = self._compiled_setup(clients)
+        theta_c = np.array(self.model.compiled_theta(theta, compiled), dtype=np.float64)
+        return compiled_statistics(compiled, theta_c, datas, n_threads, pool)
+
     def simulate_rounds(self, clients: Sequence[Client], t0: int, n_rounds: int, n_threads: int = 1,
                         max_seconds: float = float("inf"), pool: Any = None) -> list[dict[str, Any]] | None:
         """Rounds ``t0, …, t0 + n_rounds − 1`` with all ``clients`` in this process, on the compiled backend.
 
         :meth:`select`, the contacted clients' :meth:`Client.step` and
         :meth:`aggregate` in one GIL-free call per stretch, with the numbers
-        of the Python backend bit for bit (:func:`fedmm.engine.compiled_rounds`).
+        of the Python backend bit for bit: the server's and the clients'
+        states (:meth:`export_state`, :meth:`Client.export_state`) go to
+        :func:`fedmm.engine.compiled_rounds` with the run's
+        :meth:`round_config`, and the states it returns are imported.
         Returns one dict per round run (``record``, ``active``,
-        ``n_contacted``, ``bytes_up``, ``bytes_down``, ``seconds``), or None,
-        with nothing changed, when the configuration has no compiled form
-        (:func:`fedmm.engine.compiled_unsupported` says why).  Fewer than
+        ``n_contacted``, ``bytes_up``, ``bytes_down``, ``seconds``; a last
+        ``{"failed": ...}`` when a round failed), or None, with nothing
+        changed, when the configuration has no compiled form
+        (:meth:`compiled_unsupported` says why).  Fewer than
         ``n_rounds`` rounds (at least one) run when they take more than ``max_seconds``.
         The clients run on ``pool`` (a :class:`fedmm.kernels.WorkerPool` the
         caller keeps across stretches) when given, else on ``n_threads``
         threads started for this call.
         """
-        return compiled_rounds(self, clients, t0, n_rounds, n_threads, max_seconds, pool=pool)
+        if pool is not None and not isinstance(pool, kernels.WorkerPool):
+            raise TypeError(f"Expected 'pool' to be a fedmm.kernels.WorkerPool or None, got {type(pool).__name__}")
+        if n_rounds < 1 or any(c.V is None for c in clients) or self.compiled_unsupported(clients) is not None:
+            return None
+        _, config, compiled, datas = self._compiled[1]  # what compiled_unsupported just looked up
+        model = self.model
+        before = [c.export_state() for c in clients]
+        done: CompiledRounds = compiled_rounds(
+            config, self.export_state(), before, model=compiled, datas=datas,
+            theta=model.compiled_theta(self.theta, compiled),
+            gammas=np.array([self.schedule(t + 1) for t in range(t0, t0 + n_rounds)], dtype=np.float64), t0=t0,
+            n_threads=n_threads, max_seconds=max_seconds, pool=pool)
+        for c, old, state in zip(clients, before, done.client_states):
+            if state is not old:  # a client the rounds did not contact keeps its state
+                c.import_state(state)
+        if done.completed:
+            # the engine checked the new state (finite, within statistic_bound) as aggregate does: taken as it
+            # is, in writable copies (S-space: θ = T(Ŝ) as the model's T builds it; Θ-space: θ rebuilt from its
+            # vector, as aggregate does)
+            new = done.server_state
+            theta = model.theta_from_compiled(done.theta, self.theta) if self.space == "statistic" else None
+            if new.S is not None:
+                self.S = np.array(new.S)
+            self.V, self.theta_vector, self.theta_vector_prev = (
+                np.array(new.V), np.array(new.theta_vector), np.array(new.theta_vector_prev))
+            self.theta = theta if theta is not None else model.theta_from_vector(self.theta_vector, self._theta_like)
+            self._coins = None
+        return list(done.rounds)
 
     # -- state as data ----------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
@@ -552,17 +758,31 @@ class Server:
     def set_state(self, state: dict[str, Any], theta: Any = None) -> None:
         """Restore :meth:`get_state`; ``theta`` (the parameter in the model's structure, optional)
         saves rebuilding it from ``theta_vector``."""
+        self.import_state(ServerState.from_arrays(state), theta)
+
+    def export_state(self) -> ServerState:
+        """The server's mutable state as a :class:`fedmm.engine.ServerState` value (copies; the numbers
+        of :meth:`get_state`, which is ``export_state().to_arrays()`` copied)."""
+        return ServerState(V=self.V, theta_vector=self.theta_vector, theta_vector_prev=self.theta_vector_prev,
+                           S=self.S)
+
+    def import_state(self, state: ServerState, theta: Any = None) -> None:
+        """Continue from ``state`` (validated: shapes, finite values, ``Ŝ`` in the model's layout);
+        ``theta`` (the parameter in the model's structure, optional) saves rebuilding it from
+        ``state.theta_vector``.  The server keeps writable copies of the state's arrays."""
+        if not isinstance(state, ServerState):
+            raise TypeError(f"Expected 'state' to be a fedmm.engine.ServerState, got {type(state).__name__}")
         d = self.theta_vector.shape[0]
-        V = np.array(state["V"], dtype=np.float64, copy=True)
-        vec = np.array(state["theta_vector"], dtype=np.float64, copy=True)
-        prev = np.array(state.get("theta_vector_prev", vec), dtype=np.float64, copy=True)
+        V = np.array(state.V, dtype=np.float64, copy=True)
+        vec = np.array(state.theta_vector, dtype=np.float64, copy=True)
+        prev = np.array(state.theta_vector_prev, dtype=np.float64, copy=True)
         if V.shape != (self._size,) or vec.shape != (d,) or prev.shape != (d,):
             raise ValueError(f"Expected 'V' of shape ({self._size},) and parameters of shape ({d},), got "
                              f"{V.shape}, {vec.shape}, {prev.shape}")
         if self.space == "statistic":
-            if state.get("S") is None:
+            if state.S is None:
                 raise ValueError("Expected 'S' in the state of a FedMM server")
-            S = np.array(self.model.layout.check(state["S"], "S"), dtype=np.float64, copy=True)
+            S = np.array(self.model.layout.check(state.S, "S"), dtype=np.float64, copy=True)
             if not np.isfinite(S).all():
                 raise ValueError("Expected a finite 'S'")
             self.S = S

@@ -2,7 +2,9 @@
 """Checkpoints of a run: the state after a completed round, from which the run continues bit for bit.
 
 A :class:`Checkpoint` holds what a run carries between rounds and nothing
-that can be rebuilt: the server's and every client's ``get_state()``, the
+that can be rebuilt: the server's and every client's state (``get_state()``,
+the ``to_arrays()`` of a :class:`~fedmm.engine.ServerState` /
+:class:`~fedmm.engine.ClientState`), the
 History of the completed rounds, the index of the next round, and a
 *fingerprint* of the run (algorithm, hyper-parameters, seed, number of
 clients, digest of the clients' data) so that a checkpoint is never applied
@@ -43,6 +45,7 @@ from typing import IO, Any, Sequence
 import numpy as np
 
 from fedmm._validation import check_path
+from fedmm.engine.state import ClientState, ServerState
 from fedmm.history import History
 
 try:
@@ -228,10 +231,11 @@ class Checkpoint:
         seed, number of clients, data digest); :meth:`check_matches` compares it.
     next_round : int
         The round the run continues with (the number of completed rounds).
-    server_state : dict of str to ndarray
-        ``server.get_state()`` after round ``next_round - 1``.
-    client_states : list of dict of str to ndarray
-        ``client.get_state()`` of every client, in client order.
+    server_state : dict of str to ndarray, or ServerState
+        ``server.get_state()`` after round ``next_round - 1`` (a :class:`~fedmm.engine.ServerState` is
+        stored as its ``to_arrays()``).
+    client_states : list of (dict of str to ndarray, or ClientState)
+        ``client.get_state()`` of every client, in client order (likewise).
     history : History
         The records of the completed rounds (and the run's configuration).
 
@@ -242,10 +246,13 @@ class Checkpoint:
     saved one) continues it as if it had never stopped.
     """
 
-    def __init__(self, *, fingerprint: dict, next_round: int, server_state: dict[str, np.ndarray],
-                 client_states: Sequence[dict[str, np.ndarray]], history: History) -> None:
+    def __init__(self, *, fingerprint: dict, next_round: int, server_state: dict[str, np.ndarray] | ServerState,
+                 client_states: Sequence[dict[str, np.ndarray] | ClientState], history: History) -> None:
         self.fingerprint = dict(fingerprint)
         self.next_round = int(next_round)
+        if isinstance(server_state, ServerState):
+            server_state = server_state.to_arrays()
+        client_states = [s.to_arrays() if isinstance(s, ClientState) else s for s in client_states]
         self.server_state = {k: np.array(v, copy=True) for k, v in server_state.items()}
         self.client_states = [{k: np.array(v, copy=True) for k, v in s.items()} for s in client_states]
         self.history = history
