@@ -389,6 +389,7 @@ def test_runtimes_import_nothing_from_the_algorithms(path):
                           "e.g. RemoteAlgorithm):\n" + "\n".join(problems))
 
 
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
 def test_the_compiled_backend_reads_no_party(path):
     problems = party_reads(path)
     assert not problems, "the compiled backend reaches into a party instead of taking values:\n" + "\n".join(problems)
