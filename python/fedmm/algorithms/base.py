@@ -366,6 +366,43 @@ class FederatedAlgorithm:
                 "n_clients": len(clients), "evaluate_every": run_args["evaluate_every"],
                 **self.fingerprint_fields(server, clients, evaluate_data=evaluate_data, run_args=run_args)}
 
+    # -- defaults of the remote contract (fedmm.protocols.RemoteAlgorithm) ------------------------------------
+    # For a family without set-up or start exchange whose round messages are flat arrays (the non-smooth and
+    # OT families); FedMM overrides them.
+    def setup_exchange(self) -> bool:
+        """False: no set-up exchange travels (the clients set up on their first round)."""
+        return False
+
+    def start_exchange(self, init: Any) -> bool:
+        """False: the starting point comes from ``init`` or the seed, not from the clients."""
+        return False
+
+    def start_refused(self) -> TypeError:
+        """The error of a start-exchange call on a family that has none."""
+        return TypeError(f"{self.name} has no start exchange (start_exchange() is False)")
+
+    def start_message(self, server: Any) -> Any:
+        """Refused: no start exchange (:meth:`start_refused`)."""
+        raise self.start_refused()
+
+    def start_reply(self, client: Any, message: Any) -> bytes:
+        """Refused: no start exchange (:meth:`start_refused`)."""
+        raise self.start_refused()
+
+    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
+                       descriptions: Sequence[Mapping[str, Any]], seed: int,
+                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
+        """Refused: no start exchange (:meth:`start_refused`)."""
+        raise self.start_refused()
+
+    def broadcast_layout(self, server: Any) -> str:
+        """Empty: the round messages are flat arrays."""
+        return ""
+
+    def broadcast_to_arrays(self, message: Any) -> list[Any]:
+        """The message's own ``to_arrays()``."""
+        return message.to_arrays()
+
     def run(self, datas: Sequence[Any], n_rounds: int, *, seed: Any = None, init: Any = None, runtime: Any = None,
             on_client_error: str | None = None, progress: bool | None = None,
             callback: Callable[[int, Mapping[str, Any]], None] | None = None, evaluate_every: int | None = None,

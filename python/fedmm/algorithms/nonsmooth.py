@@ -1192,39 +1192,6 @@ class FederatedSubgradientMethod(FederatedAlgorithm):
         oracle = SubgradientOracle(self.model, own, batch_size, [derive_seed(check_seed(seed), index)])
         return self.build_client(index, own, oracle, np.zeros(own.n_params), n)
 
-    def setup_exchange(self) -> bool:
-        """False: the set-up exchange says nothing (:class:`SetupMessage`)."""
-        return False
-
-    def start_exchange(self, init: Any) -> bool:
-        """False: ``x_0`` is ``init`` or zeros."""
-        return False
-
-    def _no_start(self) -> TypeError:
-        return TypeError(f"{self.name} has no start exchange (start_exchange() is False)")
-
-    def start_message(self, server: Any) -> Any:
-        """Refused: no start exchange."""
-        raise self._no_start()
-
-    def start_reply(self, client: Any, message: Any) -> bytes:
-        """Refused: no start exchange."""
-        raise self._no_start()
-
-    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
-                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
-                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
-        """Refused: no start exchange."""
-        raise self._no_start()
-
-    def broadcast_layout(self, server: SubgradientServer) -> str:
-        """Empty: the messages hold flat vectors and scalars."""
-        return ""
-
-    def broadcast_to_arrays(self, message: Any) -> list[np.ndarray]:
-        """The message's ``to_arrays``."""
-        return message.to_arrays()
-
     def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> Any:
         """A round message of :meth:`message_class` rebuilt from its ``to_arrays``."""
         return self.message_class().from_arrays(arrays)

@@ -987,39 +987,6 @@ class _FederatedOT(FederatedAlgorithm):
         return self.build_client(index, data, n_clients=n_clients, target=self._public_target(public_data),
                                  seed=seed)
 
-    def setup_exchange(self) -> bool:
-        """False: ``V_{0,i} = 0``, each client sets it on its first round."""
-        return False
-
-    def start_exchange(self, init: Any) -> bool:
-        """False: ``ω_0``, ``θ_0`` come from ``init`` or the seed."""
-        return False
-
-    def _no_start(self) -> TypeError:
-        return TypeError(f"{self.name} has no start exchange (start_exchange() is False)")
-
-    def start_message(self, server: Any) -> Any:
-        """Refused: no start exchange."""
-        raise self._no_start()
-
-    def start_reply(self, client: Any, message: Any) -> bytes:
-        """Refused: no start exchange."""
-        raise self._no_start()
-
-    def restart_server(self, server: Any, payloads: Mapping[int, bytes], *, n_clients: int,
-                       descriptions: Sequence[Mapping[str, np.ndarray]], seed: int,
-                       on_invalid: Callable[[int, str], None] | None = None) -> Any:
-        """Refused: no start exchange."""
-        raise self._no_start()
-
-    def broadcast_layout(self, server: _OTServerBase) -> str:
-        """Empty: the parameters are flat vectors."""
-        return ""
-
-    def broadcast_to_arrays(self, message: OTBroadcast) -> list[np.ndarray]:
-        """:meth:`OTBroadcast.to_arrays`."""
-        return message.to_arrays()
-
     def broadcast_from_arrays(self, arrays: Sequence[np.ndarray], layout: str) -> OTBroadcast:
         """:meth:`OTBroadcast.from_arrays`."""
         return OTBroadcast.from_arrays(arrays)
