@@ -40,7 +40,7 @@ from fault_injection import CAUSES, FaultyClient, check_invariants, fault_plan, 
 
 from fedmm.algorithms import FedMM  # noqa: E402
 from fedmm.compression import StochasticRounding  # noqa: E402
-from fedmm.engine import LocalRuntime  # noqa: E402
+from fedmm.federation import LocalRuntime  # noqa: E402
 from fedmm.history import History  # noqa: E402
 from fedmm.models import GaussianMixture  # noqa: E402
 

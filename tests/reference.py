@@ -671,9 +671,9 @@ def participation_kwargs(value):
 def assert_backends_agree(make_algorithm, datas, n_rounds, *, seed=0, init=None, threads=(1, 2), **run_kw):
     """``make_algorithm(backend, n_threads)`` run on the Python backend and on the compiled one (each of
     ``threads``) gives equal Histories (records and final ``S``, ``theta``), bit for bit; then the
-    same rounds driven by :class:`fedmm.engine.LocalRuntime` on fresh Server/Client objects leave
+    same rounds driven by :class:`fedmm.federation.LocalRuntime` on fresh Server/Client objects leave
     equal server and client states (``V``, ``V_i``, parameters).  Returns the Python History."""
-    from fedmm.engine import LocalRuntime
+    from fedmm.federation import LocalRuntime
     from fedmm.history import History
 
     ref = make_algorithm("python", 1).run(datas, n_rounds, seed=seed, init=init, **run_kw)

@@ -10,7 +10,7 @@ import pytest
 from fault_injection import FaultyClient
 from fedmm.algorithms import (FedAvg, FederatedAlgorithm, FedMLS, FedMM, FedProx, ParameterAveraging, Scaffnew,
                               Scaffold, Server, StopRun)
-from fedmm.engine import Checkpoint, LocalRuntime
+from fedmm.federation import Checkpoint, LocalRuntime
 from fedmm.models import GaussianMixture, InverseToy
 from fedmm.models.nonsmooth import HingeSVM, L1Regression
 

@@ -13,7 +13,7 @@
 
        core (fedmm, fedmm.kernels, fedmm._*, fedmm.history, fedmm.protocols)
          ← fedmm.compression, fedmm.models
-         ← fedmm.algorithms (and fedmm.engine)
+         ← fedmm.algorithms (and fedmm.federation)
          ← fedmm.runtime, fedmm.data
          ← fedmm.experiments, fedmm.plotting
          ← fedmm.cli, fedmm.demo, fedmm.__main__
@@ -31,7 +31,7 @@
    The one documented exception: the core utility modules ``fedmm._validation``, ``fedmm._progress``
    and ``fedmm._memory`` are importable from every layer (they are the package's shared argument,
    progress-bar and allocation checks, not compiled code).
-5. No capability probes in the federation engine and the runtimes (``fedmm/engine/``,
+5. No capability probes in the federation engine and the runtimes (``fedmm/federation/``,
    ``fedmm/runtime/``): they rely on the declared contract of :mod:`fedmm.protocols` (every server,
    client, monitor has the members it lists) instead of discovering what an object can do.  Forbidden
    there: any ``inspect.signature`` / ``inspect.getfullargspec`` / ``inspect.Signature`` (used or
@@ -43,7 +43,7 @@
    or function level): they move what :mod:`fedmm.protocols` declares (``ServerParty``, ``ClientParty``,
    ``RemoteAlgorithm``) and hold no per-algorithm adapter.  What a runtime needs of an algorithm is a member of
    the contract (the algorithm's ``remote_server``, ``broadcast_from_arrays``, ...); what it shares with the
-   in-process engine comes from ``fedmm.engine``, seeds are checked by ``fedmm._validation``.  There is no
+   in-process engine comes from ``fedmm.federation``, seeds are checked by ``fedmm._validation``.  There is no
    exception for "protocol-level helpers": a helper a runtime needs belongs to the protocol or to the engine.
 7. The C API is laid out by kernel family: ``src/kernels/fedmm_kernels.h`` only includes the family
    headers ``fedmm_<family>.h``; each has its ``.pxd`` (``python/fedmm/fedmm_<family>.pxd``, an
@@ -51,8 +51,8 @@
    modules (``src/fedmm_core/*.pyx``) turn kernel status codes into exceptions only through
    ``status.pxi``: each includes it, and none raises with ``fedmm_strerror`` itself.
 
-8. The compiled backend reads no party (``fedmm/engine/compiled.py`` and the state values it consumes,
-   ``fedmm/engine/state.py``): it works on values (``RoundConfig``, ``ServerState``, ``ClientState``, the
+8. The compiled backend reads no party (``fedmm/federation/compiled.py`` and the state values it consumes,
+   ``fedmm/federation/state.py``): it works on values (``RoundConfig``, ``ServerState``, ``ClientState``, the
    compiled model, arrays).  Forbidden there: a parameter named like a party (:data:`PARTY_NAMES`), an
    attribute read through such a name (``server.S``, ``clients[0].V``, ``self.client.oracle``) and any
    import of ``fedmm.algorithms`` or ``fedmm.runtime``, where the parties live.
@@ -83,7 +83,7 @@ ATTRIBUTE_FUNCTIONS = {"getattr", "setattr", "hasattr", "delattr"}
 GROUP_OF_SUBPACKAGE = {
     "kernels": "core", "history": "core", "protocols": "core",
     "compression": "compression", "models": "models",
-    "algorithms": "algorithms", "engine": "algorithms",
+    "algorithms": "algorithms", "federation": "algorithms",
     "runtime": "runtime", "data": "data",
     "experiments": "experiments", "plotting": "experiments",
     "cli": "apps", "demo": "apps", "__main__": "apps",
@@ -233,7 +233,7 @@ CORE_UTILITIES = {"_validation", "_progress", "_memory"}
 #: The only modules that may import the compiled extensions and the ``_kernels_*`` wrappers (rule 4).
 KERNEL_GATE = "kernels"
 #: Packages whose code may not probe the parties' capabilities (rule 5), relative to the package.
-NO_PROBES = ("engine", "runtime")
+NO_PROBES = ("federation", "runtime")
 #: Names that hold a party of a run in the engine and the runtimes (rule 5).
 PARTY_NAMES = {"server", "client", "clients", "c", "share", "contacted", "monitor", "runtime"}
 #: ``inspect`` functions that read a callable's signature (rule 5).
@@ -332,7 +332,7 @@ def algorithm_imports(path: Path, package: Path = PACKAGE) -> list[str]:
 
 
 #: Modules of the compiled backend that work on values only (rule 8), relative to the package.
-VALUE_ONLY = ("engine/compiled.py", "engine/state.py")
+VALUE_ONLY = ("federation/compiled.py", "federation/state.py")
 #: Where the parties live: the value-only modules import nothing from these (rule 8).
 PARTY_PACKAGES = ("fedmm.algorithms", "fedmm.runtime")
 
@@ -479,11 +479,11 @@ def test_the_probe_rule_flags_what_it_should(tmp_path):
         "    inspect.isclass(value)",                         # 12 fine
     ])
     package = tmp_path / "src" / "fedmm"
-    for name in ("runtime/probe.py", "engine/probe.py", "algorithms/probe.py"):
+    for name in ("runtime/probe.py", "federation/probe.py", "algorithms/probe.py"):
         path = package / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(snippet)
-    for name in ("runtime/probe.py", "engine/probe.py"):
+    for name in ("runtime/probe.py", "federation/probe.py"):
         lines = [g.split(":")[1] for g in capability_probes(package / name, package)]
         assert lines == ["2", "4", "5", "6", "7", "8", "9"], (name, lines)
     assert capability_probes(package / "algorithms/probe.py", package) == []
@@ -496,7 +496,7 @@ def test_the_algorithm_import_rule_flags_what_it_should(tmp_path):
         "import fedmm.algorithms.nonsmooth",                   # 3 flagged
         "from fedmm import algorithms",                        # 4 flagged
         "from fedmm.protocols import RemoteAlgorithm",         # 5 fine
-        "from fedmm.engine.local import CLIENT_ERROR_POLICIES",  # 6 fine
+        "from fedmm.federation.local import CLIENT_ERROR_POLICIES",  # 6 fine
         "def f():",
         "    from fedmm.algorithms import check_seed",         # 8 flagged (function level too)",
         "from fedmm.algorithmsx import y",                     # 9 another name: fine
@@ -538,7 +538,7 @@ def test_extension_modules_map_statuses_through_status_pxi(path):
 
 def test_the_party_rule_flags_what_it_should(tmp_path):
     snippet = "\n".join([
-        "from fedmm.engine.state import RoundConfig",         # 1 fine
+        "from fedmm.federation.state import RoundConfig",         # 1 fine
         "from fedmm.algorithms import federated",             # 2 flagged
         "import fedmm.runtime.ray",                           # 3 flagged
         "def run(config, server, *clients, state=None):",     # 4 flagged twice (server, clients)
@@ -549,11 +549,11 @@ def test_the_party_rule_flags_what_it_should(tmp_path):
         "    getattr(config, 'mode')",                        # 9 fine
     ])
     package = tmp_path / "src" / "fedmm"
-    for name in ("engine/compiled.py", "engine/local.py"):
+    for name in ("federation/compiled.py", "federation/local.py"):
         path = package / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(snippet)
-    got = party_reads(package / "engine/compiled.py", package)
+    got = party_reads(package / "federation/compiled.py", package)
     assert [g.split(":")[1] for g in got] == ["2", "3", "4", "4", "6", "7", "8"], got
     assert "parameter 'clients'" in got[2] and "parameter 'server'" in got[3] and "clients[0].V" in got[4]
-    assert party_reads(package / "engine/local.py", package) == []  # the runtimes drive the parties
+    assert party_reads(package / "federation/local.py", package) == []  # the runtimes drive the parties

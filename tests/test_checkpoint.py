@@ -23,7 +23,7 @@ import pytest
 
 from fedmm.algorithms import FedMM, ParameterAveraging
 from fedmm.compression import StochasticRounding
-from fedmm.engine import Checkpoint, LocalRuntime
+from fedmm.federation import Checkpoint, LocalRuntime
 from fedmm.history import TIMING_FIELDS, History
 from fedmm.models import GaussianMixture
 
@@ -310,7 +310,7 @@ def test_sampled_bit_flips_of_a_run_checkpoint_are_refused(checkpoint_file, tmp_
 KILLED_WRITER = """
 import os, signal, sys
 import numpy as np
-from fedmm.engine import Checkpoint
+from fedmm.federation import Checkpoint
 from fedmm.history import History
 
 def savez_then_die(fh, **arrays):

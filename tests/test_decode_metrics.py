@@ -10,7 +10,7 @@ import pytest
 from fedmm import _rounds, compression, kernels
 from fedmm.algorithms import FedMM
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
-from fedmm.engine.metrics import squared_distance, step_record, update_size
+from fedmm.federation.metrics import squared_distance, step_record, update_size
 from fedmm.models import InverseToy
 
 from reference import engine_heterogeneous_positive
@@ -120,7 +120,7 @@ def test_squared_distance_is_inf_only_when_the_true_value_overflows():
     assert squared_distance([1e154, 1e153], [0.0, 0.0]) == 1e154 * 1e154 + 1e153 * 1e153  # finite: the plain sum
     assert squared_distance([1e154, 1e154], [0.0, 0.0]) == np.inf  # 2e308
     assert squared_distance([big], [-big]) == np.inf  # the difference overflows: so does its square
-    # the documented order is kept wherever nothing over- or underflows (n = 525 in test_engine_compiled)
+    # the documented order is kept wherever nothing over- or underflows (n = 525 in test_federation_compiled)
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal(9) * 1e100, rng.standard_normal(9) * 1e100
     d = a - b

@@ -42,7 +42,7 @@ MUST_HAVE_EXAMPLES = [
     "fedmm.models.PoissonLatent",
     "fedmm.models.InverseToy",
     "fedmm.models.ProximalGradient",
-    "fedmm.engine.LocalRuntime",
+    "fedmm.federation.LocalRuntime",
     "fedmm.compression.decode",
     "fedmm.compression.BlockQuantizer",
     "fedmm.compression.StochasticRounding",

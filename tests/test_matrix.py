@@ -17,7 +17,7 @@ from reference import nonsmooth_toy_data
 
 from fedmm.algorithms import FedAvg, FedMLS, FedMM, FedProx, ParameterAveraging, Scaffnew, Scaffold
 from fedmm.compression import StochasticRounding
-from fedmm.engine import LocalRuntime
+from fedmm.federation import LocalRuntime
 from fedmm.models import GaussianMixture, InverseToy
 from fedmm.models.nonsmooth import HingeSVM, L1Regression
 

@@ -14,7 +14,7 @@ from scipy.linalg import sqrtm  # noqa: E402
 
 from fedmm.algorithms import FedAdam, FedMMOT  # noqa: E402
 from fedmm.compression import StochasticRounding  # noqa: E402
-from fedmm.engine import LocalRuntime  # noqa: E402
+from fedmm.federation import LocalRuntime  # noqa: E402
 from fedmm.models import ICNN, TransportMap, TransportProblem  # noqa: E402
 from fedmm.history import History  # noqa: E402
 

@@ -6,7 +6,7 @@ import pytest
 
 from fedmm.algorithms import FedMM
 from fedmm.compression import BlockQuantizer
-from fedmm.engine import Checkpoint
+from fedmm.federation import Checkpoint
 from fedmm.models import GaussianMixture, MissingValues
 
 

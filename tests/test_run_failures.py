@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fedmm.algorithms import SASSMM, FedAvg, FedMM
-from fedmm.engine import LocalRuntime
+from fedmm.federation import LocalRuntime
 from fedmm.history import History
 from fedmm.models import DictionaryLearning, InverseToy
 from fedmm.models.nonsmooth import HingeSVM

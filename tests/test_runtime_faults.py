@@ -12,7 +12,7 @@ from fault_injection import CAUSES, FaultyClient, check_invariants  # noqa: E402
 
 from fedmm.algorithms import FedMM  # noqa: E402
 from fedmm.compression import StochasticRounding  # noqa: E402
-from fedmm.engine import LocalRuntime  # noqa: E402
+from fedmm.federation import LocalRuntime  # noqa: E402
 from fedmm.history import History  # noqa: E402
 from fedmm.models import GaussianMixture  # noqa: E402
 from fedmm.runtime.ray import RayRuntime, local_ray  # noqa: E402

@@ -10,7 +10,7 @@ pytest.importorskip("ray", reason="the 'ray' extra is not installed: pip install
 
 from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
 from fedmm.compression import StochasticRounding  # noqa: E402
-from fedmm.engine import Checkpoint  # noqa: E402
+from fedmm.federation import Checkpoint  # noqa: E402
 from fedmm.history import TIMING_FIELDS, History  # noqa: E402
 from fedmm.models import DictionaryLearning, GaussianMixture, InverseToy  # noqa: E402
 from fedmm.runtime.ray import RayRuntime, local_ray  # noqa: E402
@@ -253,7 +253,7 @@ def test_ot_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(ray_sess
     from fault_injection import FaultyClient
 
     from fedmm.algorithms import FedAdam, FedMMOT
-    from fedmm.engine import LocalRuntime
+    from fedmm.federation import LocalRuntime
     from fedmm.models import TransportProblem
 
     rng = np.random.default_rng(3)
@@ -324,7 +324,7 @@ def test_nonsmooth_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(r
     # timeout: the actors' deadline path), the run is the uninterrupted in-process one, bit for bit.
     from reference import nonsmooth_toy_data
 
-    from fedmm.engine import LocalRuntime
+    from fedmm.federation import LocalRuntime
 
     algo = _nonsmooth(name)
     datas = nonsmooth_toy_data("hinge", n_clients=5, m=20, d=3, seed=3)

@@ -211,7 +211,7 @@ def test_a_failing_start_client_still_raises_under_on_client_error_raise():
     with pytest.raises(RuntimeError, match=r"Client 1 failed in the start exchange .*on_client_error='raise'"):
         FedMM(model_cls(), batch_size=4).run(datas, 2, seed=0, on_client_error="raise")
     # the policy of a runtime given to run() decides
-    from fedmm.engine import LocalRuntime
+    from fedmm.federation import LocalRuntime
 
     with pytest.raises(RuntimeError, match=r"Client 1 failed in the start exchange"):
         FedMM(model_cls(), batch_size=4).run(datas, 2, seed=0, runtime=LocalRuntime(on_client_error="raise"))

@@ -4,7 +4,7 @@ One run, three ways to execute it in process
 ============================================
 
 The same FedMM run (dictionary learning, 20 heterogeneous clients, 10 per round, 8-bit stochastic
-rounding, control variates) executed in process by :class:`fedmm.engine.LocalRuntime` (chosen with
+rounding, control variates) executed in process by :class:`fedmm.federation.LocalRuntime` (chosen with
 ``FedMM(backend=..., n_threads=...)``)
 
 - on the **compiled backend** (whole stretches of rounds in one C call, no GIL),

@@ -255,7 +255,7 @@ def run_rounds(model: CompiledModel, space: str, mode: str, oracle: str, project
     ``pool`` (without one, on a :class:`WorkerPool` of ``n_threads`` made for
     this call, or on the calling thread when ``n_threads == 1``), then the
     server step (``fedmm_server_step``) on the senders' messages in client
-    order.  The engine layer (:func:`fedmm.engine.compiled_rounds`) builds the
+    order.  The federation layer (:func:`fedmm.federation.compiled_rounds`) builds the
     arguments from the server's and the clients' state; the arrays are read
     as they are (the kernel checks their lengths), and those updated in place
     must be contiguous, writeable float64.

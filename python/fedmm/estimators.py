@@ -54,7 +54,7 @@ from fedmm import kernels
 from fedmm._validation import as_array, check_bool, check_count, check_in, check_int, check_real
 from fedmm.algorithms import check_control_variate_step, check_compressor
 from fedmm.algorithms import FedMM, StopRun, check_seed
-from fedmm.engine import Checkpoint, data_digest
+from fedmm.federation import Checkpoint, data_digest
 from fedmm.models import DictionaryLearning, GaussianMixture
 
 __all__ = ["FederatedGaussianMixture", "FederatedDictionaryLearning", "split_rows"]
@@ -729,7 +729,7 @@ class FederatedDictionaryLearning(_FederatedMixin, ClassNamePrefixFeaturesOutMix
 
     def _run(self, model: DictionaryLearning, datas: list[np.ndarray], n_rounds: int, **kwargs: Any) -> None:
         """``FedMM.run`` with ``kwargs``; keeps its History, the dictionary and the run's state after the last
-        round (the :class:`fedmm.engine.Checkpoint` that :meth:`partial_fit` resumes)."""
+        round (the :class:`fedmm.federation.Checkpoint` that :meth:`partial_fit` resumes)."""
         with tempfile.TemporaryDirectory(prefix="fedmm-estimator-") as tmp:
             path = os.path.join(tmp, "state.ckpt")
             history = self._algorithm(model).run(datas, n_rounds, checkpoint_every=n_rounds, checkpoint_path=path,

@@ -143,7 +143,7 @@ class Model(Protocol):
     default; ``1.0`` for the EM models, whose full-batch rounds are then
     exact EM).
 
-    Optional compiled hook (the compiled backend of the round, :mod:`fedmm.engine`):
+    Optional compiled hook (the compiled backend of the round, :mod:`fedmm.federation`):
     ``compiled_model()`` returns a handle the compiled backend can run (the
     C struct of function pointers), or None to stay on the Python backend;
     see :class:`SupportsCompiledModel`.
@@ -406,8 +406,8 @@ class CompiledRoundsServer(ServerParty, Protocol):
 
     The in-process runtime with ``compiled=True`` calls :meth:`simulate_rounds`
     instead of the per-round calls, with the same numbers.  The compiled engine itself works on
-    values (:class:`fedmm.engine.RoundConfig`, :class:`fedmm.engine.ServerState`,
-    :class:`fedmm.engine.ClientState`): the server turns itself and its clients into them.
+    values (:class:`fedmm.federation.RoundConfig`, :class:`fedmm.federation.ServerState`,
+    :class:`fedmm.federation.ClientState`): the server turns itself and its clients into them.
     """
 
     def compiled_unsupported(self, clients: Sequence["ClientParty"]) -> str | None:
@@ -586,7 +586,7 @@ class SupportsResume(Runtime, Protocol):
     Declared by the class attribute ``resumable = True``; its :meth:`run`
     also takes ``start`` (the first round to run, the parties and the
     History holding the state after round ``start − 1``) and ``checkpoint``
-    (a :class:`fedmm.engine.CheckpointWriter`, called after every round),
+    (a :class:`fedmm.federation.CheckpointWriter`, called after every round),
     as :meth:`fedmm.runtime.LocalRuntime.run` does.
     """
 

@@ -2,7 +2,7 @@
 """Cython wrappers of ``random.c`` and of ``engine.c``'s aggregation helpers: Philox streams,
 sampling, weighted sums and squared distances.
 
-Private module: :mod:`fedmm.kernels` and :mod:`fedmm.engine` expose the checked
+Private module: :mod:`fedmm.kernels` and :mod:`fedmm.federation` expose the checked
 public faces.  Arguments arrive already validated.
 """
 import numpy as np

@@ -15,7 +15,7 @@ import numpy as np
 
 from fedmm import kernels
 from fedmm._validation import check_count, check_in, check_int
-from fedmm.engine.compiled import MINIBATCH_SHUFFLE_MAX
+from fedmm.federation.compiled import MINIBATCH_SHUFFLE_MAX
 from fedmm.models.base import SurrogateModel
 
 __all__ = ["LocalOracle", "check_oracle_args"]
@@ -163,7 +163,7 @@ class LocalOracle:
 
     def writable_memory(self) -> dict | None:
         """The model's memory, each read-only array replaced by a writable copy first (arrays imported
-        from a :class:`fedmm.engine.ClientState` are read-only; the model updates its memory in place)."""
+        from a :class:`fedmm.federation.ClientState` are read-only; the model updates its memory in place)."""
         memory = self.memory
         if memory:
             for name, value in memory.items():

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from fedmm._validation import check_in, check_real
-from fedmm.engine.local import CLIENT_ERROR_POLICIES
+from fedmm.federation.local import CLIENT_ERROR_POLICIES
 
 __all__ = ["check_datas_list", "normalized_weights", "participation", "compressor_list", "checked_compressors",
            "check_control_variate_step", "check_weights", "check_compressor", "check_runtime", "client_error_policy",

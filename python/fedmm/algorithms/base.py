@@ -4,7 +4,7 @@
 :class:`FederatedAlgorithm` owns everything a run does around the rounds, the
 same for FedMM, parameter averaging, FedMLS, FedAvg, Scaffold, Scaffnew,
 FedMM-OT and FedAdam: argument checks, the seed, resuming from a
-:class:`~fedmm.engine.Checkpoint` (fingerprint checked), the
+:class:`~fedmm.federation.Checkpoint` (fingerprint checked), the
 :class:`~fedmm.History` and its initial values, the default runtime, the
 ``callback(t, state)`` of every round, checkpoints (every ``checkpoint_every``
 rounds and on any error or interrupt), the early stop of :class:`StopRun` and
@@ -26,8 +26,8 @@ from fedmm._validation import (check_bool, check_callable, check_count, check_in
                                check_seed)
 from fedmm.algorithms._random import seed_from_repr, seed_repr
 from fedmm.algorithms._setup import check_runtime, client_error_policy
-from fedmm.engine import LocalRuntime
-from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter
+from fedmm.federation import LocalRuntime
+from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter
 from fedmm.history import History
 from fedmm.protocols import SupportsResume
 
@@ -318,7 +318,7 @@ class FederatedAlgorithm:
     def choose_runtime(self, runtime: Any, *, server: Any, clients: Sequence[Any], history: History,
                        on_client_error: str) -> Any:
         """The runtime that runs the rounds: ``runtime`` when given, else an in-process
-        :class:`~fedmm.engine.LocalRuntime` with this algorithm's ``n_threads`` and the fault policy.
+        :class:`~fedmm.federation.LocalRuntime` with this algorithm's ``n_threads`` and the fault policy.
 
         A family may record its choice in ``history.config`` (FedMM's ``backend``).
         """
@@ -335,7 +335,7 @@ class FederatedAlgorithm:
                            run_args: dict[str, Any]) -> dict[str, Any]:
         """What ties a checkpoint to its run besides the algorithm, :meth:`fingerprint_config`, the
         seed, the number of clients and ``evaluate_every``: the clients' data digest
-        (:func:`fedmm.engine.checkpoint.data_digest`), ``evaluate_data``'s, the family's run arguments."""
+        (:func:`fedmm.federation.checkpoint.data_digest`), ``evaluate_data``'s, the family's run arguments."""
         raise NotImplementedError  # pragma: no cover
 
     def server_params(self, server: Any) -> dict[str, Any]:
@@ -450,8 +450,8 @@ class FederatedAlgorithm:
         evaluate_data : optional
             Data on which the family evaluates instead of ``datas`` (where it has such an evaluation).
         resume : Checkpoint or path, optional
-            Continue the run that wrote this :class:`fedmm.engine.Checkpoint`
-            (or the file :meth:`~fedmm.engine.Checkpoint.save` wrote) from its
+            Continue the run that wrote this :class:`fedmm.federation.Checkpoint`
+            (or the file :meth:`~fedmm.federation.Checkpoint.save` wrote) from its
             next round up to ``n_rounds``, as if it had never stopped: the
             result equals the uninterrupted run's bit for bit.  The run must be
             the same (hyper-parameters, seed, number of clients, their data,
@@ -468,7 +468,7 @@ class FederatedAlgorithm:
             the run once its rounds have begun (``KeyboardInterrupt``, a client
             error under ``on_client_error='raise'``, a failed server step, a
             callback's error) carries ``exc.history`` (the completed rounds)
-            and ``exc.checkpoint`` (a :class:`~fedmm.engine.Checkpoint` to pass
+            and ``exc.checkpoint`` (a :class:`~fedmm.federation.Checkpoint` to pass
             as ``resume``), also written to ``checkpoint_path`` when given.
             Checkpoints need a runtime that declares ``resumable = True``
             (:class:`fedmm.protocols.SupportsResume`; the in-process one does).

@@ -19,13 +19,13 @@ import numpy as np
 
 from fedmm import kernels
 from fedmm._validation import check_in, check_int, check_participation
-from fedmm.engine import (LocalRuntime, compiled_rounds, compiled_start_statistics, compiled_unsupported,
+from fedmm.federation import (LocalRuntime, compiled_rounds, compiled_start_statistics, compiled_unsupported,
                           record_initial)
-from fedmm.engine.checkpoint import data_digest
-from fedmm.engine.compiled import CompiledRounds, client_unsupported, compiled_statistics
-from fedmm.engine.state import ClientState, RoundConfig, ServerState
-from fedmm.engine.local import CLIENT_ERROR_POLICIES, record_start_drops
-from fedmm.engine.metrics import squared_distance, step_record, update_size
+from fedmm.federation.checkpoint import data_digest
+from fedmm.federation.compiled import CompiledRounds, client_unsupported, compiled_statistics
+from fedmm.federation.state import ClientState, RoundConfig, ServerState
+from fedmm.federation.local import CLIENT_ERROR_POLICIES, record_start_drops
+from fedmm.federation.metrics import squared_distance, step_record, update_size
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms.base import FederatedAlgorithm, Integer, Options, Rule, StopRun
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -279,7 +279,7 @@ class Client:
         self.oracle.set_state(state, like_theta)
 
     def export_state(self) -> ClientState:
-        """The client's mutable state as a :class:`fedmm.engine.ClientState` value (the numbers of
+        """The client's mutable state as a :class:`fedmm.federation.ClientState` value (the numbers of
         :meth:`get_state`: ``ClientState.to_arrays()`` holds the same arrays).
 
         Arrays the client may still change are copied; read-only ones (those of a state it
@@ -305,7 +305,7 @@ class Client:
 
     def import_state(self, state: ClientState, like_theta: Any = None) -> None:
         """Continue from ``state`` (a :meth:`export_state` value, possibly of another client object built
-        alike, or what :func:`fedmm.engine.compiled_rounds` returns).
+        alike, or what :func:`fedmm.federation.compiled_rounds` returns).
 
         The client takes the state's arrays as they are (read-only: its control variate is replaced,
         never written in place, and the oracle copies a memory array before the model writes into
@@ -314,7 +314,7 @@ class Client:
         set-up broadcast's ``θ_0``).
         """
         if not isinstance(state, ClientState):
-            raise TypeError(f"Expected 'state' to be a fedmm.engine.ClientState, got {type(state).__name__}")
+            raise TypeError(f"Expected 'state' to be a fedmm.federation.ClientState, got {type(state).__name__}")
         if state.V is not None:
             self.V = state.V
         oracle = self.oracle
@@ -649,7 +649,7 @@ class Server:
             memory_key=memory_key)
 
     def round_config(self, clients: Sequence[Client]) -> RoundConfig:
-        """The :class:`fedmm.engine.RoundConfig` of this server's rounds with its in-process ``clients``.
+        """The :class:`fedmm.federation.RoundConfig` of this server's rounds with its in-process ``clients``.
 
         Built once per run (the first call; later calls with the same client objects return it).
 
@@ -680,7 +680,7 @@ class Server:
         """The start exchange's full local statistics ``s̄_i(θ)`` of every client, in one compiled call.
 
         What :meth:`Client.start_statistic` computes, for all clients at once
-        (:func:`fedmm.engine.compiled_statistics`); None, with nothing computed, when
+        (:func:`fedmm.federation.compiled_statistics`); None, with nothing computed, when
         :meth:`compiled_unsupported` gives a reason.
         """
         if self.compiled_unsupported(clients) is not None:
@@ -697,7 +697,7 @@ class Server:
         :meth:`aggregate` in one GIL-free call per stretch, with the numbers
         of the Python backend bit for bit: the server's and the clients'
         states (:meth:`export_state`, :meth:`Client.export_state`) go to
-        :func:`fedmm.engine.compiled_rounds` with the run's
+        :func:`fedmm.federation.compiled_rounds` with the run's
         :meth:`round_config`, and the states it returns are imported.
         Returns one dict per round run (``record``, ``active``,
         ``n_contacted``, ``bytes_up``, ``bytes_down``, ``seconds``; a last
@@ -761,7 +761,7 @@ class Server:
         self.import_state(ServerState.from_arrays(state), theta)
 
     def export_state(self) -> ServerState:
-        """The server's mutable state as a :class:`fedmm.engine.ServerState` value (copies; the numbers
+        """The server's mutable state as a :class:`fedmm.federation.ServerState` value (copies; the numbers
         of :meth:`get_state`, which is ``export_state().to_arrays()`` copied)."""
         return ServerState(V=self.V, theta_vector=self.theta_vector, theta_vector_prev=self.theta_vector_prev,
                            S=self.S)
@@ -771,7 +771,7 @@ class Server:
         ``theta`` (the parameter in the model's structure, optional) saves rebuilding it from
         ``state.theta_vector``.  The server keeps writable copies of the state's arrays."""
         if not isinstance(state, ServerState):
-            raise TypeError(f"Expected 'state' to be a fedmm.engine.ServerState, got {type(state).__name__}")
+            raise TypeError(f"Expected 'state' to be a fedmm.federation.ServerState, got {type(state).__name__}")
         d = self.theta_vector.shape[0]
         V = np.array(state.V, dtype=np.float64, copy=True)
         vec = np.array(state.theta_vector, dtype=np.float64, copy=True)
@@ -851,7 +851,7 @@ class Server:
 
         Returns the round's monitoring record (``gamma``, ``E_s``/``E_ps`` or
         ``E_p``; a value that overflows float64 is recorded as ``inf`` with a
-        ``RuntimeWarning``, see :func:`fedmm.engine.metrics.update_size`).
+        ``RuntimeWarning``, see :func:`fedmm.federation.metrics.update_size`).
         """
         gamma = self.schedule(t + 1)
         ids, rows, weights = [], [], []
@@ -1073,7 +1073,7 @@ class FedMM(FederatedAlgorithm):
     n_threads : int >= 1
         Threads of the in-process runtime.
     backend : {'auto', 'python', 'compiled'}
-        Which backend runs the rounds in process (:mod:`fedmm.engine`):
+        Which backend runs the rounds in process (:mod:`fedmm.federation`):
         ``'compiled'`` runs whole stretches of rounds in C (models with a
         :meth:`~fedmm.models.SurrogateModel.compiled_model`, compressors with
         a ``quantizer_spec``, minibatch or full oracles); ``'python'`` the
@@ -1468,7 +1468,7 @@ class FedMM(FederatedAlgorithm):
             Anything with ``run(server, clients, n_rounds, history=..., monitor=...,
             callback=..., progress=...)`` (:class:`fedmm.protocols.Runtime`; a
             ``TypeError`` otherwise); default the in-process
-            :class:`fedmm.engine.LocalRuntime` with this object's ``n_threads`` and
+            :class:`fedmm.federation.LocalRuntime` with this object's ``n_threads`` and
             the backend chosen by ``backend``.
         on_client_error : {'drop', 'raise'} or None
             The default runtime's fault policy: a client whose round raises or
@@ -1487,8 +1487,8 @@ class FedMM(FederatedAlgorithm):
             ``all_dropped`` in its record (:attr:`History.all_dropped_rounds`)
             and the run ends with a ``RuntimeWarning`` naming those rounds.
         resume : Checkpoint or path, optional
-            Continue the run that wrote this :class:`fedmm.engine.Checkpoint`
-            (or the file :meth:`~fedmm.engine.Checkpoint.save` wrote) from its
+            Continue the run that wrote this :class:`fedmm.federation.Checkpoint`
+            (or the file :meth:`~fedmm.federation.Checkpoint.save` wrote) from its
             next round up to ``n_rounds``, as if it had never stopped: the
             result equals the uninterrupted run's bit for bit.  The run must be
             the same (model, hyper-parameters, seed, number of clients, their
@@ -1504,7 +1504,7 @@ class FedMM(FederatedAlgorithm):
             writes the state after the last completed round there.  Whatever
             the path, an interrupted run re-raises ``KeyboardInterrupt`` with
             ``exc.history`` (the completed rounds) and ``exc.checkpoint`` (a
-            :class:`~fedmm.engine.Checkpoint` to pass as ``resume``) attached.
+            :class:`~fedmm.federation.Checkpoint` to pass as ``resume``) attached.
             Checkpoints need a runtime whose ``run`` accepts ``start`` and
             ``checkpoint`` (the in-process runtime does).  Any other exception
             that ends the run once its rounds have begun (a client error under

@@ -77,8 +77,8 @@ from fedmm.algorithms._schedule import Schedule
 from fedmm.algorithms._setup import check_compressor, checked_compressors, compressor_list, participation
 from fedmm.algorithms.base import Boolean, FederatedAlgorithm, Integer, OptionalConstraint, Options, Real, Rule
 from fedmm.compression import Identity
-from fedmm.engine.checkpoint import data_digest
-from fedmm.engine import LocalRuntime, record_initial
+from fedmm.federation.checkpoint import data_digest
+from fedmm.federation import LocalRuntime, record_initial
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 

@@ -8,7 +8,7 @@ through the same Server/Client split as FedMM: a server object
 (:class:`OTServer`, :class:`FedAdamServer`) with ``select``, ``broadcast``,
 ``aggregate`` and ``get_state``/``set_state``, and client objects
 (:class:`OTClient`) whose ``step(message)`` returns compressed ``bytes``.  A
-runtime (the in-process :class:`fedmm.engine.LocalRuntime`,
+runtime (the in-process :class:`fedmm.federation.LocalRuntime`,
 :class:`fedmm.runtime.RayRuntime`, or Flower through
 :mod:`fedmm.runtime.flower`, whose nodes build their parties with
 ``build_server`` and ``build_client``) moves the messages; the numbers do not
@@ -47,9 +47,9 @@ from fedmm.algorithms._setup import (
     participation,
 )
 from fedmm.compression import Identity
-from fedmm.engine import LocalRuntime, record_initial
-from fedmm.engine.checkpoint import data_digest
-from fedmm.engine.metrics import squared_distance, update_size
+from fedmm.federation import LocalRuntime, record_initial
+from fedmm.federation.checkpoint import data_digest
+from fedmm.federation.metrics import squared_distance, update_size
 from fedmm.history import History
 from fedmm.models.ot import (
     TransportMap,

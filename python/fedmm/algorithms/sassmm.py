@@ -9,8 +9,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from fedmm._validation import check_callable, check_count, check_in
-from fedmm.engine import record_initial
-from fedmm.engine.metrics import squared_distance, step_record
+from fedmm.federation import record_initial
+from fedmm.federation.metrics import squared_distance, step_record
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
 from fedmm.algorithms._random import CLIENT_PARTY, RoundStream, check_seed, init_generator, party_seed, seed_repr

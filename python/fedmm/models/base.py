@@ -32,7 +32,7 @@ Conventions
   every index anyway.  Read-only arrays are accepted everywhere.
   A model may also provide a
   compiled form (:meth:`SurrogateModel.compiled_model`) that the compiled
-  round engine (:mod:`fedmm.engine`) runs without Python.
+  round engine (:mod:`fedmm.federation`) runs without Python.
 """
 from __future__ import annotations
 

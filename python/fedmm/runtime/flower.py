@@ -89,7 +89,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from fedmm._validation import check_count, check_in, check_int, check_real, check_seed
-from fedmm.engine.local import CLIENT_ERROR_POLICIES
+from fedmm.federation.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
 from fedmm.protocols import RemoteAlgorithm
 from fedmm.runtime.local import record_initial, record_start_drops, round_record, run_monitor, warn_all_dropped

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from fedmm._progress import progress_bar, progress_enabled
 from fedmm._validation import check_bool, check_count, check_in, check_int, check_real
-from fedmm.engine.local import CLIENT_ERROR_POLICIES
+from fedmm.federation.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
 from fedmm.runtime.local import finish_round, split_contiguous, warn_all_dropped
 
@@ -374,7 +374,7 @@ class RayRuntime:
         holds its ``start`` records: the actors are built from those clients,
         the set-up exchange is skipped and ``wall_time`` (and ``monitor_time``)
         go on from the last record.  ``callback(t)`` and then ``checkpoint(t)``
-        (e.g. a :class:`fedmm.engine.CheckpointWriter`) are called after round
+        (e.g. a :class:`fedmm.federation.CheckpointWriter`) are called after round
         ``t`` is committed: its record is in the History and the driver's
         clients hold their new states, so a checkpoint's snapshot is exact.
         An exception from either leaves round ``t`` in place (as in process).

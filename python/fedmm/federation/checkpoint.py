@@ -3,8 +3,8 @@
 
 A :class:`Checkpoint` holds what a run carries between rounds and nothing
 that can be rebuilt: the server's and every client's state (``get_state()``,
-the ``to_arrays()`` of a :class:`~fedmm.engine.ServerState` /
-:class:`~fedmm.engine.ClientState`), the
+the ``to_arrays()`` of a :class:`~fedmm.federation.ServerState` /
+:class:`~fedmm.federation.ClientState`), the
 History of the completed rounds, the index of the next round, and a
 *fingerprint* of the run (algorithm, hyper-parameters, seed, number of
 clients, digest of the clients' data) so that a checkpoint is never applied
@@ -45,7 +45,7 @@ from typing import IO, Any, Sequence
 import numpy as np
 
 from fedmm._validation import check_path
-from fedmm.engine.state import ClientState, ServerState
+from fedmm.federation.state import ClientState, ServerState
 from fedmm.history import History
 
 try:
@@ -232,7 +232,7 @@ class Checkpoint:
     next_round : int
         The round the run continues with (the number of completed rounds).
     server_state : dict of str to ndarray, or ServerState
-        ``server.get_state()`` after round ``next_round - 1`` (a :class:`~fedmm.engine.ServerState` is
+        ``server.get_state()`` after round ``next_round - 1`` (a :class:`~fedmm.federation.ServerState` is
         stored as its ``to_arrays()``).
     client_states : list of (dict of str to ndarray, or ClientState)
         ``client.get_state()`` of every client, in client order (likewise).

@@ -221,7 +221,7 @@ MODES = [("select", 3), ("select", 0.5), ("select", 1.0), ("compress", 3), ("com
 @pytest.mark.parametrize("alpha", [0.0, 0.03], ids=["no-cv", "cv"])
 def test_compiled_stretches_equal_the_per_round_path(monkeypatch, alpha, compressor, mode, participation, algorithm):
     """Whole rounds in C (selection, clients, aggregation, SA step, T) == the per-client wire path, bit for bit."""
-    from fedmm.engine import local
+    from fedmm.federation import local
 
     datas = _clients()
     calls = _counting_simulate_rounds(monkeypatch)
@@ -290,7 +290,7 @@ def test_compiled_stretches_decline_other_configurations(monkeypatch):
 
 
 def test_stretch_ends_where_python_must_run():
-    from fedmm.engine.local import _STRETCH, LocalRuntime
+    from fedmm.federation.local import _STRETCH, LocalRuntime
 
     class Due:
         def __init__(self, rounds):
@@ -337,7 +337,7 @@ def test_compiled_stretches_on_degenerate_shapes(algorithm, shape):
 
 def test_compiled_stretches_cut_short_by_time_give_the_same_history(monkeypatch):
     """A stretch that runs out of time returns the rounds it ran; the runtime carries on from there."""
-    from fedmm.engine import local
+    from fedmm.federation import local
 
     server, clients = _set_up_fedmm()
     assert len(server.simulate_rounds(clients, 0, 5, max_seconds=0.0)) == 1  # at least one round, then stop
@@ -366,7 +366,7 @@ def test_compiled_stretches_without_warm_starts_and_with_client_weights(algorith
 
 def test_history_records_the_backend_of_a_callers_local_runtime():
     from fedmm.algorithms import FedMM
-    from fedmm.engine import LocalRuntime
+    from fedmm.federation import LocalRuntime
     from fedmm.models import GaussianMixture
 
     rng = np.random.default_rng(0)

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The compiled backend: stretches of FedMM rounds in one call of ``engine.c``, on values.
 
-Its functions take and return data only: a :class:`~fedmm.engine.state.RoundConfig`, a
-:class:`~fedmm.engine.state.ServerState`, one :class:`~fedmm.engine.state.ClientState` per client,
+Its functions take and return data only: a :class:`~fedmm.federation.state.RoundConfig`, a
+:class:`~fedmm.federation.state.ServerState`, one :class:`~fedmm.federation.state.ClientState` per client,
 the compiled model (a :class:`fedmm.kernels.CompiledModel`), the clients' data in its format and
 the compiled parameter.  They read no attribute of a server or client object
 (``tests/test_architecture.py`` checks it): :meth:`fedmm.algorithms.Server.simulate_rounds`
@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedmm import kernels
-from fedmm.engine.metrics import step_record
-from fedmm.engine.state import ClientState, RoundConfig, ServerState
+from fedmm.federation.metrics import step_record
+from fedmm.federation.state import ClientState, RoundConfig, ServerState
 
 __all__ = ["CompiledRounds", "client_unsupported", "compiled_rounds", "compiled_statistics", "config_unsupported",
            "MINIBATCH_SHUFFLE_MAX"]

@@ -142,7 +142,7 @@ def _fedmm_parties(seed=0, **kw):
 def test_state_values_hold_what_get_state_holds_read_only():
     import dataclasses
 
-    from fedmm.engine import ClientState, ServerState
+    from fedmm.federation import ClientState, ServerState
 
     server, clients = _fedmm_parties()
     _python_rounds(server, clients, range(3))  # the clients now remember LASSO codes
@@ -174,7 +174,7 @@ def test_state_values_hold_what_get_state_holds_read_only():
 
 
 def test_state_values_refuse_what_they_do_not_hold():
-    from fedmm.engine import ClientState, ServerState
+    from fedmm.federation import ClientState, ServerState
 
     with pytest.raises(ValueError, match="only the server state arrays"):
         ServerState.from_arrays({"V": np.zeros(2), "theta_vector": np.zeros(3), "omega": np.zeros(1)})
@@ -209,7 +209,7 @@ def test_server_and_client_import_what_they_export():
 
 
 def test_compiled_rounds_take_values_and_leave_them_unchanged():
-    from fedmm.engine import compiled_rounds, config_unsupported
+    from fedmm.federation import compiled_rounds, config_unsupported
 
     server, clients = _fedmm_parties(seed=2)
     ref, ref_clients = _fedmm_parties(seed=2)
@@ -265,7 +265,7 @@ def test_round_config_mirrors_the_c_struct():
     import re
     from pathlib import Path
 
-    from fedmm.engine import RoundConfig
+    from fedmm.federation import RoundConfig
 
     headers = sorted((Path(__file__).resolve().parents[1] / "src").rglob("*.h"))
     text = next(h.read_text() for h in headers if "} fedmm_round_config_t;" in h.read_text())
@@ -275,7 +275,7 @@ def test_round_config_mirrors_the_c_struct():
 
 
 def test_a_checkpoint_stores_the_state_values_as_their_arrays(tmp_path):
-    from fedmm.engine import Checkpoint
+    from fedmm.federation import Checkpoint
     from fedmm.history import History
 
     server, clients = _fedmm_parties(seed=5)

@@ -2,7 +2,7 @@
 """The in-process runtime: the default runtime of every algorithm (compiled stretches of rounds, or the
 Python backend's ``Client.step`` on a local thread pool).
 
-It lives in the engine layer because the algorithms use it by default;
+It lives in the federation layer because the algorithms use it by default;
 :mod:`fedmm.runtime` re-exports it next to the distributed runtimes.
 """
 from __future__ import annotations
@@ -195,7 +195,7 @@ class LocalRuntime:
     task per share), then ``server.aggregate(t, payloads)``.  With
     ``compiled=True``, when the server declares compiled rounds
     (``supports_compiled_rounds``) and its ``simulate_rounds`` accepts the
-    configuration (see :func:`fedmm.engine.compiled_unsupported`), whole
+    configuration (see :func:`fedmm.federation.compiled_unsupported`), whole
     stretches of rounds run in one compiled call instead, with the same
     numbers; a stretch ends after each round the monitor is due on, after
     every round when there is a callback, and
@@ -371,7 +371,7 @@ class LocalRuntime:
         the state after round ``start − 1`` and whose ``history`` holds its
         ``start`` records: the set-up exchange is skipped and ``wall_time``
         (and ``monitor_time``) go on from the last record.  ``checkpoint`` (e.g. a
-        :class:`fedmm.engine.CheckpointWriter`: ``due(t)`` and a call after
+        :class:`fedmm.federation.CheckpointWriter`: ``due(t)`` and a call after
         round ``t``) is called after every round's record and callback;
         compiled stretches end on its due rounds.
         """

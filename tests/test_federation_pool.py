@@ -18,7 +18,7 @@ import pytest
 from fedmm import kernels
 from fedmm.algorithms import FedMM
 from fedmm.compression import StochasticRounding
-from fedmm.engine import LocalRuntime
+from fedmm.federation import LocalRuntime
 from fedmm.history import History
 from fedmm.models import DictionaryLearning
 
@@ -230,7 +230,7 @@ def test_ctrl_c_stops_a_two_thread_compiled_run_with_its_completed_rounds():
         import os, signal, sys
         signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, sys.argv[1])
-        from test_engine_pool import _algorithm, _datas, _n_os_threads
+        from test_federation_pool import _algorithm, _datas, _n_os_threads
         datas = _datas()
         _algorithm().run(datas, 2, seed=0)  # threads that outlive any first run (not the pool's)
         before = _n_os_threads()

@@ -1,6 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The FedMM round engine: the compiled backend of the round (the Python reference backend is
-:class:`fedmm.algorithms.Server` / :class:`fedmm.algorithms.Client`).
+"""The federation skeleton's engine: what every algorithm's one ``run``
+(:class:`fedmm.algorithms.FederatedAlgorithm`) drives — the in-process runtime
+(:class:`LocalRuntime`: selection, broadcast, the clients' rounds on threads,
+the fault policy and its roll-back, the records), checkpoints, the state
+values that cross layers (:class:`RoundConfig`, :class:`ServerState`,
+:class:`ClientState`) and the compiled backend of the FedMM round (the Python
+reference backend is :class:`fedmm.algorithms.Server` / :class:`fedmm.algorithms.Client`).
+Formerly ``fedmm.engine``.
 
 A round is defined twice, once per backend, and both give the same numbers:
 
@@ -20,12 +26,12 @@ A round is defined twice, once per backend, and both give the same numbers:
 A :class:`Checkpoint` is the state of a run after a completed round, from which
 ``run(..., resume=...)`` continues bit for bit.
 """
-from fedmm.engine.backend import compiled_start_statistics, compiled_unsupported
-from fedmm.engine.checkpoint import Checkpoint, CheckpointWriter, data_digest
-from fedmm.engine.compiled import CompiledRounds, compiled_rounds, compiled_statistics, config_unsupported
-from fedmm.engine.local import LocalRuntime, finish_round, record_initial, round_record, run_monitor
-from fedmm.engine.metrics import squared_distance, step_record, update_size
-from fedmm.engine.state import ClientState, RoundConfig, ServerState
+from fedmm.federation.backend import compiled_start_statistics, compiled_unsupported
+from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_digest
+from fedmm.federation.compiled import CompiledRounds, compiled_rounds, compiled_statistics, config_unsupported
+from fedmm.federation.local import LocalRuntime, finish_round, record_initial, round_record, run_monitor
+from fedmm.federation.metrics import squared_distance, step_record, update_size
+from fedmm.federation.state import ClientState, RoundConfig, ServerState
 
 __all__ = ["Checkpoint", "CheckpointWriter", "ClientState", "CompiledRounds", "LocalRuntime", "RoundConfig",
            "ServerState", "data_digest", "compiled_rounds", "compiled_start_statistics", "compiled_statistics",

@@ -10,7 +10,7 @@ import pytest
 
 from fedmm.algorithms import FedMM, StopRun
 from fedmm.compression import StochasticRounding
-from fedmm.engine import LocalRuntime
+from fedmm.federation import LocalRuntime
 from fedmm.history import History
 from fedmm.models import DictionaryLearning, GaussianMixture, InverseToy
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The FedMM round as data: its configuration and the server's and clients' state, as frozen values.
 
-Three values cross the layers of a run (:mod:`fedmm.algorithms` ↔ :mod:`fedmm.engine` ↔ the
+Three values cross the layers of a run (:mod:`fedmm.algorithms` ↔ :mod:`fedmm.federation` ↔ the
 compiled kernels, checkpoints, Ray and Flower):
 
 - :class:`RoundConfig`: what configures a FedMM round and never changes over the rounds of a run
@@ -19,9 +19,9 @@ so the keys (configuration) and the round index say everything.  The values comp
 (``==`` is not element-wise).  Every array is a read-only NumPy array: an array given to a
 constructor is copied unless it is already a read-only ndarray of the right dtype, which is shared
 as it is (whoever made it read-only promises that nobody writes it through another view; the
-parties and :func:`fedmm.engine.compiled_rounds` keep that promise for the arrays they hand over),
+parties and :func:`fedmm.federation.compiled_rounds` keep that promise for the arrays they hand over),
 and ``from_arrays`` always copies.  :meth:`ServerState.to_arrays` / :meth:`ClientState.to_arrays`
-give the flat ``name → array`` dicts a checkpoint stores (:class:`fedmm.engine.Checkpoint`, format
+give the flat ``name → array`` dicts a checkpoint stores (:class:`fedmm.federation.Checkpoint`, format
 version 2, unchanged), and ``from_arrays`` reads them back.
 """
 from __future__ import annotations
@@ -94,7 +94,7 @@ class RoundConfig:
     """Everything that configures a FedMM round and does not change over the rounds of a run.
 
     Built once per run by :meth:`fedmm.algorithms.Server.round_config` from the server and its
-    in-process clients; :func:`fedmm.engine.compiled_rounds` runs rounds from it (with the states
+    in-process clients; :func:`fedmm.federation.compiled_rounds` runs rounds from it (with the states
     and the compiled model), reading no party object.  The first eight attributes are the fields
     of ``fedmm_round_config_t`` (``fedmm_kernels.h``) under the same names; the per-client arrays
     are the constant half of ``fedmm_client_t``, one row per client in client order.

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Which backend runs a server's rounds in this process: the questions a front end asks a server.
 
-The compiled engine (:mod:`fedmm.engine.compiled`) works on values only; whether a server and its
+The compiled engine (:mod:`fedmm.federation.compiled`) works on values only; whether a server and its
 clients can be turned into those values is the server's answer, through the members
 :class:`fedmm.protocols.CompiledRoundsServer` declares.  These two functions put the question to
 any server (one without compiled rounds, ``supports_compiled_rounds = False``, answers no).
