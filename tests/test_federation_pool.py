@@ -53,8 +53,28 @@ def _state(server, clients):
         np.array(c.V, copy=True) for c in clients]
 
 
-def _n_os_threads():
-    return len(os.listdir("/proc/self/task"))
+def _n_os_threads(expected=None, wait=2.0):
+    """This process's OS threads; with ``expected``, the count once it equals ``expected`` or after ``wait``
+    seconds.  A joined thread can still be listed for a moment: ``pthread_join`` returns when the kernel
+    clears the thread's id, before it removes the thread from ``/proc/self/task``."""
+    count = len(os.listdir("/proc/self/task"))
+    deadline = time.monotonic() + wait
+    while expected is not None and count != expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+        count = len(os.listdir("/proc/self/task"))
+    return count
+
+
+def _os_thread_names():
+    """``{tid: name}`` of this process's OS threads (to name the ones a failing check finds extra)."""
+    names = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm", encoding="utf-8") as fh:
+                names[tid] = fh.read().strip()
+        except FileNotFoundError:  # exited meanwhile
+            pass
+    return names
 
 
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="no /proc/self/task")
@@ -158,21 +178,22 @@ def test_a_failing_client_is_dropped_by_the_runtime_whatever_the_thread_count():
 def test_no_thread_outlives_a_run_or_a_closed_pool():
     datas = _datas()
     _algorithm().run(datas, 2, seed=0)  # threads that outlive any first run (not the pool's)
-    before_os, before_py = _n_os_threads(), threading.active_count()
+    before_os, before_py, names = _n_os_threads(), threading.active_count(), _os_thread_names()
     _algorithm(n_threads=3).run(datas, 10, seed=0)
-    assert (_n_os_threads(), threading.active_count()) == (before_os, before_py)
+    extra = {t: n for t, n in _os_thread_names().items() if t not in names}
+    assert (_n_os_threads(before_os), threading.active_count()) == (before_os, before_py), extra
     server, clients = _set_up(datas)
     server.simulate_rounds(clients, 0, 3, 4)  # a pool made for the call
-    assert _n_os_threads() == before_os
+    assert _n_os_threads(before_os) == before_os
     pool = kernels.WorkerPool(4)
-    assert _n_os_threads() == before_os + pool.n_threads - 1
+    assert _n_os_threads(before_os + pool.n_threads - 1) == before_os + pool.n_threads - 1
     server.simulate_rounds(clients, 3, 3, pool=pool)
     pool.close()
     pool.close()  # idempotent
-    assert _n_os_threads() == before_os
+    assert _n_os_threads(before_os) == before_os
     with kernels.WorkerPool(2) as pool:
         assert not pool.closed
-    assert pool.closed and _n_os_threads() == before_os
+    assert pool.closed and _n_os_threads(before_os) == before_os
 
 
 @needs_proc
@@ -188,7 +209,7 @@ def test_a_run_interrupted_in_a_callback_leaves_no_thread():
     with pytest.raises(KeyboardInterrupt) as info:
         _algorithm().run(datas, 20, seed=0, runtime=LocalRuntime(n_threads=3), callback=stop)
     assert len(info.value.history.records) == 5
-    assert _n_os_threads() == before
+    assert _n_os_threads(before) == before
 
 
 def test_worker_pool_arguments_and_state_are_checked():
@@ -241,7 +262,7 @@ def test_ctrl_c_stops_a_two_thread_compiled_run_with_its_completed_rounds():
             h = exc.history
             assert h.config["backend"] == "compiled" and len(h.records) > 0
             assert [r["t"] for r in h.records] == list(range(len(h.records)))
-            assert _n_os_threads() == before, (_n_os_threads(), before)
+            assert _n_os_threads(before) == before, (_n_os_threads(), before)
             print("interrupted", len(h.records), flush=True)
     """)
     proc = subprocess.Popen([sys.executable, "-c", code, os.path.dirname(os.path.abspath(__file__))],

@@ -385,8 +385,7 @@ class ServerParty(Protocol):
         policy): a payload that fails the server's validation is left out,
         its client counted as dropped, after ``on_invalid(i, reason)`` and
         before the state changes.  Without it an invalid payload raises
-        ``ValueError``; so does a server that cannot leave a client out
-        (one that needs every client's message), with or without it.
+        ``ValueError``.
         """
         ...
 

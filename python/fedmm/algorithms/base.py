@@ -431,9 +431,7 @@ class FederatedAlgorithm:
             in ``dropped`` / ``drop_reasons``) and the run goes on, or the
             error propagates.  None: ``'drop'``.  With ``runtime`` given, the
             runtime's own policy applies; a value that differs from it is
-            refused.  A server that needs every client's message (the
-            non-smooth family) fails the round instead: the run ends with the
-            error, its ``history`` and ``checkpoint`` attached (see below).
+            refused.  Every family's server can leave a client out.
         progress : bool or None
             A tqdm progress bar on standard error: True on, False off, None
             on only when standard error is a terminal.
@@ -471,7 +469,7 @@ class FederatedAlgorithm:
             and ``exc.checkpoint`` (a :class:`~fedmm.federation.Checkpoint` to pass
             as ``resume``), also written to ``checkpoint_path`` when given.
             Checkpoints need a runtime that declares ``resumable = True``
-            (:class:`fedmm.protocols.SupportsResume`; the in-process one does).
+            (:class:`fedmm.protocols.SupportsResume`; ``LocalRuntime`` and ``RayRuntime`` do).
         **family_args
             The family's own arguments (checked by :meth:`check_run_args`).
 

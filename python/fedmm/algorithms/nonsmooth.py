@@ -1123,11 +1123,10 @@ class FederatedSubgradientMethod(FederatedAlgorithm):
             (e.g. held-out data; :math:`F` averages over their count).
         on_client_error : {'drop', 'raise'} or None
             The default runtime's fault policy (see
-            :meth:`fedmm.algorithms.FederatedAlgorithm.run`).  These servers
-            need every client's message: a client that fails fails the round
-            (its state and the server's left as they were), and the run ends
-            with the error, ``exc.history`` and ``exc.checkpoint`` attached, to
-            resume once the client is fixed.
+            :meth:`fedmm.algorithms.FederatedAlgorithm.run`): under ``'drop'`` a
+            client that fails, or whose payload fails validation, is left out of
+            that round (its state unchanged, the reason in ``drop_reasons``) and
+            the server averages the clients that answered.
         resume, checkpoint_every, checkpoint_path
             Checkpoints and resumption, bit for bit, as
             :meth:`fedmm.algorithms.FederatedAlgorithm.run` describes them.

@@ -240,9 +240,8 @@ class FedMMStrategy(Strategy):
         record's ``dropped`` and ``drop_reasons`` say who and why, and the
         run goes on.  ``'raise'`` raises instead (``RuntimeError`` for an
         error reply, ``TimeoutError`` for a missing one, the server's
-        ``ValueError`` for an invalid payload), out of :meth:`run`.  A server
-        that needs every client's message (the subgradient family) raises its
-        ``ValueError`` under either policy, as in process.
+        ``ValueError`` for an invalid payload), out of :meth:`run`.  Every
+        family's server drops a client this way, as in process.
 
     Attributes
     ----------
