@@ -101,6 +101,22 @@ class FaultyClient:
         return payload
 
 
+class RoundCountingClient(FaultyClient):
+    """:class:`FaultyClient` for messages without a round index (the non-smooth family's): round ``t`` of
+    ``plan[(t, index)]`` is the client's ``t``-th step (every client steps once per round it is contacted)."""
+
+    def __init__(self, client, plan: dict) -> None:
+        super().__init__(client, plan)
+        self.steps = 0
+
+    def step(self, message):
+        t = self.steps
+        self.steps += 1
+        if self.plan.get((t, self.index)) == "raise":
+            raise RuntimeError("injected failure")
+        return self.client.step(message)
+
+
 def fault_plan(seed: int, n_clients: int, n_rounds: int, rate: float, causes, rare=None) -> dict:
     """``{(t, i): cause}``: each client round fails with probability ``rate``, its cause drawn uniformly
     from ``causes``; ``rare`` (cause → count) adds that many client rounds of each listed cause at

@@ -7,7 +7,7 @@ import inspect
 import numpy as np
 import pytest
 
-from fault_injection import FaultyClient
+from fault_injection import FaultyClient, RoundCountingClient
 from fedmm.algorithms import (FedAvg, FederatedAlgorithm, FedMLS, FedMM, FedProx, ParameterAveraging, Scaffnew,
                               Scaffold, Server, StopRun)
 from fedmm.federation import Checkpoint, LocalRuntime
@@ -15,22 +15,6 @@ from fedmm.models import GaussianMixture, InverseToy
 from fedmm.models.nonsmooth import HingeSVM, L1Regression
 
 N_ROUNDS = 6
-
-
-class RoundCountingClient(FaultyClient):
-    """:class:`FaultyClient` for messages without a round index (the non-smooth family's, where every client
-    steps once per round): round ``t`` is the client's ``t``-th step."""
-
-    def __init__(self, client, plan: dict) -> None:
-        super().__init__(client, plan)
-        self.steps = 0
-
-    def step(self, message):
-        t = self.steps
-        self.steps += 1
-        if self.plan.get((t, self.index)) == "raise":
-            raise RuntimeError("injected failure")
-        return self.client.step(message)
 
 
 class FaultyRuntime:

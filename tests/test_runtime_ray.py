@@ -279,32 +279,6 @@ def test_ot_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(ray_sess
         assert _rounds(LocalRuntime(compiled=False), build, 5, resume=ray_snapshots[2])[0].equals(ref), algo.name
 
 
-class _FailsOnCall:
-    """A client whose ``calls``-th step raises (the non-smooth broadcasts do not carry their round)."""
-
-    def __init__(self, client, call):
-        self.client, self.call, self.calls = client, call, 0
-
-    @property
-    def index(self):
-        return self.client.index
-
-    def setup(self, message):
-        return self.client.setup(message)
-
-    def get_state(self):
-        return self.client.get_state()
-
-    def set_state(self, state, like_theta=None):
-        self.client.set_state(state, like_theta)
-
-    def step(self, message):
-        self.calls += 1
-        if self.calls == self.call:
-            raise RuntimeError("injected failure")
-        return self.client.step(message)
-
-
 def _nonsmooth(name):
     from fedmm.algorithms import FedAvg, FedMLS, FedProx, Scaffnew, Scaffold
     from fedmm.compression import StochasticRounding
@@ -322,6 +296,7 @@ def test_nonsmooth_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(r
     # A client failing in round 2 is dropped with its reason, on Ray as in process: the same History and the
     # same parties.  Interrupted after round 1 on Ray and resumed on Ray from the snapshot (fresh parties, a
     # timeout: the actors' deadline path), the run is the uninterrupted in-process one, bit for bit.
+    from fault_injection import RoundCountingClient
     from reference import nonsmooth_toy_data
 
     from fedmm.federation import LocalRuntime
@@ -332,7 +307,7 @@ def test_nonsmooth_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(r
     def build(fail=None):
         server, clients = algo.build(datas, seed=2)
         if fail is not None:
-            clients[2] = _FailsOnCall(clients[2], fail)
+            clients[2] = RoundCountingClient(clients[2], {(fail - 1, 2): "raise"})  # its fail-th step raises
         return server, clients
 
     runs = []
