@@ -6,6 +6,7 @@ A standalone script (numpy, scipy and the built ``fedmm`` only; no pytest)::
     OPENBLAS_NUM_THREADS=1 python benchmarks/manycore.py            # 1, 2, 4, ..., nproc threads
     OPENBLAS_NUM_THREADS=1 python benchmarks/manycore.py --quick --threads 1,2
     OPENBLAS_NUM_THREADS=1 python benchmarks/manycore.py --old-path /tmp/old_target   # adds (c)
+    OPENBLAS_NUM_THREADS=1 python benchmarks/manycore.py --workloads '' --old-path /tmp/old_target --pin
 
 It prints one table per workload, with the columns threads, client-rounds/s,
 speedup (one-thread time / k-thread time), ceiling and efficiency = speedup /
@@ -31,7 +32,9 @@ Workloads (every run goes through the public API, ``FedMM.run``):
     call by call, on the FedMM paper §6 dictionary-learning round (20
     clients, 10 per round, p = 64, 500 rounds; default start and
     ``start="model"``) and on the FedEM Fig. 1 round (100 clients, 200
-    rounds).  Ratio = old time / new time (> 1: this build is faster).
+    rounds).  Ratio = old time / new time (> 1: this build is faster).  With ``--pin`` both
+    workers run on the same CPU: unpinned, the same build's speed moved by up to 25% between
+    tables of one run on the 16-core device machine (the two workers land on different cores).
 
 Each measured configuration runs in its own worker process (this script with
 ``--worker``), which builds the run once, warms it up and then times one
@@ -155,6 +158,8 @@ def _use_path(path):
 
 
 def _worker(args):
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
     if args.path:
         _use_path(args.path)
     data = np.load(args.data)
@@ -179,12 +184,14 @@ def _worker(args):
 class _Worker:
     """A ``--worker`` child process; :meth:`ask` starts one timed run, :meth:`answer` reads its result."""
 
-    def __init__(self, workload, data, rounds, n_threads=1, path=None):
+    def __init__(self, workload, data, rounds, n_threads=1, path=None, cpu=None):
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         cmd = [sys.executable, HERE, "--worker", workload, "--data", data, "--rounds", str(rounds),
                "--n-threads", str(n_threads)]
         if path:
             cmd += ["--path", path]
+        if cpu is not None:
+            cmd += ["--cpu", str(cpu)]
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
     def ready(self):
@@ -257,8 +264,9 @@ def scaling(workload, threads, repeats, quick, tmp, key="rounds_seconds", path=N
     return table
 
 
-def old_vs_new(old_path, workloads, repeats, quick, tmp):
-    print(f"\none thread, this build against {old_path} (alternated call by call), medians of {repeats}")
+def old_vs_new(old_path, workloads, repeats, quick, tmp, cpu=None):
+    where = "" if cpu is None else f", both pinned to CPU {cpu}"
+    print(f"\none thread, this build against {old_path} (alternated call by call{where}), medians of {repeats}")
     print(f"{'workload':>11} {'new client-rounds/s':>20} {'old client-rounds/s':>20} {'ratio old/new time':>19} "
           f"{'ratio old/new CPU':>18}")
     out = {}
@@ -266,7 +274,7 @@ def old_vs_new(old_path, workloads, repeats, quick, tmp):
         data = os.path.join(tmp, f"{workload}.npz")
         _write_data(data, workload)
         rounds = ROUNDS[workload][1 if quick else 0]
-        new, old = _Worker(workload, data, rounds), _Worker(workload, data, rounds, path=old_path)
+        new, old = _Worker(workload, data, rounds, cpu=cpu), _Worker(workload, data, rounds, path=old_path, cpu=cpu)
         try:
             new.ready()
             old.ready()
@@ -304,6 +312,9 @@ def main(argv=None):
     parser.add_argument("--old-path", default=None, help="sys.path entry of an older fedmm build: adds table (c)")
     parser.add_argument("--old-workloads", default="dl20,dl20-model,fig1",
                         help="comma-separated workloads of table (c) among dl20, dl20-model, fig1")
+    parser.add_argument("--pin", action="store_true",
+                        help="table (c): run both builds' workers on one CPU (the last this process may use), so "
+                             "that a faster or quieter core cannot favour one build")
     parser.add_argument("--whole-run", action="store_true",
                         help="time whole FedMM.run calls (build and set-up included) instead of the rounds alone")
     parser.add_argument("--scaling-path", default=None,
@@ -314,6 +325,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--n-threads", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--path", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return _worker(args)
@@ -343,7 +355,8 @@ def main(argv=None):
             for w in old:
                 if w not in ("dl20", "dl20-model", "fig1"):
                     raise ValueError(f"Expected '--old-workloads' among dl20, dl20-model, fig1, got {w!r}")
-            result["old_vs_new"] = old_vs_new(os.path.abspath(args.old_path), old, repeats, args.quick, tmp)
+            cpu = max(os.sched_getaffinity(0)) if args.pin and hasattr(os, "sched_getaffinity") else None
+            result["old_vs_new"] = old_vs_new(os.path.abspath(args.old_path), old, repeats, args.quick, tmp, cpu)
     print(f"\n{time.perf_counter() - started:.0f} s")
     if args.json:
         with open(args.json, "w") as f:

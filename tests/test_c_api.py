@@ -17,6 +17,7 @@ SOURCE = Path(__file__).parent / "c_api" / "quantize_demo.c"
 HASH_SOURCE = Path(__file__).parent / "c_api" / "payload_hash.c"
 FUZZ_SOURCE = Path(__file__).parent / "c_api" / "decode_fuzz.c"
 LASSO_SOURCE = Path(__file__).parent / "c_api" / "lasso_demo.c"
+CHECK_RANGE_SOURCE = Path(__file__).parent / "c_api" / "check_range.c"
 # kernels sources (the quantizer, the wire codec), present in a source checkout only
 KERNEL_SOURCES = [Path(__file__).parents[1] / "src" / "kernels" / name
                   for name in ("quantize.c", "wire.c", "common.c")]
@@ -116,6 +117,12 @@ def test_c_program_quantizes_with_its_own_generator(tmp_path):
 def test_c_program_solves_lasso_with_options(tmp_path):
     # fedmm_lasso_gram with a fedmm_lasso_options_t: every method, positive, warm start, bad options
     assert _run_installed(LASSO_SOURCE, tmp_path) == "OK"
+
+
+def test_message_range_check_matches_a_plain_scan(tmp_path):
+    # fedmm_check_range screens blocks of values without branches (SSE2 where available); whatever the length
+    # and wherever NaN, +-inf or an out-of-range value sits, it must say what the first offending value says
+    assert _run_installed(CHECK_RANGE_SOURCE, tmp_path) == "OK"
 
 
 def _build_and_run(cmd, exe):

@@ -17,8 +17,12 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "fedmm_kernels.h"
 #include "internal.h"
@@ -296,13 +300,44 @@ size_t fedmm_server_step_work(const fedmm_model_t *model, const fedmm_round_conf
     return n + (size_t)(m > 0 ? m : 0) + fedmm_server_update_work(model, cfg);
 }
 
-int fedmm_check_range(size_t n, const double *x, double bound)
+/* The first offending value decides (non-finite or beyond bound), as a plain scan would say.  Every message
+ * of every client is checked (a scan with two branches per value was 2% of a dictionary-learning round), so
+ * blocks of CHECK_BLOCK values are screened first without branches, two lanes at a time with SSE2 where the
+ * compiler targets it (cmpnle is true for NaN too); only a block that fails the screen is scanned value by
+ * value. */
+#define CHECK_BLOCK 64
+static int check_block_fails(const double *x, double lim)
+{
+#if defined(__SSE2__)
+    const __m128d sign = _mm_set1_pd(-0.0), l = _mm_set1_pd(lim);
+    __m128d bad = _mm_setzero_pd();
+    for (int j = 0; j < CHECK_BLOCK; j += 2)
+        bad = _mm_or_pd(bad, _mm_cmpnle_pd(_mm_andnot_pd(sign, _mm_loadu_pd(x + j)), l));
+    return _mm_movemask_pd(bad) != 0;
+#else
+    int bad = 0;
+    for (int j = 0; j < CHECK_BLOCK; ++j) bad |= !(fabs(x[j]) <= lim);
+    return bad;
+#endif
+}
+
+static int check_range_scan(size_t n, const double *x, double bound)
 {
     for (size_t j = 0; j < n; ++j) {
         if (!isfinite(x[j])) return FEDMM_ENONFINITE;
         if (fabs(x[j]) > bound) return FEDMM_ERANGE;
     }
     return FEDMM_OK;
+}
+
+int fedmm_check_range(size_t n, const double *x, double bound)
+{
+    const double lim = bound < DBL_MAX ? bound : DBL_MAX; /* also refuses +-inf when bound is infinite */
+    size_t j0 = 0;
+    for (; j0 + CHECK_BLOCK <= n; j0 += CHECK_BLOCK) {
+        if (check_block_fails(x + j0, lim)) return check_range_scan(n - j0, x + j0, bound);
+    }
+    return check_range_scan(n - j0, x + j0, bound);
 }
 
 double fedmm_message_bound(const fedmm_round_config_t *cfg)
@@ -391,8 +426,8 @@ int fedmm_server_update(const fedmm_model_t *model, const fedmm_round_config_t *
     if (cfg->alpha != 0.0)
         for (size_t j = 0; j < n; ++j) {
             const double v = V[j] + cfg->alpha * acc[j];
-            status = fedmm_check_range(1, &v, bound);
-            if (status != FEDMM_OK) return status;
+            if (!isfinite(v)) return FEDMM_ENONFINITE;
+            if (fabs(v) > bound) return FEDMM_ERANGE;
         }
     /* commit */
     if (cfg->space == FEDMM_SPACE_STATISTIC) {
