@@ -6,7 +6,7 @@ Build (no Makefile needed; warnings are errors)::
     python -m sphinx -W -b html docs docs/_build/html
 
 The API reference pages in ``api/`` list every public name by hand (one autosummary block per
-module, generated stubs in ``api/generated/``); ``tests/test_docs.py`` checks them against the
+module, generated stubs in ``api/generated/``); ``tests/docs/test_docs.py`` checks them against the
 modules' ``__all__``.  The gallery scripts in ``examples/gallery/`` run at every build.
 """
 from __future__ import annotations

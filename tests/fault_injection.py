@@ -3,7 +3,7 @@
 raises, sleeps, ends its process or sends an invalid payload in chosen rounds, a seeded plan of which
 client fails when and how, and the state invariant a round must keep.
 
-Shared by ``tests/test_runtime_faults.py`` and ``benchmarks/bench_faults.py`` (one copy only).
+Shared by ``tests/runtime/test_runtime_faults.py`` and ``benchmarks/bench_faults.py`` (one copy only).
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ that runs the C kernel without the GIL.  This module only re-exports them,
 and it is the only gate to compiled code: the rest of the package (the
 compressors, the models, the algorithms and the engine) calls the kernels
 through the names listed here, never through a private extension module
-(``tests/test_architecture.py`` checks it).  Besides the user-facing faces,
+(``tests/quality/test_architecture.py`` checks it).  Besides the user-facing faces,
 a few names serve those layers' hot paths with their operands already
 resolved (``quantize_spec``, ``pack_spec``, ``fused_dictionary_statistics``,
 ``dictionary_sa_step``, ``weighted_row_sum``, ...): they convert nothing and

@@ -13,7 +13,7 @@ The parties of a run (:class:`ServerParty`, :class:`ClientParty`,
 :class:`Monitor`) are a declared contract: every server, client and monitor
 of every algorithm family implements all of their members, and the engine
 and the runtimes call them without probing (no ``hasattr``, no
-``inspect.signature``; ``tests/test_architecture.py`` checks it).  What a
+``inspect.signature``; ``tests/quality/test_architecture.py`` checks it).  What a
 party does not have is declared, not absent: :meth:`ServerParty.setup_message`
 returns None when there is no set-up exchange, and
 :attr:`ServerParty.supports_compiled_rounds` says whether the server runs
@@ -43,7 +43,7 @@ A round, as every runtime runs it (``ids``/``payloads`` are Python lists)::
         history.append(t=t, **record, ...)
 
 The protocols are ``runtime_checkable``: ``isinstance`` checks that the
-members exist (not their signatures; ``tests/test_protocols.py`` checks those
+members exist (not their signatures; ``tests/quality/test_protocols.py`` checks those
 for the built-in classes).  They import nothing from the rest of fedmm but
 :class:`fedmm.History`, so any layer may use them in annotations.
 """

@@ -9,7 +9,7 @@
  * encoder in quantize.c quantizes and packs in one pass and reaches that
  * layout only through the helpers below (and, in its AVX2 loops, by writing
  * byte-aligned 2- and 8-bit codes in the same LSB-first layout as
- * fedmm__wire_pack_codes; tests/c_api/payload_hash.c checks the two against
+ * fedmm__wire_pack_codes; tests/kernels/c_api/payload_hash.c checks the two against
  * each other through a -DFEDMM_NO_SIMD build).
  */
 #ifndef FEDMM_INTERNAL_H

@@ -948,7 +948,7 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
      * matrix underflows there (a 1e-200 matrix lost its negative part to 6e-4
      * relative), so project 2^e A instead (exact) and scale back.  Huge matrices
      * need no such care: up to 1e300 the paths below are exact to 1e-10 relative
-     * (tests/test_linalg.py), dsyevd scaling internally. */
+     * (tests/kernels/test_linalg.py), dsyevd scaling internally. */
     if (max_abs > 0.0 && max_abs < 0x1p-256) {
         const int e = -ilogb(max_abs);
         for (size_t k = 0; k < (size_t)K * K; ++k) out[k] = ldexp(out[k], e);

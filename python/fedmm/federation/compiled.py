@@ -5,7 +5,7 @@ Its functions take and return data only: a :class:`~fedmm.federation.state.Round
 :class:`~fedmm.federation.state.ServerState`, one :class:`~fedmm.federation.state.ClientState` per client,
 the compiled model (a :class:`fedmm.kernels.CompiledModel`), the clients' data in its format and
 the compiled parameter.  They read no attribute of a server or client object
-(``tests/test_architecture.py`` checks it): :meth:`fedmm.algorithms.Server.simulate_rounds`
+(``tests/quality/test_architecture.py`` checks it): :meth:`fedmm.algorithms.Server.simulate_rounds`
 exports the states, calls :func:`compiled_rounds` and imports the states it returns.  The inputs are
 never changed; the kernel works on copies, which become the returned states.  Numbers are those of
 the Python backend bit for bit: ``engine.c`` performs the operations of :meth:`Client.step` and

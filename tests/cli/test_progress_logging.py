@@ -17,7 +17,7 @@ from fedmm.experiments._common import run_tasks
 from fedmm.models import InverseToy
 from fedmm.models.nonsmooth import HingeSVM
 
-PACKAGE = Path(__file__).resolve().parents[1] / "python" / "fedmm"
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "fedmm"
 
 
 class _Terminal(io.StringIO):

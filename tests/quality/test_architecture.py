@@ -70,7 +70,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "python" / "fedmm"
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "fedmm"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 
 #: Receivers on which underscore attributes are the object's own.

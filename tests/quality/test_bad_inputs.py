@@ -14,7 +14,7 @@ has the documented upper bound ``MAX_ITERATIONS = 2**31 - 1`` and the cases use
 tiny data.  The issue's worst cases have their own regression tests first.
 
 (``fedmm.load`` / ``History.load`` are covered with the checkpoint tests;
-tests/test_model_validation.py covers the models' methods ``statistic``, ``T``,
+tests/models/test_model_validation.py covers the models' methods ``statistic``, ``T``,
 ``project``, ``check_data`` and ``theta_vector``.)
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 The iterations here call the model methods directly (``s ← s̄(T(s))`` is EM in
 the expectation space, FedEM eq. (5)); the same properties through the FedMM
-engine are in tests/test_fedem.py.
+engine are in tests/algorithms/test_fedem.py.
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import pytest
 
 import fedmm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 #: Public modules that import an optional extra at import time, and that extra's module.
 OPTIONAL = {"fedmm.runtime.flower": "flwr"}

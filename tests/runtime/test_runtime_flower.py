@@ -39,7 +39,7 @@ from fault_injection import ANY_ROUND, CAUSES, FaultyClient, nan_payload  # noqa
 from reference import (FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops,  # noqa: E402
                        nonsmooth_toy_data)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "flower"
 BIN = Path(sys.executable).parent
 # Ray (under Flower's simulation) drops handles of helper processes while they run: not ours.

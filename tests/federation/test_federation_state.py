@@ -267,7 +267,7 @@ def test_round_config_mirrors_the_c_struct():
 
     from fedmm.federation import RoundConfig
 
-    headers = sorted((Path(__file__).resolve().parents[1] / "src").rglob("*.h"))
+    headers = sorted((Path(__file__).resolve().parents[2] / "src").rglob("*.h"))
     text = next(h.read_text() for h in headers if "} fedmm_round_config_t;" in h.read_text())
     body = re.search(r"typedef struct fedmm_round_config \{(.*?)\} fedmm_round_config_t;", text, re.S).group(1)
     c_fields = re.findall(r"(\w+);", body)

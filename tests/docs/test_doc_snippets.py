@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 #: Top-level modules of the optional extras, and the extra that brings each one.
 EXTRA_MODULES = {"flwr": "flower", "ray": "ray", "jax": "ot", "optax": "ot", "numba": "numba"}

@@ -2,6 +2,7 @@
 """The non-smooth family on the common API (issue 13, item 5): identity with the pre-redesign numbers,
 the Server/Client/runtime split on every thread count, seeds recorded and replayable, callbacks."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,11 +14,11 @@ from fedmm.models.nonsmooth import HingeSVM, L1Regression
 from fedmm.runtime import LocalRuntime
 
 # -- identity with the code before the redesign ----------------------------------------------------------
-# tests/data/nonsmooth_reference.npz holds Histories written by tests/data/make_nonsmooth_reference.py with
+# tests/fixtures/nonsmooth_reference.npz holds Histories written by tests/fixtures/make_nonsmooth_reference.py with
 # the code of commit ed3cf4d (each method a single-process loop over all clients, old names).  The same
 # cases on the new API must give the same numbers with tolerance 0: the same per-client streams are drawn
 # in the same order and every float operation is the same, only distributed over Server and Client.
-_REFERENCE = np.load(__file__.rsplit("/", 1)[0] + "/data/nonsmooth_reference.npz")
+_REFERENCE = np.load(str(Path(__file__).resolve().parents[1] / "fixtures" / "nonsmooth_reference.npz"))
 _RENAMED = {"eta": "step", "lam": "prox_weight", "probability": "communication_prob", "T": "local_steps",
             "local_steps": "total_local_steps"}
 

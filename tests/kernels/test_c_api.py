@@ -19,7 +19,7 @@ FUZZ_SOURCE = Path(__file__).parent / "c_api" / "decode_fuzz.c"
 LASSO_SOURCE = Path(__file__).parent / "c_api" / "lasso_demo.c"
 CHECK_RANGE_SOURCE = Path(__file__).parent / "c_api" / "check_range.c"
 # kernels sources (the quantizer, the wire codec), present in a source checkout only
-KERNEL_SOURCES = [Path(__file__).parents[1] / "src" / "kernels" / name
+KERNEL_SOURCES = [Path(__file__).parents[2] / "src" / "kernels" / name
                   for name in ("quantize.c", "wire.c", "common.c")]
 
 
@@ -88,7 +88,7 @@ int main(void)
 
 def test_matrix_views_entry_point_checks_its_structs(tmp_path):
     # fedmm_dictionary_statistics_ex (fedmm_matrix_t views, one output struct); its numbers are checked
-    # through fedmm.kernels.dictionary_statistics, whose Cython wrapper calls it (tests/test_lasso.py)
+    # through fedmm.kernels.dictionary_statistics, whose Cython wrapper calls it (tests/kernels/test_lasso.py)
     source = tmp_path / "views.c"
     source.write_text(MATRIX_VIEWS)
     assert _run_installed(source, tmp_path) == "OK"
@@ -194,7 +194,7 @@ def test_decoder_never_reads_out_of_bounds_under_asan(tmp_path):
 
 
 POOL_SOURCE = Path(__file__).parent / "c_api" / "pool_stress.c"
-POOL_KERNEL_SOURCE = Path(__file__).parents[1] / "src" / "kernels" / "pool.c"
+POOL_KERNEL_SOURCE = Path(__file__).parents[2] / "src" / "kernels" / "pool.c"
 
 
 def test_c_program_runs_jobs_on_the_installed_worker_pool(tmp_path):

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """FedProx (Li et al. 2020), the algorithm recipe of docs/extending.md: its round against an independent
 NumPy reference, ``mu = 0`` against FedAvg, and the engine features it gets from the skeleton (compression,
-client sampling, the fault policy, checkpoints).  Ray and Flower: tests/test_runtime_ray.py and
-tests/test_runtime_flower.py carry it with the rest of the non-smooth family."""
+client sampling, the fault policy, checkpoints).  Ray and Flower: tests/runtime/test_runtime_ray.py and
+tests/runtime/test_runtime_flower.py carry it with the rest of the non-smooth family."""
 import numpy as np
 import pytest
 from reference import nonsmooth_toy_data

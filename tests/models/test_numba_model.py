@@ -35,7 +35,7 @@ else:
     HAVE_NUMBA = True
 needs_numba = pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed (pip install 'fedmm[numba]')")
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RHO = 1e-2
 
 

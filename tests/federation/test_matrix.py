@@ -8,7 +8,7 @@ round it is contacted (and never aggregated), the interrupted-then-resumed run e
 bit for bit, and every runtime gives the in-process History bit for bit.  The in-process runtime runs the
 whole product; Ray runs every algorithm with partial participation (where defined) and 8-bit compression,
 interrupted on Ray and resumed on Ray.  Flower (not resumable: its nodes hold the clients) is covered per
-family, faulty client included, in tests/test_runtime_flower.py.
+family, faulty client included, in tests/runtime/test_runtime_flower.py.
 """
 import numpy as np
 import pytest

@@ -176,7 +176,7 @@ def test_fedgd_algorithm_on_both_runtimes(recipes):
 # --------------------------------------------------------------------------- 4b. FedProx, one file of hooks
 def test_the_fedprox_recipe_is_the_shipped_file_verbatim(recipes):
     # The recipe's hooks are python/fedmm/algorithms/fedprox.py from its imports on (the doc cannot drift from
-    # the file that tests/test_fedprox.py, test_runtime_ray.py and test_runtime_flower.py run), and they run.
+    # the file that tests/algorithms/test_fedprox.py, test_runtime_ray.py and test_runtime_flower.py run), and they run.
     import fedmm.algorithms.fedprox as shipped
 
     source = Path(shipped.__file__).read_text(encoding="utf-8")

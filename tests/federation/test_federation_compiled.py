@@ -8,7 +8,7 @@
   the Python backend (``Client.step`` with real payload bytes, then
   ``Server.aggregate``) bit for bit: Histories, server and client states.
   Compiled models other than dictionary learning are checked in their own
-  test files (e.g. tests/test_numba_model.py).
+  test files (e.g. tests/models/test_numba_model.py).
 """
 import itertools
 

@@ -13,7 +13,7 @@ from fedmm.cli import build_parser, main
 from fedmm.experiments._common import apply_config, seed_bands
 from fedmm.experiments.dictionary import DictionaryConfig, config_from_args, run_dictionary_figure
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 #: A homogeneous setting small enough for the test suite: 40 points of dimension 6, K = 4 atoms,
 #: 4 clients with 2 active per round, minibatches of 10.
