@@ -21,3 +21,18 @@ cdef extern from "fedmm_nonsmooth.h" nogil:
                                  const int64_t *row_offsets, const double *scale,
                                  double weight, double radius, const double *V, double *U,
                                  double *U_avg, double *work)
+    ctypedef struct fedmm_nonsmooth_data_t:
+        int loss
+        size_t n_clients
+        size_t p
+        const double *design
+        const double *target
+        const int64_t *offsets
+    ctypedef struct fedmm_minibatches_t:
+        const int64_t *rows
+        size_t row_stride
+        const int64_t *row_offsets
+        const double *scale
+    int fedmm_fedmls_local_steps_ex(const fedmm_nonsmooth_data_t *data, const fedmm_minibatches_t *batches,
+                                    size_t first_step, size_t n_steps, double weight, double radius,
+                                    const double *V, double *U, double *U_avg, double *work)

@@ -12,7 +12,8 @@ import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
 
-from fedmm.fedmm_nonsmooth cimport FEDMM_LOSS_HINGE, FEDMM_LOSS_L1, fedmm_fedmls_local_steps
+from fedmm.fedmm_nonsmooth cimport (FEDMM_LOSS_HINGE, FEDMM_LOSS_L1, fedmm_fedmls_local_steps_ex,
+                                    fedmm_minibatches_t, fedmm_nonsmooth_data_t)
 
 include "status.pxi"
 
@@ -58,6 +59,8 @@ def fedmls_local_round(
     cdef const double *scale_ptr = NULL
     cdef size_t row_stride = 0
     cdef Py_ssize_t done = 0, chunk, todo
+    cdef fedmm_nonsmooth_data_t data
+    cdef fedmm_minibatches_t batches
     cdef int status = FEDMM_OK
     if first_step < 0 or n_steps < 0:
         raise ValueError(f"Expected 'first_step' and 'n_steps' >= 0, got {first_step} and {n_steps}")
@@ -70,16 +73,18 @@ def fedmls_local_round(
         row_off_ptr = &row_off_v[0]
         scale_ptr = &scale_v[0]
         row_stride = rows_v.shape[1]
+    data.loss, data.n_clients, data.p = loss, n, p
+    data.design, data.target, data.offsets = &design[0, 0], &target[0], &offsets[0]
     chunk = steps_per_slice(n, p, row_stride if rows is not None else design.shape[0])
     while True:
         todo = min(chunk, n_steps - done)
         # no rows for an empty slice (n_steps == 0): the kernel then only validates and copies U
         rows_ptr = &rows_v[done, 0] if rows is not None and todo > 0 else NULL
+        batches.rows, batches.row_stride, batches.row_offsets, batches.scale = (
+            rows_ptr, row_stride, row_off_ptr, scale_ptr)
         with nogil:
-            status = fedmm_fedmls_local_steps(
-                loss, n, p, &design[0, 0], &target[0], &offsets[0], first_step + done, todo,
-                rows_ptr, row_stride, row_off_ptr, scale_ptr, weight, radius,
-                &V[0, 0], &U[0, 0], &U_avg[0, 0], &work[0])
+            status = fedmm_fedmls_local_steps_ex(&data, &batches, first_step + done, todo, weight, radius,
+                                                 &V[0, 0], &U[0, 0], &U_avg[0, 0], &work[0])
         if status != FEDMM_OK:
             check_status(status, "fedmls_local_round failed")
         done += todo

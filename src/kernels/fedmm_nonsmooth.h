@@ -62,6 +62,38 @@ int fedmm_fedmls_local_steps(int loss, size_t n, size_t p, const double *design,
                              double weight, double radius, const double *V, double *U,
                              double *U_avg, double *work);
 
+/* The clients' data of a non-smooth problem: N rows (a_j, y_j) split among
+ * n_clients clients, as in fedmm_fedmls_local_steps.  design: N x p
+ * row-major (row j = a_j); target: N; client i owns rows offsets[i] ..
+ * offsets[i+1]-1 (offsets has n_clients + 1 entries, each client non-empty). */
+typedef struct fedmm_nonsmooth_data {
+    int loss;               /* FEDMM_LOSS_HINGE or FEDMM_LOSS_L1 */
+    size_t n_clients;
+    size_t p;
+    const double *design;
+    const double *target;
+    const int64_t *offsets;
+} fedmm_nonsmooth_data_t;
+
+/* The minibatches of the n_steps steps of one call: step first_step+1+r uses
+ * for client i the global rows rows[r * row_stride + b], row_offsets[i] <= b <
+ * row_offsets[i+1], scaled by scale[i] (m_i / b_i).  A NULL pointer to this
+ * struct (or rows == NULL) means full subgradients. */
+typedef struct fedmm_minibatches {
+    const int64_t *rows;
+    size_t row_stride;
+    const int64_t *row_offsets;
+    const double *scale;
+} fedmm_minibatches_t;
+
+/* fedmm_fedmls_local_steps with the data and the minibatches as structs: the
+ * same computation, bit for bit; FEDMM_EINVAL as there, and when data is
+ * NULL.  weight = 1/(n beta_k) and radius as in fedmm_fedmls_local_round;
+ * V, U, U_avg: n_clients x p row-major; work: p doubles. */
+int fedmm_fedmls_local_steps_ex(const fedmm_nonsmooth_data_t *data, const fedmm_minibatches_t *batches,
+                                size_t first_step, size_t n_steps, double weight, double radius,
+                                const double *V, double *U, double *U_avg, double *work);
+
 #ifdef __cplusplus
 }
 #endif

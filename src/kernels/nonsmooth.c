@@ -113,3 +113,16 @@ int fedmm_fedmls_local_round(int loss, size_t n, size_t p, const double *design,
                                     row_stride, row_offsets, scale, weight, radius, V, U, U_avg,
                                     work);
 }
+
+int fedmm_fedmls_local_steps_ex(const fedmm_nonsmooth_data_t *data, const fedmm_minibatches_t *batches,
+                                size_t first_step, size_t n_steps, double weight, double radius,
+                                const double *V, double *U, double *U_avg, double *work)
+{
+    if (data == NULL)
+        return FEDMM_EINVAL;
+    const int64_t *rows = batches != NULL ? batches->rows : NULL;
+    return fedmm_fedmls_local_steps(data->loss, data->n_clients, data->p, data->design, data->target,
+                                    data->offsets, first_step, n_steps, rows,
+                                    rows ? batches->row_stride : 0, rows ? batches->row_offsets : NULL,
+                                    rows ? batches->scale : NULL, weight, radius, V, U, U_avg, work);
+}

@@ -18,6 +18,7 @@ HASH_SOURCE = Path(__file__).parent / "c_api" / "payload_hash.c"
 FUZZ_SOURCE = Path(__file__).parent / "c_api" / "decode_fuzz.c"
 LASSO_SOURCE = Path(__file__).parent / "c_api" / "lasso_demo.c"
 CHECK_RANGE_SOURCE = Path(__file__).parent / "c_api" / "check_range.c"
+FEDMLS_EX_SOURCE = Path(__file__).parent / "c_api" / "fedmls_ex.c"
 # kernels sources (the quantizer, the wire codec), present in a source checkout only
 KERNEL_SOURCES = [Path(__file__).parents[2] / "src" / "kernels" / name
                   for name in ("quantize.c", "wire.c", "common.c")]
@@ -123,6 +124,12 @@ def test_message_range_check_matches_a_plain_scan(tmp_path):
     # fedmm_check_range screens blocks of values without branches (SSE2 where available); whatever the length
     # and wherever NaN, +-inf or an out-of-range value sits, it must say what the first offending value says
     assert _run_installed(CHECK_RANGE_SOURCE, tmp_path) == "OK"
+
+
+def test_fedmls_struct_entry_point_equals_the_flat_one(tmp_path):
+    # fedmm_fedmls_local_steps_ex (fedmm_nonsmooth_data_t, fedmm_minibatches_t): the Cython wrapper calls it,
+    # and its numbers are the flat function's bit for bit
+    assert _run_installed(FEDMLS_EX_SOURCE, tmp_path) == "OK"
 
 
 def _build_and_run(cmd, exe):
