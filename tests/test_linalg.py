@@ -283,3 +283,17 @@ def test_project_psd_nearly_psd_family_matches_eigh_clip(K):
         negative += int(indefinite)
         assert _projection_paths(A)[0] == (2 if indefinite else 0)
     assert negative >= draws // 2  # the family is what it claims: mostly indefinite
+
+
+@pytest.mark.parametrize("K", [15, 50])
+def test_project_psd_many_negatives_take_the_full_path(K):
+    """A random symmetric matrix (about K/2 negative eigenvalues) is projected from all eigenpairs
+    (path 3) even where the partial path is tried first (any Cholesky bound below K = 24): the
+    tridiagonal form's Sturm count hands it over before bisection."""
+    rng = np.random.default_rng(K)
+    for _ in range(10):
+        X = rng.standard_normal((K, K))
+        A = X + X.T
+        np.testing.assert_allclose(project_psd(A), psd_projection_eigh(A), atol=10 * K * np.finfo(float).eps
+                                   * np.linalg.norm(A), rtol=0)
+        assert _projection_paths(A)[0] == 3

@@ -177,7 +177,8 @@ size_t fedmm_project_psd_iwork(fedmm_blas_int K)
  * (dstebz), inverse iteration (dstein) and back-transformation, i.e. dsyevr's
  * RANGE='V' path without its set-up (scaling, workspace, the blocked
  * back-transformation for a handful of vectors).  Eigenvalues ascend in w,
- * eigenvectors go to V (K x m); returns m.  work >= 3K + max(NB K, 5K)
+ * eigenvectors go to V (K x m); returns m, or -1 (nothing computed) when
+ * there are more than max_m of them.  work >= 3K + max(NB K, 5K)
  * doubles, iwork >= 7K ints (*info != 0: a LAPACK failure). */
 static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, fedmm_blas_int max_m,
                                           double *W, double *V, double *w, double *work, fedmm_blas_int lwork,
@@ -188,6 +189,22 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, fedm
     const fedmm_blas_int lrest = lwork - 3 * K;
     blas->dsytrd("L", &K, W, &K, d, e, tau, rest, &lrest, info);
     if (*info != 0) return 0;
+    /* the number of negative eigenvalues of the tridiagonal form (Sturm count
+     * at 0, LAPACK's dlaneg recurrence): too many -> no bisection for them */
+    {
+        double pivmin = 1.0;
+        for (fedmm_blas_int i = 0; i + 1 < K; ++i)
+            if (e[i] * e[i] > pivmin) pivmin = e[i] * e[i];
+        pivmin *= DBL_MIN;
+        fedmm_blas_int count = 0;
+        double t = 0.0;
+        for (fedmm_blas_int i = 0; i < K; ++i) {
+            t = i == 0 ? d[0] : d[i] - e[i - 1] * e[i - 1] / t;
+            if (fabs(t) < pivmin) t = -pivmin;
+            count += t < 0.0;
+        }
+        if (count > max_m && isfinite(pivmin)) return -1;
+    }
     const double vl = -(double)K * max_abs - 1.0, vu = 0.0;
     /* abstol = 2 * smallest normal: eigenvalues to full relative accuracy,
      * which dstein needs for accurate eigenvectors (LAPACK's advice) */
@@ -199,7 +216,7 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, fedm
     blas->dstebz("V", "B", &K, &vl, &vu, &unused, &unused, &abstol, d, e, &m, &nsplit, w, iblock,
                  isplit, rest, stebz_iwork, info);
     if (*info != 0 || m == 0) return 0;
-    if (m > max_m) return -1; /* too many for this path: W is destroyed, V untouched */
+    if (m > max_m) return -1; /* too many for this path (W is destroyed, V untouched) */
     blas->dstein(&K, d, e, &m, w, iblock, isplit, V, &K, rest, stein_iwork, ifail, info);
     if (*info != 0) return 0;
     /* ascending order (dstebz's "B" orders by split block): selection sort of
@@ -347,9 +364,9 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
         memcpy(W + (size_t)j * K + j, out + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
     if (try_partial && blas->dsytrd != NULL && blas->dstebz != NULL && blas->dstein != NULL &&
         blas->dormtr != NULL) {
-        partial = 1;
         const fedmm_blas_int max_m =
             partial ? K : (K < 2 * PSD_PARTIAL_MAX_FRACTION ? 1 : K / PSD_PARTIAL_MAX_FRACTION);
+        partial = 1;
         m = negative_eigenpairs(K, max_abs, max_m, W, V, w, lapack_work, lwork,
                                 isuppz, lapack_iwork, blas, &info);
         if (info != 0 || m < 0) { /* bisection or inverse iteration in trouble, or too many
