@@ -554,21 +554,12 @@ def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     :math:`\Pi` of the first statistic block in FedMM §6,
     :math:`\mathcal S = \mathbb M_K^+ \times \mathbb R^{p\times K}`).
     Positive definite input is detected by a Cholesky attempt and returned
-    symmetrized.  Otherwise, where Cholesky stopped, the leading block
-    :math:`S_{11}` is positive definite and the Schur complement
-    :math:`T = S_{22} - S_{21} S_{11}^{-1} S_{12}` has as many negative
-    eigenvalues as :math:`S`.  When they are few (at most :math:`4 + K/8`),
-    subspace iteration with :math:`S^{-1}` (applied through :math:`S_{11}`'s
-    Cholesky factor and :math:`T`) and Rayleigh-Ritz give the pairs
-    :math:`(\theta_i, u_i)`, :math:`\theta_i < 0`, and
-    :math:`P = S - \sum_i \theta_i u_i u_i^\top` is accepted when the
-    residuals :math:`\|S u_i - \theta_i u_i\|` are at most
-    :math:`10^{-11} \|S\|_F / \sqrt{\#\{\theta_i < 0\}}` and a Cholesky
-    factorization of :math:`P + 10^{-12} \|S\|_F I` succeeds; then
-    :math:`\|P - \Pi(S)\|_F \le (2\sqrt 2 \cdot 10^{-11} + \sqrt K
-    \cdot 10^{-12}) \|S\|_F`.  Otherwise, when few negative eigenvalues
-    remain possible (at most K/4), only those eigenpairs are computed
-    (tridiagonal reduction, bisection, inverse iteration), else all of them.
+    symmetrized.  Otherwise the column where Cholesky stopped bounds the number
+    of negative eigenvalues (Cauchy interlacing); when at most :math:`K/4` are
+    possible, only the negative eigenpairs are computed (tridiagonal
+    reduction, bisection, inverse iteration) and
+    :math:`P = S - \sum_{\lambda_i < 0} \lambda_i v_i v_i^\top`, else all
+    of them.
 
     Parameters
     ----------

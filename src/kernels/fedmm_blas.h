@@ -107,7 +107,8 @@ typedef struct fedmm_blas {
      * header leave them zero): NULL means "not available", and a kernel that
      * needs one returns FEDMM_EINVAL (documented where it applies). */
     fedmm_dtrtri_t dtrtri; /* triangular inverse (the Gaussian mixture's whitening) */
-    /* project_psd's partial eigensolver (all five, or it falls back to dsyevr) */
+    /* project_psd's partial eigensolver (dsytrd, dstebz, dstein and dormtr, or it
+     * falls back to dsyevr; dorm2r is no longer called, kept for the layout) */
     fedmm_dsytrd_t dsytrd;
     fedmm_dstebz_t dstebz;
     fedmm_dstein_t dstein;

@@ -47,18 +47,8 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
  * out = sum_i max(lambda_i, 0) v_i v_i^T.  Paths (recorded in path[s] when
  * path != NULL): 0 -- Cholesky succeeds, sym(A) is returned (positive
  * definite); otherwise Cholesky's stopping column c bounds the number of
- * negative eigenvalues by K - c + 1 (Cauchy interlacing) and: 4 -- when that
- * bound is small (<= max(K/3, 8 + K/4); any bound below K = 24), Cholesky
- * continues with symmetric pivoting until a small Schur complement T
- * remains; when T has <= 4 + K/8 negative eigenvalues (the inertia of
- * sym(A)), the negative eigenpairs come from a rational Krylov space
- * (sym(A)^{-1}, then Rayleigh-quotient shifts (sym(A) - theta I)^{-1}, all
- * through that Schur complement) and Rayleigh-Ritz, out = sym(A) -
- * sum_{theta_i<0} theta_i u_i u_i^T, accepted only when the Ritz residuals
- * are small and a Cholesky factorization of out + 1e-12 ||sym(A)||_F I
- * succeeds (then out is within (2 sqrt(2) 1e-11 + sqrt(K) 1e-12)
- * ||sym(A)||_F of the projection in the Frobenius norm);
- * otherwise 2 -- when the bound is <= K/4, only the
+ * negative eigenvalues by K - c + 1 (Cauchy interlacing) and: 2 -- when the
+ * bound is <= K/4, only the
  * negative eigenpairs are computed (tridiagonal reduction, bisection and
  * inverse iteration, or dsyevr RANGE='V' on (-inf, 0]) and out = sym(A) -
  * sum_{lambda_i<0} lambda_i v_i v_i^T; 1 -- that range held no eigenvalue
