@@ -541,28 +541,30 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
             }
             chol_solve(m, L, K, x);
         }
-        /* Line search of Lee et al.: f is convex along the segment h -> x,
-         * so take the lowest of x and the breakpoints where a coefficient of
-         * S reaches 0 (the first one for the positive LASSO; the old
-         * first-breakpoint cut needs one step per sign
-         * change, a dozen on the ill-conditioned G of a dictionary just
-         * fitted to LASSO codes; this takes a few).  With d = x - h on S,
-         * G_SS d = g_S - lam theta (x solves the Newton system), so
-         *     f(h + s d) - f(h) = -s d^T g_S + s^2/2 d^T (g_S - lam theta)
-         *                         + lam (sum_S |h + s d| - sum_S |h|). */
-        int crossed = 0;
-        for (fedmm_blas_int j = 0; j < m; ++j)
-            if (theta[j] * x[j] <= 0.0) crossed = 1;
+        /* Where x changes the sign of coefficients of S, move to the lowest
+         * of the breakpoints h + t_j (x - h) at which one of them reaches 0
+         * (f is convex along the segment; the coefficients crossed before
+         * t_j change sign, the one at t_j leaves S): the line search of Lee
+         * et al. (2007) without its end point, whose new signs would need
+         * another Newton step.  The first breakpoint alone (the positive
+         * LASSO, where f is infinite past it) drops one coefficient per step:
+         * a dozen steps per cold column on the ill-conditioned G (cond ~1e5)
+         * of a dictionary just fitted to least-squares codes, 3-4 with the
+         * search.  With d = x - h on S, G_SS d = g_S - lam theta (x solves
+         * the Newton system), so
+         *     f(h + t d) - f(h) = -t d^T g_S + t^2/2 d^T (g_S - lam theta)
+         *                         + lam (sum_S |h + t d| - sum_S |h|). */
+        fedmm_blas_int n_crossed = 0;
         double t_best = 1.0;
         fedmm_blas_int j_best = -1;
-        if (crossed && positive) { /* h >= 0: f is infinite past the first breakpoint */
-            for (fedmm_blas_int j = 0; j < m; ++j) {
-                if (theta[j] * x[j] > 0.0) continue;
-                const double hj = h[S[j]];
-                const double t = hj == 0.0 ? 0.0 : hj / (hj - x[j]);
-                if (t < t_best) { t_best = t; j_best = j; }
-            }
-        } else if (crossed) {
+        for (fedmm_blas_int j = 0; j < m; ++j) { /* the first breakpoint */
+            if (theta[j] * x[j] > 0.0) continue;
+            ++n_crossed;
+            const double hj = h[S[j]];
+            const double t = hj == 0.0 ? 0.0 : hj / (hj - x[j]);
+            if (t < t_best || j_best < 0) { t_best = t; j_best = j; }
+        }
+        if (n_crossed > 1 && !positive) { /* the lowest breakpoint */
             double q1 = 0.0, q2 = 0.0, l1_h = 0.0;
             for (fedmm_blas_int j = 0; j < m; ++j) {
                 const double hj = h[S[j]], dj = x[j] - hj, gj = g[S[j]];
@@ -571,13 +573,10 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                 l1_h += fabs(hj);
             }
             double f_best = HUGE_VAL;
-            for (fedmm_blas_int i = -1; i < m; ++i) { /* i = -1: x itself */
-                double t = 1.0;
-                if (i >= 0) {
-                    if (theta[i] * x[i] > 0.0) continue;
-                    const double hi = h[S[i]];
-                    t = hi == 0.0 ? 0.0 : hi / (hi - x[i]);
-                }
+            for (fedmm_blas_int i = 0; i < m; ++i) {
+                if (theta[i] * x[i] > 0.0) continue;
+                const double hi = h[S[i]];
+                const double t = hi == 0.0 ? 0.0 : hi / (hi - x[i]);
                 double l1 = 0.0;
                 for (fedmm_blas_int j = 0; j < m; ++j)
                     if (j != i) l1 += fabs(t == 1.0 ? x[j] : h[S[j]] + t * (x[j] - h[S[j]]));
