@@ -330,3 +330,24 @@ def test_homotopy_is_the_overcomplete_auto_choice_and_gram_form_agrees():
     # dictionary statistics use the same solver (codes equal to lasso's bit for bit)
     _, _, Hs = dictionary_statistics(D, Z, 0.05, return_codes=True)
     np.testing.assert_array_equal(Hs, H)
+
+
+@pytest.mark.parametrize("method", ["auto", "active_set"])
+def test_dense_codes_on_an_ill_conditioned_dictionary_take_few_steps(method):
+    # The dictionary θ_1 = T(S_0) after the mean-statistic start of the FedMM experiments (p = 64, K = 15): the
+    # signals span the K columns of θ*, θ_1 = θ* X with X a product of random K x K factors, cond(DᵀD) ~ 1e5, and
+    # the codes keep 11-15 atoms.  The active set's Newton step from the least-squares point changes the sign of
+    # several coefficients at once; moving to the best breakpoint (not the first) takes 3-4 steps per cold column
+    # where one breakpoint per step took about 13.
+    from fedmm.data import synthetic_dictionary
+    from fedmm.models import DictionaryLearning
+
+    Z, _, _ = synthetic_dictionary(1000, 64, 15, seed=0)
+    model = DictionaryLearning(15, 0.1, 0.2, n_features=64)
+    theta0 = np.random.default_rng(8).standard_normal((64, 15))  # seed 0 would draw θ* itself
+    theta1 = model.T(model.statistic(Z, theta0))
+    assert np.linalg.cond(theta1.T @ theta1) > 1e4
+    H, n_iter = lasso(theta1, Z[:200].T, 0.1, return_n_iter=True, method=method)
+    assert (H != 0).sum(axis=0).mean() > 11
+    assert n_iter[1:].mean() <= 6  # the first column, with no dense predecessor, starts from h = 0
+    _check_against_sklearn(theta1, Z[:200].T, 0.1, H)
