@@ -527,6 +527,44 @@ def test_control_variates_stay_consistent(small_problem, small_data):
     np.testing.assert_allclose(server.V, sum(w * c.V for w, c in zip(server.weights, clients)), atol=1e-12)
 
 
+
+def test_default_control_variate_step_is_positive_and_cancels_with_full_participation(small_problem, small_data):
+    # Algorithm 3 requires α > 0.  With every client active and no compression, V_t = Σ μ_i V_{t,i} makes
+    # H = Σ μ_i (ω_i − ω_t) whatever α: the iterates equal α = 0's up to float64 rounding, not bit for bit.
+    datas, target = small_data
+    assert FedMMOT(small_problem).control_variate_step > 0
+    init = small_problem.init(0)
+    runs = {a: FedMMOT(small_problem, control_variate_step=a, server_steps=2).run(datas, 12, target=target,
+                                                                                  seed=2, init=init)
+            for a in (0.0, FedMMOT(small_problem).control_variate_step)}
+    h0, h1 = runs.values()
+    assert h1.config["control_variate_step"] > 0
+    for key in ("omega", "theta"):
+        assert np.abs(h1.state[key] - init[0]).max() > 1e-3  # the run moved
+        np.testing.assert_allclose(h1.state[key], h0.state[key], rtol=0, atol=1e-12)
+    # ... while with sampled clients α matters (the control variates no longer cancel).
+    sampled = {a: FedMMOT(small_problem, control_variate_step=a, clients_per_round=2, server_steps=2).run(
+        datas, 12, target=target, seed=2, init=init).state["omega"] for a in (0.0, 0.5)}
+    assert np.abs(sampled[0.0] - sampled[0.5]).max() > 1e-6
+
+
+def test_defaults_are_the_ot_experiments_settings():
+    # One source of truth: `fedmm experiment ot` reads the settings it shares with the classes from their defaults.
+    from fedmm.experiments.ot import DEFAULTS
+
+    problem = TransportProblem(2, hidden_sizes=[4])
+    fedmm, fedadam = FedMMOT(problem), FedAdam(problem)
+    assert problem.batch_size == DEFAULTS["batch_size"] == 128
+    assert fedmm.batch_size == fedadam.batch_size == 128
+    assert fedmm.local_lr == fedadam.local_lr == DEFAULTS["local_lr"] == 0.003
+    assert fedmm.server_steps == DEFAULTS["server_steps"] == 30
+    assert fedmm.server_lr == DEFAULTS["server_lr"]
+    assert fedmm.omega_step == DEFAULTS["omega_step"] == "adam"
+    assert problem.cycle_weight == DEFAULTS["cycle_weight"] and problem.conjugate_step == DEFAULTS["conjugate_step"]
+    # the tuned steps (docs/figures/README.md): γ = 9e-3 at every d, FedAdam's lr 3e-3 at d = 32 and 64
+    assert fedmm.schedule(1) == 9e-3 and FedMMOT(problem, omega_step="sgd").schedule(1) == 1.0
+    assert fedadam.server_lr == 3e-3 and fedadam.server_steps == 0
+
 def test_server_validates_payloads_before_changing_state(small_problem, small_data):
     datas, target = small_data
     server, clients = FedMMOT(small_problem, identity_steps=0).build(datas, target=target, seed=0)

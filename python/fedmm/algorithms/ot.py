@@ -1035,7 +1035,8 @@ class FedMMOT(_FederatedOT):
       ``server_steps`` Adam steps on ``θ ↦ W(ω_{t+1}, θ)`` (along the
       problem's θ-direction, :meth:`TransportProblem.grad_theta`) with target
       minibatches, each projected on ``Θ``, the Adam state carried over
-      rounds (line 16, relaxed as in §7.3: ten steps), and
+      rounds (line 16, relaxed as in §7.3: the paper takes ten steps, the
+      default here is thirty, see ``server_steps``), and
       ``V_{t+1} = V_t + (α/p) Σ_{active} μ_i Quant(Δ_i)`` (line 17).
 
     Parameters
@@ -1049,10 +1050,17 @@ class FedMMOT(_FederatedOT):
         Unbiased compressor(s) of :mod:`fedmm.compression` for ``Δ_i``.
     control_variate_step : float in [0, 1]
         Control-variate step ``α`` (0 disables the control variates; at most 1,
-        as in FedMM's Theorem 1).
+        as in FedMM's Theorem 1).  Algorithm 3 requires ``α > 0``; the default
+        0.01 is the FedMM paper's own value (§6) and lies in Theorem 1's
+        ``(0, 1/(1 + ω_p)]`` for any compressor of variance factor ``ω_p <= 99``.
+        With every client active and no compression, ``α`` does not change the
+        iterates (``H`` is then the clients' mean ``ω_i − ω_t`` whatever ``V``),
+        only their float64 rounding.
     step : float, '1/t', ('sqrt', beta) or callable, optional
         ``γ_t``, the server's step on ``ω`` (:class:`~fedmm.algorithms.StepSchedule`);
-        default 1 with ``omega_step='sgd'``, 1e-3 (Adam's usual learning rate) with ``'adam'``.
+        default 1 with ``omega_step='sgd'`` (Algorithm 3's largest step, the best of
+        ``fedmm experiment ot-ablation``'s grid), 9e-3 with ``'adam'`` (the step
+        ``fedmm experiment ot`` tuned at d = 16, 32 and 64, docs/figures/README.md).
     omega_step : {'sgd', 'adam'}
         The server's step on ``ω``: ``'sgd'`` is line 14 of Algorithm 3,
         ``ω + γ H``; ``'adam'`` moves along Adam's direction of the aggregated
@@ -1068,14 +1076,16 @@ class FedMMOT(_FederatedOT):
     local_steps : int >= 1
     local_lr : float > 0
         ``η`` of the clients' gradient steps (plain projected gradient
-        steps).  With ``omega_step='sgd'`` the scale matters: the default
-        0.005 worked at ``d = 16`` with the MMv2 network (Gaussian case, 10
-        clients, batch 256); 0.05 diverged there but suits ``d = 2``.  With
+        steps).  The default 0.003 is ``fedmm experiment ot``'s.  With
+        ``omega_step='sgd'`` the scale matters: 0.01 made it unstable at
+        ``d = 16 … 64`` (docs/figures/README.md); 0.05 suits ``d = 2``.  With
         ``'adam'`` the server's direction does not depend on the scale of
         ``H``; ``η`` matters only through the clients' projection on ``Θ``
         (and Adam's ``eps``).
     server_steps : int >= 0
-        Adam steps on ``θ`` per round.
+        Adam steps on ``θ`` per round.  The default 30 is ``fedmm experiment ot``'s:
+        the paper's ten leave ``θ`` behind ``ω`` at the tuned ``γ`` (L2-UVP spikes,
+        docs/figures/README.md).
     server_lr, b1, b2, eps : float
         The server's Adam (``optax.adam``); defaults are those of Korotin et
         al.'s centralized runs (PyTorch's Adam defaults with ``lr = 1e-3``).
@@ -1123,8 +1133,8 @@ class FedMMOT(_FederatedOT):
                              "server_steps": Integer(0, count=True)}
 
     def __init__(self, model: TransportProblem, *, clients_per_round: int | None = None,
-                 participation_prob: float | None = None, compressor: Any = None, control_variate_step: float = 0.0,
-                 step: Any = None, local_steps: int = 1, local_lr: float = 0.005, server_steps: int = 10,
+                 participation_prob: float | None = None, compressor: Any = None, control_variate_step: float = 0.01,
+                 step: Any = None, local_steps: int = 1, local_lr: float = 0.003, server_steps: int = 30,
                  server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                  batch_size: int | None = None, target_batch_size: int | None = None,
                  weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1,
@@ -1134,7 +1144,7 @@ class FedMMOT(_FederatedOT):
                      device)
         self.set_parameters(omega_step=omega_step, control_variate_step=control_variate_step)
         if step is None:
-            step = 1.0 if self.omega_step == "sgd" else 1e-3
+            step = 1.0 if self.omega_step == "sgd" else 9e-3
         self.schedule = StepSchedule(step)
         self.set_parameters(server_steps=server_steps)
 
@@ -1170,7 +1180,9 @@ class FedAdam(_FederatedOT):
     target_batch_size, weights, identity_steps, n_threads, device
         As :class:`FedMMOT`.
     server_lr : float > 0
-        The server's Adam learning rate (tuned in §7.3).
+        The server's Adam learning rate (tuned in §7.3); the default 3e-3 is the
+        rate ``fedmm experiment ot`` tuned at d = 32 and 64 (9e-3 won at d = 16,
+        docs/figures/README.md).
     b1, b2, eps : float
         Adam's other hyper-parameters: Korotin et al.'s centralized ones
         (PyTorch defaults: 0.9, 0.999, 1e-8).
@@ -1191,7 +1203,7 @@ class FedAdam(_FederatedOT):
 
     def __init__(self, model: TransportProblem, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None, local_steps: int = 1,
-                 local_lr: float = 0.005, server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999,
+                 local_lr: float = 0.003, server_lr: float = 3e-3, b1: float = 0.9, b2: float = 0.999,
                  eps: float = 1e-8, batch_size: int | None = None, target_batch_size: int | None = None,
                  weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1,
                  device: Any = None, server_steps: int = 0, theta_lr: float = 1e-3) -> None:

@@ -58,6 +58,7 @@ table, the tuning scores and winners, the curves) and ``ot_curves.png``.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 import time
@@ -84,29 +85,47 @@ from fedmm.experiments._common import (
     write_summary,
 )
 from fedmm.history import History, RunSet
-from fedmm.algorithms.ot import OMEGA_STEPS  # JAX is imported only when the algorithms run
-from fedmm.models.ot import CONJUGATE_STEPS
+from fedmm.algorithms.ot import OMEGA_STEPS, FedAdam, FedMMOT  # JAX is imported only when the algorithms run
+from fedmm.models.ot import CONJUGATE_STEPS, TransportProblem
 
 _LABELS = {"FedMMOT": "FedMM-OT", "FedAdam": "FedAdam"}
 
 __all__ = ["run_ot_experiment", "plot_ot_curves", "add_ot_parser", "DEFAULTS"]
 
-#: Defaults of :func:`run_ot_experiment` (and of the command's options).
+
+
+def _default(cls: Any, name: str) -> Any:
+    """The default of ``cls``'s constructor argument ``name``: the classes' defaults are the experiment's
+    settings (one source of truth)."""
+    return inspect.signature(cls).parameters[name].default
+
+
+def _same_default(name: str) -> Any:
+    """The default of ``name`` shared by :class:`FedMMOT` and :class:`FedAdam` (an error if they differ)."""
+    value = _default(FedMMOT, name)
+    if _default(FedAdam, name) != value:
+        raise RuntimeError(f"FedMMOT and FedAdam disagree on the default of '{name}'")
+    return value
+
+
+#: Defaults of :func:`run_ot_experiment` (and of the command's options).  The settings both algorithms
+#: share and FedMM-OT's θ-steps are the classes' own defaults (:class:`fedmm.models.TransportProblem`,
+#: :class:`FedMMOT`, :class:`FedAdam`); the grids of the tuned steps are the experiment's.
 DEFAULTS: dict[str, Any] = {
     "dims": (16, 32, 64),
     "n_rounds": 1000,
     "n_clients": 10,
     "n_per_client": 500,
     "n_target": 5000,
-    "hidden_sizes": None,
-    "cycle_weight": 1.0,
-    "conjugate_step": "cycle",
-    "batch_size": 128,
-    "local_lr": 0.003,  # 0.01 made FedMM-OT (omega_step='sgd') unstable at d = 16..64 (docs/figures/README.md)
-    "omega_step": "adam",
+    "hidden_sizes": _default(TransportProblem, "hidden_sizes"),
+    "cycle_weight": _default(TransportProblem, "cycle_weight"),
+    "conjugate_step": _default(TransportProblem, "conjugate_step"),
+    "batch_size": _default(TransportProblem, "batch_size"),
+    "local_lr": _same_default("local_lr"),  # 0.003: 0.01 made omega_step='sgd' unstable at d = 16..64
+    "omega_step": _default(FedMMOT, "omega_step"),
     "fedmm_steps": (1e-3, 3e-3),
-    "server_steps": 30,  # the paper's 10 leave θ behind ω at γ = 3e-3: spikes in L2-UVP (docs/figures/README.md)
-    "server_lr": 1e-3,
+    "server_steps": _default(FedMMOT, "server_steps"),  # 30: the paper's 10 leave θ behind ω (L2-UVP spikes)
+    "server_lr": _default(FedMMOT, "server_lr"),
     "fedadam_lrs": (1e-3, 3e-3),
     "extend_grid": 1,
     "identity_steps": 300,
@@ -157,9 +176,6 @@ def _score(curve: Sequence[float]) -> float:
 
 def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
     """All runs of one dimension: benchmark, split, FedAdam tuning on the first seed, final runs."""
-    from fedmm.algorithms import FedAdam, FedMMOT  # needs the 'ot' extra (jax, optax)
-    from fedmm.models import TransportProblem
-
     d, cfg = task["dim"], task["config"]
     started = time.perf_counter()
     bench = KNOWN_MAP_BENCHMARKS[cfg["benchmark"]](d, seed=cfg["benchmark_seed"])
