@@ -836,3 +836,78 @@ def _stop_at(stop):
         if t == stop:
             raise KeyboardInterrupt
     return callback
+
+
+_OT_RESUME_SCRIPT = """
+import gc, os, sys, tempfile, warnings
+for k, v in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
+             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}.items():
+    os.environ[k] = v
+warnings.simplefilter("ignore")
+import numpy as np
+from flwr.serverapp import ServerApp
+from flwr.simulation import run_simulation
+import fedmm.runtime.flower as ff
+from fedmm.algorithms import FedMMOT
+from fedmm.compression import StochasticRounding
+from fedmm.models import TransportProblem
+
+ROUNDS, STOP = 4, 1
+
+
+class Interrupted(ff.FedMMStrategy):
+    # Ctrl-C right after round STOP's record
+    def aggregate_train(self, server_round, replies):
+        out = super().aggregate_train(server_round, replies)
+        if self.history.records[-1]["t"] == STOP:
+            raise KeyboardInterrupt
+        return out
+
+
+rng = np.random.default_rng(3)
+datas = [rng.normal(loc=i, size=(20 + 5 * i, 2)) for i in range(3)]
+target = rng.normal(loc=1.0, scale=0.7, size=(30, 2))
+# 2 of 3 clients per round (Algorithm 3), control variates V_i on the nodes, 8-bit stochastic rounding
+algo = FedMMOT(TransportProblem(2, hidden_sizes=[4], batch_size=8), clients_per_round=2, control_variate_step=0.5,
+               local_lr=0.05, identity_steps=5, server_steps=1, compressor=StochasticRounding(bits=8))
+path = os.path.join(tempfile.mkdtemp(), "ot.ckpt")
+got = {}
+server_app = ServerApp()
+
+
+@server_app.main()
+def main(grid, context):
+    got["full"] = ff.FedMMStrategy(algo, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0)
+    try:
+        Interrupted(algo, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0, checkpoint_path=path)
+    except KeyboardInterrupt as exc:
+        got["interrupt"] = exc
+    got["resumed"] = ff.FedMMStrategy(algo, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0,
+                                                                               resume=path)
+
+
+run_simulation(server_app, ff.client_app(algo, lambda pid, context: datas[pid], public_data=target), 3,
+               backend_config={"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
+                               "client_resources": {"num_cpus": 1}})
+gc.collect()
+assert sorted(got) == ["full", "interrupt", "resumed"], sorted(got)
+assert got["interrupt"].checkpoint.next_round == len(got["interrupt"].history) == STOP + 1
+assert any(r["active"] != [0, 1, 2] for r in got["full"].records)
+assert any(np.any(s["V"]) for s in got["interrupt"].checkpoint.client_states if s), "no control variate to restore"
+ref = algo.run(datas, ROUNDS, target=target, seed=4)  # JAX runs in this process only after Ray's start
+assert got["full"].equals(ref)
+assert got["resumed"].equals(got["full"])
+for k in ("omega", "theta"):
+    assert np.array_equal(got["resumed"].state[k], got["full"].state[k]), k
+print("ok")
+"""
+
+
+@pytest.mark.integration
+def test_flower_fedmmot_resumes_bit_for_bit_after_an_interrupt():
+    # FedMM-OT with client sampling, control variates on the nodes and 8-bit compression, interrupted after round 1
+    # and resumed from the checkpoint: the uninterrupted Flower History (= the in-process one) bit for bit.  In a
+    # fresh process: Ray must start before JAX runs in the driver.
+    out = subprocess.run([sys.executable, "-c", _OT_RESUME_SCRIPT], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    assert out.stdout.strip().endswith("ok"), out.stdout[-2000:]

@@ -274,6 +274,15 @@ class FedMMStrategy(Strategy):
         ``ValueError`` for an invalid payload), out of :meth:`run`.  Every
         family's server drops a client this way, as in process.
 
+    Notes
+    -----
+    A run is resumable: :meth:`run` writes checkpoints (``checkpoint_every``,
+    ``checkpoint_path``; on an error or interrupt, ``exc.checkpoint``) and a
+    new strategy with the same arguments continues one (``resume``) with the
+    History of the uninterrupted run bit for bit, for every family.  The
+    clients' state moves through the contract's ``client_state`` and
+    ``restore_client``, as between the rounds of a run.
+
     Attributes
     ----------
     history : History
