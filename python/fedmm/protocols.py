@@ -647,6 +647,16 @@ class RemoteAlgorithm(Protocol):
        every node sends its :meth:`client_state`; :meth:`remote_finish` fills the
        History as the in-process ``run`` does.
 
+    Checkpoints and resume need nothing more: while a run writes checkpoints,
+    each node also sends its :meth:`client_state` up with its payload (the
+    server keeps the accepted ones in the checkpoint), and a resumed run sends
+    each node its state back, which the node restores with
+    :meth:`restore_client` as it restores the state it kept itself.
+    ``client_state`` must therefore hold everything a client carries between
+    rounds (its random streams included) as arrays of the dtypes a
+    :class:`fedmm.federation.Checkpoint` stores (float64, int64, int32,
+    uint64, uint8, bool).
+
     :meth:`estimate` gives the argument of a server-side objective.
 
     Attributes

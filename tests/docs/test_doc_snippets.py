@@ -9,8 +9,8 @@
   own parser (and its ``--config`` file applied), nothing is executed; every ``pip install`` names only
   extras that ``pyproject.toml`` declares.
 * A block that cannot run in a test (a deployment across processes, a cluster) is preceded in the source
-  by ``<!-- snippet: not-run (covered by tests/test_x.py::test_name) -->`` (Markdown) or
-  ``.. snippet: not-run (covered by tests/test_x.py::test_name)`` (reStructuredText); the named test
+  by ``<!-- snippet: not-run (covered by tests/<layer>/test_x.py::test_name) -->`` (Markdown) or
+  ``.. snippet: not-run (covered by tests/<layer>/test_x.py::test_name)`` (reStructuredText); the named test
   must exist.  Such a block still compiles, and no block of a file uses a name that the file never
   defines (ruff's F821 over the file's blocks in order).
 """
@@ -159,7 +159,7 @@ def test_not_run_markers_name_an_existing_test():
         n_markers = len(re.findall(r"snippet: not-run", text))
         covered = [s.covered_by for s in snippets(path) if s.covered_by]
         assert n_markers == len(covered), f"{path.name}: a not-run marker must directly precede a code block " \
-                                          f"and name its covering test as tests/test_x.py::test_name"
+                                          f"and name its covering test as tests/<layer>/test_x.py::test_name"
         for test_file, test_name in covered:
             source = (ROOT / test_file).read_text(encoding="utf-8") if (ROOT / test_file).is_file() else ""
             assert re.search(rf"^def {test_name}\(", source, re.MULTILINE), f"{path.name}: no {test_file}::{test_name}"

@@ -7,8 +7,9 @@ Each case asserts the three properties that matter: the faulty client is dropped
 round it is contacted (and never aggregated), the interrupted-then-resumed run equals the uninterrupted one
 bit for bit, and every runtime gives the in-process History bit for bit.  The in-process runtime runs the
 whole product; Ray runs every algorithm with partial participation (where defined) and 8-bit compression,
-interrupted on Ray and resumed on Ray.  Flower (not resumable: its nodes hold the clients) is covered per
-family, faulty client included, in tests/runtime/test_runtime_flower.py.
+interrupted on Ray and resumed on Ray.  Flower is covered per family, faulty client included, in
+tests/runtime/test_runtime_flower.py, with its interrupt-then-resume cases (FedMM with partial participation and 8-bit
+compression, Scaffold, FedAvg, FedMM-OT): each Flower simulation starts Ray, so they share a module.
 """
 import numpy as np
 import pytest

@@ -30,6 +30,7 @@ from fedmm.algorithms import FedAvg, FedMLS, FedProx, Scaffnew, Scaffold, init_g
 from fedmm.algorithms.federated import theta_structure, theta_template  # noqa: E402
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding  # noqa: E402
 from fedmm.data import synthetic_dictionary  # noqa: E402
+from fedmm.federation import Checkpoint  # noqa: E402
 from fedmm.history import History  # noqa: E402
 from fedmm.models import GaussianMixture  # noqa: E402
 from fedmm.models.nonsmooth import HingeSVM, L1Regression  # noqa: E402
@@ -623,5 +624,290 @@ def test_flower_simulation_carries_fedmmot_and_fedadam_with_the_in_process_histo
     # before JAX runs in the driver (JAX's threads and fork do not mix), as for the Ray runtime's test.
     out = subprocess.run([sys.executable, "-c", _OT_FLOWER_SCRIPT],
                          capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    assert out.stdout.strip().endswith("ok"), out.stdout[-2000:]
+
+
+# --------------------------------------------------------------------------- checkpoints and resume
+RESUME_ROUNDS = 5
+RESUME_STOP = 2  # the interrupt: Ctrl-C once round RESUME_STOP is complete
+RESUME_FAULTY = 1  # client 1 raises whenever it is contacted
+SIM_BACKEND = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
+               "client_resources": {"num_cpus": 1}}
+
+
+class _FaultyRemote:
+    """An algorithm whose client :data:`RESUME_FAULTY` raises in every round (tests/fault_injection.py): every
+    member of the contract is the algorithm's, but :meth:`remote_client` wraps the client (the runtime sees the
+    contract only)."""
+
+    def __init__(self, algorithm):
+        self.algorithm = algorithm
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name == "algorithm":  # unpickling: no delegation before __dict__ is back
+            raise AttributeError(name)
+        return getattr(self.algorithm, name)
+
+    def remote_client(self, index, data, **kwargs):
+        return FaultyClient(self.algorithm.remote_client(index, data, **kwargs), {(ANY_ROUND, RESUME_FAULTY): "raise"})
+
+    def start_reply(self, client, message):  # the start exchange is not a round: the wrapped client answers
+        return self.algorithm.start_reply(client.client, message)
+
+
+class _InterruptedStrategy(ff.FedMMStrategy):
+    """Ctrl-C between rounds: right after round :data:`RESUME_STOP`'s record is in the History."""
+
+    def aggregate_train(self, server_round, replies):
+        out = super().aggregate_train(server_round, replies)
+        if self.history.records[-1]["t"] == RESUME_STOP:
+            raise KeyboardInterrupt
+        return out
+
+
+class _FailsAtRound:
+    """An objective that raises in round ``t`` (after the server's step, before the round's record): the round
+    is not complete, and the checkpoint holds the state before it."""
+
+    def __init__(self, objective, t):
+        self.objective, self.t, self.calls = objective, t, 0
+
+    def __call__(self, estimate):
+        self.calls += 1  # call 1 is θ_0's, call t + 2 is round t's
+        if self.calls == self.t + 2:
+            raise KeyboardInterrupt
+        return self.objective(estimate)
+
+
+def _simulate_jobs(remote, datas, jobs):
+    """Run ``jobs`` (functions of the grid) in turn in one Flower simulation; return what each returned."""
+    out = []
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid, context):
+        for job in jobs:
+            out.append(job(grid))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        run_simulation(server_app, ff.client_app(remote, lambda pid, context: datas[pid]), len(datas),
+                       backend_config=SIM_BACKEND)
+        gc.collect()
+    assert len(out) == len(jobs), "the ServerApp did not finish"
+    return out
+
+
+def _assert_faulty_dropped(history):
+    assert any(RESUME_FAULTY in r["dropped"] for r in history.records), "the faulty client was never contacted"
+    for record in history.records:
+        assert RESUME_FAULTY not in record["active"]
+        if RESUME_FAULTY in record["dropped"]:
+            reason = record["drop_reasons"][record["dropped"].index(RESUME_FAULTY)]
+            assert "injected failure" in reason, reason
+
+
+def _interrupted(remote, n, path, cls=_InterruptedStrategy, **kwargs):
+    """A job: a run that ends with KeyboardInterrupt; returns the exception (its history and checkpoint)."""
+    def job(grid):
+        with pytest.raises(KeyboardInterrupt) as info:
+            cls(remote, n, **kwargs).run(grid, RESUME_ROUNDS, timeout=120.0, checkpoint_path=path)
+        return info.value
+    return job
+
+
+def _gmm_resume_case():
+    rng = np.random.default_rng(2)
+    datas = [rng.normal(size=(30, 2)) + i for i in range(4)]
+    algo = FedMM(GaussianMixture(2, "full"), batch_size=8, control_variate_step=0.5, clients_per_round=3,
+                 compressor=StochasticRounding(bits=8))
+    return algo, datas
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_fedmm_resumes_bit_for_bit_from_an_interrupt_and_from_a_periodic_checkpoint(tmp_path):
+    # FedMM (Gaussian mixture, start exchange for Ŝ_0, 3 of 4 clients per round, 8-bit rounding, α > 0) with
+    # client 1 failing: a run with checkpoints every 2 rounds equals the in-process run; interrupted after round 2
+    # and resumed, or resumed from the periodic checkpoint, it equals it again.  Each strategy has its own token, so
+    # a resumed strategy finds the nodes as fresh nodes would be: without its state until it sends it back.
+    algo, datas = _gmm_resume_case()
+    remote = _FaultyRemote(algo)
+    n = len(datas)
+    every, stopped = tmp_path / "every.ckpt", tmp_path / "stopped.ckpt"
+    reference = algo.run(datas, RESUME_ROUNDS, seed=11, runtime=FaultyLocalRuntime(compiled=False))
+    kw = dict(seed=11, init_datas=datas)
+
+    def full(grid):
+        return ff.FedMMStrategy(remote, n, **kw).run(grid, RESUME_ROUNDS, timeout=120.0, checkpoint_every=2,
+                                                     checkpoint_path=every)
+
+    def resume(path):
+        return lambda grid: ff.FedMMStrategy(remote, n, **kw).run(grid, RESUME_ROUNDS, timeout=120.0, resume=path)
+
+    def refused(grid):  # another seed: the fingerprint says so, before any exchange but the hello
+        with pytest.raises(ValueError, match="differs in seed"):
+            ff.FedMMStrategy(remote, n, seed=12, init_datas=datas).run(grid, RESUME_ROUNDS, resume=stopped)
+        return True
+
+    got, interrupt, resumed, resumed_every, _ = _simulate_jobs(
+        remote, datas, [full, _interrupted(remote, n, stopped, **kw), resume(stopped), resume(every), refused])
+    assert got.equals(reference, ignore=("wall_time", "monitor_time", "drop_reasons"))
+    _assert_faulty_dropped(got)
+    assert any(len(r["active"]) + len(r["dropped"]) < n for r in got.records)  # partial participation
+    assert interrupt.checkpoint.next_round == RESUME_STOP + 1 == len(interrupt.history)
+    assert Checkpoint.load(stopped).next_round == RESUME_STOP + 1
+    assert Checkpoint.load(every).next_round == 4  # the last periodic write: after round 3
+    assert resumed.equals(got) and resumed_every.equals(got)
+    np.testing.assert_array_equal(resumed.state["S"], got.state["S"])
+    np.testing.assert_array_equal(resumed.state["theta"], got.state["theta"])
+    # a Flower checkpoint does not resume in process (its client states are the nodes')
+    with pytest.raises(ValueError, match="differs in .*runtime"):
+        algo.run(datas, RESUME_ROUNDS, runtime=FaultyLocalRuntime(compiled=False), resume=stopped)
+
+
+class FaultyLocalRuntime(LocalRuntime):
+    """The in-process runtime (Python backend) with client :data:`RESUME_FAULTY` raising in every round."""
+
+    def run(self, server, clients, n_rounds, **kwargs):
+        return super().run(server, [FaultyClient(c, {(ANY_ROUND, RESUME_FAULTY): "raise"}) for c in clients],
+                           n_rounds, **kwargs)
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+@pytest.mark.parametrize("name", ["Scaffold", "FedAvg"])
+def test_flower_subgradient_family_resumes_bit_for_bit_after_an_interrupt(name, tmp_path):
+    # Scaffold (c_i on the nodes) / FedAvg (minibatch streams on the nodes), 3 of 4 clients per round, 8-bit,
+    # client 1 failing; interrupted between rounds (Scaffold) or inside a round, by the objective after the
+    # server's step (FedAvg: the checkpoint holds the rounds before it); resumed, the History equals the
+    # uninterrupted Flower run and the in-process one.
+    cls = Scaffold if name == "Scaffold" else FedAvg
+    algo = cls(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=4, clients_per_round=3,
+               compressor=StochasticRounding(bits=8))
+    datas = nonsmooth_toy_data("hinge", n_clients=4, m=20, d=3, seed=3)
+    remote, n = _FaultyRemote(algo), len(datas)
+    stacked = algo.model.stack(datas)
+
+    def objective(x):
+        return algo.model.objective(stacked, x)
+
+    path = tmp_path / "run.ckpt"
+    reference = algo.run(datas, RESUME_ROUNDS, seed=13, evaluate_every=1, runtime=FaultyLocalRuntime(compiled=False))
+    if name == "Scaffold":
+        interrupted = _interrupted(remote, n, path, seed=13, objective=objective)
+    else:
+        interrupted = _interrupted(remote, n, path, cls=ff.FedMMStrategy, seed=13,
+                                   objective=_FailsAtRound(objective, RESUME_STOP))
+    got, interrupt, resumed = _simulate_jobs(remote, datas, [
+        lambda grid: ff.FedMMStrategy(remote, n, seed=13, objective=objective).run(grid, RESUME_ROUNDS, timeout=120.0),
+        interrupted,
+        lambda grid: ff.FedMMStrategy(remote, n, seed=13, objective=objective).run(grid, RESUME_ROUNDS, timeout=120.0,
+                                                                                   resume=path)])
+    completed = RESUME_STOP + 1 if name == "Scaffold" else RESUME_STOP
+    assert len(interrupt.history) == interrupt.checkpoint.next_round == completed
+    assert got.equals(reference, ignore=("wall_time", "monitor_time", "drop_reasons"))
+    _assert_faulty_dropped(got)
+    assert resumed.equals(got)
+    for key in got.state:
+        np.testing.assert_array_equal(resumed.state[key], got.state[key])
+
+
+def test_flower_checkpoint_arguments_are_checked_before_any_exchange(tmp_path):
+    algo, datas = _gmm_resume_case()
+    strategy = ff.FedMMStrategy(algo, 4, seed=1)
+    with pytest.raises(ValueError, match="checkpoint_path"):
+        strategy.run(None, 3, checkpoint_every=2)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        strategy.run(None, 3, checkpoint_every=-1, checkpoint_path=tmp_path / "x.ckpt")
+    (tmp_path / "bad.ckpt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="bad.ckpt"):
+        strategy.run(None, 3, resume=tmp_path / "bad.ckpt")
+    path = tmp_path / "run.ckpt"
+    with pytest.raises(KeyboardInterrupt) as info:
+        algo.run(datas, 3, seed=1, checkpoint_path=path, callback=_stop_at(1))
+    with pytest.raises(ValueError, match="'n_rounds' >= 2"):
+        strategy.run(None, 1, resume=info.value.checkpoint)
+
+
+def _stop_at(stop):
+    def callback(t, state):
+        if t == stop:
+            raise KeyboardInterrupt
+    return callback
+
+
+_OT_RESUME_SCRIPT = """
+import gc, os, sys, tempfile, warnings
+for k, v in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
+             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}.items():
+    os.environ[k] = v
+warnings.simplefilter("ignore")
+import numpy as np
+from flwr.serverapp import ServerApp
+from flwr.simulation import run_simulation
+import fedmm.runtime.flower as ff
+from fedmm.algorithms import FedMMOT
+from fedmm.compression import StochasticRounding
+from fedmm.models import TransportProblem
+
+ROUNDS, STOP = 4, 1
+
+
+class Interrupted(ff.FedMMStrategy):
+    # Ctrl-C right after round STOP's record
+    def aggregate_train(self, server_round, replies):
+        out = super().aggregate_train(server_round, replies)
+        if self.history.records[-1]["t"] == STOP:
+            raise KeyboardInterrupt
+        return out
+
+
+rng = np.random.default_rng(3)
+datas = [rng.normal(loc=i, size=(20 + 5 * i, 2)) for i in range(3)]
+target = rng.normal(loc=1.0, scale=0.7, size=(30, 2))
+# 2 of 3 clients per round (Algorithm 3), control variates V_i on the nodes, 8-bit stochastic rounding
+algo = FedMMOT(TransportProblem(2, hidden_sizes=[4], batch_size=8), clients_per_round=2, control_variate_step=0.5,
+               local_lr=0.05, identity_steps=5, server_steps=1, compressor=StochasticRounding(bits=8))
+path = os.path.join(tempfile.mkdtemp(), "ot.ckpt")
+got = {}
+server_app = ServerApp()
+
+
+@server_app.main()
+def main(grid, context):
+    got["full"] = ff.FedMMStrategy(algo, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0)
+    try:
+        Interrupted(algo, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0, checkpoint_path=path)
+    except KeyboardInterrupt as exc:
+        got["interrupt"] = exc
+    got["resumed"] = ff.FedMMStrategy(algo, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0,
+                                                                               resume=path)
+
+
+run_simulation(server_app, ff.client_app(algo, lambda pid, context: datas[pid], public_data=target), 3,
+               backend_config={"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
+                               "client_resources": {"num_cpus": 1}})
+gc.collect()
+assert sorted(got) == ["full", "interrupt", "resumed"], sorted(got)
+assert got["interrupt"].checkpoint.next_round == len(got["interrupt"].history) == STOP + 1
+assert any(r["active"] != [0, 1, 2] for r in got["full"].records)
+assert any(np.any(s["V"]) for s in got["interrupt"].checkpoint.client_states if s), "no control variate to restore"
+ref = algo.run(datas, ROUNDS, target=target, seed=4)  # JAX runs in this process only after Ray's start
+assert got["full"].equals(ref)
+assert got["resumed"].equals(got["full"])
+for k in ("omega", "theta"):
+    assert np.array_equal(got["resumed"].state[k], got["full"].state[k]), k
+print("ok")
+"""
+
+
+@pytest.mark.integration
+def test_flower_fedmmot_resumes_bit_for_bit_after_an_interrupt():
+    # FedMM-OT with client sampling, control variates on the nodes and 8-bit compression, interrupted after round 1
+    # and resumed from the checkpoint: the uninterrupted Flower History (= the in-process one) bit for bit.  In a
+    # fresh process: Ray must start before JAX runs in the driver.
+    out = subprocess.run([sys.executable, "-c", _OT_RESUME_SCRIPT], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert out.stdout.strip().endswith("ok"), out.stdout[-2000:]

@@ -469,7 +469,9 @@ class FederatedAlgorithm:
             and ``exc.checkpoint`` (a :class:`~fedmm.federation.Checkpoint` to pass
             as ``resume``), also written to ``checkpoint_path`` when given.
             Checkpoints need a runtime that declares ``resumable = True``
-            (:class:`fedmm.protocols.SupportsResume`; ``LocalRuntime`` and ``RayRuntime`` do).
+            (:class:`fedmm.protocols.SupportsResume`; ``LocalRuntime`` and ``RayRuntime`` do).  On
+            Flower, ``fedmm.runtime.flower.FedMMStrategy.run`` takes the same ``resume``,
+            ``checkpoint_every`` and ``checkpoint_path``.
         **family_args
             The family's own arguments (checked by :meth:`check_run_args`).
 

@@ -51,6 +51,18 @@ Wire conventions (``fedmm/payload-v1``):
   holds the clients' final state, ``remote_finish_needs_clients``: FedMLS's
   ``z_clients``): every node answers with its last accepted client state in
   an ``ArrayRecord`` ``"fedmm.state"``.
+- checkpoints (``FedMMStrategy.run(..., checkpoint_path=...)``): the config
+  says ``send-state = True``, and every answer to the set-up exchange and to a
+  round also carries the client's state after it (``client_state``) in an
+  ``ArrayRecord`` ``"fedmm.state"``; the server keeps the state of the
+  payloads it aggregated (the node's accepted state), so a checkpoint is
+  written on the server without asking the nodes.  A reply without it is
+  malformed (the client is dropped).
+- resume, message type ``train.fedmm_restore`` (``run(..., resume=...)``):
+  every client whose state the checkpoint holds gets it in an ``ArrayRecord``
+  ``"fedmm.state"`` and stores it as its accepted state under the new
+  strategy's token; it answers with an empty payload in round ``-3``
+  (``RESTORE_ROUND``).  Every such client must answer.
 
 Client state.  The client's state as arrays (``client_state``: ``V_{t,i}``
 and the SPIDER memory, Scaffold's ``c_i``, the subgradient family's random
@@ -67,6 +79,20 @@ policy of :class:`fedmm.runtime.LocalRuntime`; ``on_client_error='raise'``
 propagates instead).  The state is tagged with the strategy's token: state
 left by another strategy of the same Flower run (a ServerApp that runs
 several strategies in turn) is ignored.
+
+Checkpoints and resume.  :meth:`FedMMStrategy.run` writes a
+:class:`fedmm.federation.Checkpoint` every ``checkpoint_every`` rounds and
+when the run ends with an error or an interrupt (``exc.checkpoint``), and
+continues a run from one (``resume=``) with the History of the uninterrupted
+run bit for bit.  The checkpoint holds the server's state, every client's
+accepted ``client_state`` (sent up with the payloads, see above) and the
+History of the completed rounds; a resumed strategy sends each client its
+state back (``train.fedmm_restore``) and skips the start and set-up
+exchanges.  Its fingerprint ties it to the run: the algorithm and its
+configuration, the seed, the number of clients, the nodes' data descriptions,
+``init``, ``init_datas``, ``public_data`` and whether an ``objective`` is
+evaluated (``runtime = "flower"``: a Flower checkpoint resumes on Flower, not
+in process, since its client states are the nodes' ``client_state``).
 
 Node IDs are kept as Python ints (never NumPy: 64-bit IDs would become floats).
 """
@@ -89,13 +115,14 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from fedmm._validation import check_count, check_in, check_int, check_real, check_seed
+from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_digest
 from fedmm.federation.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
 from fedmm.protocols import RemoteAlgorithm
 from fedmm.runtime.local import record_initial, record_start_drops, round_record, run_monitor, warn_all_dropped
 
 __all__ = ["FedMMStrategy", "client_app", "RemoteAlgorithm", "remote_algorithm", "PAYLOAD_STYPE", "STATE_KEY",
-           "START_ROUND", "payload_array", "payload_bytes"]
+           "START_ROUND", "RESTORE_ROUND", "payload_array", "payload_bytes"]
 
 #: ``stype`` of the Array that carries a client's payload bytes.
 PAYLOAD_STYPE = "fedmm/payload-v1"
@@ -103,6 +130,8 @@ PAYLOAD_STYPE = "fedmm/payload-v1"
 STATE_KEY = "fedmm"
 #: The round index of the start exchange in ``errors`` and in the start replies (the set-up exchange is ``-1``).
 START_ROUND = -2
+#: The round index of the restore exchange of a resumed run (its replies and ``errors``).
+RESTORE_ROUND = -3
 #: The members of :class:`fedmm.protocols.RemoteAlgorithm` (named in the refusal of an object without them).
 _REMOTE_MEMBERS = ("name", "remote_config", "describe_data", "remote_server", "remote_client", "setup_exchange",
                    "start_exchange", "start_message", "start_reply", "restart_server", "broadcast_layout",
@@ -117,6 +146,8 @@ _HELLO = "query.fedmm_hello"
 _SETUP = "train.fedmm_setup"
 _START = "train.fedmm_start"
 _FINAL = "query.fedmm_state"
+_RESTORE = "train.fedmm_restore"
+_SEND_STATE = "send-state"
 _STATE = "fedmm.state"
 _TRAIN = "train"
 _PENDING = "pending."
@@ -243,6 +274,15 @@ class FedMMStrategy(Strategy):
         ``ValueError`` for an invalid payload), out of :meth:`run`.  Every
         family's server drops a client this way, as in process.
 
+    Notes
+    -----
+    A run is resumable: :meth:`run` writes checkpoints (``checkpoint_every``,
+    ``checkpoint_path``; on an error or interrupt, ``exc.checkpoint``) and a
+    new strategy with the same arguments continues one (``resume``) with the
+    History of the uninterrupted run bit for bit, for every family.  The
+    clients' state moves through the contract's ``client_state`` and
+    ``restore_client``, as between the rounds of a run.
+
     Attributes
     ----------
     history : History
@@ -292,12 +332,20 @@ class FedMMStrategy(Strategy):
         self.token = uuid.uuid4().hex
         self._round: dict[str, Any] = {}
         self._elapsed = 0.0
+        self._first = 0  # the first round this strategy runs (a resumed run's checkpoint's next_round)
+        # checkpoints: whether clients send their state up, and the state after the last completed round
+        self._send_state = False
+        self._client_states: dict[int, dict[str, np.ndarray]] = {}  # partition id -> accepted client_state
+        self._committed: tuple[int, dict[str, np.ndarray]] = (0, {})  # (completed rounds, server.get_state())
+        self._writer: CheckpointWriter | None = None
+        self._fingerprint: dict[str, Any] | None = None
 
     # -- start-up -----------------------------------------------------------
     def _config(self, index: int, **extra: Any) -> ConfigRecord:
         return ConfigRecord({"index": index, "n-clients": self.n_clients, "seed": str(self.seed),
                              "layout": self._layout, "strategy-token": self.token,
-                             "accepted-round": self._accepted_round.get(index, -1), **extra})
+                             "accepted-round": self._accepted_round.get(index, -1),
+                             _SEND_STATE: self._send_state, **extra})
 
     def _broadcast_message(self, message: Any, index: int, message_type: str, t: int, **kwargs: Any) -> Message:
         record = _arrays_record(self.remote.broadcast_to_arrays(message))
@@ -351,7 +399,7 @@ class FedMMStrategy(Strategy):
         """
         message = self.remote.start_message(self.server)
         messages = [self._broadcast_message(message, pid, _START, START_ROUND) for pid in self.node_of]
-        payloads, errors = self._collect(grid.send_and_receive(messages, timeout=timeout), START_ROUND)
+        payloads, errors, _ = self._collect(grid.send_and_receive(messages, timeout=timeout), START_ROUND)
         reasons = {i: _last_line(reason) for _, i, reason in errors if 0 <= i < self.n_clients}
         for i in range(self.n_clients):
             if i not in payloads and i not in reasons:
@@ -378,19 +426,25 @@ class FedMMStrategy(Strategy):
     def _setup_exchange(self, grid: Grid, timeout: float) -> None:
         setup = self.server.setup_message()
         messages = [self._broadcast_message(setup, pid, _SETUP, -1) for pid in self.node_of]
-        payloads, errors = self._collect(grid.send_and_receive(messages, timeout=timeout), -1)
+        payloads, errors, states = self._collect(grid.send_and_receive(messages, timeout=timeout), -1)
         if len(payloads) != self.n_clients:
             raise RuntimeError("The set-up exchange (e.g. control_variates='oracle') needs every client's answer; "
                                f"missing {sorted(set(range(self.n_clients)) - set(payloads))}: {errors}")
         self.server.setup_aggregate(payloads)
         for pid in payloads:
             self._accepted_round[pid] = -1
+        self._client_states.update(states)
         self.history.config["setup_bytes_up"] = sum(len(b) for b in payloads.values())
         self.history.config["setup_bytes_down"] = self.n_clients * setup.nbytes
 
-    def _collect(self, replies: Iterable[Message], t: int) -> tuple[dict[int, bytes], list]:
+    def _collect(self, replies: Iterable[Message],
+                 t: int) -> tuple[dict[int, bytes], list, dict[int, dict[str, np.ndarray]]]:
+        """The payloads of the well-formed replies of round ``t``, the errors of the others, and the client
+        states the replies carry (set-up and rounds, while checkpointing: a reply without one is malformed)."""
         payloads: dict[int, bytes] = {}
+        states: dict[int, dict[str, np.ndarray]] = {}
         errors = []
+        want_state = self._send_state and t >= -1
         for reply in replies:
             node_id = int(reply.metadata.src_node_id)
             pid = self._partition_of.get(node_id)
@@ -400,13 +454,19 @@ class FedMMStrategy(Strategy):
                 meta = reply.content.config_records[_REPLY]
                 if pid is None or int(meta["partition-id"]) != pid or int(meta["round"]) != t:
                     raise ValueError(f"unexpected reply (partition {meta['partition-id']}, round {meta['round']})")
-                payloads[pid] = payload_bytes(reply.content.array_records[_PAYLOAD]["payload"])
+                payload = payload_bytes(reply.content.array_records[_PAYLOAD]["payload"])
+                if want_state:
+                    if _STATE not in reply.content.array_records:
+                        raise ValueError("reply without the client's state (the run writes checkpoints)")
+                    states[pid] = {k: v.numpy() for k, v in reply.content.array_records[_STATE].items()}
+                payloads[pid] = payload
             except Exception as exc:  # a malformed or failed reply drops this client for the round
                 errors.append((t, node_id if pid is None else pid, str(exc)))
         self.errors.extend(errors)
-        return payloads, errors
+        return payloads, errors, states
 
-    def run(self, grid: Grid, n_rounds: int, *, timeout: float = 600.0) -> History:
+    def run(self, grid: Grid, n_rounds: int, *, timeout: float = 600.0, resume: Any = None,
+            checkpoint_every: int = 0, checkpoint_path: Any = None) -> History:
         """Start-up exchanges, then ``n_rounds`` rounds through :meth:`Strategy.start`.
 
         Parameters
@@ -416,28 +476,135 @@ class FedMMStrategy(Strategy):
         timeout : float
             Seconds to wait for replies each round (and for each start-up
             exchange); clients whose reply comes later are dropped.
+        resume : Checkpoint or path, optional
+            Continue the Flower run that wrote this
+            :class:`fedmm.federation.Checkpoint` (or the file it was saved to)
+            from its next round up to ``n_rounds``: after the hello, the
+            server takes the checkpoint's state, every client whose state it
+            holds gets that state back (``train.fedmm_restore``; each must
+            answer), the start and set-up exchanges are skipped, and the
+            History equals the uninterrupted run's bit for bit.  The run must
+            be the same: algorithm and configuration, ``seed``, number of
+            clients, the nodes' data descriptions, ``init``, ``init_datas``,
+            ``public_data`` and whether ``objective`` is given; a checkpoint
+            of another run (or of an in-process or Ray run) is refused with a
+            ``ValueError`` naming what differs.
+        checkpoint_every : int >= 0
+            Write a checkpoint to ``checkpoint_path`` after every this many
+            rounds (0: only when the run ends with an error or an interrupt).
+        checkpoint_path : path-like, optional
+            Where checkpoints go (atomic writes, :meth:`fedmm.federation.Checkpoint.save`).
+            With it, every client sends its state up with its payload (not
+            counted in ``bytes_up``, which stays the algorithm's), and an
+            exception that ends the run once its rounds have begun
+            (``KeyboardInterrupt``, a client error under
+            ``on_client_error='raise'``, a failing ``objective``) carries
+            ``exc.history`` (the completed rounds) and ``exc.checkpoint`` (the
+            state after the last completed round, also written to
+            ``checkpoint_path``).  Without it the clients send no state and
+            the exception carries ``exc.history`` only.
+
+        Raises
+        ------
+        ValueError
+            ``checkpoint_every > 0`` without ``checkpoint_path``; ``n_rounds``
+            below the rounds ``resume`` has completed; a ``resume`` of another
+            run, or a file that is not an intact checkpoint.
+        RuntimeError
+            A client of a resumed run did not take its state back.
         """
         n_rounds = check_count(n_rounds, "n_rounds", low=0)
         self._timeout = check_real(timeout, "timeout", low=0.0, low_open=True)
+        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", low=0)
+        if checkpoint_every and checkpoint_path is None:
+            raise ValueError("Expected 'checkpoint_path' (where to write) with 'checkpoint_every' > 0")
+        resumed = None
+        if resume is not None:
+            resumed = resume if isinstance(resume, Checkpoint) else Checkpoint.load(resume)
+            if resumed.next_round > n_rounds:
+                raise ValueError(f"Expected 'n_rounds' >= {resumed.next_round}, the rounds the checkpoint "
+                                 f"has completed, got {n_rounds}")
+        self._send_state = checkpoint_path is not None
         self._start_server(self._hello(grid, timeout))
-        if self.remote.start_exchange(self.init):
-            self._start_exchange(grid, timeout)
-        if self.remote.setup_exchange():
-            self._setup_exchange(grid, timeout)
-        else:  # e.g. V_0,i = 0 needs no exchange: each client sets it on its first round
-            self.history.config["setup_bytes_up"] = 0
-            self.history.config["setup_bytes_down"] = 0
-        record_initial(self.history, None if self.objective is None else
-                       (lambda: self.objective(self.remote.estimate(self.server))))
+        if resumed is not None or self._send_state:
+            self._fingerprint = self.fingerprint()
+        if resumed is not None:
+            resumed.check_matches(self._fingerprint)
+            self._resume(grid, timeout, resumed)
+        else:
+            if self.remote.start_exchange(self.init):
+                self._start_exchange(grid, timeout)
+            if self.remote.setup_exchange():
+                self._setup_exchange(grid, timeout)
+            else:  # e.g. V_0,i = 0 needs no exchange: each client sets it on its first round
+                self.history.config["setup_bytes_up"] = 0
+                self.history.config["setup_bytes_down"] = 0
+            record_initial(self.history, None if self.objective is None else
+                           (lambda: self.objective(self.remote.estimate(self.server))))
+        if self._send_state:
+            self._committed = (len(self.history.records), self.server.get_state())
+            self._writer = CheckpointWriter(checkpoint_path, checkpoint_every, self._snapshot)
         try:
-            self.start(grid, self._state_record(), num_rounds=int(n_rounds), timeout=timeout)
+            self.start(grid, self._state_record(), num_rounds=int(n_rounds) - self._first, timeout=timeout)
         except (Exception, KeyboardInterrupt) as exc:
             exc.history = self.history  # the completed rounds, as the other runtimes
+            if self._writer is not None:
+                try:
+                    exc.checkpoint = self._writer.write()
+                except Exception as failure:  # e.g. the disk that failed the run: the run's own error goes on
+                    exc.checkpoint = None
+                    exc.add_note(f"fedmm: no checkpoint of the completed rounds ({type(failure).__name__}: "
+                                 f"{failure})")
             raise
         states = self._final_states(grid, timeout) if self.remote.remote_finish_needs_clients() else None
         self.remote.remote_finish(self.server, self.history, states)
-        warn_all_dropped(self.history)
+        warn_all_dropped(self.history, self._first)
         return self.history
+
+    # -- checkpoints --------------------------------------------------------
+    def fingerprint(self) -> dict[str, Any]:
+        """What ties a checkpoint to this run (known after the hello: it includes the nodes' data descriptions).
+
+        The algorithm's name and :meth:`~fedmm.protocols.RemoteAlgorithm.remote_config`
+        (without ``n_threads``), the seed, the number of clients,
+        ``runtime = "flower"``, SHA-256 digests (:func:`fedmm.federation.data_digest`)
+        of the nodes' descriptions, ``init``, ``init_datas`` and ``public_data``
+        (the server never sees the clients' data), and whether an
+        ``objective`` is evaluated (it adds record fields).
+        """
+        config = {k: v for k, v in self.remote.remote_config().items() if k != "n_threads"}
+        return {"algorithm": self.remote.name, "config": config, "seed": self.seed, "n_clients": self.n_clients,
+                "runtime": "flower", "descriptions": _digest(self._descriptions), "init": _digest(self.init),
+                "init_datas": _digest(self.init_datas), "public_data": _digest(self.public_data),
+                "objective": self.objective is not None}
+
+    def _snapshot(self) -> Checkpoint:
+        """The checkpoint of the state after the last completed round (a round that raised is not in it)."""
+        completed, server_state = self._committed
+        history = self.history.copy()
+        history.records = history.records[:completed]
+        return Checkpoint(fingerprint=self._fingerprint, next_round=completed, server_state=server_state,
+                          client_states=[self._client_states.get(i, {}) for i in range(self.n_clients)],
+                          history=history)
+
+    def _resume(self, grid: Grid, timeout: float, resumed: Checkpoint) -> None:
+        """The server, the History and the clients' states of a checkpoint (the clients' sent back to their nodes)."""
+        self.server.set_state(resumed.server_state)
+        self._layout = self.remote.broadcast_layout(self.server)
+        self.history = resumed.history.copy()
+        self._first = resumed.next_round
+        self._elapsed = float(self.history.records[-1].get("wall_time", 0.0)) if self.history.records else 0.0
+        self._client_states = {i: dict(state) for i, state in enumerate(resumed.client_states) if state}
+        messages = [Message(RecordDict({_STATE: ArrayRecord({k: Array(np.array(v, order="C"))
+                                                             for k, v in state.items()}),
+                                        _CONFIG: self._config(pid, round=RESTORE_ROUND)}),
+                            self.node_of[pid], _RESTORE)
+                    for pid, state in self._client_states.items()]
+        payloads, errors, _ = self._collect(grid.send_and_receive(messages, timeout=timeout), RESTORE_ROUND)
+        missing = sorted(set(self._client_states) - set(payloads))
+        if missing:
+            raise RuntimeError(f"Resuming needs every client whose state the checkpoint holds to take it back; "
+                               f"missing {missing}: {errors}")
 
     def _final_states(self, grid: Grid, timeout: float) -> dict[int, dict[str, np.ndarray]]:
         """Every client's last accepted state (``client_state``), for an algorithm whose History holds them."""
@@ -468,7 +635,7 @@ class FedMMStrategy(Strategy):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         """Select the round's clients (the server's own seeded sampling) and address their nodes."""
-        t = server_round - 1
+        t = server_round - 1 + self._first
         start = time.perf_counter()
         ids = self.server.select(t)
         message = self.server.broadcast(t)
@@ -479,7 +646,7 @@ class FedMMStrategy(Strategy):
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Decode the payloads, drop failed, missing, late and invalid clients, and take the server's step."""
         t, ids, message = self._round["t"], self._round["ids"], self._round["message"]
-        payloads, errors = self._collect(replies, t)
+        payloads, errors, states = self._collect(replies, t)
         # drop_reasons get the last line of a (possibly multi-line, traceback-carrying) reason; errors the whole
         reasons = {i: _last_line(reason) for _, i, reason in errors if i in ids}
         for i in ids:
@@ -507,6 +674,10 @@ class FedMMStrategy(Strategy):
         record = round_record(t, server_record, ids, ordered, message, self._elapsed, reasons)
         record.update(run_monitor(self._monitor, t, record["gamma"], self.history, due=self.objective is not None))
         self.history.append(**record)
+        if self._writer is not None:  # the round is complete: it is what a checkpoint holds from now on
+            self._client_states.update({i: states[i] for i in payloads})
+            self._committed = (len(self.history.records), self.server.get_state())
+            self._writer(t)
         # the server's scalar record fields (FedMM: gamma, E_s, E_ps; FedMM-OT: gamma, E_omega, E_theta)
         metrics = MetricRecord({**{k: float(v) for k, v in server_record.items()
                                    if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)},
@@ -533,6 +704,15 @@ class FedMMStrategy(Strategy):
 
 
 # --------------------------------------------------------------------------- client
+def _digest(value: Any) -> str:
+    """SHA-256 of ``value`` (:func:`fedmm.federation.data_digest`), or its type's name when it holds
+    something other than arrays, numbers, strings and containers of them."""
+    try:
+        return data_digest([value])
+    except TypeError:
+        return f"<{type(value).__name__}>"
+
+
 def _load_state(context: Context, token: str) -> dict[str, np.ndarray]:
     """The node's stored client state, or {} when there is none or another strategy left it."""
     record = context.state.array_records.get(STATE_KEY)
@@ -587,8 +767,8 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
     Returns
     -------
     flwr.clientapp.ClientApp
-        Handles ``query.fedmm_hello``, ``train.fedmm_start``, ``train.fedmm_setup``, ``train`` and
-        ``query.fedmm_state``.
+        Handles ``query.fedmm_hello``, ``train.fedmm_start``, ``train.fedmm_setup``, ``train``,
+        ``train.fedmm_restore`` and ``query.fedmm_state``.
     """
     app = ClientApp()
 
@@ -612,9 +792,13 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
                                       seed=int(str(config["seed"])), public_data=get_public(context))
         return remote, client, message, config
 
-    def reply(msg: Message, payload: bytes, pid: int, t: int) -> Message:
+    def reply(msg: Message, payload: bytes, pid: int, t: int,
+              state: Mapping[str, np.ndarray] | None = None) -> Message:
         content = RecordDict({_PAYLOAD: ArrayRecord({"payload": payload_array(payload)}),
                               _REPLY: ConfigRecord({"partition-id": pid, "round": t})})
+        if state is not None and bool(msg.content.config_records[_CONFIG].get(_SEND_STATE, False)):
+            # the server writes checkpoints: it keeps the state of the payloads it aggregates
+            content.array_records[_STATE] = ArrayRecord({k: Array(np.array(v, order="C")) for k, v in state.items()})
         return Message(content, reply_to=msg)
 
     @app.query("fedmm_hello")
@@ -636,8 +820,9 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
     def setup(msg: Message, context: Context) -> Message:
         remote, client, message, config = build(msg, context)
         payload = client.setup(message)
-        _save_state(context, remote.client_state(client), str(config["strategy-token"]))
-        return reply(msg, payload, _partition_id(context), -1)
+        state = remote.client_state(client)
+        _save_state(context, state, str(config["strategy-token"]))
+        return reply(msg, payload, _partition_id(context), -1, state)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
@@ -652,10 +837,22 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
         else:
             client.setup(message)  # e.g. V_0,i = 0: no set-up exchange was needed
         payload = client.step(message)
-        new_state = {**committed, **{_PENDING + k: v for k, v in remote.client_state(client).items()},
+        state = remote.client_state(client)
+        new_state = {**committed, **{_PENDING + k: v for k, v in state.items()},
                      _PENDING + "t": np.array([t], dtype=np.int64)}
         _save_state(context, new_state, token)
-        return reply(msg, payload, _partition_id(context), t)
+        return reply(msg, payload, _partition_id(context), t, state)
+
+    @app.train("fedmm_restore")
+    def restore(msg: Message, context: Context) -> Message:
+        # a resumed run: the checkpoint's state of this client becomes its accepted state under the new token
+        config = msg.content.config_records[_CONFIG]
+        pid = _partition_id(context)
+        if int(config["index"]) != pid:
+            raise ValueError(f"Message for client {config['index']} reached the node of partition {pid}")
+        state = {k: v.numpy() for k, v in msg.content.array_records[_STATE].items()}
+        _save_state(context, state, str(config["strategy-token"]))
+        return reply(msg, b"", pid, RESTORE_ROUND)
 
     @app.query("fedmm_state")
     def final_state(msg: Message, context: Context) -> Message:
