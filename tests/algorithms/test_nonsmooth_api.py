@@ -18,7 +18,7 @@ from fedmm.runtime import LocalRuntime
 # the code of commit ed3cf4d (each method a single-process loop over all clients, old names).  The same
 # cases on the new API must give the same numbers with tolerance 0: the same per-client streams are drawn
 # in the same order and every float operation is the same, only distributed over Server and Client.
-_REFERENCE = np.load(str(Path(__file__).resolve().parents[2] / "fixtures" / "nonsmooth_reference.npz"))
+_REFERENCE = np.load(str(Path(__file__).resolve().parents[1] / "fixtures" / "nonsmooth_reference.npz"))
 _RENAMED = {"eta": "step", "lam": "prox_weight", "probability": "communication_prob", "T": "local_steps",
             "local_steps": "total_local_steps"}
 
