@@ -10,7 +10,7 @@ with server learning rate 3e-3; dense ICNNs of Korotin et al.'s MMv2 sizes) and 
 timed.  Printed per (algorithm, minibatch, device): client-rounds per second of the rounds themselves
 (``History`` ``wall_time``; the L2-UVP evaluations are not timed), and per (algorithm, minibatch) the largest
 absolute and relative differences between the CPU and GPU runs' final ``ω``, ``θ`` and L2-UVP curves
-(evaluated every ``--eval-every`` rounds on ``--n-eval`` fixed source points, on the run's device).
+(evaluated every ``--evaluate-every`` rounds on ``--n-eval`` fixed source points, on the run's device).
 
 Expected: the GPU run equals the CPU run to float64 rounding carried through the rounds (different summation
 orders in the GPU's matrix products and reductions): relative difference of the final parameters (largest
@@ -84,7 +84,7 @@ def main(argv=None):
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[128, 4096],
                         help="source and target minibatch sizes (default 128 4096)")
     parser.add_argument("--rounds", type=int, default=10, help="timed rounds per run (default 10)")
-    parser.add_argument("--eval-every", type=int, default=5, help="L2-UVP every this many rounds (default 5)")
+    parser.add_argument("--evaluate-every", type=int, default=5, help="L2-UVP every this many rounds (default 5)")
     parser.add_argument("--n-eval", type=int, default=4096, help="L2-UVP evaluation points (default 4096)")
     parser.add_argument("--identity-steps", type=int, default=300, help="warm-start Adam steps (default 300)")
     parser.add_argument("--rtol", type=float, default=1e-8, help="tolerance for the CPU/GPU comparison")
@@ -92,8 +92,8 @@ def main(argv=None):
                         help="tiny smoke run: d = 2, hidden sizes [8, 8], minibatch 16, 2 rounds")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     args = parser.parse_args(argv)
-    if min(args.dim, args.rounds, args.eval_every, args.n_eval, *args.batch_sizes) < 1 or args.identity_steps < 0:
-        parser.error("--dim, --batch-sizes, --rounds, --eval-every and --n-eval must be >= 1, "
+    if min(args.dim, args.rounds, args.evaluate_every, args.n_eval, *args.batch_sizes) < 1 or args.identity_steps < 0:
+        parser.error("--dim, --batch-sizes, --rounds, --evaluate-every and --n-eval must be >= 1, "
                      "--identity-steps >= 0")
 
     import jax
@@ -104,7 +104,7 @@ def main(argv=None):
 
     hidden, per_client, n_target = None, 500, 5000
     if args.quick:
-        args.dim, args.batch_sizes, args.rounds, args.eval_every = 2, [16], 2, 1
+        args.dim, args.batch_sizes, args.rounds, args.evaluate_every = 2, [16], 2, 1
         args.n_eval, args.identity_steps, hidden, per_client, n_target = 256, 10, [8, 8], 40, 200
     started = time.perf_counter()
     devices = _devices()
@@ -130,7 +130,7 @@ def main(argv=None):
         for name, make in makers.items():
             runs = {}
             for kind, dev in devices.items():
-                runs[kind] = _run(make(dev), datas, target, init, args.rounds, evaluator, args.eval_every)
+                runs[kind] = _run(make(dev), datas, target, init, args.rounds, evaluator, args.evaluate_every)
                 print(f"{name:9} {batch:6d} {kind:6} {runs[kind]['client_rounds_per_s']:16.1f} "
                       f"{runs[kind]['curve'][-1]:15.4f}", flush=True)
             row = {"algorithm": name, "batch_size": batch, "dim": d, "rounds": args.rounds,

@@ -186,6 +186,8 @@ def test_config_file_is_typed_before_the_command_line(tmp_path, capsys):
     (["experiment", "fig1", "--alpha", "0.2"], "--alpha", "--control-variate-step", "control_variate_step", 0.2),
     (["experiment", "fig2", "--eta", "0.3"], "--eta", "--ridge", "ridge", 0.3),
     (["experiment", "fig1", "--objective-every", "4"], "--objective-every", "--evaluate-every", "evaluate_every", 4),
+    (["experiment", "ot", "--eval-every", "4"], "--eval-every", "--evaluate-every", "evaluate_every", 4),
+    (["experiment", "ot-ablation", "--eval-every", "4"], "--eval-every", "--evaluate-every", "evaluate_every", 4),
     (["experiment", "ablation", "--eta-sweep", "0,0.2"], "--eta-sweep", "--ridge-sweep", "ridge_sweep", (0.0, 0.2)),
     (["experiment", "ablation", "--alpha", "0.1"], "--alpha", "--control-variate-step", "control_variate_step", 0.1),
     (["experiment", "fedmls", "--batch-fraction", "0.5"], "--batch-fraction", "--batch-size", "batch_size", 0.5),

@@ -17,7 +17,7 @@ from reference import cli_status  # noqa: E402
 
 TINY = ["--dims", "4", "--rounds", "3", "--clients", "2", "--per-client", "30", "--n-target", "60",
         "--hidden-sizes", "8,8", "--batch-size", "16", "--few-theta-steps", "1", "--theta-steps", "4",
-        "--identity-steps", "5", "--eval-every", "2", "--n-eval", "50", "--sgd-steps", "1",
+        "--identity-steps", "5", "--evaluate-every", "2", "--n-eval", "50", "--sgd-steps", "1",
         "--fedmm-steps", "1e-3,1e-2", "--fedadam-lrs", "1e-3", "--central-steps", "1e-3"]
 
 

@@ -20,7 +20,7 @@ over its own grid (``--fedmm-steps``, ``--fedadam-lrs``) with the same score,
 the mean L2-UVP over the last tenth of the evaluations; the winner's tuning
 run is kept as the first seed's final run.  The metric is L2-UVP (percent of
 ``Var(Q_d)`` left unexplained, evaluated on ``--n-eval`` fixed points of
-``P_d`` every ``--eval-every`` rounds); the identity map, the linear
+``P_d`` every ``--evaluate-every`` rounds); the identity map, the linear
 (Gaussian) OT map and the least-squares affine map are reference rows, and the
 summary also records the linear map's L2-UVP on *both* benchmarks
 (``linear_map_l2_uvp``), so that every result says how hard its pair is.
@@ -71,6 +71,7 @@ from fedmm.data.ot import KNOWN_MAP_BENCHMARKS, client_datasets
 from fedmm.experiments._common import (
     ExperimentError,
     add_common_options,
+    add_deprecated_alias,
     make_log,
     nonneg_float,
     nonneg_int,
@@ -129,7 +130,7 @@ DEFAULTS: dict[str, Any] = {
     "fedadam_lrs": (1e-3, 3e-3),
     "extend_grid": 1,
     "identity_steps": 300,
-    "eval_every": 10,
+    "evaluate_every": 10,
     "n_eval": 4096,
     "benchmark_seed": 0,
     "benchmark": "hard",
@@ -196,7 +197,7 @@ def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
                                batch_size=cfg["batch_size"], conjugate_step=cfg["conjugate_step"])
     weights = [1.0 / cfg["n_clients"]] * cfg["n_clients"]
     inits = {s: problem.init(s, identity_steps=cfg["identity_steps"]) for s in task["seeds"]}
-    rounds, every = cfg["n_rounds"], cfg["eval_every"]
+    rounds, every = cfg["n_rounds"], cfg["evaluate_every"]
     common = {"weights": weights, "batch_size": cfg["batch_size"], "local_lr": cfg["local_lr"]}
 
     def fedmm(step, seed):
@@ -299,7 +300,7 @@ def run_ot_experiment(
         ``server_steps`` and ``server_lr`` (FedMM-OT's Adam on ``θ``),
         ``fedadam_lrs`` (grid), ``extend_grid`` (extensions past
         the grid's edge, :func:`fedmm.experiments._common.tune_on_grid`), ``identity_steps``,
-        ``eval_every``, ``n_eval``, ``benchmark_seed``, ``benchmark`` (``'hard'`` or ``'easy'``,
+        ``evaluate_every``, ``n_eval``, ``benchmark_seed``, ``benchmark`` (``'hard'`` or ``'easy'``,
         :data:`fedmm.data.KNOWN_MAP_BENCHMARKS`).
 
     Returns
@@ -317,7 +318,7 @@ def run_ot_experiment(
     seeds = [check_int(s, "seeds", low=0) for s in seeds]
     if not seeds:
         raise ValueError("Expected at least one seed in 'seeds'")
-    for key in ("n_rounds", "n_clients", "n_per_client", "n_target", "batch_size", "eval_every", "n_eval"):
+    for key in ("n_rounds", "n_clients", "n_per_client", "n_target", "batch_size", "evaluate_every", "n_eval"):
         cfg[key] = check_int(cfg[key], key, low=2 if key == "n_eval" else 1)
     cfg["identity_steps"] = check_count(cfg["identity_steps"], "identity_steps", low=0)
     cfg["server_steps"] = check_count(cfg["server_steps"], "server_steps", low=0)
@@ -509,8 +510,10 @@ def add_ot_parser(subparsers: Any) -> Any:
         "value lies there", type=nonneg_int, metavar="N")
     opt("--identity-steps", d["identity_steps"], "warm start: Adam steps fitting grad f = identity",
         type=nonneg_int, metavar="N")
-    opt("--eval-every", d["eval_every"], "evaluate L2-UVP every N rounds (and the last)", type=positive_int,
+    opt("--evaluate-every", d["evaluate_every"], "evaluate L2-UVP every N rounds (and the last)", type=positive_int,
         metavar="N")
+    add_deprecated_alias(parser, "--eval-every", dest="evaluate_every", replacement="--evaluate-every",
+                         type=positive_int)
     opt("--n-eval", d["n_eval"], "fixed points of P on which L2-UVP is evaluated", type=positive_int, metavar="N")
     opt("--benchmark-seed", d["benchmark_seed"], "seed of the benchmark, the client split and the target samples",
         type=nonneg_int, metavar="S")
@@ -547,7 +550,7 @@ def _main(args: Any) -> int:
         omega_step=args.omega_step, fedmm_steps=args.fedmm_steps,
         server_steps=args.server_steps, server_lr=args.server_lr, fedadam_lrs=args.fedadam_lrs,
         extend_grid=args.extend_grid,
-        identity_steps=args.identity_steps, eval_every=args.eval_every, n_eval=args.n_eval,
+        identity_steps=args.identity_steps, evaluate_every=args.evaluate_every, n_eval=args.n_eval,
         benchmark_seed=args.benchmark_seed, benchmark=args.benchmark,
     )
     log = make_log(args)

@@ -61,6 +61,7 @@ from fedmm.data.ot import KNOWN_MAP_BENCHMARKS, client_datasets
 from fedmm.experiments._common import (
     ExperimentError,
     add_common_options,
+    add_deprecated_alias,
     make_log,
     nonneg_int,
     positive_float,
@@ -122,7 +123,7 @@ class OTAblationConfig:
         Grids of the tuned steps (see the module docstring).
     extend_grid : int
         Extensions of a grid past its edge when the best value lies there.
-    identity_steps, eval_every, n_eval, benchmark_seed : int
+    identity_steps, evaluate_every, n_eval, benchmark_seed : int
         As ``fedmm experiment ot``.
     arms : tuple of str
         The arms to run (default: all of :data:`ARMS`).
@@ -150,7 +151,7 @@ class OTAblationConfig:
     central_steps: tuple[float, ...] = (1e-3, 3e-3)
     extend_grid: int = 0
     identity_steps: int = 300
-    eval_every: int = 10
+    evaluate_every: int = 10
     n_eval: int = 4096
     benchmark_seed: int = 0
     arms: tuple[str, ...] = tuple(ARMS)
@@ -167,7 +168,7 @@ class OTAblationConfig:
                 raise ExperimentError(str(exc), option="--" + name.replace("_", "-")) from None
 
         for name in ("seeds", "rounds", "n_clients", "n_per_client", "n_target", "batch_size", "few_theta_steps",
-                     "theta_steps", "eval_every", "jobs"):
+                     "theta_steps", "evaluate_every", "jobs"):
             setattr(c, name, checked(name, lambda n=name: check_int(getattr(c, n), n, low=1)))
         for name in ("first_seed", "extend_grid", "identity_steps", "benchmark_seed"):
             setattr(c, name, checked(name, lambda n=name: check_int(getattr(c, n), n, low=0)))
@@ -238,11 +239,11 @@ def _algorithm(arm: str, step: float, problem: Any, c: OTAblationConfig) -> tupl
 def _run(algo: Any, per_round: int, datas: list, target: np.ndarray, init: Any, seed: int, c: OTAblationConfig,
          evaluator: Callable, tick: Callable[[int], None]) -> tuple[dict | None, list[float], str | None]:
     """One run of ``c.rounds`` rounds (``per_round`` iterations each); the L2-UVP curve at rounds
-    0, ``eval_every``, ..., and the last; on divergence the curve so far, then ``inf``."""
+    0, ``evaluate_every``, ..., and the last; on divergence the curve so far, then ``inf``."""
     values: list[float] = []
-    every = c.eval_every * per_round
+    every = c.evaluate_every * per_round
     n_iter = c.rounds * per_round
-    expected = 1 + len([t for t in range(1, c.rounds + 1) if t % c.eval_every == 0 or t == c.rounds])
+    expected = 1 + len([t for t in range(1, c.rounds + 1) if t % c.evaluate_every == 0 or t == c.rounds])
     done = [0]
 
     def evaluate(m: Any) -> dict[str, float]:
@@ -370,7 +371,7 @@ def run_ot_ablation(config: OTAblationConfig, out_dir: str | os.PathLike, *, pro
     jsonable = {**dataclasses.asdict(c), "dims": list(c.dims), "arms": list(c.arms)}
     RunSet(histories, metadata={"experiment": "ot-ablation", "config": jsonable}).save(json_path)
 
-    rounds = [0] + [t for t in range(1, c.rounds + 1) if t % c.eval_every == 0 or t == c.rounds]
+    rounds = [0] + [t for t in range(1, c.rounds + 1) if t % c.evaluate_every == 0 or t == c.rounds]
     headers = ["d", "arm", "what", "gradients per round", "tuned step", f"final L2-UVP % (round {c.rounds})",
                "best L2-UVP % (min over rounds)", "seeds"]
     rows, dims = [], {}
@@ -399,7 +400,7 @@ def run_ot_ablation(config: OTAblationConfig, out_dir: str | os.PathLike, *, pro
              f"fedadam {list(c.fedadam_lrs)}, central {list(c.central_steps)}; extended up to {c.extend_grid} "
              f"time(s)), score = mean L2-UVP over the last tenth of the evaluations; final = mean over seeds "
              f"(each seed in brackets), best = mean over seeds of each curve's minimum; L2-UVP on {c.n_eval} fixed "
-             f"points of P every {c.eval_every} rounds; total {time.perf_counter() - started:.0f} s.")
+             f"points of P every {c.evaluate_every} rounds; total {time.perf_counter() - started:.0f} s.")
     summary = {"experiment": "ot-ablation", "config": jsonable, "dimensions": dims,
                "elapsed_seconds": time.perf_counter() - started}
     text, summary_files = write_summary(out, "ot_ablation", headers, rows, notes=notes, extra=summary)
@@ -511,7 +512,9 @@ def add_ot_ablation_parser(subparsers: Any) -> None:
     opt("--extend-grid", "extend_grid", nonneg_int, "N", "extend each grid past its edge up to N times when the "
         "best value lies there")
     opt("--identity-steps", "identity_steps", nonneg_int, "N", "warm start: Adam steps fitting grad f = identity")
-    opt("--eval-every", "eval_every", positive_int, "N", "evaluate L2-UVP every N rounds (and the last)")
+    opt("--evaluate-every", "evaluate_every", positive_int, "N", "evaluate L2-UVP every N rounds (and the last)")
+    add_deprecated_alias(parser, "--eval-every", dest="evaluate_every", replacement="--evaluate-every",
+                         type=positive_int)
     opt("--n-eval", "n_eval", positive_int, "N", "fixed points of P on which L2-UVP is evaluated")
     opt("--benchmark-seed", "benchmark_seed", nonneg_int, "S", "seed of the benchmark, the split and the target")
     parser.set_defaults(func=_command)
