@@ -26,6 +26,7 @@ from fedmm.federation.compiled import CompiledRounds, client_unsupported, compil
 from fedmm.federation.state import ClientState, RoundConfig, ServerState
 from fedmm.federation.local import CLIENT_ERROR_POLICIES, record_start_drops
 from fedmm.federation.metrics import squared_distance, step_record, update_size
+from fedmm.federation.skeleton import ClientSelection
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms.base import FederatedAlgorithm, Integer, Options, Rule, StopRun
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -425,6 +426,10 @@ class Server:
         if len(self.decoders) != self.n_clients:
             raise ValueError(f"Expected one decoder per client ({self.n_clients}), got {len(self.decoders)}")
         self.stream = RoundStream(party_seed(seed, SERVER_PARTY, 0))
+        #: Who each round contacts (and, under Algorithm 4's ``'compress'`` mode, the server's coins).
+        self.selection = ClientSelection(self.n_clients, clients_per_round=count,
+                                         participation_prob=self.p if count is None else 1.0,
+                                         key=self.stream.key, mode=mode)
         self.S: np.ndarray | None = np.array(init, dtype=np.float64, copy=True)
         self._init = self.S  # Ŝ_0 (the baseline keeps it only for start_message)
         self.theta = model.T(self.S)
@@ -537,23 +542,10 @@ class Server:
 
     # -- one round ----------------------------------------------------------
     def select(self, t: int) -> list[int]:
-        """Clients contacted at round ``t``: the active set (Alg. 2) or everyone (Alg. 4)."""
-        if self.mode == "compress-local":
-            self._coins = None
-            return list(range(self.n_clients))
-        if self.count is None:
-            coins = self.stream.at(t).random(self.n_clients) < self.p
-        elif self.mode == "compress":
-            coins = np.zeros(self.n_clients, dtype=np.bool_)
-            coins[self.stream.sample(t, self.n_clients, self.count)] = True
-        else:
-            self._coins = None
-            return sorted(self.stream.sample(t, self.n_clients, self.count).tolist())
-        if self.mode == "compress":
-            self._coins = coins
-            return list(range(self.n_clients))
-        self._coins = None
-        return np.flatnonzero(coins).tolist()
+        """Clients contacted at round ``t``: the active set (Alg. 2) or everyone (Alg. 4), increasing
+        (:class:`fedmm.federation.ClientSelection`, which also draws Algorithm 4's server coins)."""
+        ids, self._coins = self.selection.draw(t)
+        return ids
 
     def broadcast(self, t: int) -> Broadcast:
         """``(Ŝ_t, T(Ŝ_t))`` (line 4); call after :meth:`select` of the same round."""

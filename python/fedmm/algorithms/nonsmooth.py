@@ -79,6 +79,7 @@ from fedmm.algorithms.base import Boolean, FederatedAlgorithm, Integer, Optional
 from fedmm.compression import Identity
 from fedmm.federation.checkpoint import data_digest
 from fedmm.federation import LocalRuntime, record_initial
+from fedmm.federation.skeleton import ClientSelection
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
@@ -650,6 +651,10 @@ class SubgradientServer:
         if partial and seed is None:
             raise ValueError("Expected a 'seed' for the server's stream with partial participation")
         self.stream = RoundStream(seed) if partial else None
+        #: Who each round contacts (:class:`fedmm.federation.ClientSelection`).
+        self.selection = ClientSelection(n_clients, clients_per_round=clients_per_round,
+                                         participation_prob=self.participation_prob,
+                                         key=None if self.stream is None else self.stream.key)
 
     @property
     def theta(self) -> np.ndarray:
@@ -686,11 +691,7 @@ class SubgradientServer:
         """The clients contacted in round ``t``, sorted: every client, or, with partial participation,
         ``clients_per_round`` of them uniformly without replacement or each with probability
         ``participation_prob`` (the first draw of round ``t``'s server stream)."""
-        if self.stream is None:
-            return list(range(self.n_clients))
-        if self.clients_per_round is not None:
-            return sorted(self.stream.sample(t, self.n_clients, self.clients_per_round).tolist())
-        return np.flatnonzero(self.stream.at(t).random(self.n_clients) < self.participation_prob).tolist()
+        return self.selection.select(t)
 
     def decode_all(self, t: int, payloads: dict, size: int, on_invalid: Callable[[int, str], None] | None = None,
                    reference: np.ndarray | None = None, parts: int = 1) -> tuple[list[int], np.ndarray]:

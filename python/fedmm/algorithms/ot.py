@@ -48,6 +48,7 @@ from fedmm.algorithms._setup import (
 )
 from fedmm.compression import Identity
 from fedmm.federation import LocalRuntime, record_initial
+from fedmm.federation.skeleton import ClientSelection
 from fedmm.federation.checkpoint import data_digest
 from fedmm.federation.metrics import squared_distance, update_size
 from fedmm.history import History
@@ -423,6 +424,9 @@ class _OTServerBase:
             raise ValueError(f"Expected one decoder per client ({self.n_clients}), got {len(self.decoders)}")
         self.size = int(size)
         self.stream = RoundStream(party_seed(seed, SERVER_PARTY, 0))
+        #: Who each round contacts (:class:`fedmm.federation.ClientSelection`).
+        self.selection = ClientSelection(self.n_clients, clients_per_round=count,
+                                         participation_prob=self.p if count is None else 1.0, key=self.stream.key)
         self.omega = np.array(omega, dtype=np.float64, copy=True)
         self.theta = np.array(theta, dtype=np.float64, copy=True)
 
@@ -435,11 +439,7 @@ class _OTServerBase:
 
     def select(self, t: int) -> list[int]:
         """Clients of round ``t``: ``count`` uniformly without replacement, or independent Bernoulli(``p``)."""
-        if self.count is None:
-            if self.p >= 1.0:
-                return list(range(self.n_clients))
-            return np.flatnonzero(self.stream.at(t).random(self.n_clients) < self.p).tolist()
-        return sorted(self.stream.sample(t, self.n_clients, self.count).tolist())
+        return self.selection.select(t)
 
     def broadcast(self, t: int) -> OTBroadcast:
         """``(ω_t, θ_t)`` (Algorithm 3 line 4)."""

@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The shared round mechanics of :mod:`fedmm.federation.skeleton` (issue 24 item 2): client selection under
+both participation rules, and that it draws the clients the compiled engine draws."""
+import math
+
+import numpy as np
+import pytest
+
+from fedmm.algorithms import FedMM
+from fedmm.algorithms._random import RoundStream, party_seed
+from fedmm.federation import ClientSelection
+from fedmm.models import GaussianMixture
+
+KEY = RoundStream(party_seed(21, 0, 0)).key
+
+
+# --------------------------------------------------------------------------- selection
+@pytest.mark.parametrize("n, m", [(10, 3), (7, 7), (40, 1), (5, 0)])
+def test_uniform_selection_draws_exactly_m_distinct_clients_in_increasing_order(n, m):
+    selection = ClientSelection(n, clients_per_round=m, key=KEY)
+    for t in range(300):
+        ids = selection.select(t)
+        assert len(ids) == m and len(set(ids)) == m
+        assert ids == sorted(ids) and all(0 <= i < n for i in ids)
+        assert ids == selection.select(t)  # a pure function of (key, t)
+
+
+def test_uniform_selection_contacts_each_client_with_probability_m_over_n():
+    n, m, rounds = 12, 4, 3000
+    selection = ClientSelection(n, clients_per_round=m, key=KEY)
+    counts = np.zeros(n)
+    for t in range(rounds):
+        counts[selection.select(t)] += 1
+    # each client's count is Binomial(rounds, m/n); 5 standard deviations for each of the n clients
+    p = m / n
+    assert np.all(np.abs(counts - rounds * p) < 5 * math.sqrt(rounds * p * (1 - p))), counts
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.93])
+def test_bernoulli_selection_frequency_within_a_binomial_bound(p):
+    n, rounds = 50, 400
+    selection = ClientSelection(n, participation_prob=p, key=KEY)
+    draws = [selection.select(t) for t in range(rounds)]
+    for ids in draws:
+        assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    total = sum(len(ids) for ids in draws)  # Binomial(n * rounds, p): the coins are independent
+    trials = n * rounds
+    assert abs(total - trials * p) < 5 * math.sqrt(trials * p * (1 - p)), total
+    assert len({tuple(ids) for ids in draws}) > rounds // 2  # rounds draw different sets
+
+
+def test_selection_is_the_server_streams_first_draw():
+    # the definition the runtimes rely on: round t's coins are the first n uniforms of Philox(key, counter=t)
+    stream = RoundStream(party_seed(21, 0, 0))
+    bernoulli = ClientSelection(9, participation_prob=0.4, key=stream.key)
+    uniform = ClientSelection(9, clients_per_round=4, key=stream.key)
+    for t in (0, 1, 17, 2**40):
+        np.testing.assert_array_equal(bernoulli.uniforms(t), stream.at(t).random(9))
+        assert bernoulli.select(t) == np.flatnonzero(stream.at(t).random(9) < 0.4).tolist()
+        assert uniform.select(t) == sorted(stream.sample(t, 9, 4).tolist())
+
+
+@pytest.mark.parametrize("rule", [{"clients_per_round": 3}, {"participation_prob": 0.5}])
+@pytest.mark.parametrize("mode", ["select", "compress"])
+def test_selection_equals_the_compiled_engines(rule, mode):
+    # the compiled engine draws round t's clients in C (fedmm_server_select); its History's 'active'
+    # lists them (in 'compress' mode: the clients whose server coin is 1)
+    rng = np.random.default_rng(2)
+    datas = [rng.normal(size=(20, 2)) + i for i in range(7)]
+    seed = 5
+    history = FedMM(GaussianMixture(2, "full"), batch_size=8, backend="compiled", participation_mode=mode,
+                    **rule).run(datas, 12, seed=seed)
+    assert history.config["backend"] == "compiled"
+    key = RoundStream(party_seed(seed, 0, 0)).key
+    p = rule.get("participation_prob", 1.0)
+    selection = ClientSelection(7, clients_per_round=rule.get("clients_per_round"), participation_prob=p, key=key,
+                                mode=mode)
+    for t, record in enumerate(history.records):
+        drawn = selection.draw(t)
+        if mode == "compress":
+            assert drawn.ids == list(range(7))
+            assert np.flatnonzero(drawn.coins).tolist() == record["active"]
+        else:
+            assert drawn.coins is None and drawn.ids == record["active"]
+
+
+def test_compress_modes():
+    coins = ClientSelection(8, clients_per_round=3, key=KEY, mode="compress").draw(4)
+    assert coins.ids == list(range(8)) and coins.coins.dtype == np.bool_ and int(coins.coins.sum()) == 3
+    assert (np.flatnonzero(coins.coins).tolist()
+            == ClientSelection(8, clients_per_round=3, key=KEY).select(4))
+    local = ClientSelection(8, participation_prob=0.3, mode="compress-local").draw(4)
+    assert local.ids == list(range(8)) and local.coins is None
+
+
+def test_full_participation_needs_no_key_and_draws_nothing():
+    assert ClientSelection(5).select(3) == [0, 1, 2, 3, 4]
+    assert ClientSelection(5, participation_prob=1.0).coins(3).all()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"clients_per_round": 2}, "'key'"),
+    ({"participation_prob": 0.5}, "'key'"),
+    ({"clients_per_round": 6, "key": KEY}, "'clients_per_round' <= n_clients = 5"),
+    ({"participation_prob": 0.0, "key": KEY}, "'participation_prob' in \\(0, 1\\]"),
+    ({"participation_prob": 1.5, "key": KEY}, "'participation_prob' in \\(0, 1\\]"),
+    ({"key": np.zeros(3, dtype=np.uint64)}, "'key' to be 2 uint64"),
+    ({"mode": "everyone"}, "'mode'"),
+])
+def test_selection_refusals_name_the_argument(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ClientSelection(5, **kwargs)
+
+
+def test_selection_refuses_a_bool_probability():
+    with pytest.raises(TypeError, match="'participation_prob'"):
+        ClientSelection(5, participation_prob=True)
