@@ -8,7 +8,8 @@ import pytest
 
 from fedmm.algorithms import FedMM
 from fedmm.algorithms._random import RoundStream, party_seed
-from fedmm.federation import ClientSelection
+from fedmm.federation import (ClientSelection, check_message, control_variate_update, decode_payloads,
+                              weighted_aggregate)
 from fedmm.models import GaussianMixture
 
 KEY = RoundStream(party_seed(21, 0, 0)).key
@@ -115,3 +116,79 @@ def test_selection_refusals_name_the_argument(kwargs, match):
 def test_selection_refuses_a_bool_probability():
     with pytest.raises(TypeError, match="'participation_prob'"):
         ClientSelection(5, participation_prob=True)
+
+
+# --------------------------------------------------------------------------- decoding, aggregation
+def _row(size):
+    """A row hook: 8-byte float64 values, checked by check_message."""
+    def decode(i, payload):
+        return check_message(i, np.frombuffer(payload, dtype=np.float64), size)
+    return decode
+
+
+def _payload(*values):
+    return np.array(values, dtype=np.float64).tobytes()
+
+
+def test_decode_payloads_in_client_order_and_refusals_named():
+    payloads = {3: _payload(1, 2), 0: _payload(3, 4), 2: _payload(1), 1: _payload(np.nan, 1), 4: _payload(5, 6)}
+    dropped = []
+    ids, rows = decode_payloads(0, payloads, _row(2), on_invalid=lambda i, why: dropped.append((i, why)),
+                                selected=[0, 1, 2, 3])
+    assert ids == [0, 3]
+    np.testing.assert_array_equal(np.array(rows), [[3, 4], [1, 2]])
+    assert dropped == [(1, "Client 1 sent non-finite values"),
+                       (2, "Client 2 sent a message of length (1,), expected (2,)"),
+                       (4, "Client 4 is not selected in round 0")]
+
+
+@pytest.mark.parametrize("payloads, kwargs, match", [
+    ({0: _payload(1, 2)}, {"selected": [0, 1]}, "Srv needs every client's message .* round 5 misses clients \\[1\\]"),
+    ({0: _payload(1, 2), 2: _payload(1, 2)}, {"selected": [0]}, "Client 2 is not selected in round 5"),
+    ({0: b""}, {"must_send": lambda i: True}, "Client 0 sent an empty payload, expected its message \\(it is "
+                                                "active at round 5\\)"),
+    ({0: _payload(1, np.inf)}, {}, "Client 0 sent non-finite values"),
+    ({0: _payload(1, 2, 3)}, {}, "Client 0 sent a message of length \\(3,\\), expected \\(2,\\)"),
+])
+def test_decode_payloads_raises_without_the_drop_policy(payloads, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        decode_payloads(5, payloads, _row(2), owner="Srv", **kwargs)
+
+
+def test_decode_payloads_turns_a_type_error_of_the_hook_into_a_value_error():
+    def bad(i, payload):
+        raise TypeError("not bytes")
+    with pytest.raises(ValueError, match="not bytes"):
+        decode_payloads(0, {0: 1}, bad)
+
+
+def test_empty_payload_of_a_client_that_need_not_send_is_no_message():
+    dropped = []
+    ids, rows = decode_payloads(0, {0: b"", 1: _payload(1, 2)}, _row(2), must_send=lambda i: False,
+                                on_invalid=lambda i, why: dropped.append(i))
+    assert ids == [1] and not dropped
+
+
+def test_check_message_bound_names_its_owner():
+    with pytest.raises(ValueError, match="magnitude up to 1e\\+300, beyond the range of GaussianMixture's"):
+        check_message(3, np.full(2, 1e300), 2, bound=1e10, owner="GaussianMixture")
+    x = np.array([1.0, -2.0])
+    assert check_message(0, x, 2, bound=2.0) is x
+
+
+def test_weighted_aggregate_accumulates_in_the_given_order():
+    rng = np.random.default_rng(4)
+    rows = [rng.standard_normal(9) * 10.0 ** k for k in range(5)]
+    w = rng.random(5)
+    acc = np.zeros(9)
+    for wk, r in zip(w, rows):
+        acc += (wk / 0.3) * r
+    got = weighted_aggregate(rows, w, 9, p=0.3)
+    assert got.tobytes() == acc.tobytes()
+    assert weighted_aggregate([], [], 4).tolist() == [0.0] * 4
+
+
+def test_control_variate_update():
+    V, acc = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    np.testing.assert_array_equal(control_variate_update(V, acc, 0.5), [1.25, 1.5])
+    assert control_variate_update(V, acc, 0.0) is V

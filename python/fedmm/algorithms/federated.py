@@ -26,7 +26,8 @@ from fedmm.federation.compiled import CompiledRounds, client_unsupported, compil
 from fedmm.federation.state import ClientState, RoundConfig, ServerState
 from fedmm.federation.local import CLIENT_ERROR_POLICIES, record_start_drops
 from fedmm.federation.metrics import squared_distance, step_record, update_size
-from fedmm.federation.skeleton import ClientSelection
+from fedmm.federation.skeleton import (ClientSelection, check_message, control_variate_update, decode_payloads,
+                                      weighted_aggregate)
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms.base import FederatedAlgorithm, Integer, Options, Rule, StopRun
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -786,16 +787,11 @@ class Server:
         self._coins = None
 
     def _decode(self, i: int, payload: bytes, codec: Any = None) -> np.ndarray:
+        """The row hook of :func:`fedmm.federation.decode_payloads`: client ``i``'s payload decoded by its
+        compressor (or ``codec``), checked by :func:`fedmm.federation.check_message` against
+        :attr:`statistic_bound`."""
         values = (self.decoders[i] if codec is None else codec).decode(payload)
-        if values.shape != (self._size,):
-            raise ValueError(f"Client {i} sent a message of length {values.shape}, expected ({self._size},)")
-        bound = self.statistic_bound
-        if _beyond(values, bound):
-            if not np.isfinite(values).all():
-                raise ValueError(f"Client {i} sent non-finite values")
-            raise ValueError(f"Client {i} sent values of magnitude up to {float(np.max(np.abs(values))):.3g}, beyond "
-                             f"the range of {type(self.model).__name__}'s statistics (statistic_bound = {bound:.3g})")
-        return values
+        return check_message(i, values, self._size, bound=self.statistic_bound, owner=type(self.model).__name__)
 
     def _must_send(self, i: int) -> bool:
         """Whether client ``i``'s message this round cannot be empty: it can only under Algorithm 4,
@@ -846,25 +842,8 @@ class Server:
         ``RuntimeWarning``, see :func:`fedmm.federation.metrics.update_size`).
         """
         gamma = self.schedule(t + 1)
-        ids, rows, weights = [], [], []
-        for i in sorted(payloads):
-            payload = payloads[i]
-            if not payload and self._must_send(i):
-                reason = f"Client {i} sent an empty payload, expected its message (it is active at round {t})"
-                if on_invalid is None:
-                    raise ValueError(reason)
-                on_invalid(i, reason)
-                continue
-            if payload:
-                try:
-                    rows.append(self._decode(i, payload))
-                except (ValueError, TypeError) as exc:
-                    if on_invalid is None:
-                        raise
-                    on_invalid(i, str(exc))
-                    continue
-                ids.append(i)
-                weights.append(self.weights[i])
+        ids, rows = decode_payloads(t, payloads, self._decode, on_invalid=on_invalid, must_send=self._must_send)
+        weights = [self.weights[i] for i in ids]
         try:
             step = self.candidate_step(gamma, rows, weights)
         except (ValueError, ArithmeticError) as exc:
@@ -909,7 +888,7 @@ class Server:
         beyond = "not finite" if bound == math.inf else f"not finite or beyond statistic_bound = {bound:.3g}"
         # overflows are detected below by the range checks, not reported as NumPy warnings
         with np.errstate(over="ignore", invalid="ignore"):
-            acc = kernels.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / self.p, self._size)
+            acc = weighted_aggregate(rows, weights, self._size, p=self.p)
             H = self.V + acc
             if _beyond(H, bound):
                 raise ValueError(f"the aggregate H = V_t + sum_i (mu_i/p) Delta_i is {beyond}")
@@ -928,7 +907,7 @@ class Server:
             theta_vector = self.model.theta_vector(theta)
             if not np.isfinite(theta_vector).all():
                 raise ValueError("the new parameter theta_{t+1} is not finite")
-            V_new = self.V + self.alpha * acc if self.alpha else self.V
+            V_new = control_variate_update(self.V, acc, self.alpha)
             if _beyond(V_new, bound):
                 raise ValueError(f"the new control variate V_{{t+1}} = V_t + alpha acc is {beyond}")
         return S_new, theta, theta_vector, V_new

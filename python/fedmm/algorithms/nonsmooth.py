@@ -79,7 +79,7 @@ from fedmm.algorithms.base import Boolean, FederatedAlgorithm, Integer, Optional
 from fedmm.compression import Identity
 from fedmm.federation.checkpoint import data_digest
 from fedmm.federation import LocalRuntime, record_initial
-from fedmm.federation.skeleton import ClientSelection
+from fedmm.federation.skeleton import ClientSelection, decode_payloads
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
@@ -729,24 +729,8 @@ class SubgradientServer:
             The clients whose message is aggregated, increasing.
         rows : ndarray of shape (len(ids), size)
         """
-        selected = set(self.select(t))
-        if on_invalid is None:
-            missing = sorted(selected - set(payloads))
-            if missing:
-                raise ValueError(f"{type(self).__name__} needs every client's message without on_invalid (the "
-                                 f"'drop' fault policy); round {t} misses clients {missing}")
-        ids, rows = [], []
-        for i in sorted(payloads):
-            try:
-                if i not in selected:
-                    raise ValueError(f"Client {i} is not selected in round {t}")
-                rows.append(self._decode(i, payloads[i], size, reference, parts))
-            except (ValueError, TypeError) as exc:
-                if on_invalid is None:
-                    raise ValueError(str(exc)) from exc
-                on_invalid(i, str(exc))
-                continue
-            ids.append(i)
+        ids, rows = decode_payloads(t, payloads, lambda i, payload: self._decode(i, payload, size, reference, parts),
+                                    on_invalid=on_invalid, selected=self.select(t), owner=type(self).__name__)
         return ids, (np.array(rows, dtype=np.float64) if rows else np.empty((0, size)))
 
     def _decode(self, i: int, payload: Any, size: int, reference: np.ndarray | None, parts: int) -> np.ndarray:

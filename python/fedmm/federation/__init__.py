@@ -24,7 +24,8 @@ A round is defined twice, once per backend, and both give the same numbers:
 
 :func:`compiled_unsupported` says why a configuration runs on the Python backend.
 The round mechanics every family shares (:mod:`fedmm.federation.skeleton`): :class:`ClientSelection`
-(both participation rules and Algorithm 4's server coins).
+(both participation rules and Algorithm 4's server coins), :func:`decode_payloads` (payload decoding, validation
+and the fault policy), :func:`weighted_aggregate` and :func:`control_variate_update`.
 A :class:`Checkpoint` is the state of a run after a completed round, from which
 ``run(..., resume=...)`` continues bit for bit.
 """
@@ -33,11 +34,14 @@ from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_diges
 from fedmm.federation.compiled import CompiledRounds, compiled_rounds, compiled_statistics, config_unsupported
 from fedmm.federation.local import LocalRuntime, finish_round, record_initial, round_record, run_monitor
 from fedmm.federation.metrics import squared_distance, step_record, update_size
-from fedmm.federation.skeleton import SELECTION_MODES, ClientSelection, RoundSelection
+from fedmm.federation.skeleton import (SELECTION_MODES, ClientSelection, RoundSelection, check_message,
+                                      control_variate_update, decode_payloads, empty_payload_reason, refuse,
+                                      weighted_aggregate)
 from fedmm.federation.state import ClientState, RoundConfig, ServerState
 
 __all__ = ["Checkpoint", "CheckpointWriter", "ClientSelection", "ClientState", "CompiledRounds", "LocalRuntime",
            "RoundConfig", "RoundSelection", "SELECTION_MODES", "ServerState", "data_digest", "compiled_rounds",
            "compiled_start_statistics", "compiled_statistics", "compiled_unsupported", "config_unsupported",
            "finish_round", "record_initial", "round_record", "run_monitor", "squared_distance", "step_record",
-           "update_size"]
+           "update_size", "check_message", "control_variate_update", "decode_payloads", "empty_payload_reason",
+           "refuse", "weighted_aggregate"]

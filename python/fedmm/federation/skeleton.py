@@ -13,17 +13,30 @@ FedProx) and the optimal-transport servers (FedMM-OT, FedAdam) have in common, w
   Round ``t``'s draw is the first draw of the server's stream ``Philox(key, counter=(0, t, 0, 0))``, the
   stream the compiled engine (``fedmm_server_select`` in ``engine.c``) draws from: the same clients on every
   backend and runtime, and nothing to checkpoint.
+- :func:`decode_payloads`: a round's payloads, in increasing client order, through the family's row decoder
+  (its wire format: the hook), with the checks every family makes — a payload from a client that was not
+  selected, a selected client's missing payload, an empty payload from a client that must send — and each
+  refusal handed to the fault policy (:func:`refuse`).  :func:`check_message` is the validation of a decoded
+  message that the FedMM and OT servers share (length, finite values, a magnitude bound).
+- :func:`weighted_aggregate`: ``Σ_k (w_k/p) v_k`` accumulated in the given (client) order, one compiled pass:
+  the same bits on every backend and runtime.
+- :func:`control_variate_update`: ``V_{t+1} = V_t + α · acc`` for the aggregate ``acc`` of the round.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import math
+from typing import Any, Callable, Collection, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from fedmm import kernels
 from fedmm._validation import check_in, check_int
 
-__all__ = ["ClientSelection", "RoundSelection", "SELECTION_MODES"]
+__all__ = ["ClientSelection", "RoundSelection", "SELECTION_MODES", "check_message", "control_variate_update",
+           "decode_payloads", "empty_payload_reason", "refuse", "weighted_aggregate"]
+
+#: The ``'drop'`` fault policy's callback: ``on_invalid(i, reason)`` leaves client ``i`` out of the round.
+OnInvalid = Callable[[int, str], None]
 
 #: Who draws the participation: ``'select'`` (the server contacts the drawn clients: Algorithm 2, FedAvg,
 #: Scaffold, Algorithm 3), ``'compress'`` (the draw is the server's coins, every client is contacted:
@@ -168,3 +181,195 @@ class ClientSelection:
     def select(self, t: int) -> list[int]:
         """The clients contacted at round ``t``, increasing (:meth:`draw`'s ``ids``)."""
         return self.draw(t).ids
+
+
+# --------------------------------------------------------------------------- decoding and validation
+def refuse(on_invalid: OnInvalid | None, i: int, reason: str | BaseException) -> None:
+    """Apply the fault policy to client ``i``'s refused message.
+
+    Parameters
+    ----------
+    on_invalid : callable(i, reason) or None
+        The ``'drop'`` policy: called, the client is then left out of the round.  None (the
+        ``'raise'`` policy): a ``ValueError`` is raised.
+    i : int
+        The client.
+    reason : str or exception
+        Why its message is refused (an exception: its message; a ``ValueError`` is re-raised as it is,
+        any other exception is chained to the ``ValueError``).
+
+    Raises
+    ------
+    ValueError
+        Without ``on_invalid``.
+    """
+    if on_invalid is not None:
+        on_invalid(i, str(reason))
+        return
+    if isinstance(reason, ValueError):
+        raise reason
+    if isinstance(reason, BaseException):
+        raise ValueError(str(reason)) from reason
+    raise ValueError(reason)
+
+
+def empty_payload_reason(i: int, t: int | None = None) -> str:
+    """Why client ``i``'s empty payload is refused (``t``: the round in which it is active, when known)."""
+    reason = f"Client {i} sent an empty payload, expected its message"
+    return reason if t is None else f"{reason} (it is active at round {t})"
+
+
+def check_message(i: int, values: Any, size: int, *, bound: float = math.inf, owner: str = "the model") -> np.ndarray:
+    """Client ``i``'s decoded message, checked: ``size`` finite values of magnitude at most ``bound``.
+
+    Parameters
+    ----------
+    i : int
+        The client (named in the refusals).
+    values : ndarray
+        The decoded message.
+    size : int
+        The expected length.
+    bound : float > 0
+        The largest magnitude accepted (``inf``: any finite value).  FedMM's server passes the model's
+        ``statistic_bound``: an absurd but finite message would break a later round's projection.
+    owner : str
+        Who sets ``bound`` (named in the refusal).
+
+    Returns
+    -------
+    ndarray of shape (size,)
+        ``values`` itself.
+
+    Raises
+    ------
+    ValueError
+        ``Client i sent a message of length …``, ``Client i sent non-finite values`` or ``Client i sent
+        values of magnitude up to …, beyond the range of …``.
+    """
+    if np.shape(values) != (size,):
+        raise ValueError(f"Client {i} sent a message of length {np.shape(values)}, expected ({size},)")
+    largest = float(np.max(np.abs(values))) if size else 0.0
+    if not (math.isfinite(largest) and largest <= bound):
+        if not np.isfinite(values).all():
+            raise ValueError(f"Client {i} sent non-finite values")
+        raise ValueError(f"Client {i} sent values of magnitude up to {largest:.3g}, beyond the range of {owner}'s "
+                         f"statistics (statistic_bound = {bound:.3g})")
+    return values
+
+
+def decode_payloads(t: int, payloads: Mapping[int, Any], decode_row: Callable[[int, Any], np.ndarray], *,
+                    on_invalid: OnInvalid | None = None, selected: Collection[int] | None = None,
+                    must_send: Callable[[int], bool] | None = None, owner: str = "The server"
+                    ) -> tuple[list[int], list[np.ndarray]]:
+    """Round ``t``'s valid payloads, decoded in increasing client order.
+
+    Parameters
+    ----------
+    t : int
+        The round.
+    payloads : dict of int to bytes
+        Client index → payload; the clients whose step failed are absent.
+    decode_row : callable(i, payload) -> ndarray
+        The family's hook: client ``i``'s payload as a row of numbers, validated (its wire format, its
+        compressor, :func:`check_message`); raises ``ValueError`` or ``TypeError`` with the reason.
+    on_invalid : callable(i, reason), optional
+        The ``'drop'`` fault policy (:func:`refuse`): a refused payload is left out after
+        ``on_invalid(i, reason)``.  Without it a refusal raises ``ValueError``.
+    selected : collection of int, optional
+        The round's selected clients.  When given, a payload from another client is refused
+        (``Client i is not selected in round t``) and, without ``on_invalid``, a selected client's
+        missing payload raises (``owner`` needs every client's message).
+    must_send : callable(i) -> bool, optional
+        When given, an empty payload is not decoded: it is refused (:func:`empty_payload_reason`) from a
+        client that must send, and counts as no message (left out, not refused) from the others
+        (Algorithm 4's clients whose coin is 0).  Without it empty payloads go to ``decode_row``.
+    owner : str
+        Who needs the messages (named in the refusal of missing ones).
+
+    Returns
+    -------
+    ids : list of int
+        The clients whose message is aggregated, increasing.
+    rows : list of ndarray
+        Their decoded messages, in the order of ``ids``.
+    """
+    if selected is not None:
+        selected = set(selected)
+        if on_invalid is None:
+            missing = sorted(selected - set(payloads))
+            if missing:
+                raise ValueError(f"{owner} needs every client's message without on_invalid (the 'drop' fault "
+                                 f"policy); round {t} misses clients {missing}")
+    ids, rows = [], []
+    for i in sorted(payloads):
+        payload = payloads[i]
+        if selected is not None and i not in selected:
+            refuse(on_invalid, i, f"Client {i} is not selected in round {t}")
+            continue
+        if must_send is not None and not payload:
+            if must_send(i):
+                refuse(on_invalid, i, empty_payload_reason(i, t))
+            continue
+        try:
+            row = decode_row(i, payload)
+        except (ValueError, TypeError) as exc:
+            refuse(on_invalid, i, exc)
+            continue
+        ids.append(i)
+        rows.append(row)
+    return ids, rows
+
+
+# --------------------------------------------------------------------------- aggregation
+def weighted_aggregate(rows: Sequence[np.ndarray], weights: Sequence[float], size: int, *,
+                       p: float = 1.0) -> np.ndarray:
+    r""":math:`\sum_k (w_k / p)\, v_k`, accumulated in the order given (the clients' increasing order).
+
+    One compiled pass (:func:`fedmm.kernels.weighted_row_sum`) whose additions run in a fixed order: the
+    same bits as ``acc += (w_k / p) * v_k`` in NumPy, on every backend and runtime.
+
+    Parameters
+    ----------
+    rows : sequence of ndarray of shape (size,)
+        The decoded messages :math:`v_k`.
+    weights : sequence of float
+        :math:`w_k` (the clients' :math:`\mu_i`), one per row.
+    size : int
+        The length of a message (the result has it when ``rows`` is empty).
+    p : float > 0
+        The participation probability that unbiases the sum (1: a plain weighted sum).
+
+    Returns
+    -------
+    ndarray of shape (size,)
+        A new vector.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> weighted_aggregate([np.ones(2), np.arange(2.0)], [0.25, 0.5], 2, p=0.5)
+    array([0.5, 1.5])
+    """
+    return kernels.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / p, size)
+
+
+def control_variate_update(V: np.ndarray, acc: np.ndarray, alpha: float) -> np.ndarray:
+    r"""The server's control variate after a round: :math:`V_{t+1} = V_t + \alpha \cdot acc`.
+
+    ``acc`` is the round's :func:`weighted_aggregate` :math:`\sum_i (\mu_i/p) \Delta_i` (FedMM's
+    Algorithms 2 and 4, FedMM-OT's Algorithm 3).  With ``alpha = 0`` (no control variates) ``V`` itself
+    is returned.
+
+    Parameters
+    ----------
+    V : ndarray of shape (q,)
+    acc : ndarray of shape (q,)
+    alpha : float
+
+    Returns
+    -------
+    ndarray of shape (q,)
+        A new vector (or ``V`` when ``alpha == 0``).
+    """
+    return V + alpha * acc if alpha else V
