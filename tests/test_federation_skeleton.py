@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The shared round mechanics of :mod:`fedmm.federation.skeleton` (issue 24 item 2): client selection under
-both participation rules, and that it draws the clients the compiled engine draws."""
+both participation rules (and that it draws the clients the compiled engine draws), payload decoding and its
+refusals, the weighted aggregation in client order, the control-variate step and the fault policy of a
+failing server step."""
 import math
 
 import numpy as np
@@ -8,8 +10,8 @@ import pytest
 
 from fedmm.algorithms import FedMM
 from fedmm.algorithms._random import RoundStream, party_seed
-from fedmm.federation import (ClientSelection, check_message, control_variate_update, decode_payloads,
-                              weighted_aggregate)
+from fedmm.federation import (MAX_STEP_RETRIES, ClientSelection, check_message, control_variate_update, decode_payloads,
+                              guarded_step, weighted_aggregate)
 from fedmm.models import GaussianMixture
 
 KEY = RoundStream(party_seed(21, 0, 0)).key
@@ -192,3 +194,47 @@ def test_control_variate_update():
     V, acc = np.array([1.0, 2.0]), np.array([0.5, -1.0])
     np.testing.assert_array_equal(control_variate_update(V, acc, 0.5), [1.25, 1.5])
     assert control_variate_update(V, acc, 0.0) is V
+
+
+# --------------------------------------------------------------------------- the fault policy of a failing step
+def _bounded_step(limit):
+    """A server step that fails when the aggregate has an entry beyond ``limit``."""
+    def step(rows, weights):
+        acc = weighted_aggregate(rows, weights, 2)
+        if np.abs(acc).max() > limit:
+            raise ValueError("aggregate out of range")
+        return acc
+    return step
+
+
+def test_guarded_step_raises_without_the_drop_policy():
+    rows = [np.ones(2), np.full(2, 1e6)]
+    with pytest.raises(ValueError, match="Round 3: the server step failed \\(ValueError: aggregate out of range\\)"):
+        guarded_step(3, _bounded_step(10.0), [0, 1], rows, [0.5, 0.5])
+
+
+def test_guarded_step_drops_the_largest_messages_first():
+    rows = [np.ones(2), np.full(2, 1e6), np.full(2, 2.0), np.full(2, -1e3)]
+    dropped = []
+    acc = guarded_step(0, _bounded_step(10.0), [0, 2, 5, 7], rows, [0.25] * 4,
+                       on_invalid=lambda i, why: dropped.append((i, why)))
+    np.testing.assert_array_equal(acc, 0.25 * np.ones(2) + 0.25 * np.full(2, 2.0))
+    assert [i for i, _ in dropped] == [2, 7]
+    assert all("the 2 largest of the 4 messages" in why for _, why in dropped)
+
+
+def test_guarded_step_goes_on_with_no_message_after_max_retries():
+    rows = [np.full(2, 1e6)] * 5
+    dropped = []
+    acc = guarded_step(0, _bounded_step(10.0), list(range(5)), rows, [0.2] * 5,
+                       on_invalid=lambda i, why: dropped.append((i, why)))
+    assert acc.tolist() == [0.0, 0.0] and [i for i, _ in dropped] == [0, 1, 2, 3, 4]
+    assert all(f"without the {MAX_STEP_RETRIES} largest; the round went on with no message" in why
+               for _, why in dropped)
+
+
+def test_guarded_step_refuses_a_step_that_fails_without_any_message():
+    def broken(rows, weights):
+        raise ArithmeticError("the server's own state")
+    with pytest.raises(ValueError, match="fails even without the clients' messages"):
+        guarded_step(1, broken, [0], [np.ones(2)], [1.0], on_invalid=lambda i, why: None)

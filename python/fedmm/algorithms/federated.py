@@ -26,8 +26,9 @@ from fedmm.federation.compiled import CompiledRounds, client_unsupported, compil
 from fedmm.federation.state import ClientState, RoundConfig, ServerState
 from fedmm.federation.local import CLIENT_ERROR_POLICIES, record_start_drops
 from fedmm.federation.metrics import squared_distance, step_record, update_size
+from fedmm.federation.skeleton import MAX_STEP_RETRIES  # noqa: F401 (re-exported here, where it was defined)
 from fedmm.federation.skeleton import (ClientSelection, check_message, control_variate_update, decode_payloads,
-                                      weighted_aggregate)
+                                      guarded_step, step_without_failing_messages, weighted_aggregate)
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms.base import FederatedAlgorithm, Integer, Options, Rule, StopRun
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -75,7 +76,6 @@ CONTROL_VARIATE_CONVENTIONS = ("fedmm", "fedem")
 
 #: Retries of a failed server step, each without one more of the largest messages
 #: (:meth:`Server.step_without_failing_messages`), before the round goes on with no message.
-MAX_STEP_RETRIES = 3
 
 #: The set-up exchanges send V_{0,i} and the start statistics uncompressed, in the Identity wire format,
 #: whatever the compressors.
@@ -844,16 +844,8 @@ class Server:
         gamma = self.schedule(t + 1)
         ids, rows = decode_payloads(t, payloads, self._decode, on_invalid=on_invalid, must_send=self._must_send)
         weights = [self.weights[i] for i in ids]
-        try:
-            step = self.candidate_step(gamma, rows, weights)
-        except (ValueError, ArithmeticError) as exc:
-            if on_invalid is None:
-                raise ValueError(f"Round {t}: the server step failed ({type(exc).__name__}: {exc}); the "
-                                 "server's state is unchanged (pass on_invalid to drop the clients whose "
-                                 "messages make it fail)") from exc
-            step, dropped = self.step_without_failing_messages(t, gamma, ids, rows, weights, exc)
-            for i, reason in dropped:
-                on_invalid(i, reason)
+        step = guarded_step(t, lambda rows, weights: self.candidate_step(gamma, rows, weights), ids, rows, weights,
+                            p=self.p, on_invalid=on_invalid)
         S_new, theta, theta_vector, V_new = step
         if self.space == "statistic":
             record = step_record(gamma, squared_distance(theta_vector, self.theta_vector),
@@ -932,35 +924,8 @@ class Server:
         Returns ``(step, dropped)``: the :meth:`candidate_step` result to
         commit and ``[(i, reason), ...]`` for the clients left out.
         """
-        try:
-            empty = self.candidate_step(gamma, [], [])
-        except (ValueError, ArithmeticError) as exc:
-            raise ValueError(f"Round {t}: the server step fails even without the clients' messages "
-                             f"({type(exc).__name__}: {exc}); the server's state is unchanged") from error
-        why = f"{type(error).__name__}: {error}"
-        m = len(rows)
-        sizes = [self._log_contribution(row, w) for row, w in zip(rows, weights)]
-        order = sorted(range(m), key=lambda k: -sizes[k])  # stable: ties keep client order
-        for k in range(1, min(MAX_STEP_RETRIES, m - 1) + 1):
-            keep = sorted(order[k:])
-            try:
-                step = self.candidate_step(gamma, [rows[j] for j in keep], [weights[j] for j in keep])
-            except (ValueError, ArithmeticError):
-                continue
-            return step, [(ids[j], f"its message made the server step fail ({why}); the step succeeds without "
-                                   f"the {k} largest of the {m} messages, ranked by ||(mu_i/p) Delta_i|| "
-                                   f"(this one: about 1e{sizes[j] / math.log(10):.0f})")
-                          for j in sorted(order[:k])]
-        return empty, [(ids[j], f"the server step failed with the round's messages ({why}) and without the "
-                                f"{min(MAX_STEP_RETRIES, max(m - 1, 0))} largest; the round went on with no message")
-                       for j in range(m)]
-
-    def _log_contribution(self, row: np.ndarray, weight: float) -> float:
-        """``log ‖(weight/p) row‖`` without overflow (``-inf`` for a zero contribution)."""
-        scale = float(np.max(np.abs(row))) if row.size else 0.0
-        if scale == 0.0 or weight <= 0.0:
-            return -math.inf
-        return math.log(weight / self.p) + math.log(scale) + math.log(float(np.linalg.norm(row / scale)))
+        return step_without_failing_messages(t, lambda rows, weights: self.candidate_step(gamma, rows, weights),
+                                             ids, rows, weights, error, p=self.p)
 
 
 # --------------------------------------------------------------------------- front-ends

@@ -21,6 +21,9 @@ FedProx) and the optimal-transport servers (FedMM-OT, FedAdam) have in common, w
 - :func:`weighted_aggregate`: ``Σ_k (w_k/p) v_k`` accumulated in the given (client) order, one compiled pass:
   the same bits on every backend and runtime.
 - :func:`control_variate_update`: ``V_{t+1} = V_t + α · acc`` for the aggregate ``acc`` of the round.
+- :func:`guarded_step`: the fault policy of a server step that can fail on the round's messages (FedMM's
+  ``Π``/``T``): it raises with the state unchanged, or, under the ``'drop'`` policy, retries without the
+  messages at fault (:func:`step_without_failing_messages`, at most :data:`MAX_STEP_RETRIES` retries).
 """
 from __future__ import annotations
 
@@ -33,7 +36,12 @@ from fedmm import kernels
 from fedmm._validation import check_in, check_int
 
 __all__ = ["ClientSelection", "RoundSelection", "SELECTION_MODES", "check_message", "control_variate_update",
-           "decode_payloads", "empty_payload_reason", "refuse", "weighted_aggregate"]
+           "decode_payloads", "empty_payload_reason", "guarded_step", "refuse", "step_without_failing_messages",
+           "weighted_aggregate", "MAX_STEP_RETRIES"]
+
+#: How many extra server steps :func:`step_without_failing_messages` tries, each without one more of the
+#: largest messages, before the round goes on with no message.
+MAX_STEP_RETRIES = 3
 
 #: The ``'drop'`` fault policy's callback: ``on_invalid(i, reason)`` leaves client ``i`` out of the round.
 OnInvalid = Callable[[int, str], None]
@@ -373,3 +381,123 @@ def control_variate_update(V: np.ndarray, acc: np.ndarray, alpha: float) -> np.n
         A new vector (or ``V`` when ``alpha == 0``).
     """
     return V + alpha * acc if alpha else V
+
+
+# --------------------------------------------------------------------------- the fault policy of a failing step
+#: A server step from decoded messages: ``step(rows, weights)`` returns the new state (nothing of the server
+#: changes) or raises ``ValueError``/``ArithmeticError``.
+Step = Callable[[Sequence[np.ndarray], Sequence[float]], Any]
+
+
+def log_contribution(row: np.ndarray, weight: float, p: float = 1.0) -> float:
+    """``log ‖(weight/p) row‖`` without overflow (``-inf`` for a zero contribution)."""
+    scale = float(np.max(np.abs(row))) if row.size else 0.0
+    if scale == 0.0 or weight <= 0.0:
+        return -math.inf
+    return math.log(weight / p) + math.log(scale) + math.log(float(np.linalg.norm(row / scale)))
+
+
+def step_without_failing_messages(t: int, step: Step, ids: Sequence[int], rows: Sequence[np.ndarray],
+                                  weights: Sequence[float], error: BaseException, *, p: float = 1.0,
+                                  max_retries: int = MAX_STEP_RETRIES) -> tuple[Any, list[tuple[int, str]]]:
+    """After ``step(rows, weights)`` failed with ``error``: the step without the messages at fault.
+
+    1. The step with no message at all must succeed, else the failure is the server's own (its state
+       or its model) and a ``ValueError`` is raised, the state unchanged.
+    2. The suspects are ranked by the size of their contribution to the aggregate,
+       ``‖(w_k/p) v_k‖`` (computed in a scaled form, so that an absurd message ranks first even where
+       the norm overflows); the step is retried without the ``k`` largest for ``k = 1, …,
+       max_retries`` (at most that many extra steps), the others in client order as usual.
+    3. If every retry fails, the round goes on with no message (step 1's step) and every sender is
+       reported.
+
+    Parameters
+    ----------
+    t : int
+        The round (named in the refusal).
+    step : callable(rows, weights)
+        The server step (:data:`Step`).
+    ids, rows, weights : sequences
+        The senders, their decoded messages and weights, in client order.
+    error : exception
+        Why the step with every message failed.
+    p : float > 0
+        The participation probability dividing the weights.
+    max_retries : int >= 0
+
+    Returns
+    -------
+    result
+        The step to commit.
+    dropped : list of (int, str)
+        The clients left out and why.
+    """
+    try:
+        empty = step([], [])
+    except (ValueError, ArithmeticError) as exc:
+        raise ValueError(f"Round {t}: the server step fails even without the clients' messages "
+                         f"({type(exc).__name__}: {exc}); the server's state is unchanged") from error
+    why = f"{type(error).__name__}: {error}"
+    m = len(rows)
+    sizes = [log_contribution(row, w, p) for row, w in zip(rows, weights)]
+    order = sorted(range(m), key=lambda k: -sizes[k])  # stable: ties keep client order
+    for k in range(1, min(max_retries, m - 1) + 1):
+        keep = sorted(order[k:])
+        try:
+            result = step([rows[j] for j in keep], [weights[j] for j in keep])
+        except (ValueError, ArithmeticError):
+            continue
+        return result, [(ids[j], f"its message made the server step fail ({why}); the step succeeds without "
+                                 f"the {k} largest of the {m} messages, ranked by ||(mu_i/p) Delta_i|| "
+                                 f"(this one: about 1e{sizes[j] / math.log(10):.0f})")
+                        for j in sorted(order[:k])]
+    return empty, [(ids[j], f"the server step failed with the round's messages ({why}) and without the "
+                            f"{min(max_retries, max(m - 1, 0))} largest; the round went on with no message")
+                   for j in range(m)]
+
+
+def guarded_step(t: int, step: Step, ids: Sequence[int], rows: Sequence[np.ndarray], weights: Sequence[float], *,
+                 p: float = 1.0, on_invalid: OnInvalid | None = None, max_retries: int = MAX_STEP_RETRIES) -> Any:
+    """``step(rows, weights)`` under the fault policy.
+
+    When the step fails (``ValueError``, including ``numpy.linalg.LinAlgError``, or ``ArithmeticError``):
+    without ``on_invalid`` a ``ValueError`` says why (the step's exception chained) and nothing is
+    committed; with it the round goes on without the messages that make it fail
+    (:func:`step_without_failing_messages`), each of their clients reported by ``on_invalid(i, reason)``.
+    The usual path costs nothing more: the retries run only after a failure.
+
+    Parameters
+    ----------
+    t : int
+        The round.
+    step : callable(rows, weights)
+        The server step (:data:`Step`): computes the new state into new arrays, changes nothing.
+    ids, rows, weights : sequences
+        The senders, their decoded messages (:func:`decode_payloads`) and weights, in client order.
+    p : float > 0
+        The participation probability dividing the weights (ranks the suspects).
+    on_invalid : callable(i, reason), optional
+        The ``'drop'`` fault policy.
+    max_retries : int >= 0
+
+    Returns
+    -------
+    The step's result, to commit.
+
+    Raises
+    ------
+    ValueError
+        The step failed and there is no ``on_invalid``, or it fails even without the messages.
+    """
+    try:
+        return step(rows, weights)
+    except (ValueError, ArithmeticError) as exc:
+        if on_invalid is None:
+            raise ValueError(f"Round {t}: the server step failed ({type(exc).__name__}: {exc}); the "
+                             "server's state is unchanged (pass on_invalid to drop the clients whose "
+                             "messages make it fail)") from exc
+        result, dropped = step_without_failing_messages(t, step, ids, rows, weights, exc, p=p,
+                                                        max_retries=max_retries)
+        for i, reason in dropped:
+            on_invalid(i, reason)
+        return result
