@@ -26,7 +26,8 @@ from fedmm.federation.compiled import CompiledRounds, client_unsupported, compil
 from fedmm.federation.state import ClientState, RoundConfig, ServerState
 from fedmm.federation.local import CLIENT_ERROR_POLICIES, record_start_drops
 from fedmm.federation.metrics import squared_distance, step_record, update_size
-from fedmm.federation.skeleton import MAX_STEP_RETRIES  # noqa: F401 (re-exported here, where it was defined)
+# MAX_STEP_RETRIES: retries of a failed server step (Server.step_without_failing_messages); re-exported
+from fedmm.federation.skeleton import MAX_STEP_RETRIES  # noqa: F401
 from fedmm.federation.skeleton import (ClientSelection, check_message, control_variate_update, decode_payloads,
                                       guarded_step, step_without_failing_messages, weighted_aggregate)
 from fedmm.algorithms._monitor import Cadence
@@ -73,9 +74,6 @@ STARTS = ("mean_statistic", "model")
 #: (see :class:`FedMM`).
 CONTROL_VARIATE_CONVENTIONS = ("fedmm", "fedem")
 
-
-#: Retries of a failed server step, each without one more of the largest messages
-#: (:meth:`Server.step_without_failing_messages`), before the round goes on with no message.
 
 #: The set-up exchanges send V_{0,i} and the start statistics uncompressed, in the Identity wire format,
 #: whatever the compressors.

@@ -595,7 +595,9 @@ class ScaffnewMessage(_Message):
 
 # -- server and client bases ----------------------------------------------------------------------------
 class SubgradientServer:
-    r"""Base of the non-smooth servers: selection, payload decoding and validation, state ``x``.
+    r"""Base of the non-smooth servers: state ``x``, selection (:class:`fedmm.federation.ClientSelection`),
+    payload decoding and validation (:func:`fedmm.federation.decode_payloads` with this family's wire format,
+    :meth:`decode_all`).
 
     Subclasses implement ``broadcast(t)`` and ``aggregate(t, payloads,
     on_invalid=None)`` (returning the round's record, with ``gamma`` among

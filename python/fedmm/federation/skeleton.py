@@ -389,7 +389,7 @@ def control_variate_update(V: np.ndarray, acc: np.ndarray, alpha: float) -> np.n
 Step = Callable[[Sequence[np.ndarray], Sequence[float]], Any]
 
 
-def log_contribution(row: np.ndarray, weight: float, p: float = 1.0) -> float:
+def _log_contribution(row: np.ndarray, weight: float, p: float = 1.0) -> float:
     """``log ‖(weight/p) row‖`` without overflow (``-inf`` for a zero contribution)."""
     scale = float(np.max(np.abs(row))) if row.size else 0.0
     if scale == 0.0 or weight <= 0.0:
@@ -416,7 +416,7 @@ def step_without_failing_messages(t: int, step: Step, ids: Sequence[int], rows: 
     t : int
         The round (named in the refusal).
     step : callable(rows, weights)
-        The server step (:data:`Step`).
+        The server step (``Step``).
     ids, rows, weights : sequences
         The senders, their decoded messages and weights, in client order.
     error : exception
@@ -439,7 +439,7 @@ def step_without_failing_messages(t: int, step: Step, ids: Sequence[int], rows: 
                          f"({type(exc).__name__}: {exc}); the server's state is unchanged") from error
     why = f"{type(error).__name__}: {error}"
     m = len(rows)
-    sizes = [log_contribution(row, w, p) for row, w in zip(rows, weights)]
+    sizes = [_log_contribution(row, w, p) for row, w in zip(rows, weights)]
     order = sorted(range(m), key=lambda k: -sizes[k])  # stable: ties keep client order
     for k in range(1, min(max_retries, m - 1) + 1):
         keep = sorted(order[k:])
@@ -471,7 +471,7 @@ def guarded_step(t: int, step: Step, ids: Sequence[int], rows: Sequence[np.ndarr
     t : int
         The round.
     step : callable(rows, weights)
-        The server step (:data:`Step`): computes the new state into new arrays, changes nothing.
+        The server step (``Step``): computes the new state into new arrays, changes nothing.
     ids, rows, weights : sequences
         The senders, their decoded messages (:func:`decode_payloads`) and weights, in client order.
     p : float > 0
@@ -482,7 +482,8 @@ def guarded_step(t: int, step: Step, ids: Sequence[int], rows: Sequence[np.ndarr
 
     Returns
     -------
-    The step's result, to commit.
+    result : object
+        The step's result, to commit.
 
     Raises
     ------
