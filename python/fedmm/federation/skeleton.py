@@ -127,10 +127,11 @@ class ClientSelection:
             key.flags.writeable = False
             self.key = key
         self._generator: np.random.Generator | None = None
+        self._state: dict | None = None
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_generator"] = None  # rebuilt at the first Bernoulli draw
+        state["_generator"] = state["_state"] = None  # rebuilt at the first Bernoulli draw
         return state
 
     def __repr__(self) -> str:
@@ -144,11 +145,12 @@ class ClientSelection:
             raise ValueError("Expected the server stream's 'key' to draw round uniforms")
         if self._generator is None:
             self._generator = np.random.Generator(np.random.Philox(key=self.key))
-        bitgen = self._generator.bit_generator
-        state = bitgen.state
-        state["state"]["counter"] = np.array([0, t, 0, 0], dtype=np.uint64)
-        state["buffer_pos"], state["has_uint32"], state["uinteger"] = 4, 0, 0
-        bitgen.state = state
+            # reused: only the round word of the counter changes; the buffer is empty (a fresh block)
+            self._state = {"bit_generator": "Philox",
+                           "state": {"counter": np.zeros(4, dtype=np.uint64), "key": self.key},
+                           "buffer": np.zeros(4, dtype=np.uint64), "buffer_pos": 4, "has_uint32": 0, "uinteger": 0}
+        self._state["state"]["counter"][1] = t
+        self._generator.bit_generator.state = self._state
         return self._generator.random(self.n_clients)
 
     def coins(self, t: int) -> np.ndarray:
