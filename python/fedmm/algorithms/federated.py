@@ -26,6 +26,10 @@ from fedmm.federation.compiled import CompiledRounds, client_unsupported, compil
 from fedmm.federation.state import ClientState, RoundConfig, ServerState
 from fedmm.federation.local import CLIENT_ERROR_POLICIES, record_start_drops
 from fedmm.federation.metrics import squared_distance, step_record, update_size
+# MAX_STEP_RETRIES: retries of a failed server step (Server.step_without_failing_messages); re-exported
+from fedmm.federation.skeleton import MAX_STEP_RETRIES  # noqa: F401
+from fedmm.federation.skeleton import (ClientSelection, check_message, control_variate_update, decode_payloads,
+                                      guarded_step, step_without_failing_messages, weighted_aggregate)
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms.base import FederatedAlgorithm, Integer, Options, Rule, StopRun
 from fedmm.algorithms._oracle import LocalOracle, check_oracle_args
@@ -70,10 +74,6 @@ STARTS = ("mean_statistic", "model")
 #: (see :class:`FedMM`).
 CONTROL_VARIATE_CONVENTIONS = ("fedmm", "fedem")
 
-
-#: Retries of a failed server step, each without one more of the largest messages
-#: (:meth:`Server.step_without_failing_messages`), before the round goes on with no message.
-MAX_STEP_RETRIES = 3
 
 #: The set-up exchanges send V_{0,i} and the start statistics uncompressed, in the Identity wire format,
 #: whatever the compressors.
@@ -425,6 +425,10 @@ class Server:
         if len(self.decoders) != self.n_clients:
             raise ValueError(f"Expected one decoder per client ({self.n_clients}), got {len(self.decoders)}")
         self.stream = RoundStream(party_seed(seed, SERVER_PARTY, 0))
+        #: Who each round contacts (and, under Algorithm 4's ``'compress'`` mode, the server's coins).
+        self.selection = ClientSelection(self.n_clients, clients_per_round=count,
+                                         participation_prob=self.p if count is None else 1.0,
+                                         key=self.stream.key, mode=mode)
         self.S: np.ndarray | None = np.array(init, dtype=np.float64, copy=True)
         self._init = self.S  # Ŝ_0 (the baseline keeps it only for start_message)
         self.theta = model.T(self.S)
@@ -537,23 +541,10 @@ class Server:
 
     # -- one round ----------------------------------------------------------
     def select(self, t: int) -> list[int]:
-        """Clients contacted at round ``t``: the active set (Alg. 2) or everyone (Alg. 4)."""
-        if self.mode == "compress-local":
-            self._coins = None
-            return list(range(self.n_clients))
-        if self.count is None:
-            coins = self.stream.at(t).random(self.n_clients) < self.p
-        elif self.mode == "compress":
-            coins = np.zeros(self.n_clients, dtype=np.bool_)
-            coins[self.stream.sample(t, self.n_clients, self.count)] = True
-        else:
-            self._coins = None
-            return sorted(self.stream.sample(t, self.n_clients, self.count).tolist())
-        if self.mode == "compress":
-            self._coins = coins
-            return list(range(self.n_clients))
-        self._coins = None
-        return np.flatnonzero(coins).tolist()
+        """Clients contacted at round ``t``: the active set (Alg. 2) or everyone (Alg. 4), increasing
+        (:class:`fedmm.federation.ClientSelection`, which also draws Algorithm 4's server coins)."""
+        ids, self._coins = self.selection.draw(t)
+        return ids
 
     def broadcast(self, t: int) -> Broadcast:
         """``(Ŝ_t, T(Ŝ_t))`` (line 4); call after :meth:`select` of the same round."""
@@ -794,16 +785,11 @@ class Server:
         self._coins = None
 
     def _decode(self, i: int, payload: bytes, codec: Any = None) -> np.ndarray:
+        """The row hook of :func:`fedmm.federation.decode_payloads`: client ``i``'s payload decoded by its
+        compressor (or ``codec``), checked by :func:`fedmm.federation.check_message` against
+        :attr:`statistic_bound`."""
         values = (self.decoders[i] if codec is None else codec).decode(payload)
-        if values.shape != (self._size,):
-            raise ValueError(f"Client {i} sent a message of length {values.shape}, expected ({self._size},)")
-        bound = self.statistic_bound
-        if _beyond(values, bound):
-            if not np.isfinite(values).all():
-                raise ValueError(f"Client {i} sent non-finite values")
-            raise ValueError(f"Client {i} sent values of magnitude up to {float(np.max(np.abs(values))):.3g}, beyond "
-                             f"the range of {type(self.model).__name__}'s statistics (statistic_bound = {bound:.3g})")
-        return values
+        return check_message(i, values, self._size, bound=self.statistic_bound, owner=type(self.model).__name__)
 
     def _must_send(self, i: int) -> bool:
         """Whether client ``i``'s message this round cannot be empty: it can only under Algorithm 4,
@@ -854,35 +840,10 @@ class Server:
         ``RuntimeWarning``, see :func:`fedmm.federation.metrics.update_size`).
         """
         gamma = self.schedule(t + 1)
-        ids, rows, weights = [], [], []
-        for i in sorted(payloads):
-            payload = payloads[i]
-            if not payload and self._must_send(i):
-                reason = f"Client {i} sent an empty payload, expected its message (it is active at round {t})"
-                if on_invalid is None:
-                    raise ValueError(reason)
-                on_invalid(i, reason)
-                continue
-            if payload:
-                try:
-                    rows.append(self._decode(i, payload))
-                except (ValueError, TypeError) as exc:
-                    if on_invalid is None:
-                        raise
-                    on_invalid(i, str(exc))
-                    continue
-                ids.append(i)
-                weights.append(self.weights[i])
-        try:
-            step = self.candidate_step(gamma, rows, weights)
-        except (ValueError, ArithmeticError) as exc:
-            if on_invalid is None:
-                raise ValueError(f"Round {t}: the server step failed ({type(exc).__name__}: {exc}); the "
-                                 "server's state is unchanged (pass on_invalid to drop the clients whose "
-                                 "messages make it fail)") from exc
-            step, dropped = self.step_without_failing_messages(t, gamma, ids, rows, weights, exc)
-            for i, reason in dropped:
-                on_invalid(i, reason)
+        ids, rows = decode_payloads(t, payloads, self._decode, on_invalid=on_invalid, must_send=self._must_send)
+        weights = [self.weights[i] for i in ids]
+        step = guarded_step(t, lambda rows, weights: self.candidate_step(gamma, rows, weights), ids, rows, weights,
+                            p=self.p, on_invalid=on_invalid)
         S_new, theta, theta_vector, V_new = step
         if self.space == "statistic":
             record = step_record(gamma, squared_distance(theta_vector, self.theta_vector),
@@ -917,7 +878,7 @@ class Server:
         beyond = "not finite" if bound == math.inf else f"not finite or beyond statistic_bound = {bound:.3g}"
         # overflows are detected below by the range checks, not reported as NumPy warnings
         with np.errstate(over="ignore", invalid="ignore"):
-            acc = kernels.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / self.p, self._size)
+            acc = weighted_aggregate(rows, weights, self._size, p=self.p)
             H = self.V + acc
             if _beyond(H, bound):
                 raise ValueError(f"the aggregate H = V_t + sum_i (mu_i/p) Delta_i is {beyond}")
@@ -936,7 +897,7 @@ class Server:
             theta_vector = self.model.theta_vector(theta)
             if not np.isfinite(theta_vector).all():
                 raise ValueError("the new parameter theta_{t+1} is not finite")
-            V_new = self.V + self.alpha * acc if self.alpha else self.V
+            V_new = control_variate_update(self.V, acc, self.alpha)
             if _beyond(V_new, bound):
                 raise ValueError(f"the new control variate V_{{t+1}} = V_t + alpha acc is {beyond}")
         return S_new, theta, theta_vector, V_new
@@ -961,35 +922,8 @@ class Server:
         Returns ``(step, dropped)``: the :meth:`candidate_step` result to
         commit and ``[(i, reason), ...]`` for the clients left out.
         """
-        try:
-            empty = self.candidate_step(gamma, [], [])
-        except (ValueError, ArithmeticError) as exc:
-            raise ValueError(f"Round {t}: the server step fails even without the clients' messages "
-                             f"({type(exc).__name__}: {exc}); the server's state is unchanged") from error
-        why = f"{type(error).__name__}: {error}"
-        m = len(rows)
-        sizes = [self._log_contribution(row, w) for row, w in zip(rows, weights)]
-        order = sorted(range(m), key=lambda k: -sizes[k])  # stable: ties keep client order
-        for k in range(1, min(MAX_STEP_RETRIES, m - 1) + 1):
-            keep = sorted(order[k:])
-            try:
-                step = self.candidate_step(gamma, [rows[j] for j in keep], [weights[j] for j in keep])
-            except (ValueError, ArithmeticError):
-                continue
-            return step, [(ids[j], f"its message made the server step fail ({why}); the step succeeds without "
-                                   f"the {k} largest of the {m} messages, ranked by ||(mu_i/p) Delta_i|| "
-                                   f"(this one: about 1e{sizes[j] / math.log(10):.0f})")
-                          for j in sorted(order[:k])]
-        return empty, [(ids[j], f"the server step failed with the round's messages ({why}) and without the "
-                                f"{min(MAX_STEP_RETRIES, max(m - 1, 0))} largest; the round went on with no message")
-                       for j in range(m)]
-
-    def _log_contribution(self, row: np.ndarray, weight: float) -> float:
-        """``log ‖(weight/p) row‖`` without overflow (``-inf`` for a zero contribution)."""
-        scale = float(np.max(np.abs(row))) if row.size else 0.0
-        if scale == 0.0 or weight <= 0.0:
-            return -math.inf
-        return math.log(weight / self.p) + math.log(scale) + math.log(float(np.linalg.norm(row / scale)))
+        return step_without_failing_messages(t, lambda rows, weights: self.candidate_step(gamma, rows, weights),
+                                             ids, rows, weights, error, p=self.p)
 
 
 # --------------------------------------------------------------------------- front-ends

@@ -79,6 +79,7 @@ from fedmm.algorithms.base import Boolean, FederatedAlgorithm, Integer, Optional
 from fedmm.compression import Identity
 from fedmm.federation.checkpoint import data_digest
 from fedmm.federation import LocalRuntime, record_initial
+from fedmm.federation.skeleton import ClientSelection, decode_payloads
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
@@ -594,7 +595,9 @@ class ScaffnewMessage(_Message):
 
 # -- server and client bases ----------------------------------------------------------------------------
 class SubgradientServer:
-    r"""Base of the non-smooth servers: selection, payload decoding and validation, state ``x``.
+    r"""Base of the non-smooth servers: state ``x``, selection (:class:`fedmm.federation.ClientSelection`),
+    payload decoding and validation (:func:`fedmm.federation.decode_payloads` with this family's wire format,
+    :meth:`decode_all`).
 
     Subclasses implement ``broadcast(t)`` and ``aggregate(t, payloads,
     on_invalid=None)`` (returning the round's record, with ``gamma`` among
@@ -650,6 +653,10 @@ class SubgradientServer:
         if partial and seed is None:
             raise ValueError("Expected a 'seed' for the server's stream with partial participation")
         self.stream = RoundStream(seed) if partial else None
+        #: Who each round contacts (:class:`fedmm.federation.ClientSelection`).
+        self.selection = ClientSelection(n_clients, clients_per_round=clients_per_round,
+                                         participation_prob=self.participation_prob,
+                                         key=None if self.stream is None else self.stream.key)
 
     @property
     def theta(self) -> np.ndarray:
@@ -686,11 +693,7 @@ class SubgradientServer:
         """The clients contacted in round ``t``, sorted: every client, or, with partial participation,
         ``clients_per_round`` of them uniformly without replacement or each with probability
         ``participation_prob`` (the first draw of round ``t``'s server stream)."""
-        if self.stream is None:
-            return list(range(self.n_clients))
-        if self.clients_per_round is not None:
-            return sorted(self.stream.sample(t, self.n_clients, self.clients_per_round).tolist())
-        return np.flatnonzero(self.stream.at(t).random(self.n_clients) < self.participation_prob).tolist()
+        return self.selection.select(t)
 
     def decode_all(self, t: int, payloads: dict, size: int, on_invalid: Callable[[int, str], None] | None = None,
                    reference: np.ndarray | None = None, parts: int = 1) -> tuple[list[int], np.ndarray]:
@@ -728,24 +731,8 @@ class SubgradientServer:
             The clients whose message is aggregated, increasing.
         rows : ndarray of shape (len(ids), size)
         """
-        selected = set(self.select(t))
-        if on_invalid is None:
-            missing = sorted(selected - set(payloads))
-            if missing:
-                raise ValueError(f"{type(self).__name__} needs every client's message without on_invalid (the "
-                                 f"'drop' fault policy); round {t} misses clients {missing}")
-        ids, rows = [], []
-        for i in sorted(payloads):
-            try:
-                if i not in selected:
-                    raise ValueError(f"Client {i} is not selected in round {t}")
-                rows.append(self._decode(i, payloads[i], size, reference, parts))
-            except (ValueError, TypeError) as exc:
-                if on_invalid is None:
-                    raise ValueError(str(exc)) from exc
-                on_invalid(i, str(exc))
-                continue
-            ids.append(i)
+        ids, rows = decode_payloads(t, payloads, lambda i, payload: self._decode(i, payload, size, reference, parts),
+                                    on_invalid=on_invalid, selected=self.select(t), owner=type(self).__name__)
         return ids, (np.array(rows, dtype=np.float64) if rows else np.empty((0, size)))
 
     def _decode(self, i: int, payload: Any, size: int, reference: np.ndarray | None, parts: int) -> np.ndarray:

@@ -48,6 +48,8 @@ from fedmm.algorithms._setup import (
 )
 from fedmm.compression import Identity
 from fedmm.federation import LocalRuntime, record_initial
+from fedmm.federation.skeleton import (ClientSelection, check_message, control_variate_update, decode_payloads,
+                                      empty_payload_reason, weighted_aggregate)
 from fedmm.federation.checkpoint import data_digest
 from fedmm.federation.metrics import squared_distance, update_size
 from fedmm.history import History
@@ -423,6 +425,9 @@ class _OTServerBase:
             raise ValueError(f"Expected one decoder per client ({self.n_clients}), got {len(self.decoders)}")
         self.size = int(size)
         self.stream = RoundStream(party_seed(seed, SERVER_PARTY, 0))
+        #: Who each round contacts (:class:`fedmm.federation.ClientSelection`).
+        self.selection = ClientSelection(self.n_clients, clients_per_round=count,
+                                         participation_prob=self.p if count is None else 1.0, key=self.stream.key)
         self.omega = np.array(omega, dtype=np.float64, copy=True)
         self.theta = np.array(theta, dtype=np.float64, copy=True)
 
@@ -435,11 +440,7 @@ class _OTServerBase:
 
     def select(self, t: int) -> list[int]:
         """Clients of round ``t``: ``count`` uniformly without replacement, or independent Bernoulli(``p``)."""
-        if self.count is None:
-            if self.p >= 1.0:
-                return list(range(self.n_clients))
-            return np.flatnonzero(self.stream.at(t).random(self.n_clients) < self.p).tolist()
-        return sorted(self.stream.sample(t, self.n_clients, self.count).tolist())
+        return self.selection.select(t)
 
     def broadcast(self, t: int) -> OTBroadcast:
         """``(ω_t, θ_t)`` (Algorithm 3 line 4)."""
@@ -449,32 +450,18 @@ class _OTServerBase:
         """The current :class:`TransportMap` ``(∇f_ω, ∇f_θ)``."""
         return self.problem.transport_map(self.omega, self.theta)
 
-    def _decoded(self, payloads: Mapping[int, Any],
+    def _decode(self, i: int, payload: Any) -> np.ndarray:
+        """The row hook of :func:`fedmm.federation.decode_payloads`: every active client sends a message (an
+        empty payload is invalid), decoded by its compressor, of :attr:`size` finite values."""
+        if not payload:
+            raise ValueError(empty_payload_reason(i))
+        return check_message(i, self.decoders[i].decode(payload), self.size)
+
+    def _decoded(self, t: int, payloads: Mapping[int, Any],
                  on_invalid: Callable[[int, str], None] | None) -> np.ndarray:
-        """``Σ_i (μ_i/p) Quant_i`` over valid payloads, every one validated first (every active client
-        sends a message: an empty payload is invalid)."""
-        acc = np.zeros(self.size)
-        rows = []
-        for i in sorted(payloads):
-            payload = payloads[i]
-            try:
-                if not payload:
-                    raise ValueError(f"Client {i} sent an empty payload, expected its message")
-                values = self.decoders[i].decode(payload)
-                if np.shape(values) != (self.size,):
-                    raise ValueError(f"Client {i} sent a message of length {np.shape(values)}, "
-                                     f"expected ({self.size},)")
-                if not np.isfinite(values).all():
-                    raise ValueError(f"Client {i} sent non-finite values")
-            except (ValueError, TypeError) as exc:
-                if on_invalid is None:
-                    raise
-                on_invalid(i, str(exc))
-                continue
-            rows.append((i, values))
-        for i, values in rows:  # client order: reproducible sums
-            acc += (self.weights[i] / self.p) * values
-        return acc
+        """``Σ_i (μ_i/p) Quant_i`` over valid payloads in client order, every one validated first."""
+        ids, rows = decode_payloads(t, payloads, self._decode, on_invalid=on_invalid)
+        return weighted_aggregate(rows, [self.weights[i] for i in ids], self.size, p=self.p)
 
 
 class OTServer(_OTServerBase):
@@ -518,7 +505,7 @@ class OTServer(_OTServerBase):
         ``E_theta = ‖θ_{t+1} − θ_t‖²``.
         """
         gamma = self.schedule(t + 1)
-        acc = self._decoded(payloads, on_invalid)
+        acc = self._decoded(t, payloads, on_invalid)
         omega_adam = self.omega_adam
         if omega_adam is None:
             omega = self.problem.potential.project(self.omega + gamma * (self.V + acc))
@@ -533,8 +520,7 @@ class OTServer(_OTServerBase):
                   "E_omega": update_size("E_omega", squared_distance(omega, self.omega), gamma),
                   "E_theta": squared_distance(theta, self.theta)}
         self.omega, self.theta, self.adam, self.omega_adam = omega, theta, adam, omega_adam
-        if self.alpha:
-            self.V = self.V + self.alpha * acc
+        self.V = control_variate_update(self.V, acc, self.alpha)
         return record
 
     def get_state(self) -> dict[str, np.ndarray]:
@@ -592,7 +578,7 @@ class FedAdamServer(_OTServerBase):
         Returns ``gamma`` (the server learning rate), ``E_omega = ‖ω_{t+1} − ω_t‖²`` and
         ``E_theta = ‖θ_{t+1} − θ_t‖²``.
         """
-        acc = self._decoded(payloads, on_invalid)
+        acc = self._decoded(t, payloads, on_invalid)
         n = self.problem.n_params
         params, adam = self.steps.adam_step(np.concatenate([self.omega, self.theta]), self.adam, acc)
         omega, theta = params[:n], params[n:]
