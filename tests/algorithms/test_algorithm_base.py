@@ -225,16 +225,10 @@ def test_run_arguments_are_checked_in_one_place():
 
 # --------------------------------------------------------------------------- FedMM-OT and FedAdam
 @pytest.fixture(scope="module")
-def ot_setup():
-    pytest.importorskip("jax", reason='the optimal-transport extra is not installed: pip install "fedmm[ot]"')
-    pytest.importorskip("optax", reason='the optimal-transport extra is not installed: pip install "fedmm[ot]"')
-    from fedmm.models import TransportProblem
-
-    problem = TransportProblem(2, hidden_sizes=[8, 8], batch_size=16)  # one problem: its steps compile once
-    rng = np.random.default_rng(3)
-    datas = [rng.normal(loc=i, size=(30 + 5 * i, 2)) for i in range(3)]
-    target = rng.normal(loc=1.0, scale=0.7, size=(40, 2))
-    return problem, datas, target
+def ot_setup(ot_toy):
+    """The shared OT problem (tests/conftest.py) with three of its clients."""
+    problem, datas, target = ot_toy
+    return problem, datas[:3], target
 
 
 def _ot_algorithm(kind, problem):

@@ -105,25 +105,12 @@ def _cases():
                                    id=f"{name}-{'partial' if partial else 'full'}-{'8bit' if compressed else 'raw'}")
 
 
-@pytest.fixture(scope="module")
-def ot_problem():
-    pytest.importorskip("jax", reason='the optimal-transport extra is not installed: pip install "fedmm[ot]"')
-    pytest.importorskip("optax", reason='the optimal-transport extra is not installed: pip install "fedmm[ot]"')
-    from fedmm.models import TransportProblem
-
-    problem = TransportProblem(2, hidden_sizes=[8, 8], batch_size=16)  # one problem: its steps compile once
-    rng = np.random.default_rng(3)
-    datas = [rng.normal(loc=i, size=(30 + 5 * i, 2)) for i in range(4)]
-    target = rng.normal(loc=1.0, scale=0.7, size=(40, 2))
-    return problem, datas, target
-
-
 def _setup(name, partial, compressed, request):
     """``(make, datas, run keywords)`` of a case."""
     if name in OT_ALGORITHMS:
         from fedmm.algorithms import FedAdam, FedMMOT
 
-        problem, datas, target = request.getfixturevalue("ot_problem")
+        problem, datas, target = request.getfixturevalue("ot_toy")  # tests/conftest.py
         cls = FedMMOT if name == "FedMMOT" else FedAdam
         extra = {"control_variate_step": 0.5} if name == "FedMMOT" else {}
 
