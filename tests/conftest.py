@@ -41,7 +41,7 @@ def ot_toy():
     four clients of 30, 35, 40 and 45 samples and a target sample of 40 points.
 
     Session-scoped: the problem's steps compile once for every module that runs FedMM-OT or FedAdam on it
-    (tests/test_algorithm_base.py, tests/test_matrix.py).  Skips without the ``ot`` extra.
+    (tests/algorithms/test_algorithm_base.py, tests/federation/test_matrix.py).  Skips without the ``ot`` extra.
     """
     pytest.importorskip("jax", reason='the optimal-transport extra is not installed: pip install "fedmm[ot]"')
     pytest.importorskip("optax", reason='the optimal-transport extra is not installed: pip install "fedmm[ot]"')
