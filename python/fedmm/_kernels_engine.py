@@ -243,7 +243,7 @@ def floor_eigenvalues(A: Any, floor: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_rounds(model: CompiledModel, space: str, mode: str, oracle: str, project: bool, batch: int, p: float,
-               alpha: float, count: int, weights: np.ndarray, server_key: np.ndarray, datas: list,
+               control_variate_step: float, count: int, weights: np.ndarray, server_key: np.ndarray, datas: list,
                memories: list, Vs: list, keys: np.ndarray, quantizers: np.ndarray, S: np.ndarray | None,
                V: np.ndarray, theta: np.ndarray, theta_prev: np.ndarray, t0: int, gammas: np.ndarray,
                n_threads: int = 1, max_seconds: float = float("inf"), pool: WorkerPool | None = None, *,
@@ -278,8 +278,8 @@ def run_rounds(model: CompiledModel, space: str, mode: str, oracle: str, project
         Minibatch size (1 with the full oracle).
     p : float in (0, 1]
         Participation probability.
-    alpha : float
-        Control-variate step.
+    control_variate_step : float
+        Control-variate step α.
     count : int
         Clients per round, -1 for independent participation.
     weights : ndarray of shape (n,), float64
@@ -333,8 +333,8 @@ def run_rounds(model: CompiledModel, space: str, mode: str, oracle: str, project
         (``client`` its index) or in the server step (``client = -1``); the
         rounds before it are complete and round ``t`` left no trace.
     """
-    return _engine.run_rounds(model, space, mode, oracle, project, batch, p, alpha, count, weights, server_key,
-                              datas, memories, Vs, keys, quantizers, S, V, theta, theta_prev, t0, gammas,
+    return _engine.run_rounds(model, space, mode, oracle, project, batch, p, control_variate_step, count, weights,
+                              server_key, datas, memories, Vs, keys, quantizers, S, V, theta, theta_prev, t0, gammas,
                               n_threads, max_seconds, pool, statistic_max)
 
 

@@ -30,7 +30,7 @@ cdef extern from "fedmm_engine.h" nogil:
         int project
         int64_t batch
         double p
-        double alpha
+        double control_variate_step
         double statistic_max
     ctypedef struct fedmm_client_t:
         const double *data

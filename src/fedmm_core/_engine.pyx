@@ -682,7 +682,7 @@ cdef class _Clients:
 
 
 def run_rounds(CompiledModel model, str space, str mode, str oracle, bint project, int64_t batch, double p,
-               double alpha, int64_t count, const double[::1] weights, const uint64_t[::1] server_key,
+               double control_variate_step, int64_t count, const double[::1] weights, const uint64_t[::1] server_key,
                list datas, list memories, list Vs, const uint64_t[:, ::1] keys, const int64_t[:, ::1] quantizers,
                S, double[::1] V, double[::1] theta, double[::1] theta_prev, uint64_t t0,
                const double[::1] gammas, int n_threads=1, double max_seconds=float("inf"),
@@ -730,7 +730,7 @@ def run_rounds(CompiledModel model, str space, str mode, str oracle, bint projec
     cfg.project = project
     cfg.batch = batch
     cfg.p = p
-    cfg.alpha = alpha
+    cfg.control_variate_step = control_variate_step
     if not statistic_max > 0.0:
         raise ValueError(f"Expected 'statistic_max' > 0 (inf: any finite value), got {statistic_max!r}")
     cfg.statistic_max = statistic_max

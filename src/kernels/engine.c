@@ -138,7 +138,7 @@ static int check_config(const fedmm_model_t *model, const fedmm_round_config_t *
          cfg->mode != FEDMM_MODE_COMPRESS_LOCAL) ||
         (cfg->oracle != FEDMM_ORACLE_MINIBATCH && cfg->oracle != FEDMM_ORACLE_FULL) ||
         (cfg->oracle == FEDMM_ORACLE_MINIBATCH && cfg->batch < 1) || !(cfg->p > 0.0 && cfg->p <= 1.0) ||
-        !(cfg->alpha >= 0.0) || !isfinite(cfg->alpha) || !(cfg->statistic_max >= 0.0))
+        !(cfg->control_variate_step >= 0.0) || !isfinite(cfg->control_variate_step) || !(cfg->statistic_max >= 0.0))
         return FEDMM_EINVAL;
     return FEDMM_OK;
 }
@@ -219,8 +219,8 @@ int fedmm_client_round(const fedmm_model_t *model, const fedmm_round_config_t *c
     if (!u) return FEDMM_OK; /* (U/p) Quant(Delta) = 0: nothing sent, V unchanged */
     status = fedmm_quantizer_apply(&client->quantizer, delta, n, &rng, out);
     if (status != FEDMM_OK) return status;
-    if (cfg->alpha != 0.0) {
-        const double v_step = cfg->alpha / cfg->p;
+    if (cfg->control_variate_step != 0.0) {
+        const double v_step = cfg->control_variate_step / cfg->p;
         for (size_t j = 0; j < n; ++j) client->V[j] = client->V[j] + v_step * out[j];
     }
     *sent = 1;
@@ -423,9 +423,9 @@ int fedmm_server_update(const fedmm_model_t *model, const fedmm_round_config_t *
     }
     status = fedmm_check_range(d, theta_new, INFINITY);
     if (status != FEDMM_OK) return status;
-    if (cfg->alpha != 0.0)
+    if (cfg->control_variate_step != 0.0)
         for (size_t j = 0; j < n; ++j) {
-            const double v = V[j] + cfg->alpha * acc[j];
+            const double v = V[j] + cfg->control_variate_step * acc[j];
             if (!isfinite(v)) return FEDMM_ENONFINITE;
             if (fabs(v) > bound) return FEDMM_ERANGE;
         }
@@ -438,8 +438,8 @@ int fedmm_server_update(const fedmm_model_t *model, const fedmm_round_config_t *
     }
     dist[1] = fedmm_squared_distance(d, theta_new, theta);
     memcpy(theta, theta_new, theta_size * sizeof(double));
-    if (cfg->alpha != 0.0)
-        for (size_t j = 0; j < n; ++j) V[j] = V[j] + cfg->alpha * acc[j];
+    if (cfg->control_variate_step != 0.0)
+        for (size_t j = 0; j < n; ++j) V[j] = V[j] + cfg->control_variate_step * acc[j];
     return FEDMM_OK;
 }
 

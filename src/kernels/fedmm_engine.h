@@ -59,7 +59,7 @@ double fedmm_squared_distance(size_t n, const double *a, const double *b);
  *            capped at the client's n_samples) or FEDMM_ORACLE_FULL;
  *   project  apply Pi (or project_theta) in the server step;
  *   p        participation probability (m/n for a fixed count m);
- *   alpha    control-variate step: V_i <- V_i + (alpha/p) Quant(Delta_i),
+ *   control_variate_step  alpha: V_i <- V_i + (alpha/p) Quant(Delta_i),
  *            V <- V + alpha sum_i (mu_i/p) Quant(Delta_i);
  *   statistic_max  S-space: the largest magnitude of an entry of a message,
  *            of H, of S' and of the new V that the server step accepts (the
@@ -77,7 +77,7 @@ typedef struct fedmm_round_config {
     int project;
     int64_t batch;
     double p;
-    double alpha;
+    double control_variate_step;
     double statistic_max;
 } fedmm_round_config_t;
 

@@ -539,7 +539,7 @@ def test_ot_remote_build_server_and_client_equal_the_in_process_parties():
                                            remote.broadcast_layout(server))
     for i, c in enumerate(clients):
         mine = remote.remote_client(i, datas[i], n_clients=3, seed=3, public_data=target)
-        assert (mine.p, mine.alpha) == (c.p, c.alpha)
+        assert (mine.p, mine.control_variate_step) == (c.p, c.control_variate_step)
         np.testing.assert_array_equal(mine.target, c.target)
         assert mine.step(message) == c.step(server.broadcast(0))  # same payload bytes
 

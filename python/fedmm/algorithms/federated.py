@@ -164,7 +164,7 @@ class Client:
         baseline sends ``Quant(θ(S_{t+1,i}) − θ_t − V_{t,i})`` with
         ``θ(S) = T(S)`` computed locally.
     compressor : compressor of ``fedmm.compression``
-    alpha : float >= 0
+    control_variate_step : float >= 0
         Control-variate step ``α``.
     p : float in (0, 1]
         Participation probability (``m/n`` for a fixed count ``m``).
@@ -190,7 +190,7 @@ class Client:
     """
 
     def __init__(self, index: int, data: Any, model: SurrogateModel, *, space: str, compressor: Any,
-                 alpha: float, p: float, mode: str, oracle: str, batch_size: int | None,
+                 control_variate_step: float, p: float, mode: str, oracle: str, batch_size: int | None,
                  k_in: int | None, seed: int | np.random.SeedSequence, control_variates: str = "zero") -> None:
         self.index = int(index)
         self.control_variates = control_variates
@@ -198,7 +198,7 @@ class Client:
         self.model = model
         self.space = space
         self.compressor = compressor
-        self.alpha = float(alpha)
+        self.control_variate_step = float(control_variate_step)
         self.p = float(p)
         self.mode = mode
         self.oracle = LocalOracle(model, data, oracle, batch_size, k_in)
@@ -345,9 +345,9 @@ class Client:
         return np.subtract(delta, self.V, out=delta)
 
     def _update_control_variate(self, values: np.ndarray | None) -> None:
-        if self.alpha:
+        if self.control_variate_step:
             # V_{t+1,i} = V_{t,i} + (α U / p) Quant(Δ), with U = 1 here.
-            self.V = self.V + self.alpha / self.p * values
+            self.V = self.V + self.control_variate_step / self.p * values
 
     def _finish(self, message: Broadcast, rng: np.random.Generator, coin: bool, idx: np.ndarray | None,
                 refresh: bool, stat: np.ndarray) -> bytes:
@@ -356,7 +356,7 @@ class Client:
             return b""  # Quant~ = (U/p) Quant(Δ) = 0: nothing to send, V unchanged
         payload = self.compressor.encode(delta, rng)
         # V_{t+1,i} uses the values the server will decode from the payload
-        self._update_control_variate(self.compressor.decode(payload) if self.alpha else None)
+        self._update_control_variate(self.compressor.decode(payload) if self.control_variate_step else None)
         return payload
 
     def step(self, message: Broadcast) -> bytes:
@@ -386,7 +386,7 @@ class Server:
         Fixed number of active clients per round (uniform without
         replacement, ``p = count/n``); None for independent Bernoulli(p) (A5).
     schedule : StepSchedule
-    alpha : float
+    control_variate_step : float
     projection : {'euclidean', None}
     space : {'statistic', 'parameter'}
     mode : {'select', 'compress', 'compress-local'}
@@ -401,7 +401,7 @@ class Server:
     supports_compiled_rounds = True
 
     def __init__(self, model: SurrogateModel, n_clients: int, *, weights: np.ndarray, p: float,
-                 count: int | None, schedule: StepSchedule, alpha: float, projection: str | None,
+                 count: int | None, schedule: StepSchedule, control_variate_step: float, projection: str | None,
                  space: str, mode: str, init: np.ndarray, seed: int | np.random.SeedSequence,
                  decoders: Sequence[Any]) -> None:
         self.model = model
@@ -410,7 +410,7 @@ class Server:
         self.p = float(p)
         self.count = count
         self.schedule = schedule
-        self.alpha = float(alpha)
+        self.control_variate_step = float(control_variate_step)
         self.projection = projection
         self.space = space
         self.mode = mode
@@ -597,8 +597,9 @@ class Server:
             reason = client_unsupported(config, c.index)
             if reason is not None:
                 return reason, config, None, None
-            if (c.space != self.space or c.mode != self.mode or c.alpha != self.alpha or c.p != self.p
-                    or c.model is not model or c.oracle.kind != config.oracle):
+            if (c.space != self.space or c.mode != self.mode or c.p != self.p
+                    or c.control_variate_step != self.control_variate_step or c.model is not model
+                    or c.oracle.kind != config.oracle):
                 return f"client {c.index} is configured differently from the server", config, None, None
             if config.quantizers[c.index, 0] < 0:
                 return (f"client {c.index}'s compressor {c.compressor!r} has no compiled quantizer (quantizer_spec)",
@@ -631,7 +632,8 @@ class Server:
         return RoundConfig(
             space=self.space, mode=self.mode, oracle=oracle, project=self.projection == "euclidean",
             batch=max(c.oracle.batch_size or 1 for c in clients) if oracle == "minibatch" else 1,
-            p=self.p, alpha=self.alpha, statistic_max=self.statistic_bound, n_clients=self.n_clients,
+            p=self.p, control_variate_step=self.control_variate_step, statistic_max=self.statistic_bound,
+            n_clients=self.n_clients,
             count=-1 if self.count is None else int(self.count), weights=self.weights, message_size=msg,
             broadcast_nbytes=self.broadcast_nbytes, server_key=self.stream.key,
             client_keys=np.stack([c.stream.key for c in clients]),
@@ -897,9 +899,9 @@ class Server:
             theta_vector = self.model.theta_vector(theta)
             if not np.isfinite(theta_vector).all():
                 raise ValueError("the new parameter theta_{t+1} is not finite")
-            V_new = control_variate_update(self.V, acc, self.alpha)
+            V_new = control_variate_update(self.V, acc, self.control_variate_step)
             if _beyond(V_new, bound):
-                raise ValueError(f"the new control variate V_{{t+1}} = V_t + alpha acc is {beyond}")
+                raise ValueError(f"the new control variate V_{{t+1}} = V_t + α acc is {beyond}")
         return S_new, theta, theta_vector, V_new
 
     def step_without_failing_messages(self, t: int, gamma: float, ids: Sequence[int], rows: Sequence[np.ndarray],
@@ -1123,7 +1125,7 @@ class FedMM(FederatedAlgorithm):
         ``control_variate_step`` for ``control_variate_convention='fedmm'``;
         ``control_variate_step · p`` for ``'fedem'`` (FedEM's ``V += α Quant(Δ)``
         written in FedMM's form).  The parties (:class:`Server`, :class:`Client`)
-        receive it as their ``alpha``.
+        receive it as their ``control_variate_step``.
         """
         step = self.control_variate_step
         return step * p if self.control_variate_convention == "fedem" else step
@@ -1175,7 +1177,8 @@ class FedMM(FederatedAlgorithm):
         count, p = participation(self.clients_per_round, self.participation_prob, n)
         comps = checked_compressors(self.compressor, n, self._message_size(S0))
         return Server(self.model, n, weights=w, p=p, count=count, schedule=self.schedule,
-                      alpha=self.effective_control_variate_step(p), projection=self.projection, space=self.space,
+                      control_variate_step=self.effective_control_variate_step(p), projection=self.projection,
+                      space=self.space,
                       mode=self.participation_mode, init=S0, seed=seed, decoders=comps)
 
     def build_client(self, index: int, data: Any, *, n_clients: int,
@@ -1193,7 +1196,7 @@ class FedMM(FederatedAlgorithm):
             data = self.model.check_data(data, f"datas[{index}]")
         _, p = participation(self.clients_per_round, self.participation_prob, n)
         return Client(index, data, self.model, space=self.space, compressor=compressor_list(self.compressor, n)[index],
-                      alpha=self.effective_control_variate_step(p), p=p, mode=self.participation_mode,
+                      control_variate_step=self.effective_control_variate_step(p), p=p, mode=self.participation_mode,
                       oracle=self.oracle, batch_size=self.batch_size, k_in=self.k_in, seed=seed,
                       control_variates=self.control_variates)
 

@@ -317,7 +317,7 @@ class OTClient:
         ``'fedadam'``: ``(ω_i, θ_i)`` from ``local_steps`` projected gradient
         steps on ``W_i`` from ``(ω_t, θ_t)``, message ``Quant((ω_i − ω_t, θ_i − θ_t))``.
     compressor : compressor
-    alpha, p : float
+    control_variate_step, p : float
     local_steps : int
     local_lr : float
     batch_size, target_batch_size : int or None
@@ -327,7 +327,7 @@ class OTClient:
     """
 
     def __init__(self, index: int, data: np.ndarray, target: np.ndarray, steps: OTSteps, *, kind: str,
-                 compressor: Any, alpha: float, p: float, local_steps: int, local_lr: float,
+                 compressor: Any, control_variate_step: float, p: float, local_steps: int, local_lr: float,
                  batch_size: int | None, target_batch_size: int | None, seed: np.random.SeedSequence) -> None:
         self.index = int(index)
         self.data = data
@@ -335,7 +335,7 @@ class OTClient:
         self.steps = steps
         self.kind = kind
         self.compressor = compressor
-        self.alpha, self.p = float(alpha), float(p)
+        self.control_variate_step, self.p = float(control_variate_step), float(p)
         self.local_steps, self.local_lr = local_steps, local_lr
         self.batch_size, self.target_batch_size = batch_size, target_batch_size
         self.stream = RoundStream(party_seed(seed, CLIENT_PARTY, index))
@@ -384,8 +384,8 @@ class OTClient:
             raise FloatingPointError(f"client {self.index}: non-finite local update at round {message.t} "
                                      "(lower 'local_lr')")
         payload = self.compressor.encode(delta, rng)
-        if self.kind == "fedmm" and self.alpha:
-            self.V = self.V + self.alpha / self.p * self.compressor.decode(payload)
+        if self.kind == "fedmm" and self.control_variate_step:
+            self.V = self.V + self.control_variate_step / self.p * self.compressor.decode(payload)
         return payload
 
 
@@ -479,7 +479,7 @@ class OTServer(_OTServerBase):
     """
 
     def __init__(self, steps: OTSteps, n_clients: int, *, weights: np.ndarray, p: float, count: int | None,
-                 schedule: StepSchedule, alpha: float, server_steps: int, target: np.ndarray,
+                 schedule: StepSchedule, control_variate_step: float, server_steps: int, target: np.ndarray,
                  target_batch_size: int | None, omega: np.ndarray, theta: np.ndarray,
                  seed: np.random.SeedSequence, decoders: Sequence[Any], omega_step: str = "sgd") -> None:
         super().__init__(steps, n_clients, weights=weights, p=p, count=count, omega=omega, theta=theta, seed=seed,
@@ -487,7 +487,7 @@ class OTServer(_OTServerBase):
         self.omega_step = check_in(omega_step, "omega_step", OMEGA_STEPS)
         self.omega_adam = steps.adam_init(self.size) if self.omega_step == "adam" else None
         self.schedule = schedule
-        self.alpha = float(alpha)
+        self.control_variate_step = float(control_variate_step)
         self.server_steps = int(server_steps)
         self.target = target
         self.target_batch_size = target_batch_size
@@ -520,7 +520,7 @@ class OTServer(_OTServerBase):
                   "E_omega": update_size("E_omega", squared_distance(omega, self.omega), gamma),
                   "E_theta": squared_distance(theta, self.theta)}
         self.omega, self.theta, self.adam, self.omega_adam = omega, theta, adam, omega_adam
-        self.V = control_variate_update(self.V, acc, self.alpha)
+        self.V = control_variate_update(self.V, acc, self.control_variate_step)
         return record
 
     def get_state(self) -> dict[str, np.ndarray]:
@@ -788,7 +788,8 @@ class _FederatedOT(FederatedAlgorithm):
         _, p = participation(self.clients_per_round, self.participation_prob, n)
         return OTClient(index, data, target, self.steps, kind=self.kind,
                         compressor=compressor_list(self.compressor, n)[index],
-                        alpha=getattr(self, "control_variate_step", 0.0), p=p, local_steps=self.local_steps,
+                        control_variate_step=getattr(self, "control_variate_step", 0.0), p=p,
+                        local_steps=self.local_steps,
                         local_lr=self.local_lr, batch_size=self.batch_size,
                         target_batch_size=self.target_batch_size, seed=seed)
 
@@ -1143,7 +1144,7 @@ class FedMMOT(_FederatedOT):
                 theta: np.ndarray, target: np.ndarray, seed: np.random.SeedSequence,
                 comps: list[Any]) -> OTServer:
         return OTServer(self.steps, n, weights=weights, p=p, count=count, schedule=self.schedule,
-                        alpha=self.control_variate_step,
+                        control_variate_step=self.control_variate_step,
                         server_steps=self.server_steps, target=target, target_batch_size=self.target_batch_size,
                         omega=omega, theta=theta, seed=seed, decoders=comps, omega_step=self.omega_step)
 

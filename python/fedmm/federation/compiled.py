@@ -233,8 +233,9 @@ def compiled_rounds(config: RoundConfig, server_state: ServerState, client_state
     theta = _working_copy(theta)
     theta_prev = np.empty_like(theta)
     senders, n_senders, n_contacted, dist, seconds, n_bad, failure = kernels.run_rounds(
-        model, config.space, config.mode, config.oracle, config.project, config.batch, config.p, config.alpha,
-        config.count, config.weights / config.p, config.server_key, list(datas), memories, Vs,
+        model, config.space, config.mode, config.oracle, config.project, config.batch, config.p,
+        config.control_variate_step, config.count, config.weights / config.p, config.server_key, list(datas),
+        memories, Vs,
         config.client_keys, config.quantizers, S, V, theta, theta_prev, t0, gammas, n_threads, max_seconds, pool,
         statistic_max=config.statistic_max)
     if n_bad:

@@ -364,25 +364,26 @@ def weighted_aggregate(rows: Sequence[np.ndarray], weights: Sequence[float], siz
     return kernels.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / p, size)
 
 
-def control_variate_update(V: np.ndarray, acc: np.ndarray, alpha: float) -> np.ndarray:
+def control_variate_update(V: np.ndarray, acc: np.ndarray, control_variate_step: float) -> np.ndarray:
     r"""The server's control variate after a round: :math:`V_{t+1} = V_t + \alpha \cdot acc`.
 
     ``acc`` is the round's :func:`weighted_aggregate` :math:`\sum_i (\mu_i/p) \Delta_i` (FedMM's
-    Algorithms 2 and 4, FedMM-OT's Algorithm 3).  With ``alpha = 0`` (no control variates) ``V`` itself
-    is returned.
+    Algorithms 2 and 4, FedMM-OT's Algorithm 3).  With ``control_variate_step = 0`` (no control variates)
+    ``V`` itself is returned.
 
     Parameters
     ----------
     V : ndarray of shape (q,)
     acc : ndarray of shape (q,)
-    alpha : float
+    control_variate_step : float
+        :math:`\alpha \ge 0`.
 
     Returns
     -------
     ndarray of shape (q,)
-        A new vector (or ``V`` when ``alpha == 0``).
+        A new vector (or ``V`` when ``control_variate_step == 0``).
     """
-    return V + alpha * acc if alpha else V
+    return V + control_variate_step * acc if control_variate_step else V
 
 
 # --------------------------------------------------------------------------- the fault policy of a failing step

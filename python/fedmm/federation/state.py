@@ -114,8 +114,8 @@ class RoundConfig:
         ``.batch``: minibatch size (each client caps it at its ``n_samples``; 1 for the full oracle).
     p : float in (0, 1]
         ``.p``: participation probability (``count / n_clients`` for a fixed count).
-    alpha : float >= 0
-        ``.alpha``: control-variate step, ``V_i ← V_i + (α/p) Quant(Δ_i)``.
+    control_variate_step : float >= 0
+        ``.control_variate_step``: α, ``V_i ← V_i + (α/p) Quant(Δ_i)``.
     statistic_max : float > 0
         ``.statistic_max``: the largest magnitude of an entry of a message, ``H``, ``Ŝ`` and ``V``
         the server accepts (the model's ``statistic_bound`` in S-space; ``inf`` in Θ-space).
@@ -153,7 +153,7 @@ class RoundConfig:
     project: bool
     batch: int
     p: float
-    alpha: float
+    control_variate_step: float
     statistic_max: float
     n_clients: int
     count: int
@@ -179,15 +179,16 @@ class RoundConfig:
         object.__setattr__(self, "n_clients", n)
         object.__setattr__(self, "count", _integer(self.count, "count", -1))
         object.__setattr__(self, "broadcast_nbytes", _integer(self.broadcast_nbytes, "broadcast_nbytes", 0))
-        p, alpha, bound = float(self.p), float(self.alpha), float(self.statistic_max)
+        p, step, bound = float(self.p), float(self.control_variate_step), float(self.statistic_max)
         if not 0.0 < p <= 1.0:
             raise ValueError(f"Expected 'p' in (0, 1], got {self.p!r}")
-        if not (math.isfinite(alpha) and alpha >= 0.0):
-            raise ValueError(f"Expected 'alpha' to be a finite float >= 0, got {self.alpha!r}")
+        if not (math.isfinite(step) and step >= 0.0):
+            raise ValueError(f"Expected 'control_variate_step' to be a finite float >= 0, "
+                             f"got {self.control_variate_step!r}")
         if not bound > 0.0:
             raise ValueError(f"Expected 'statistic_max' > 0 (inf: any finite value), got {self.statistic_max!r}")
         object.__setattr__(self, "p", p)
-        object.__setattr__(self, "alpha", alpha)
+        object.__setattr__(self, "control_variate_step", step)
         object.__setattr__(self, "statistic_max", bound)
         if self.count > n:
             raise ValueError(f"Expected 'count' <= n_clients = {n}, got {self.count}")
