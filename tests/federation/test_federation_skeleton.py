@@ -4,14 +4,16 @@ both participation rules (and that it draws the clients the compiled engine draw
 refusals, the weighted aggregation in client order, the control-variate step and the fault policy of a
 failing server step."""
 import math
+import pickle
 
 import numpy as np
 import pytest
 
+from fedmm import kernels
 from fedmm.algorithms import FedMM
 from fedmm.algorithms._random import RoundStream, party_seed
-from fedmm.federation import (MAX_STEP_RETRIES, ClientSelection, check_message, control_variate_update, decode_payloads,
-                              guarded_step, weighted_aggregate)
+from fedmm.federation import (MAX_STEP_RETRIES, ClientSelection, PhiloxRounds, check_message, control_variate_update,
+                              decode_payloads, guarded_step, weighted_aggregate)
 from fedmm.models import GaussianMixture
 
 KEY = RoundStream(party_seed(21, 0, 0)).key
@@ -53,14 +55,29 @@ def test_bernoulli_selection_frequency_within_a_binomial_bound(p):
 
 
 def test_selection_is_the_server_streams_first_draw():
-    # the definition the runtimes rely on: round t's coins are the first n uniforms of Philox(key, counter=t)
-    stream = RoundStream(party_seed(21, 0, 0))
-    bernoulli = ClientSelection(9, participation_prob=0.4, key=stream.key)
-    uniform = ClientSelection(9, clients_per_round=4, key=stream.key)
+    # the definition the runtimes rely on: round t's coins are the first n uniforms of Philox(key, counter=t);
+    # the reference is NumPy's own Philox started at that counter (not PhiloxRounds, which the selection uses)
+    def numpy_round(t):
+        return np.random.Generator(np.random.Philox(key=KEY, counter=[0, t, 0, 0]))
+
+    bernoulli = ClientSelection(9, participation_prob=0.4, key=KEY)
+    uniform = ClientSelection(9, clients_per_round=4, key=KEY)
     for t in (0, 1, 17, 2**40):
-        np.testing.assert_array_equal(bernoulli.uniforms(t), stream.at(t).random(9))
-        assert bernoulli.select(t) == np.flatnonzero(stream.at(t).random(9) < 0.4).tolist()
-        assert uniform.select(t) == sorted(stream.sample(t, 9, 4).tolist())
+        np.testing.assert_array_equal(bernoulli.uniforms(t), numpy_round(t).random(9))
+        assert bernoulli.select(t) == np.flatnonzero(numpy_round(t).random(9) < 0.4).tolist()
+        assert uniform.select(t) == sorted(kernels.sample_without_replacement(9, 4, numpy_round(t)).tolist())
+
+
+def test_philox_rounds_survive_pickling_and_restart_each_round():
+    rounds = PhiloxRounds(KEY)
+    first = rounds.at(3).random(5)
+    rounds.at(3).random(7)  # drawing on does not move round 3's start
+    np.testing.assert_array_equal(rounds.at(3).random(5), first)
+    copy = pickle.loads(pickle.dumps(rounds))
+    np.testing.assert_array_equal(copy.at(3).random(5), first)
+    assert not np.array_equal(rounds.at(4).random(5), first)
+    with pytest.raises(ValueError, match="'key'"):
+        PhiloxRounds(np.zeros(3, dtype=np.uint64))
 
 
 @pytest.mark.parametrize("rule", [{"clients_per_round": 3}, {"participation_prob": 0.5}])

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from fedmm import kernels
+
 from fedmm._validation import check_seed
+from fedmm.federation.skeleton import PhiloxRounds
 
 __all__ = ["RoundStream", "derive_seed", "party_seed", "check_seed", "seed_repr", "seed_from_repr",
            "init_generator"]
@@ -59,60 +60,15 @@ def party_seed(seed: int | np.random.SeedSequence, party: int, index: int = 0) -
     return derive_seed(seed, party, index)
 
 
-class RoundStream:
-    """A Philox generator that is reset to the start of round ``t``'s block on demand.
+class RoundStream(PhiloxRounds):
+    """:class:`fedmm.federation.PhiloxRounds` keyed by a party's ``SeedSequence`` (its first two uint64 words).
 
     Not shared between threads: one instance per party, used by one thread at a time.
     """
 
     def __init__(self, seed_seq: np.random.SeedSequence) -> None:
-        self._setup(seed_seq.generate_state(2, np.uint64))
+        super().__init__(seed_seq.generate_state(2, np.uint64))
 
-    def __getstate__(self) -> dict:
-        return {"key": self._key}
-
-    def __setstate__(self, state: dict) -> None:
-        # Pickled copies (e.g. Ray's zero-copy arrays) may be read-only: rebuild writable buffers.
-        self._setup(np.array(state["key"], dtype=np.uint64, copy=True))
-
-    def _setup(self, key: np.ndarray) -> None:
-        self._key = key
-        # The NumPy generator is built at the first at(): compiled rounds only need the key.
-        self._bitgen: np.random.Philox | None = None
-        self.generator: np.random.Generator | None = None
-        # Reused state dict: only the round word of the counter changes.
-        self._state = {
-            "bit_generator": "Philox",
-            "state": {"counter": np.zeros(4, dtype=np.uint64), "key": self._key},
-            "buffer": np.zeros(4, dtype=np.uint64),
-            "buffer_pos": 4,
-            "has_uint32": 0,
-            "uinteger": 0,
-        }
-
-    @property
-    def key(self) -> np.ndarray:
-        """The 128-bit Philox key as two uint64 (the compiled rounds seed their own replica with it)."""
-        return self._key
-
-    def sample(self, t: int, n: int, b: int) -> np.ndarray:
-        """``b`` distinct indices of ``range(n)``: the first draw of round ``t``'s stream.
-
-        Equal to ``fedmm.kernels.sample_without_replacement(n, b, self.at(t))``,
-        drawn from the compiled replica of the stream (no generator state to set).
-        """
-        return kernels.philox_sample_without_replacement(self._key, t, n, b)
-
-    def at(self, t: int) -> np.random.Generator:
-        """The generator positioned at the start of round ``t``'s stream (counter ``(0, t, 0, 0)``)."""
-        if self._bitgen is None:
-            self._bitgen = np.random.Philox(key=self._key)
-            self.generator = np.random.Generator(self._bitgen)
-        counter = self._state["state"]["counter"]
-        counter[:] = 0
-        counter[1] = t
-        self._bitgen.state = self._state
-        return self.generator
 
 _DEFAULT_POOL_SIZE = np.random.SeedSequence(0).pool_size
 

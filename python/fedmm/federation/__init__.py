@@ -23,7 +23,8 @@ A round is defined twice, once per backend, and both give the same numbers:
   per client in, new states out (:meth:`Server.simulate_rounds` exports and imports them).
 
 :func:`compiled_unsupported` says why a configuration runs on the Python backend.
-The round mechanics every family shares (:mod:`fedmm.federation.skeleton`): :class:`ClientSelection`
+The round mechanics every family shares (:mod:`fedmm.federation.skeleton`): :class:`PhiloxRounds` (round
+``t``'s random stream of a key, every party's), :class:`ClientSelection`
 (both participation rules and Algorithm 4's server coins), :func:`decode_payloads` (payload decoding, validation
 and the fault policy), :func:`weighted_aggregate`, :func:`control_variate_update` and :func:`guarded_step` (a
 failing server step under the fault policy, with its retries).
@@ -35,14 +36,15 @@ from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_diges
 from fedmm.federation.compiled import CompiledRounds, compiled_rounds, compiled_statistics, config_unsupported
 from fedmm.federation.local import LocalRuntime, finish_round, record_initial, round_record, run_monitor
 from fedmm.federation.metrics import squared_distance, step_record, update_size
-from fedmm.federation.skeleton import (MAX_STEP_RETRIES, SELECTION_MODES, ClientSelection, RoundSelection,
+from fedmm.federation.skeleton import (MAX_STEP_RETRIES, SELECTION_MODES, ClientSelection, PhiloxRounds, RoundSelection,
                                       check_message, control_variate_update, decode_payloads, empty_payload_reason,
                                       guarded_step, refuse, step_without_failing_messages, weighted_aggregate)
 from fedmm.federation.state import ClientState, RoundConfig, ServerState
 
 __all__ = ["Checkpoint", "CheckpointWriter", "ClientSelection", "ClientState", "CompiledRounds", "LocalRuntime",
-           "RoundConfig", "RoundSelection", "SELECTION_MODES", "ServerState", "data_digest", "compiled_rounds",
-           "compiled_start_statistics", "compiled_statistics", "compiled_unsupported", "config_unsupported",
+           "PhiloxRounds", "RoundConfig", "RoundSelection", "SELECTION_MODES", "ServerState", "data_digest",
+           "compiled_rounds", "compiled_start_statistics", "compiled_statistics", "compiled_unsupported",
+           "config_unsupported",
            "finish_round", "record_initial", "round_record", "run_monitor", "squared_distance", "step_record",
            "update_size", "check_message", "control_variate_update", "decode_payloads", "empty_payload_reason",
            "guarded_step", "refuse", "step_without_failing_messages", "weighted_aggregate", "MAX_STEP_RETRIES"]

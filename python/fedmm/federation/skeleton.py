@@ -35,9 +35,9 @@ import numpy as np
 from fedmm import kernels
 from fedmm._validation import check_in, check_int
 
-__all__ = ["ClientSelection", "RoundSelection", "SELECTION_MODES", "check_message", "control_variate_update",
-           "decode_payloads", "empty_payload_reason", "guarded_step", "refuse", "step_without_failing_messages",
-           "weighted_aggregate", "MAX_STEP_RETRIES"]
+__all__ = ["ClientSelection", "PhiloxRounds", "RoundSelection", "SELECTION_MODES", "check_message",
+           "control_variate_update", "decode_payloads", "empty_payload_reason", "guarded_step", "refuse",
+           "step_without_failing_messages", "weighted_aggregate", "MAX_STEP_RETRIES"]
 
 #: How many extra server steps :func:`step_without_failing_messages` tries, each without one more of the
 #: largest messages, before the round goes on with no message.
@@ -50,6 +50,74 @@ OnInvalid = Callable[[int, str], None]
 #: Scaffold, Algorithm 3), ``'compress'`` (the draw is the server's coins, every client is contacted:
 #: Algorithm 4) and ``'compress-local'`` (every client is contacted and draws its own coin: Algorithm 4).
 SELECTION_MODES = ("select", "compress", "compress-local")
+
+
+class PhiloxRounds:
+    """Round ``t``'s random stream of a 128-bit Philox key: the generator reset to counter ``(0, t, 0, 0)``.
+
+    The stream every party of every family draws its round from (the server's selection, a client's
+    minibatch and quantization), and that the compiled engine replicates in C (``random.c``): a pure
+    function of the key and ``t``, so nothing about it is checkpointed but the key.  Not shared between
+    threads: one instance per party, used by one thread at a time.
+
+    Parameters
+    ----------
+    key : array_like of 2 uint64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rounds = PhiloxRounds(np.array([1, 2], dtype=np.uint64))
+    >>> a = rounds.at(3).random(2); b = rounds.at(3).random(2)
+    >>> bool((a == b).all())
+    True
+    """
+
+    def __init__(self, key: Any) -> None:
+        self._setup(np.array(key, dtype=np.uint64, copy=True))
+
+    def __getstate__(self) -> dict:
+        return {"key": self._key}
+
+    def __setstate__(self, state: dict) -> None:
+        # pickled copies (e.g. Ray's zero-copy arrays) may be read-only: rebuild writable buffers
+        self._setup(np.array(state["key"], dtype=np.uint64, copy=True))
+
+    def _setup(self, key: np.ndarray) -> None:
+        if key.shape != (2,):
+            raise ValueError(f"Expected 'key' to be 2 uint64 (a 128-bit Philox key), got shape {key.shape}")
+        self._key = key
+        # the NumPy generator is built at the first at(): compiled rounds only need the key
+        self._bitgen: np.random.Philox | None = None
+        self.generator: np.random.Generator | None = None
+        # reused state dict: only the round word of the counter changes; the buffer is empty (a fresh block)
+        self._state = {"bit_generator": "Philox",
+                       "state": {"counter": np.zeros(4, dtype=np.uint64), "key": self._key},
+                       "buffer": np.zeros(4, dtype=np.uint64), "buffer_pos": 4, "has_uint32": 0, "uinteger": 0}
+
+    @property
+    def key(self) -> np.ndarray:
+        """The 128-bit Philox key as two uint64 (the compiled rounds seed their own replica with it)."""
+        return self._key
+
+    def sample(self, t: int, n: int, b: int) -> np.ndarray:
+        """``b`` distinct indices of ``range(n)``: the first draw of round ``t``'s stream.
+
+        Equal to ``fedmm.kernels.sample_without_replacement(n, b, self.at(t))``, drawn from the compiled
+        replica of the stream (no generator state to set).
+        """
+        return kernels.philox_sample_without_replacement(self._key, t, n, b)
+
+    def at(self, t: int) -> np.random.Generator:
+        """The generator positioned at the start of round ``t``'s stream (counter ``(0, t, 0, 0)``)."""
+        if self._bitgen is None:
+            self._bitgen = np.random.Philox(key=self._key)
+            self.generator = np.random.Generator(self._bitgen)
+        counter = self._state["state"]["counter"]
+        counter[:] = 0
+        counter[1] = t
+        self._bitgen.state = self._state
+        return self.generator
 
 
 class RoundSelection(NamedTuple):
@@ -126,13 +194,7 @@ class ClientSelection:
                 raise ValueError(f"Expected 'key' to be 2 uint64 (a 128-bit Philox key), got shape {key.shape}")
             key.flags.writeable = False
             self.key = key
-        self._generator: np.random.Generator | None = None
-        self._state: dict | None = None
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_generator"] = state["_state"] = None  # rebuilt at the first Bernoulli draw
-        return state
+        self.stream = None if self.key is None else PhiloxRounds(self.key)
 
     def __repr__(self) -> str:
         return (f"ClientSelection({self.n_clients}, clients_per_round={self.clients_per_round}, "
@@ -141,17 +203,9 @@ class ClientSelection:
     def uniforms(self, t: int) -> np.ndarray:
         """The first ``n_clients`` uniform doubles of round ``t``'s stream (what the Bernoulli coins compare
         with ``participation_prob``)."""
-        if self.key is None:
+        if self.stream is None:
             raise ValueError("Expected the server stream's 'key' to draw round uniforms")
-        if self._generator is None:
-            self._generator = np.random.Generator(np.random.Philox(key=self.key))
-            # reused: only the round word of the counter changes; the buffer is empty (a fresh block)
-            self._state = {"bit_generator": "Philox",
-                           "state": {"counter": np.zeros(4, dtype=np.uint64), "key": self.key},
-                           "buffer": np.zeros(4, dtype=np.uint64), "buffer_pos": 4, "has_uint32": 0, "uinteger": 0}
-        self._state["state"]["counter"][1] = t
-        self._generator.bit_generator.state = self._state
-        return self._generator.random(self.n_clients)
+        return self.stream.at(t).random(self.n_clients)
 
     def coins(self, t: int) -> np.ndarray:
         """Round ``t``'s participation coins, one bool per client (the drawn clients are True)."""
@@ -161,7 +215,7 @@ class ClientSelection:
         if self.clients_per_round is None:
             return self.uniforms(t) < self.participation_prob
         coins = np.zeros(n, dtype=np.bool_)
-        coins[kernels.philox_sample_without_replacement(self.key, t, n, self.clients_per_round)] = True
+        coins[self.stream.sample(t, n, self.clients_per_round)] = True
         return coins
 
     def draw(self, t: int) -> RoundSelection:
@@ -185,7 +239,7 @@ class ClientSelection:
             return RoundSelection(everyone, None)
         if self.clients_per_round is None:
             return RoundSelection(np.flatnonzero(self.uniforms(t) < self.participation_prob).tolist(), None)
-        drawn = kernels.philox_sample_without_replacement(self.key, t, self.n_clients, self.clients_per_round)
+        drawn = self.stream.sample(t, self.n_clients, self.clients_per_round)
         return RoundSelection(sorted(drawn.tolist()), None)
 
     def select(self, t: int) -> list[int]:
