@@ -13,7 +13,7 @@ from fedmm import kernels
 from fedmm.algorithms import FedMM
 from fedmm.algorithms._random import RoundStream, party_seed
 from fedmm.federation import (MAX_STEP_RETRIES, ClientSelection, PhiloxRounds, check_message, control_variate_update,
-                              decode_payloads, guarded_step, weighted_aggregate)
+                              decode_payloads, guarded_step, mean_aggregate, sum_aggregate, weighted_aggregate)
 from fedmm.models import GaussianMixture
 
 KEY = RoundStream(party_seed(21, 0, 0)).key
@@ -211,6 +211,65 @@ def test_control_variate_update():
     V, acc = np.array([1.0, 2.0]), np.array([0.5, -1.0])
     np.testing.assert_array_equal(control_variate_update(V, acc, 0.5), [1.25, 1.5])
     assert control_variate_update(V, acc, 0.0) is V
+
+
+def _spread_rows(m, size, seed=5):
+    """``m`` rows whose entries span many magnitudes: sums of them depend on the order of the additions."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, size)) * 10.0 ** rng.integers(-8, 8, (m, size))
+
+
+@pytest.mark.parametrize("m, size", [(1, 3), (4, 5), (9, 1), (20, 3)])
+def test_mean_aggregate_is_numpys_mean_bit_for_bit(m, size):
+    # the subgradient family's recorded Histories averaged with np.mean(U, axis=0): the skeleton's mean is that
+    rows = _spread_rows(m, size)
+    expected = np.mean(rows, axis=0)
+    assert mean_aggregate(rows, size).tobytes() == expected.tobytes()
+    assert mean_aggregate(list(rows), size).tobytes() == expected.tobytes()  # a list of rows stacks alike
+    np.testing.assert_array_equal(sum_aggregate(rows, size), np.sum(rows, axis=0))
+    # FedMLS's order: the rows added one by one in client order, then divided by m
+    acc = np.zeros(size)
+    for r in rows:
+        acc += r
+    assert mean_aggregate(rows, size, order="client").tobytes() == (acc / m).tobytes()
+    assert sum_aggregate(rows, size, order="client").tobytes() == acc.tobytes()
+
+
+def test_the_two_orders_of_the_mean_differ_where_numpy_adds_pairwise():
+    # one column of 9 rows: NumPy's reduction adds pairwise, the client order does not; each algorithm keeps its own
+    rows = _spread_rows(9, 1)
+    assert mean_aggregate(rows, 1).tobytes() != mean_aggregate(rows, 1, order="client").tobytes()
+
+
+def test_mean_aggregate_of_a_column_block_is_the_mean_of_its_contiguous_copy():
+    # Scaffold's messages (Δy_i, Δc_i) side by side: each half is averaged as an (m, p) array of its own
+    deltas = _spread_rows(6, 8)
+    left, right = deltas[:, :4], deltas[:, 4:]
+    assert mean_aggregate(left, 4).tobytes() == np.ascontiguousarray(left).mean(axis=0).tobytes()
+    assert sum_aggregate(right, 4).tobytes() == np.ascontiguousarray(right).sum(axis=0).tobytes()
+
+
+def test_unweighted_aggregates_refuse_what_they_cannot_average():
+    assert sum_aggregate([], 3).tolist() == [0.0] * 3
+    with pytest.raises(ValueError, match="at least one message in 'rows'"):
+        mean_aggregate([], 3)
+    with pytest.raises(ValueError, match=r"'rows' of shape \(m, 3\).*got shape \(2, 4\)"):
+        mean_aggregate(np.ones((2, 4)), 3)
+    with pytest.raises(ValueError, match="'order'"):
+        mean_aggregate(np.ones((2, 3)), 3, order="pairwise")
+
+
+def test_control_variate_update_divides_by_the_number_of_clients():
+    # Scaffold's c + (sum_i Δc_i) / N: a division, whose bits differ from a product with 1/N
+    rng = np.random.default_rng(6)
+    c, total = rng.standard_normal(200), rng.standard_normal(200)
+    got = control_variate_update(c, total, 1.0, n_clients=3)
+    assert got.tobytes() == (c + total / 3).tobytes()
+    assert got.tobytes() != (c + total * (1.0 / 3)).tobytes()
+    np.testing.assert_array_equal(control_variate_update(c, total, 0.5, n_clients=4), c + 0.5 * total / 4)
+    assert control_variate_update(c, total, 0.0, n_clients=3) is c
+    with pytest.raises(ValueError, match="n_clients"):
+        control_variate_update(c, total, 1.0, n_clients=0)
 
 
 # --------------------------------------------------------------------------- the fault policy of a failing step

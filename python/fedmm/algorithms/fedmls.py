@@ -57,6 +57,7 @@ from fedmm.algorithms.nonsmooth import (
     vector_from_array,
 )
 from fedmm.algorithms._setup import checked_compressors, compressor_list
+from fedmm.federation.skeleton import mean_aggregate
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
 __all__ = ["FedMLS", "FedMLSServer", "FedMLSClient", "FedMLSMessage", "project_rows_to_ball"]
@@ -325,16 +326,11 @@ class FedMLSServer(SubgradientServer):
         """
         k, T, prox_weight = self._round
         ids, ys = self.decode_all(t, payloads, self.x.shape[0], on_invalid, reference=self.y)
-        mean_y = np.zeros(self.x.shape[0])
-        for y in ys:
-            mean_y += y
-        if ids:
-            mean_y /= len(ids)
         gamma, gamma_next = 2.0 / (k + 1), 2.0 / (k + 2)
         self.x = (1.0 - gamma) * self.x + gamma * self.z
         self.y = (1.0 - gamma_next) * self.x + gamma_next * self.z
         if ids:
-            self.z = self.z - ((k + 1) / 4.0) * (self.y - mean_y)
+            self.z = self.z - ((k + 1) / 4.0) * (self.y - mean_aggregate(ys, self.x.shape[0], order="client"))
         self.total_local_steps += T
         return {"gamma": gamma, "prox_weight": prox_weight, "local_steps": T,
                 "total_local_steps": self.total_local_steps}

@@ -79,7 +79,8 @@ from fedmm.algorithms.base import Boolean, FederatedAlgorithm, Integer, Optional
 from fedmm.compression import Identity
 from fedmm.federation.checkpoint import data_digest
 from fedmm.federation import LocalRuntime, record_initial
-from fedmm.federation.skeleton import ClientSelection, decode_payloads
+from fedmm.federation.skeleton import (ClientSelection, control_variate_update, decode_payloads, mean_aggregate,
+                                      sum_aggregate)
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
@@ -1302,7 +1303,7 @@ class FedAvgServer(SubgradientServer):
         T, step = self._round
         ids, U = self.decode_all(t, payloads, self.x.shape[0], on_invalid, reference=self.x)
         if ids:
-            self.x = U.mean(axis=0)
+            self.x = mean_aggregate(U, self.x.shape[0])
         self.total_local_steps += T
         return {"gamma": 1.0, "step": step, "local_steps": T, "total_local_steps": self.total_local_steps}
 
@@ -1471,9 +1472,8 @@ class ScaffoldServer(SubgradientServer):
         p = self.x.shape[0]
         ids, deltas = self.decode_all(t, payloads, 2 * p, on_invalid, parts=2)
         if ids:
-            # contiguous halves: the same reduction order as the mean of an (n, p) array
-            self.x = self.x + self.server_lr * np.ascontiguousarray(deltas[:, :p]).mean(axis=0)
-            self.c = self.c + np.ascontiguousarray(deltas[:, p:]).sum(axis=0) / self.n_clients
+            self.x = self.x + self.server_lr * mean_aggregate(deltas[:, :p], p)
+            self.c = control_variate_update(self.c, sum_aggregate(deltas[:, p:], p), 1.0, n_clients=self.n_clients)
         self.total_local_steps += self._T
         return {"gamma": self.server_lr, "local_steps": self._T, "total_local_steps": self.total_local_steps}
 
@@ -1685,7 +1685,7 @@ class ScaffnewServer(SubgradientServer):
         T, step, prob = self._round
         ids, X = self.decode_all(t, payloads, self.x.shape[0], on_invalid, reference=self.x)
         if ids:
-            self.x = X.mean(axis=0)
+            self.x = mean_aggregate(X, self.x.shape[0])
         self.total_local_steps += T
         return {"gamma": 1.0, "step": step, "communication_prob": prob, "local_steps": T,
                 "total_local_steps": self.total_local_steps}

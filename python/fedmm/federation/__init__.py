@@ -26,8 +26,9 @@ A round is defined twice, once per backend, and both give the same numbers:
 The round mechanics every family shares (:mod:`fedmm.federation.skeleton`): :class:`PhiloxRounds` (round
 ``t``'s random stream of a key, every party's), :class:`ClientSelection`
 (both participation rules and Algorithm 4's server coins), :func:`decode_payloads` (payload decoding, validation
-and the fault policy), :func:`weighted_aggregate`, :func:`control_variate_update` and :func:`guarded_step` (a
-failing server step under the fault policy, with its retries).
+and the fault policy), :func:`weighted_aggregate`, :func:`mean_aggregate` and :func:`sum_aggregate` (the
+unweighted aggregation), :func:`control_variate_update` and :func:`guarded_step` (a failing server step under
+the fault policy, with its retries).
 A :class:`Checkpoint` is the state of a run after a completed round, from which
 ``run(..., resume=...)`` continues bit for bit.
 """
@@ -36,9 +37,10 @@ from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_diges
 from fedmm.federation.compiled import CompiledRounds, compiled_rounds, compiled_statistics, config_unsupported
 from fedmm.federation.local import LocalRuntime, finish_round, record_initial, round_record, run_monitor
 from fedmm.federation.metrics import squared_distance, step_record, update_size
-from fedmm.federation.skeleton import (MAX_STEP_RETRIES, SELECTION_MODES, ClientSelection, PhiloxRounds, RoundSelection,
-                                      check_message, control_variate_update, decode_payloads, empty_payload_reason,
-                                      guarded_step, refuse, step_without_failing_messages, weighted_aggregate)
+from fedmm.federation.skeleton import (MAX_STEP_RETRIES, SELECTION_MODES, SUM_ORDERS, ClientSelection, PhiloxRounds,
+                                      RoundSelection, check_message, control_variate_update, decode_payloads,
+                                      empty_payload_reason, guarded_step, mean_aggregate, refuse,
+                                      step_without_failing_messages, sum_aggregate, weighted_aggregate)
 from fedmm.federation.state import ClientState, RoundConfig, ServerState
 
 __all__ = ["Checkpoint", "CheckpointWriter", "ClientSelection", "ClientState", "CompiledRounds", "LocalRuntime",
@@ -47,4 +49,5 @@ __all__ = ["Checkpoint", "CheckpointWriter", "ClientSelection", "ClientState", "
            "config_unsupported",
            "finish_round", "record_initial", "round_record", "run_monitor", "squared_distance", "step_record",
            "update_size", "check_message", "control_variate_update", "decode_payloads", "empty_payload_reason",
-           "guarded_step", "refuse", "step_without_failing_messages", "weighted_aggregate", "MAX_STEP_RETRIES"]
+           "guarded_step", "mean_aggregate", "refuse", "step_without_failing_messages", "sum_aggregate",
+           "weighted_aggregate", "MAX_STEP_RETRIES", "SUM_ORDERS"]

@@ -19,8 +19,11 @@ FedProx) and the optimal-transport servers (FedMM-OT, FedAdam) have in common, w
   refusal handed to the fault policy (:func:`refuse`).  :func:`check_message` is the validation of a decoded
   message that the FedMM and OT servers share (length, finite values, a magnitude bound).
 - :func:`weighted_aggregate`: ``Σ_k (w_k/p) v_k`` accumulated in the given (client) order, one compiled pass:
-  the same bits on every backend and runtime.
-- :func:`control_variate_update`: ``V_{t+1} = V_t + α · acc`` for the aggregate ``acc`` of the round.
+  the same bits on every backend and runtime (FedMM, FedMM-OT, FedAdam).  :func:`mean_aggregate` and
+  :func:`sum_aggregate`: the unweighted ``(1/m) Σ_k v_k`` and ``Σ_k v_k`` of the subgradient family (FedAvg,
+  FedProx, Scaffold, Scaffnew: NumPy's ``np.mean``/``np.sum`` over the clients; FedMLS: in client order).
+- :func:`control_variate_update`: ``V_{t+1} = V_t + α · acc`` for the aggregate ``acc`` of the round, or
+  Scaffold's ``c_{t+1} = c_t + acc / N``.
 - :func:`guarded_step`: the fault policy of a server step that can fail on the round's messages (FedMM's
   ``Π``/``T``): it raises with the state unchanged, or, under the ``'drop'`` policy, retries without the
   messages at fault (:func:`step_without_failing_messages`, at most :data:`MAX_STEP_RETRIES` retries).
@@ -35,9 +38,9 @@ import numpy as np
 from fedmm import kernels
 from fedmm._validation import check_in, check_int
 
-__all__ = ["ClientSelection", "PhiloxRounds", "RoundSelection", "SELECTION_MODES", "check_message",
-           "control_variate_update", "decode_payloads", "empty_payload_reason", "guarded_step", "refuse",
-           "step_without_failing_messages", "weighted_aggregate", "MAX_STEP_RETRIES"]
+__all__ = ["ClientSelection", "PhiloxRounds", "RoundSelection", "SELECTION_MODES", "SUM_ORDERS", "check_message",
+           "control_variate_update", "decode_payloads", "empty_payload_reason", "guarded_step", "mean_aggregate",
+           "refuse", "step_without_failing_messages", "sum_aggregate", "weighted_aggregate", "MAX_STEP_RETRIES"]
 
 #: How many extra server steps :func:`step_without_failing_messages` tries, each without one more of the
 #: largest messages, before the round goes on with no message.
@@ -50,6 +53,12 @@ OnInvalid = Callable[[int, str], None]
 #: Scaffold, Algorithm 3), ``'compress'`` (the draw is the server's coins, every client is contacted:
 #: Algorithm 4) and ``'compress-local'`` (every client is contacted and draws its own coin: Algorithm 4).
 SELECTION_MODES = ("select", "compress", "compress-local")
+
+#: How :func:`sum_aggregate` and :func:`mean_aggregate` add the rows: ``'numpy'`` (``np.sum``/``np.mean`` over
+#: axis 0 of the stacked rows: NumPy's reduction, which adds pairwise where NumPy does, e.g. one column of 8
+#: rows or more) or ``'client'`` (one compiled pass in client order, :func:`weighted_aggregate`'s with unit
+#: weights).  The two may differ in the last bits: each algorithm keeps the order it was recorded with.
+SUM_ORDERS = ("numpy", "client")
 
 
 class PhiloxRounds:
@@ -418,12 +427,101 @@ def weighted_aggregate(rows: Sequence[np.ndarray], weights: Sequence[float], siz
     return kernels.weighted_row_sum(list(rows), np.array(weights, dtype=np.float64) / p, size)
 
 
-def control_variate_update(V: np.ndarray, acc: np.ndarray, control_variate_step: float) -> np.ndarray:
-    r"""The server's control variate after a round: :math:`V_{t+1} = V_t + \alpha \cdot acc`.
+def _stacked(rows: Sequence[np.ndarray] | np.ndarray, size: int) -> np.ndarray:
+    """The rows as one C-contiguous ``(m, size)`` float64 array (no copy when they already are one)."""
+    stacked = np.ascontiguousarray(rows, dtype=np.float64)
+    if stacked.ndim != 2 or stacked.shape[1] != size:
+        raise ValueError(f"Expected 'rows' of shape (m, {size}) (one message of length {size} per client), got "
+                         f"shape {stacked.shape}")
+    return stacked
+
+
+def sum_aggregate(rows: Sequence[np.ndarray] | np.ndarray, size: int, *, order: str = "numpy") -> np.ndarray:
+    r""":math:`\sum_k v_k`, unweighted (Scaffold's :math:`\sum_{i \in R} \Delta c_i`).
+
+    Parameters
+    ----------
+    rows : sequence of ndarray of shape (size,), or ndarray of shape (m, size)
+        The decoded messages :math:`v_k`, in client order (a non-contiguous array, e.g. a column block of
+        the messages, is copied to a contiguous one first).
+    size : int
+        The length of a message (the result has it when ``rows`` is empty: zeros).
+    order : {'numpy', 'client'}
+        How the rows are added (:data:`SUM_ORDERS`): ``np.sum(rows, axis=0)`` of the stacked rows, or
+        one compiled pass in client order.
+
+    Returns
+    -------
+    ndarray of shape (size,)
+        A new vector.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sum_aggregate(np.array([[1.0, 2.0], [3.0, 4.0]]), 2)
+    array([4., 6.])
+    """
+    check_in(order, "order", SUM_ORDERS)
+    if len(rows) == 0:
+        return np.zeros(size)
+    if order == "client":
+        return weighted_aggregate(rows, np.ones(len(rows)), size)
+    return np.sum(_stacked(rows, size), axis=0)
+
+
+def mean_aggregate(rows: Sequence[np.ndarray] | np.ndarray, size: int, *, order: str = "numpy") -> np.ndarray:
+    r""":math:`\frac1m \sum_k v_k` of the ``m >= 1`` messages, unweighted: the subgradient family's server step
+    (FedAvg's and Scaffnew's new ``x``, Scaffold's :math:`\frac1{|R|} \sum_{i \in R} \Delta y_i`, FedMLS's
+    mean of the :math:`y^i_{k+1}`).
+
+    ``order='numpy'`` is ``np.mean(rows, axis=0)`` of the stacked rows itself (NumPy's reduction, then the
+    division by ``m``); ``order='client'`` divides :func:`sum_aggregate`'s client-order sum by ``m``.
+
+    Parameters
+    ----------
+    rows : sequence of ndarray of shape (size,), or ndarray of shape (m, size)
+        The decoded messages, in client order; at least one.
+    size : int
+        The length of a message.
+    order : {'numpy', 'client'}
+        See :data:`SUM_ORDERS`.
+
+    Returns
+    -------
+    ndarray of shape (size,)
+        A new vector.
+
+    Raises
+    ------
+    ValueError
+        ``rows`` is empty (the mean of no message is undefined: the server keeps its state), or not
+        ``m`` messages of length ``size``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> mean_aggregate([np.ones(2), np.arange(2.0)], 2)
+    array([0.5, 1. ])
+    """
+    check_in(order, "order", SUM_ORDERS)
+    if len(rows) == 0:
+        raise ValueError("Expected at least one message in 'rows' (the mean of no message is undefined)")
+    if order == "client":
+        return sum_aggregate(rows, size, order="client") / len(rows)
+    return np.mean(_stacked(rows, size), axis=0)
+
+
+def control_variate_update(V: np.ndarray, acc: np.ndarray, control_variate_step: float, *,
+                           n_clients: int | None = None) -> np.ndarray:
+    r"""The server's control variate after a round: :math:`V_{t+1} = V_t + \alpha \cdot acc`, or
+    :math:`V_t + \alpha \cdot acc / N` with ``n_clients``.
 
     ``acc`` is the round's :func:`weighted_aggregate` :math:`\sum_i (\mu_i/p) \Delta_i` (FedMM's
-    Algorithms 2 and 4, FedMM-OT's Algorithm 3).  With ``control_variate_step = 0`` (no control variates)
-    ``V`` itself is returned.
+    Algorithms 2 and 4, FedMM-OT's Algorithm 3), or, with ``n_clients`` :math:`= N` and
+    ``control_variate_step = 1``, Scaffold's :math:`c_{t+1} = c_t + \frac1N \sum_{i \in R} \Delta c_i` for
+    ``acc`` the :func:`sum_aggregate` of the :math:`\Delta c_i` (Karimireddy et al. 2020, Algorithm 1
+    line 17: a division by :math:`N`, not a product with :math:`1/N`, whose bits may differ).  With
+    ``control_variate_step = 0`` (no control variates) ``V`` itself is returned.
 
     Parameters
     ----------
@@ -431,13 +529,27 @@ def control_variate_update(V: np.ndarray, acc: np.ndarray, control_variate_step:
     acc : ndarray of shape (q,)
     control_variate_step : float
         :math:`\alpha \ge 0`.
+    n_clients : int >= 1, optional
+        :math:`N`, dividing :math:`\alpha \cdot acc`.
 
     Returns
     -------
     ndarray of shape (q,)
         A new vector (or ``V`` when ``control_variate_step == 0``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> control_variate_update(np.zeros(2), np.array([3.0, 6.0]), 1.0, n_clients=3)
+    array([1., 2.])
     """
-    return V + control_variate_step * acc if control_variate_step else V
+    if n_clients is not None:
+        n_clients = check_int(n_clients, "n_clients", low=1)
+    if not control_variate_step:
+        return V
+    if n_clients is None:
+        return V + control_variate_step * acc
+    return V + control_variate_step * acc / n_clients
 
 
 # --------------------------------------------------------------------------- the fault policy of a failing step
