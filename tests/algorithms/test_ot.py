@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Input-convex potentials, the OT objective (33), FedMM-OT (Algorithm 3) and FedAdam (FedMM paper §7)."""
 import pickle
+import re
 import subprocess
 import sys
 
@@ -12,8 +13,9 @@ pytest.importorskip("optax", reason='the optimal-transport extra is not installe
 
 from scipy.linalg import sqrtm  # noqa: E402
 
+from fault_injection import ANY_ROUND, FaultyClient  # noqa: E402
 from fedmm.algorithms import FedAdam, FedMMOT  # noqa: E402
-from fedmm.compression import StochasticRounding  # noqa: E402
+from fedmm.compression import Identity, StochasticRounding  # noqa: E402
 from fedmm.federation import LocalRuntime  # noqa: E402
 from fedmm.models import ICNN, TransportMap, TransportProblem  # noqa: E402
 from fedmm.history import History  # noqa: E402
@@ -583,6 +585,111 @@ def test_server_validates_payloads_before_changing_state(small_problem, small_da
     dropped = []
     server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append(i))
     assert dropped == [ids[-1]]
+
+
+# --------------------------------------------------------------------------- a failing server step
+ABSURD = 2  # the client whose messages make the server step fail
+
+
+def _absurd(client):
+    """A well-formed Identity payload of 1e200 everywhere: a valid message (finite), but the server step it
+    enters overflows (the θ-steps' or Adam's moments become non-finite)."""
+    return Identity().encode(np.full(client.message_size, 1e200))
+
+
+class _AbsurdClient:
+    """Client :data:`ABSURD` runs its step, then sends :func:`_absurd` (everything else is the client's)."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def step(self, message):
+        self.client.step(message)
+        return _absurd(self.client)
+
+
+def _failing_step_algorithms(problem):
+    # FedMM-OT's θ-steps and Adam's moments overflow; FedAdam's moments overflow
+    return [FedMMOT(problem, identity_steps=0, server_steps=2, omega_step="sgd", step=0.8, control_variate_step=0.5,
+                    clients_per_round=3),
+            FedAdam(problem, identity_steps=0, server_lr=0.01)]
+
+
+def _assert_same_state(a, b):
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes(), k
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["FedMMOT", "FedAdam"])
+def test_a_failing_ot_server_step_changes_nothing_or_goes_on_without_the_failing_message(which, small_problem,
+                                                                                          small_data):
+    datas, target = small_data
+    algo = _failing_step_algorithms(small_problem)[which]
+
+    def fresh():
+        server, clients = algo.build(datas, target=target, seed=3)
+        for c in clients:
+            c.setup(server.setup_message())
+        return server, clients
+
+    server, clients = fresh()
+    ids = server.select(0)
+    assert ABSURD in ids
+    message = server.broadcast(0)
+    payloads = {i: clients[i].step(message) for i in ids}
+    bad = {**payloads, ABSURD: _absurd(clients[ABSURD])}
+    before = server.get_state()
+    with pytest.raises(ValueError, match=r"Round 0: the server step failed \(ValueError: the server step's new .*"
+                                         r"not finite\); the server's state is unchanged"):
+        server.aggregate(0, bad)
+    _assert_same_state(server.get_state(), before)
+    dropped = []
+    record = server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
+    assert [i for i, _ in dropped] == [ABSURD]
+    assert re.search(r"its message made the server step fail .*not finite.*without the 1 largest of the "
+                     f"{len(ids)} messages.*about 1e20[01]", dropped[0][1]), dropped[0][1]
+    # bit for bit the step of the other messages alone
+    ref, _ = fresh()
+    assert ref.aggregate(0, {i: b for i, b in payloads.items() if i != ABSURD}) == record
+    _assert_same_state(server.get_state(), ref.get_state())
+    assert all(np.isfinite(np.asarray(v)).all() for v in server.get_state().values())
+
+
+class _WrappingRuntime(LocalRuntime):
+    """The in-process runtime, client :data:`ABSURD` wrapped by ``wrap``."""
+
+    def __init__(self, wrap):
+        super().__init__(compiled=False)
+        self.wrap = wrap
+
+    def run(self, server, clients, n_rounds, **kwargs):
+        return super().run(server, [self.wrap(c) if c.index == ABSURD else c for c in clients], n_rounds, **kwargs)
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["FedMMOT", "FedAdam"])
+def test_a_client_whose_messages_make_the_ot_step_fail_is_dropped_and_the_run_goes_on(which, small_problem,
+                                                                                       small_data):
+    # Every round that contacts client ABSURD drops it with the reason, and the run equals one in which the
+    # client's step fails instead (its message never arrives): the server steps of the other messages, bit for bit.
+    datas, target = small_data
+    algo = _failing_step_algorithms(small_problem)[which]
+    got = algo.run(datas, 4, target=target, seed=3, runtime=_WrappingRuntime(_AbsurdClient))
+    ref = algo.run(datas, 4, target=target, seed=3,
+                   runtime=_WrappingRuntime(lambda c: FaultyClient(c, {(ANY_ROUND, ABSURD): "raise"})))
+    contacted = [r for r in got.records if ABSURD in r["dropped"]]
+    assert len(got.records) == 4 and contacted  # the run went on past the failing steps
+    for r in got.records:
+        assert ABSURD not in r["active"]
+        if ABSURD in r["dropped"]:
+            assert "its message made the server step fail" in r["drop_reasons"][r["dropped"].index(ABSURD)]
+    assert [r["dropped"] for r in got.records] == [r["dropped"] for r in ref.records]
+    assert got.equals(ref, ignore=("wall_time", "monitor_time", "drop_reasons"))
+    for k in ("omega", "theta"):
+        assert got.state[k].tobytes() == ref.state[k].tobytes(), k
 
 
 def test_adaptive_omega_step_state_round_trip(small_problem, small_data):

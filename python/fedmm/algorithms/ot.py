@@ -49,7 +49,7 @@ from fedmm.algorithms._setup import (
 from fedmm.compression import Identity
 from fedmm.federation import LocalRuntime, record_initial
 from fedmm.federation.skeleton import (ClientSelection, check_message, control_variate_update, decode_payloads,
-                                      empty_payload_reason, weighted_aggregate)
+                                      empty_payload_reason, guarded_step, weighted_aggregate)
 from fedmm.federation.checkpoint import data_digest
 from fedmm.federation.metrics import squared_distance, update_size
 from fedmm.history import History
@@ -457,11 +457,46 @@ class _OTServerBase:
             raise ValueError(empty_payload_reason(i))
         return check_message(i, self.decoders[i].decode(payload), self.size)
 
-    def _decoded(self, t: int, payloads: Mapping[int, Any],
-                 on_invalid: Callable[[int, str], None] | None) -> np.ndarray:
-        """``Σ_i (μ_i/p) Quant_i`` over valid payloads in client order, every one validated first."""
+    def server_step(self, t: int, payloads: Mapping[int, Any],
+                    on_invalid: Callable[[int, str], None] | None) -> dict[str, Any]:
+        """Round ``t``'s server step from its payloads, under the fault policy; nothing of the server changes.
+
+        Every payload is decoded and validated first (:func:`fedmm.federation.decode_payloads`: an invalid
+        one raises ``ValueError`` or, with ``on_invalid``, is left out after ``on_invalid(i, reason)``); then
+        :meth:`candidate_step` of the valid messages runs under :func:`fedmm.federation.guarded_step`: when
+        it fails, a ``ValueError`` says why, or, with ``on_invalid``, the step is retried without the
+        largest messages (at most :data:`fedmm.federation.MAX_STEP_RETRIES` retries), each of their clients
+        reported by ``on_invalid(i, reason)``.  Returns :meth:`candidate_step`'s new state, to commit.
+        """
         ids, rows = decode_payloads(t, payloads, self._decode, on_invalid=on_invalid)
-        return weighted_aggregate(rows, [self.weights[i] for i in ids], self.size, p=self.p)
+        return guarded_step(t, lambda rows, weights: self.candidate_step(t, rows, weights), ids, rows,
+                            [self.weights[i] for i in ids], p=self.p, on_invalid=on_invalid)
+
+    def candidate_step(self, t: int, rows: Sequence[np.ndarray], weights: Sequence[float]) -> dict[str, Any]:
+        """The server step of round ``t`` from decoded messages, into new arrays; nothing of the server changes.
+
+        ``acc = Σ_k (weights[k]/p) rows[k]`` (:func:`fedmm.federation.weighted_aggregate`: client order, one
+        compiled pass), then the algorithm's step from it (``step_from``).  Returns the new state by name.
+
+        Raises
+        ------
+        ValueError
+            ``acc`` or a value of the new state (the parameters, the control variate, the Adam moments) is
+            not finite.
+        """
+        # overflows are reported by the checks below, not as NumPy warnings
+        with np.errstate(over="ignore", invalid="ignore"):
+            acc = weighted_aggregate(rows, weights, self.size, p=self.p)
+            if not np.isfinite(acc).all():
+                raise ValueError("the aggregate sum_i (mu_i/p) Delta_i is not finite")
+            new = self.step_from(t, acc)
+        bad = [name for name, value in new.items()
+               if value is not None and not all(np.isfinite(a).all() for a in (value if isinstance(value, list)
+                                                                               else [value]))]
+        if bad:
+            raise ValueError(f"the server step's new {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not "
+                             "finite")
+        return new
 
 
 class OTServer(_OTServerBase):
@@ -497,15 +532,30 @@ class OTServer(_OTServerBase):
 
     def aggregate(self, t: int, payloads: Mapping[int, Any],
                   on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
-        """Lines 13-17.  Every payload is decoded and validated (length, finite values) before the
-        state changes: an invalid one raises ``ValueError`` or, with ``on_invalid``, is left out
-        (its client counts as dropped) after ``on_invalid(i, reason)``.
+        """Lines 13-17, atomically.  Every payload is decoded and validated (length, finite values) before
+        the state changes: an invalid one raises ``ValueError`` or, with ``on_invalid``, is left out
+        (its client counts as dropped) after ``on_invalid(i, reason)``.  The step is computed into
+        temporaries (:meth:`candidate_step`) and committed only when the aggregate and every new value
+        are finite; a failing step leaves the state as it was and raises ``ValueError`` or, with
+        ``on_invalid``, goes on without the messages that make it fail (:meth:`server_step`).
 
         Returns the record fields ``gamma``, ``E_omega = ‖ω_{t+1} − ω_t‖²/γ²`` and
         ``E_theta = ‖θ_{t+1} − θ_t‖²``.
         """
         gamma = self.schedule(t + 1)
-        acc = self._decoded(t, payloads, on_invalid)
+        new = self.server_step(t, payloads, on_invalid)
+        omega, theta = new["omega"], new["theta"]
+        record = {"gamma": gamma,
+                  "E_omega": update_size("E_omega", squared_distance(omega, self.omega), gamma),
+                  "E_theta": squared_distance(theta, self.theta)}
+        self.omega, self.theta, self.adam, self.omega_adam = omega, theta, new["adam"], new["omega_adam"]
+        self.V = new["V"]
+        return record
+
+    def step_from(self, t: int, acc: np.ndarray) -> dict[str, Any]:
+        """Lines 14-17 from the aggregate ``acc`` into new arrays: ``omega``, ``theta``, ``V``, ``adam`` and
+        ``omega_adam`` (None with ``omega_step='sgd'``)."""
+        gamma = self.schedule(t + 1)
         omega_adam = self.omega_adam
         if omega_adam is None:
             omega = self.problem.potential.project(self.omega + gamma * (self.V + acc))
@@ -516,12 +566,8 @@ class OTServer(_OTServerBase):
             rng = self.target_stream.at(t)
             ys = self.target[_draw(rng, self.target.shape[0], self.target_batch_size, self.server_steps)]
             theta, adam = self.steps.theta_adam(omega, self.theta, self.adam, ys)
-        record = {"gamma": gamma,
-                  "E_omega": update_size("E_omega", squared_distance(omega, self.omega), gamma),
-                  "E_theta": squared_distance(theta, self.theta)}
-        self.omega, self.theta, self.adam, self.omega_adam = omega, theta, adam, omega_adam
-        self.V = control_variate_update(self.V, acc, self.control_variate_step)
-        return record
+        return {"omega": omega, "theta": theta, "V": control_variate_update(self.V, acc, self.control_variate_step),
+                "adam": adam, "omega_adam": omega_adam}
 
     def get_state(self) -> dict[str, np.ndarray]:
         """``omega``, ``theta``, ``V`` and the Adam state (``adam_0``, ``adam_1``, ...), as copies."""
@@ -573,12 +619,22 @@ class FedAdamServer(_OTServerBase):
 
     def aggregate(self, t: int, payloads: Mapping[int, Any],
                   on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
-        """Validate every payload (as :meth:`OTServer.aggregate`), then the Adam step.
+        """Validate every payload, then the Adam step, atomically and under the fault policy of a failing
+        step (as :meth:`OTServer.aggregate`).
 
         Returns ``gamma`` (the server learning rate), ``E_omega = ‖ω_{t+1} − ω_t‖²`` and
         ``E_theta = ‖θ_{t+1} − θ_t‖²``.
         """
-        acc = self._decoded(t, payloads, on_invalid)
+        new = self.server_step(t, payloads, on_invalid)
+        omega, theta = new["omega"], new["theta"]
+        record = {"gamma": self.steps.server_lr, "E_omega": squared_distance(omega, self.omega),
+                  "E_theta": squared_distance(theta, self.theta)}
+        self.omega, self.theta, self.adam, self.theta_adam = omega, theta, new["adam"], new["theta_adam"]
+        return record
+
+    def step_from(self, t: int, acc: np.ndarray) -> dict[str, Any]:
+        """The Adam step along ``acc`` (and the ``θ`` steps) into new arrays: ``omega``, ``theta``, ``adam``
+        and ``theta_adam`` (None without ``server_steps``)."""
         n = self.problem.n_params
         params, adam = self.steps.adam_step(np.concatenate([self.omega, self.theta]), self.adam, acc)
         omega, theta = params[:n], params[n:]
@@ -587,10 +643,7 @@ class FedAdamServer(_OTServerBase):
             rng = self.target_stream.at(t)
             ys = self.target[_draw(rng, self.target.shape[0], self.target_batch_size, self.server_steps)]
             theta, theta_adam = self.theta_steps.theta_adam(omega, theta, theta_adam, ys)
-        record = {"gamma": self.steps.server_lr, "E_omega": squared_distance(omega, self.omega),
-                  "E_theta": squared_distance(theta, self.theta)}
-        self.omega, self.theta, self.adam, self.theta_adam = omega, theta, adam, theta_adam
-        return record
+        return {"omega": omega, "theta": theta, "adam": adam, "theta_adam": theta_adam}
 
     def get_state(self) -> dict[str, np.ndarray]:
         """``omega``, ``theta`` and the Adam state (``adam_0``, ...; with ``server_steps``, also
