@@ -851,8 +851,33 @@ import fedmm.runtime.flower as ff
 from fedmm.algorithms import FedMMOT
 from fedmm.compression import StochasticRounding
 from fedmm.models import TransportProblem
+from fedmm.runtime import LocalRuntime
+sys.path.insert(0, sys.argv[1])  # tests/: the fault injection
+from fault_injection import ANY_ROUND, FaultyClient
 
 ROUNDS, STOP = 4, 1
+FAULTY = 1  # client 1 raises whenever it is contacted
+PLAN = {(ANY_ROUND, FAULTY): "raise"}
+
+
+class FaultyRemote:
+    # the algorithm, whose client FAULTY raises in every round (the runtime sees the contract only)
+    def __init__(self, algorithm):
+        self.algorithm = algorithm
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name == "algorithm":  # unpickling: no delegation before __dict__ is back
+            raise AttributeError(name)
+        return getattr(self.algorithm, name)
+
+    def remote_client(self, index, data, **kwargs):
+        return FaultyClient(self.algorithm.remote_client(index, data, **kwargs), PLAN)
+
+
+class FaultyLocalRuntime(LocalRuntime):
+    # the in-process runtime (Python backend) with the same faulty client
+    def run(self, server, clients, n_rounds, **kwargs):
+        return super().run(server, [FaultyClient(c, PLAN) for c in clients], n_rounds, **kwargs)
 
 
 class Interrupted(ff.FedMMStrategy):
@@ -870,6 +895,7 @@ target = rng.normal(loc=1.0, scale=0.7, size=(30, 2))
 # 2 of 3 clients per round (Algorithm 3), control variates V_i on the nodes, 8-bit stochastic rounding
 algo = FedMMOT(TransportProblem(2, hidden_sizes=[4], batch_size=8), clients_per_round=2, control_variate_step=0.5,
                local_lr=0.05, identity_steps=5, server_steps=1, compressor=StochasticRounding(bits=8))
+remote = FaultyRemote(algo)
 path = os.path.join(tempfile.mkdtemp(), "ot.ckpt")
 got = {}
 server_app = ServerApp()
@@ -877,16 +903,16 @@ server_app = ServerApp()
 
 @server_app.main()
 def main(grid, context):
-    got["full"] = ff.FedMMStrategy(algo, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0)
+    got["full"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0)
     try:
-        Interrupted(algo, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0, checkpoint_path=path)
+        Interrupted(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0, checkpoint_path=path)
     except KeyboardInterrupt as exc:
         got["interrupt"] = exc
-    got["resumed"] = ff.FedMMStrategy(algo, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0,
-                                                                               resume=path)
+    got["resumed"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0,
+                                                                                 resume=path)
 
 
-run_simulation(server_app, ff.client_app(algo, lambda pid, context: datas[pid], public_data=target), 3,
+run_simulation(server_app, ff.client_app(remote, lambda pid, context: datas[pid], public_data=target), 3,
                backend_config={"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
                                "client_resources": {"num_cpus": 1}})
 gc.collect()
@@ -894,8 +920,16 @@ assert sorted(got) == ["full", "interrupt", "resumed"], sorted(got)
 assert got["interrupt"].checkpoint.next_round == len(got["interrupt"].history) == STOP + 1
 assert any(r["active"] != [0, 1, 2] for r in got["full"].records)
 assert any(np.any(s["V"]) for s in got["interrupt"].checkpoint.client_states if s), "no control variate to restore"
-ref = algo.run(datas, ROUNDS, target=target, seed=4)  # JAX runs in this process only after Ray's start
-assert got["full"].equals(ref)
+# JAX runs in this process only after Ray's start
+ref = algo.run(datas, ROUNDS, target=target, seed=4, runtime=FaultyLocalRuntime(compiled=False))
+assert got["full"].equals(ref, ignore=("wall_time", "monitor_time", "drop_reasons"))
+# the faulty client was contacted before and after the interrupt, and left out with its reason every time
+assert [FAULTY in r["dropped"] for r in got["full"].records[STOP - 1:STOP + 2]] == [True] * 3, got["full"].records
+for record in got["full"].records:
+    assert FAULTY not in record["active"]
+    if FAULTY in record["dropped"]:
+        reason = record["drop_reasons"][record["dropped"].index(FAULTY)]
+        assert "injected failure" in reason, reason
 assert got["resumed"].equals(got["full"])
 for k in ("omega", "theta"):
     assert np.array_equal(got["resumed"].state[k], got["full"].state[k]), k
@@ -905,9 +939,11 @@ print("ok")
 
 @pytest.mark.integration
 def test_flower_fedmmot_resumes_bit_for_bit_after_an_interrupt():
-    # FedMM-OT with client sampling, control variates on the nodes and 8-bit compression, interrupted after round 1
-    # and resumed from the checkpoint: the uninterrupted Flower History (= the in-process one) bit for bit.  In a
-    # fresh process: Ray must start before JAX runs in the driver.
-    out = subprocess.run([sys.executable, "-c", _OT_RESUME_SCRIPT], capture_output=True, text=True, timeout=900)
+    # FedMM-OT with client sampling, control variates on the nodes, 8-bit compression and client 1 failing,
+    # interrupted after round 1 and resumed from the checkpoint: the uninterrupted Flower History (= the in-process
+    # one) bit for bit, client 1 dropped with its reason.  In a fresh process: Ray must start before JAX runs in the
+    # driver.
+    out = subprocess.run([sys.executable, "-c", _OT_RESUME_SCRIPT, str(REPO / "tests")], capture_output=True,
+                         text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert out.stdout.strip().endswith("ok"), out.stdout[-2000:]
