@@ -400,7 +400,11 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
     import matplotlib.pyplot as plt
 
     dims = summary["dimensions"]
-    fig, axes = plt.subplots(1, len(dims), figsize=(4.6 * len(dims), 4.0), squeeze=False)
+    # the legend's long labels need two panels' width per column: one column below three panels
+    legend_columns = 2 if len(dims) >= 3 else 1
+    legend_rows = -(-4 // legend_columns)
+    height = 3.4 + 0.22 * legend_rows + 0.5
+    fig, axes = plt.subplots(1, len(dims), figsize=(max(4.6 * len(dims), 9.2), height), squeeze=False)
     colors = {"FedMMOT": "C0", "FedAdam": "C1"}
     labels = _LABELS
     handles = {}
@@ -446,11 +450,11 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
     n_seeds = len(cfg["seeds"])
     band = f"mean over {n_seeds} seeds, band = min–max over seeds" if n_seeds > 1 else "one seed"
     fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="lower center",
-               ncol=2, frameon=False)
+               ncol=legend_columns, frameon=False)
     fig.suptitle(f"FedMM-OT vs FedAdam on the {cfg.get('benchmark', 'easy')} known-map OT benchmark: L2-UVP "
                  f"against rounds (lower is better)\n"
                  f"n = {cfg['n_clients']} k-means clients, {band}", fontsize=10)
-    fig.tight_layout(rect=(0, 0.13, 1, 0.93))
+    fig.tight_layout(rect=(0, (0.22 * legend_rows + 0.1) / height, 1, 1 - 0.5 / height))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
