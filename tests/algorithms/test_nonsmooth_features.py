@@ -4,11 +4,14 @@ client sampling where the method's paper defines it (FedAvg, Scaffold), the faul
 resumes bit for bit."""
 import numpy as np
 import pytest
-from fault_injection import CAUSES, FaultyClient
+import re
+
+from fault_injection import ANY_ROUND, CAUSES, FaultyClient
 from reference import nonsmooth_toy_data
 
 from fedmm import History
-from fedmm.algorithms import FedAvg, FedMLS, Scaffnew, Scaffold
+from fedmm.algorithms import FedAvg, FedMLS, FedProx, Scaffnew, Scaffold
+from fedmm.algorithms.nonsmooth import encode_vector
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
 from fedmm.models.nonsmooth import HingeSVM, L1Regression
 from fedmm.runtime import LocalRuntime
@@ -328,6 +331,100 @@ def test_a_compressed_payload_that_fails_validation_is_dropped():
         assert cut_reason in reasons[0], reasons[0]
         assert ("malformed payload" if name == "FedAvg" else "to end after its 2 parts") in reasons[4], reasons[4]
         assert not np.array_equal(server.x, x_before)  # the round went on with the three valid messages
+
+
+# -- (e') a server step that fails on valid messages ----------------------------------------------------------
+LARGEST = np.finfo(np.float64).max
+
+
+def huge_payload(payload, value=LARGEST):
+    """A valid uncompressed payload as long as ``payload``, every value ``value``: finite, so it passes the
+    decoding checks, but huge enough that a sum of two such messages overflows."""
+    return encode_vector(np.full(len(payload) // 8, value))
+
+
+def make_any(name, **kw):
+    """:func:`make`, and FedProx (FedAvg's server) on the same problem."""
+    if name == "FedProx":
+        return FedProx(L1Regression(), **{"local_lr": 0.05, "local_steps": 3, "mu": 0.1, **kw})
+    return make(name, **kw)
+
+
+@pytest.mark.parametrize("name", METHODS + ["FedProx"])
+def test_a_failing_subgradient_server_step_changes_nothing_or_goes_on_without_the_failing_message(name):
+    # Clients 2 and 3 send finite values near the largest float64: each message is valid, but the mean's sum
+    # (FedAvg's, Scaffnew's and FedMLS's, Scaffold's x and c) overflows.  (A single finite message cannot make
+    # a mean overflow; it can make Scaffold's x + eta_g mean overflow: see the whole run below.)
+    algo = make_any(name)
+
+    def fresh():
+        server, clients = algo.build(DATAS, seed=4, init=INIT)
+        return server, clients, server.broadcast(0)
+
+    server, clients, message = fresh()
+    payloads = {i: clients[i].step(message) for i in server.select(0)}
+    bad = {**payloads, 2: huge_payload(payloads[2]), 3: huge_payload(payloads[3], 1e308)}
+    before = server.get_state()
+    with pytest.raises(ValueError, match=r"Round 0: the server step failed \(ValueError: the server step's new .*"
+                                         r"not finite\); the server's state is unchanged"):
+        server.aggregate(0, bad)
+    assert_states_equal(server.get_state(), before)  # bit for bit: array_equal of the same floats
+    for key, value in before.items():
+        assert np.asarray(server.get_state()[key]).tobytes() == np.asarray(value).tobytes(), key
+    dropped = []
+    record = server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
+    assert [i for i, _ in dropped] == [2]  # the largest message, alone: without it the step succeeds
+    assert re.search(r"its message made the server step fail .*not finite.*without the 1 largest of the "
+                     rf"{N_CLIENTS} messages.*about 1e3\d\d", dropped[0][1]), dropped[0][1]
+    # bit for bit the step over the other messages (client 3's huge one included: it does not fail the step)
+    ref, _, _ = fresh()
+    refused = []  # client 2's message is missing: the 'drop' policy, which refuses nothing here
+    assert ref.aggregate(0, {i: b for i, b in bad.items() if i != 2}, on_invalid=lambda *a: refused.append(a)) == record
+    assert refused == []
+    got, want = server.get_state(), ref.get_state()
+    assert sorted(got) == sorted(want)
+    for key in got:
+        assert np.asarray(got[key]).tobytes() == np.asarray(want[key]).tobytes(), key
+    assert all(np.isfinite(server_vector(name if name != "FedProx" else "FedAvg", server)))
+
+
+class HugeClient:
+    """A client that runs its step, then sends :func:`huge_payload` (everything else is the client's)."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def step(self, message):
+        return huge_payload(self.client.step(message))
+
+
+def test_a_client_whose_messages_make_the_scaffold_step_overflow_is_dropped_and_the_run_goes_on():
+    # Two clients a round: x + sqrt(5) (1/2) (Delta y_i + Delta y_j) overflows when one Delta y is the largest
+    # float64.  Every round that contacts client 2 drops it with the reason, and the run equals the one in
+    # which its step fails instead (its message never arrives), bit for bit.
+    absurd, n_rounds = 2, 6
+    algo = make("Scaffold", clients_per_round=2)
+
+    def run(wrap):
+        server, clients = algo.build(DATAS, seed=5, init=INIT)
+        return run_rounds(server, [wrap(c) if c.index == absurd else c for c in clients], n_rounds), server
+
+    got, server = run(HugeClient)
+    ref, ref_server = run(lambda c: FaultyClient(c, {(ANY_ROUND, absurd): "raise"}))
+    contacted = [r for r in got.records if absurd in r["dropped"]]
+    assert len(got.records) == n_rounds and 0 < len(contacted) < n_rounds  # the run went on past the failing steps
+    for r in got.records:
+        assert absurd not in r["active"]
+        if absurd in r["dropped"]:
+            assert "its message made the server step fail" in r["drop_reasons"][r["dropped"].index(absurd)]
+    assert [r["dropped"] for r in got.records] == [r["dropped"] for r in ref.records]
+    assert got.equals(ref, ignore=("wall_time", "monitor_time", "drop_reasons"))
+    for key in ("x", "c"):
+        assert getattr(server, key).tobytes() == getattr(ref_server, key).tobytes(), key
+        assert np.isfinite(getattr(server, key)).all(), key
 
 
 # -- (4) state resumes bit for bit ---------------------------------------------------------------------------

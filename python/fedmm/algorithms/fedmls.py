@@ -322,18 +322,25 @@ class FedMLSServer(SubgradientServer):
         """Decode the ``y_{k+1}^i``, then ``x_k``, ``y_{k+1}`` and the consensus step ``z_{k+1}``.
 
         The mean of the ``y_{k+1}^i`` runs over the clients whose valid message arrived (compressed:
-        ``y_k + Quant(y_{k+1}^i − y_k)``); when none did, ``z_{k+1} = z_k``.
+        ``y_k + Quant(y_{k+1}^i − y_k)``); when none did, ``z_{k+1} = z_k``.  Atomic, under the fault policy
+        (:meth:`~fedmm.algorithms.nonsmooth.SubgradientServer.server_step`).
         """
         k, T, prox_weight = self._round
         ids, ys = self.decode_all(t, payloads, self.x.shape[0], on_invalid, reference=self.y)
-        gamma, gamma_next = 2.0 / (k + 1), 2.0 / (k + 2)
-        self.x = (1.0 - gamma) * self.x + gamma * self.z
-        self.y = (1.0 - gamma_next) * self.x + gamma_next * self.z
-        if ids:
-            self.z = self.z - ((k + 1) / 4.0) * (self.y - mean_aggregate(ys, self.x.shape[0], order="client"))
+        self.commit(self.server_step(t, ids, ys, on_invalid))
         self.total_local_steps += T
-        return {"gamma": gamma, "prox_weight": prox_weight, "local_steps": T,
+        return {"gamma": 2.0 / (k + 1), "prox_weight": prox_weight, "local_steps": T,
                 "total_local_steps": self.total_local_steps}
+
+    def step_from(self, t: int, rows: Sequence[np.ndarray] | np.ndarray) -> dict[str, np.ndarray]:
+        """Lines 17-19 from the messages ``y_{k+1}^i``: the new ``x``, ``y`` and ``z`` (``z`` itself without any)."""
+        k = self._round[0]
+        gamma, gamma_next = 2.0 / (k + 1), 2.0 / (k + 2)
+        x = (1.0 - gamma) * self.x + gamma * self.z
+        y = (1.0 - gamma_next) * x + gamma_next * self.z
+        z = self.z - ((k + 1) / 4.0) * (y - mean_aggregate(rows, self.x.shape[0], order="client")) if len(rows) \
+            else self.z
+        return {"x": x, "y": y, "z": z}
 
 
 class FedMLSClient(SubgradientClient):

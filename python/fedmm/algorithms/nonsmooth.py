@@ -79,8 +79,8 @@ from fedmm.algorithms.base import Boolean, FederatedAlgorithm, Integer, Optional
 from fedmm.compression import Identity
 from fedmm.federation.checkpoint import data_digest
 from fedmm.federation import LocalRuntime, record_initial
-from fedmm.federation.skeleton import (ClientSelection, control_variate_update, decode_payloads, mean_aggregate,
-                                      sum_aggregate)
+from fedmm.federation.skeleton import (ClientSelection, control_variate_update, decode_payloads, guarded_step,
+                                      mean_aggregate, sum_aggregate)
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
@@ -603,7 +603,11 @@ class SubgradientServer:
     Subclasses implement ``broadcast(t)`` and ``aggregate(t, payloads,
     on_invalid=None)`` (returning the round's record, with ``gamma`` among
     its fields), decode with :meth:`decode_all` and list their state arrays
-    in ``state_names``.
+    in ``state_names``.  Their server step is the hook ``step_from(t, rows)``:
+    the new state arrays by name from the round's decoded messages (``rows``,
+    ``m >= 0`` of them, in client order), computed into new arrays without
+    changing the server; ``aggregate`` runs it through :meth:`server_step`
+    (atomic, under the fault policy) and commits the result (:meth:`commit`).
 
     Parameters
     ----------
@@ -632,7 +636,11 @@ class SubgradientServer:
     out) and, with ``on_invalid``, clients whose payload fails validation are
     left out; the subclasses then aggregate over the clients that answered.
     Without ``on_invalid`` (the ``'raise'`` policy) every selected client's
-    message is needed and an invalid one raises ``ValueError``.
+    message is needed and an invalid one raises ``ValueError``.  A server step
+    that fails on valid messages (a non-finite new ``x`` or control variate:
+    finite but huge messages whose sum overflows) changes nothing: it raises
+    ``ValueError`` or, with ``on_invalid``, goes on without the messages that
+    make it fail (:meth:`server_step`).
     """
 
     state_names: tuple[str, ...] = ("x",)
@@ -754,6 +762,59 @@ class SubgradientServer:
         if not np.isfinite(values).all():
             raise ValueError(f"Expected the {name} to contain only finite values")
         return values
+
+    def server_step(self, t: int, ids: Sequence[int], rows: np.ndarray,
+                    on_invalid: Callable[[int, str], None] | None = None) -> dict[str, np.ndarray]:
+        """Round ``t``'s server step from its decoded messages, under the fault policy; nothing of the server
+        changes.
+
+        :meth:`candidate_step` of the messages runs under :func:`fedmm.federation.guarded_step`: when it
+        fails, a ``ValueError`` says why, or, with ``on_invalid``, the step is retried without the largest
+        messages (ranked by ``‖v_i‖``: the family's aggregation is unweighted; at most
+        :data:`fedmm.federation.MAX_STEP_RETRIES` retries), each of their clients reported by
+        ``on_invalid(i, reason)``.  The usual path costs one finiteness check of the new state.
+
+        Parameters
+        ----------
+        t : int
+            The round.
+        ids : list of int
+            The senders, increasing (:meth:`decode_all`).
+        rows : ndarray of shape (len(ids), size)
+            Their decoded messages (:meth:`decode_all`).
+        on_invalid : callable(i, reason), optional
+            The ``'drop'`` fault policy.
+
+        Returns
+        -------
+        dict of str to ndarray
+            :meth:`candidate_step`'s new state arrays by name, to :meth:`commit`.
+        """
+        return guarded_step(t, lambda rows, weights: self.candidate_step(t, rows), ids, rows, [1.0] * len(ids),
+                            on_invalid=on_invalid)
+
+    def candidate_step(self, t: int, rows: Sequence[np.ndarray] | np.ndarray) -> dict[str, np.ndarray]:
+        """The server step of round ``t`` from decoded messages (the subclass's ``step_from``), into new arrays;
+        nothing of the server changes.
+
+        Raises
+        ------
+        ValueError
+            A new state array is not finite.
+        """
+        # overflows are reported by the check below, not as NumPy warnings
+        with np.errstate(over="ignore", invalid="ignore"):
+            new = self.step_from(t, rows)
+        bad = [name for name, value in new.items() if not np.isfinite(value).all()]
+        if bad:
+            raise ValueError(f"the server step's new {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not "
+                             "finite")
+        return new
+
+    def commit(self, new: Mapping[str, np.ndarray]) -> None:
+        """Make :meth:`server_step`'s new state arrays the server's (no copy)."""
+        for name, value in new.items():
+            setattr(self, name, value)
 
 
 class SubgradientClient:
@@ -1299,13 +1360,16 @@ class FedAvgServer(SubgradientServer):
     def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
         r""":math:`x \leftarrow \frac{1}{|R|} \sum_{i \in R} \hat u_i` over the clients :math:`R` whose valid
         message arrived (:math:`\hat u_i = u_i`, or :math:`x + \mathrm{Quant}(u_i − x)` compressed);
-        ``x`` is unchanged when no client answered."""
+        ``x`` is unchanged when no client answered.  Atomic, under the fault policy (:meth:`server_step`)."""
         T, step = self._round
         ids, U = self.decode_all(t, payloads, self.x.shape[0], on_invalid, reference=self.x)
-        if ids:
-            self.x = mean_aggregate(U, self.x.shape[0])
+        self.commit(self.server_step(t, ids, U, on_invalid))
         self.total_local_steps += T
         return {"gamma": 1.0, "step": step, "local_steps": T, "total_local_steps": self.total_local_steps}
+
+    def step_from(self, t: int, rows: Sequence[np.ndarray] | np.ndarray) -> dict[str, np.ndarray]:
+        """The new ``x``: the mean of the messages (``x`` itself without any)."""
+        return {"x": mean_aggregate(rows, self.x.shape[0]) if len(rows) else self.x}
 
 
 class FedAvgClient(SubgradientClient):
@@ -1468,14 +1532,21 @@ class ScaffoldServer(SubgradientServer):
         :math:`c \leftarrow c + \frac1N \sum_{i \in R} Δc_i` over the clients :math:`R` whose valid message
         arrived (Karimireddy et al. 2020, Algorithm 1 lines 16-17, with :math:`R` for the sampled
         :math:`S`: a dropped client's :math:`c_i` is unchanged, so :math:`c = \frac1N \sum_i c_i` holds);
-        compressed, :math:`Δy_i`, :math:`Δc_i` are the decoded :math:`\mathrm{Quant}` values."""
-        p = self.x.shape[0]
-        ids, deltas = self.decode_all(t, payloads, 2 * p, on_invalid, parts=2)
-        if ids:
-            self.x = self.x + self.server_lr * mean_aggregate(deltas[:, :p], p)
-            self.c = control_variate_update(self.c, sum_aggregate(deltas[:, p:], p), 1.0, n_clients=self.n_clients)
+        compressed, :math:`Δy_i`, :math:`Δc_i` are the decoded :math:`\mathrm{Quant}` values.  Atomic, under
+        the fault policy (:meth:`server_step`)."""
+        ids, deltas = self.decode_all(t, payloads, 2 * self.x.shape[0], on_invalid, parts=2)
+        self.commit(self.server_step(t, ids, deltas, on_invalid))
         self.total_local_steps += self._T
         return {"gamma": self.server_lr, "local_steps": self._T, "total_local_steps": self.total_local_steps}
+
+    def step_from(self, t: int, rows: Sequence[np.ndarray] | np.ndarray) -> dict[str, np.ndarray]:
+        """The new ``x`` and ``c`` from the messages ``[Δy_i, Δc_i]`` (``x``, ``c`` themselves without any)."""
+        if not len(rows):
+            return {"x": self.x, "c": self.c}
+        p = self.x.shape[0]
+        deltas = np.asarray(rows)  # the decoded (m, 2p) array itself, or the rows of a retry stacked
+        return {"x": self.x + self.server_lr * mean_aggregate(deltas[:, :p], p),
+                "c": control_variate_update(self.c, sum_aggregate(deltas[:, p:], p), 1.0, n_clients=self.n_clients)}
 
 
 class ScaffoldClient(SubgradientClient):
@@ -1681,14 +1752,18 @@ class ScaffnewServer(SubgradientServer):
     def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
         r""":math:`x = \frac{1}{|R|} \sum_{j \in R} (\hat x_j − (η/p) h_j)` over the clients :math:`R` whose
         valid message arrived (compressed: :math:`x_{\text{sent}} + \mathrm{Quant}(\hat x_j − (η/p) h_j −
-        x_{\text{sent}})`); ``x`` is unchanged when no client answered."""
+        x_{\text{sent}})`); ``x`` is unchanged when no client answered.  Atomic, under the fault policy
+        (:meth:`server_step`)."""
         T, step, prob = self._round
         ids, X = self.decode_all(t, payloads, self.x.shape[0], on_invalid, reference=self.x)
-        if ids:
-            self.x = mean_aggregate(X, self.x.shape[0])
+        self.commit(self.server_step(t, ids, X, on_invalid))
         self.total_local_steps += T
         return {"gamma": 1.0, "step": step, "communication_prob": prob, "local_steps": T,
                 "total_local_steps": self.total_local_steps}
+
+    def step_from(self, t: int, rows: Sequence[np.ndarray] | np.ndarray) -> dict[str, np.ndarray]:
+        """The new ``x``: the mean of the messages (``x`` itself without any)."""
+        return {"x": mean_aggregate(rows, self.x.shape[0]) if len(rows) else self.x}
 
 
 
