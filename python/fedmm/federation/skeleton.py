@@ -617,7 +617,7 @@ def step_without_failing_messages(t: int, step: Step, ids: Sequence[int], rows: 
         except (ValueError, ArithmeticError):
             continue
         return result, [(ids[j], f"its message made the server step fail ({why}); the step succeeds without "
-                                 f"the {k} largest of the {m} messages, ranked by ||(mu_i/p) Delta_i|| "
+                                 f"the {k} largest of the {m} messages, ranked by their weighted size ||(w_i/p) v_i|| "
                                  f"(this one: about 1e{sizes[j] / math.log(10):.0f})")
                         for j in sorted(order[:k])]
     return empty, [(ids[j], f"the server step failed with the round's messages ({why}) and without the "
