@@ -4,8 +4,10 @@
 (:class:`LocalRuntime`: selection, broadcast, the clients' rounds on threads,
 the fault policy and its roll-back, the records), checkpoints, the state
 values that cross layers (:class:`RoundConfig`, :class:`ServerState`,
-:class:`ClientState`) and the compiled backend of the FedMM round (the Python
-reference backend is :class:`fedmm.algorithms.Server` / :class:`fedmm.algorithms.Client`).
+:class:`ClientState` of FedMM; :class:`SubgradientServerState`, :class:`SubgradientClientState`
+of the non-smooth family; :class:`OTServerState`, :class:`OTClientState` of FedMM-OT and FedAdam)
+and the compiled backend of the FedMM round (the Python reference backend is
+:class:`fedmm.algorithms.Server` / :class:`fedmm.algorithms.Client`).
 Formerly ``fedmm.engine``.
 
 A round is defined twice, once per backend, and both give the same numbers:
@@ -32,19 +34,23 @@ A :class:`Checkpoint` is the state of a run after a completed round, from which
 ``run(..., resume=...)`` continues bit for bit.
 """
 from fedmm.federation.backend import compiled_start_statistics, compiled_unsupported
-from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_digest
+from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_digest, import_arrays
 from fedmm.federation.compiled import CompiledRounds, compiled_rounds, compiled_statistics, config_unsupported
 from fedmm.federation.local import LocalRuntime, finish_round, record_initial, round_record, run_monitor
 from fedmm.federation.metrics import squared_distance, step_record, update_size
 from fedmm.federation.skeleton import (MAX_STEP_RETRIES, SELECTION_MODES, ClientSelection, PhiloxRounds, RoundSelection,
                                       check_message, control_variate_update, decode_payloads, empty_payload_reason,
                                       guarded_step, refuse, step_without_failing_messages, weighted_aggregate)
-from fedmm.federation.state import ClientState, RoundConfig, ServerState
+from fedmm.federation.state import (ArrayState, ClientState, OTClientState, OTServerState, RoundConfig, ServerState,
+                                   SubgradientClientState, SubgradientServerState)
 
-__all__ = ["Checkpoint", "CheckpointWriter", "ClientSelection", "ClientState", "CompiledRounds", "LocalRuntime",
-           "PhiloxRounds", "RoundConfig", "RoundSelection", "SELECTION_MODES", "ServerState", "data_digest",
+__all__ = ["ArrayState", "Checkpoint", "CheckpointWriter", "ClientSelection", "ClientState", "CompiledRounds",
+           "LocalRuntime",
+           "OTClientState", "OTServerState", "PhiloxRounds", "RoundConfig", "RoundSelection", "SELECTION_MODES",
+           "ServerState", "SubgradientClientState", "SubgradientServerState", "data_digest",
            "compiled_rounds", "compiled_start_statistics", "compiled_statistics", "compiled_unsupported",
            "config_unsupported",
            "finish_round", "record_initial", "round_record", "run_monitor", "squared_distance", "step_record",
            "update_size", "check_message", "control_variate_update", "decode_payloads", "empty_payload_reason",
-           "guarded_step", "refuse", "step_without_failing_messages", "weighted_aggregate", "MAX_STEP_RETRIES"]
+           "guarded_step", "import_arrays", "refuse",
+           "step_without_failing_messages", "weighted_aggregate", "MAX_STEP_RETRIES"]
