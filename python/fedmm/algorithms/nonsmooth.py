@@ -57,7 +57,6 @@ point; ``history.initial`` holds the values at ``x_0``,
 """
 from __future__ import annotations
 
-import json
 import math
 import struct
 from typing import Any, Callable, Mapping, Sequence
@@ -91,7 +90,6 @@ __all__ = [
     "ScaffoldMessage", "ScaffoldStepRule", "ScaffnewServer", "ScaffnewClient", "ScaffnewMessage",
     "decode_vector", "encode_vector", "is_uncompressed", "join_parts", "split_parts", "pcg64_state",
     "set_pcg64_state", "scalar_array", "scalar_from_array", "vector_from_array",
-    "state_to_arrays", "state_from_arrays", "STATE_STRUCTURE",
 ]
 
 _WORD = 8  # bytes of one float64 vector entry or one scalar on the wire
@@ -458,72 +456,6 @@ def vector_from_array(array: Any, name: str = "vector") -> np.ndarray:
     return np.array(a, copy=True)
 
 
-#: The key of :func:`state_to_arrays`'s structure entry (no array path starts with ``#``).
-STATE_STRUCTURE = "#structure"
-
-
-def state_to_arrays(state: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """A party's state (a nested mapping of arrays, numbers, strings, None, lists: a client's ``get_state``,
-    its random streams included) as flat named arrays, for transports that keep arrays only (Flower).
-
-    Each array goes under its dotted path (``"c"``, ``"oracle.buffer"``); the
-    rest of the structure, exact integers included (a generator's 128-bit
-    state), goes to :data:`STATE_STRUCTURE` as JSON text in a uint8 array.
-    :func:`state_from_arrays` is the inverse, bit for bit.
-
-    Examples
-    --------
-    >>> arrays = state_to_arrays({"c": np.ones(2), "oracle": {"calls": 3, "rngs": [{"state": 2**100}]}})
-    >>> sorted(arrays), state_from_arrays(arrays)["oracle"]["rngs"][0]["state"] == 2**100
-    (['#structure', 'c'], True)
-    """
-    arrays: dict[str, np.ndarray] = {}
-
-    def walk(value: Any, path: str) -> Any:
-        if isinstance(value, np.ndarray):
-            arrays[path] = np.array(value, order="C")  # 0-d stays 0-d (ascontiguousarray makes it 1-d)
-            return {"__array__": path}
-        if isinstance(value, Mapping):
-            return {str(k): walk(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [walk(v, f"{path}.{i}") for i, v in enumerate(value)]
-        if isinstance(value, np.generic):
-            return value.item()
-        if value is None or isinstance(value, (bool, int, float, str)):
-            return value
-        raise TypeError(f"Expected a state of arrays, numbers, strings, None, lists and mappings, got "
-                        f"{type(value).__name__} at {path!r}")
-
-    structure = walk(dict(state), "")
-    arrays[STATE_STRUCTURE] = np.frombuffer(json.dumps(structure).encode(), dtype=np.uint8).copy()
-    return arrays
-
-
-def state_from_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """Inverse of :func:`state_to_arrays` (``ValueError`` when the structure or an array is missing)."""
-    if STATE_STRUCTURE not in arrays:
-        raise ValueError(f"Expected the state's structure under {STATE_STRUCTURE!r}, got keys {sorted(arrays)}")
-    try:
-        structure = json.loads(np.asarray(arrays[STATE_STRUCTURE], dtype=np.uint8).tobytes().decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"Expected JSON text under {STATE_STRUCTURE!r} ({exc})") from exc
-
-    def build(value: Any) -> Any:
-        if isinstance(value, dict):
-            if set(value) == {"__array__"}:
-                if value["__array__"] not in arrays:
-                    raise ValueError(f"The state's array {value['__array__']!r} is missing")
-                return np.array(arrays[value["__array__"]], copy=True)
-            return {k: build(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [build(v) for v in value]
-        return value
-
-    if not isinstance(structure, dict):
-        raise ValueError(f"Expected a mapping under {STATE_STRUCTURE!r}, got {type(structure).__name__}")
-    return build(structure)
-
-
 class _Message:
     """Base of the server → clients messages: ``nbytes`` counts the vectors and 8 bytes per scalar."""
 
@@ -827,7 +759,7 @@ class SubgradientClient:
         What compresses the client's messages (default
         :class:`~fedmm.compression.Identity`: raw float64 payloads).  A
         compressing client draws from its own stream, child ``1`` of its
-        oracle's seed, whose position :meth:`get_state` saves.
+        oracle's seed, whose position :meth:`export_state` saves.
     """
 
     state_names: tuple[str, ...] = ()
