@@ -551,7 +551,8 @@ class SubgradientServer:
     Subclasses implement ``broadcast(t)`` and ``aggregate(t, payloads,
     on_invalid=None)`` (returning the round's record, with ``gamma`` among
     its fields), decode with :meth:`decode_all` and list their state arrays
-    in ``state_names``.
+    in ``state_names`` (fields of :class:`~fedmm.federation.SubgradientServerState`:
+    :data:`~fedmm.federation.state.SUBGRADIENT_SERVER_VECTORS`).
 
     Parameters
     ----------
@@ -738,7 +739,9 @@ class SubgradientServer:
 
 
 class SubgradientClient:
-    """Base of the non-smooth clients: private data, an own random stream, state arrays ``state_names``.
+    """Base of the non-smooth clients: private data, an own random stream, state arrays ``state_names``
+    (fields of :class:`~fedmm.federation.SubgradientClientState`:
+    :data:`~fedmm.federation.state.SUBGRADIENT_CLIENT_VECTORS`).
 
     Subclasses implement ``step_many(clients, message)`` (the round for a
     share of clients, one vectorized oracle call per local step, identical
