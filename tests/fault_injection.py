@@ -74,11 +74,14 @@ class FaultyClient:
     def setup(self, message):
         return self.client.setup(message)
 
+    def export_state(self):
+        return self.client.export_state()
+
+    def import_state(self, state, like_theta=None):
+        self.client.import_state(state, like_theta)
+
     def get_state(self):
         return self.client.get_state()
-
-    def set_state(self, state, like_theta=None):
-        self.client.set_state(state, like_theta)
 
     def step(self, message):
         if (ANY_ROUND, self.index) in self.plan:

@@ -64,6 +64,7 @@ __all__ = [
     "Message",
     "Model",
     "Monitor",
+    "PartyState",
     "Payload",
     "RemoteAlgorithm",
     "Runtime",
@@ -331,6 +332,24 @@ class Message(Protocol):
 
 
 @runtime_checkable
+class PartyState(Protocol):
+    """A party's state between rounds as a frozen value of numbers only (no party, model or compressor).
+
+    What runtimes move (threads, Ray actors, Flower nodes) and checkpoints store: the built-in families'
+    are :class:`fedmm.federation.ServerState`, :class:`~fedmm.federation.ClientState` (FedMM),
+    :class:`~fedmm.federation.SubgradientServerState`, :class:`~fedmm.federation.SubgradientClientState`
+    (FedMLS, FedAvg, FedProx, Scaffold, Scaffnew), :class:`~fedmm.federation.OTServerState`,
+    :class:`~fedmm.federation.OTClientState` (FedMM-OT, FedAdam); a custom algorithm's parties may use
+    :class:`~fedmm.federation.ArrayState`.  Its class rebuilds it from :meth:`to_arrays` with a
+    classmethod ``from_arrays(arrays)`` (what a checkpoint's resume calls), and it must pickle (Ray).
+    """
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as ``name → array`` (dtypes a :class:`fedmm.federation.Checkpoint` stores)."""
+        ...
+
+
+@runtime_checkable
 class ServerParty(Protocol):
     """The server of a federated algorithm: whom to contact, what to send, how to aggregate.
 
@@ -339,9 +358,9 @@ class ServerParty(Protocol):
     order: :meth:`setup_message` and (when it returned a message)
     :meth:`setup_aggregate` once, then per round ``t = 0, 1, …``:
     :meth:`select`, :meth:`broadcast`, :meth:`aggregate`; around a round they
-    may take the state out and put it back (:meth:`get_state`,
-    :meth:`set_state`: a failed round leaves no trace).  All calls happen in
-    one process (the driver).
+    may take the state out and put it back (:meth:`export_state`,
+    :meth:`import_state`: a failed round leaves no trace; checkpoints store
+    the state's ``to_arrays()``).  All calls happen in one process (the driver).
 
     Attributes
     ----------
@@ -389,13 +408,15 @@ class ServerParty(Protocol):
         """
         ...
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """The server's mutable state as arrays (what a checkpoint or a rolled-back round restores)."""
+    def export_state(self) -> PartyState:
+        """The server's mutable state as a frozen value (what a checkpoint or a rolled-back round restores):
+        a :class:`PartyState` (the built-in families': :class:`fedmm.federation.ServerState`,
+        :class:`~fedmm.federation.SubgradientServerState`, :class:`~fedmm.federation.OTServerState`)."""
         ...
 
-    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
-        """Restore :meth:`get_state`; ``theta`` (the parameter in the model's structure, optional)
-        saves rebuilding it."""
+    def import_state(self, state: PartyState, theta: Any = None) -> None:
+        """Continue from an :meth:`export_state` value (of this server or of one built alike); ``theta``
+        (the parameter in the model's structure, optional) saves rebuilding it."""
         ...
 
 
@@ -441,7 +462,7 @@ class ClientParty(Protocol):
     Runtimes call :meth:`setup` once with the set-up message (when the
     server has one), then :meth:`step` in every round the server selected
     it; around a round they may take its state out and put it back
-    (:meth:`get_state`, :meth:`set_state`: a failed client's round leaves no
+    (:meth:`export_state`, :meth:`import_state`: a failed client's round leaves no
     trace, and runtimes whose workers do not keep the client objects carry
     it).  Its randomness in round ``t`` must depend only on (run seed,
     ``index``, ``t``), so that the numbers do not depend on the runtime, the
@@ -470,12 +491,15 @@ class ClientParty(Protocol):
         """Run this client's part of the round ``message`` belongs to; return its payload."""
         ...
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """The client's mutable state as arrays (control variate, oracle memory, ...)."""
+    def export_state(self) -> PartyState:
+        """The client's mutable state (control variate, oracle memory, streams that advance, ...) as a frozen
+        :class:`PartyState` (the built-in families': :class:`fedmm.federation.ClientState`,
+        :class:`~fedmm.federation.SubgradientClientState`, :class:`~fedmm.federation.OTClientState`)."""
         ...
 
-    def set_state(self, state: Mapping[str, np.ndarray], like_theta: Any = None) -> None:
-        """Restore :meth:`get_state`; ``like_theta`` is a model parameter giving ``θ``'s structure."""
+    def import_state(self, state: PartyState, like_theta: Any = None) -> None:
+        """Continue from an :meth:`export_state` value; ``like_theta`` is a model parameter giving ``θ``'s
+        structure."""
         ...
 
 
@@ -500,17 +524,18 @@ class SupportsStepMany(Protocol):
 class StatefulClientParty(ClientParty, Protocol):
     """A client whose state can be taken out and put back: every :class:`ClientParty` now.
 
-    ``set_state(get_state())`` on a fresh client built with the same
+    ``import_state(export_state())`` on a fresh client built with the same
     arguments continues the run bit for bit.  Kept as a name for the
     annotations that spell out that runtimes carry the state.
     """
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """The client's mutable state as arrays (control variate, oracle memory, ...)."""
+    def export_state(self) -> PartyState:
+        """The client's mutable state as a frozen :class:`PartyState`."""
         ...
 
-    def set_state(self, state: Mapping[str, np.ndarray], like_theta: Any = None) -> None:
-        """Restore :meth:`get_state`; ``like_theta`` is a model parameter giving ``θ``'s structure."""
+    def import_state(self, state: PartyState, like_theta: Any = None) -> None:
+        """Continue from an :meth:`export_state` value; ``like_theta`` is a model parameter giving ``θ``'s
+        structure."""
         ...
 
 
@@ -653,9 +678,10 @@ class RemoteAlgorithm(Protocol):
     each node its state back, which the node restores with
     :meth:`restore_client` as it restores the state it kept itself.
     ``client_state`` must therefore hold everything a client carries between
-    rounds (its random streams included) as arrays of the dtypes a
-    :class:`fedmm.federation.Checkpoint` stores (float64, int64, int32,
-    uint64, uint8, bool).
+    rounds (its random streams included), its ``to_arrays()`` as arrays of the
+    dtypes a :class:`fedmm.federation.Checkpoint` stores (float64, int64, int32,
+    uint64, uint8, bool); the node keeps and sends those arrays, and
+    :meth:`client_state_from_arrays` turns them back into the value.
 
     :meth:`estimate` gives the argument of a server-side objective.
 
@@ -765,13 +791,17 @@ class RemoteAlgorithm(Protocol):
         """Inverse of :meth:`broadcast_to_arrays` (``ValueError`` for arrays that do not form a message)."""
         ...
 
-    def client_state(self, client: Any) -> dict[str, np.ndarray]:
-        """The client's state as named arrays: what its node keeps between messages."""
+    def client_state(self, client: Any) -> PartyState:
+        """The client's state as a frozen value (its ``to_arrays()`` is what its node keeps between messages)."""
         ...
 
-    def restore_client(self, client: Any, state: Mapping[str, np.ndarray], message: Message) -> None:
-        """Put a :meth:`client_state` back into a client fresh from :meth:`remote_client`, before it handles
-        ``message``."""
+    def client_state_from_arrays(self, arrays: Mapping[str, np.ndarray]) -> PartyState:
+        """A :meth:`client_state` value from its ``to_arrays()`` (``ValueError`` for arrays that form none)."""
+        ...
+
+    def restore_client(self, client: Any, state: PartyState, message: Message) -> None:
+        """Put a :meth:`client_state` value back into a client fresh from :meth:`remote_client`, before it
+        handles ``message``."""
         ...
 
     def estimate(self, server: Any) -> Any:
@@ -783,7 +813,7 @@ class RemoteAlgorithm(Protocol):
         ...
 
     def remote_finish(self, server: Any, history: History,
-                      client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+                      client_states: Mapping[int, PartyState] | None = None) -> None:
         """Put the final state into ``history`` (``state``, ``params``, ``theta``) as the in-process ``run`` does.
 
         ``client_states[i]``: client ``i``'s last :meth:`client_state`, given

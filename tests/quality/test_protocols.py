@@ -24,7 +24,7 @@ from reference import extending_recipes, nonsmooth_toy_data
 PROTOCOLS = [P.Model, P.Layout, P.SupportsCompiledModel, P.Compressor, P.SupportsQuantize, P.SupportsVarianceBound,
              P.SupportsQuantizerSpec, P.Message, P.ServerParty, P.CompiledRoundsServer, P.ClientParty,
              P.StatefulClientParty, P.SupportsStepMany, P.Monitor, P.Runtime, P.SupportsResume,
-             P.SupportsGlobalMoments, P.RemoteAlgorithm]
+             P.SupportsGlobalMoments, P.RemoteAlgorithm, P.PartyState]
 _BASES = {object, Protocol}
 
 
@@ -235,7 +235,7 @@ def test_fedmm_parties_messages_and_monitor(algorithm):
 
 
 def test_fedmls_parties_and_message():
-    # FedMLS's clients carry get_state/set_state: runtimes that move clients between processes carry them.
+    # FedMLS's clients carry export_state/import_state: runtimes that move clients between processes carry them.
     capture = CaptureRuntime()
     FedMLS(L1Regression(), local_steps=2, prox_weight=("inverse", 1.0), oracle="full").run(
         nonsmooth_toy_data("l1"), 2, runtime=capture)
@@ -342,7 +342,8 @@ def test_resumable_runtimes_declare_it():
 def remote_run(algo, datas, n_rounds, seed, *, init=None, init_datas=None, public_data=None):
     """The :class:`fedmm.protocols.RemoteAlgorithm` calls in the order ``fedmm.runtime.flower`` makes them, in
     process and without Flower: a fresh client per message, every message through arrays, every client state
-    through ``client_state``/``restore_client`` (what a node keeps), the server built from data descriptions."""
+    through ``client_state(...).to_arrays()``/``client_state_from_arrays``/``restore_client`` (what a node keeps),
+    the server built from data descriptions."""
     from fedmm.runtime.local import record_initial, record_start_drops, round_record
 
     history = History(algo.name, algo.remote_config())
@@ -370,7 +371,7 @@ def remote_run(algo, datas, n_rounds, seed, *, init=None, init_datas=None, publi
         for i in range(n):
             client = fresh(i)
             payloads[i] = client.setup(down(setup))
-            states[i] = algo.client_state(client)
+            states[i] = algo.client_state(client).to_arrays()
         server.setup_aggregate(payloads)
     record_initial(history)
     for t in range(n_rounds):
@@ -380,14 +381,15 @@ def remote_run(algo, datas, n_rounds, seed, *, init=None, init_datas=None, publi
         for i in ids:
             client, mine = fresh(i), down(message)
             if i in states:
-                algo.restore_client(client, states[i], mine)
+                algo.restore_client(client, algo.client_state_from_arrays(states[i]), mine)
             else:
                 client.setup(mine)
             payloads[i] = client.step(mine)
-            states[i] = algo.client_state(client)
+            states[i] = algo.client_state(client).to_arrays()
         record = server.aggregate(t, payloads)
         history.append(**round_record(t, record, ids, [payloads[i] for i in ids], message, 0.0, {}), monitor_time=0.0)
-    finals = {i: states[i] for i in range(n)} if algo.remote_finish_needs_clients() else None
+    finals = ({i: algo.client_state_from_arrays(states[i]) for i in range(n)} if algo.remote_finish_needs_clients()
+              else None)
     algo.remote_finish(server, history, finals)
     return history
 
@@ -416,8 +418,6 @@ def test_subgradient_family_apart_reproduces_run(make):
 
 @pytest.mark.parametrize("make", SUBGRADIENT, ids=SUBGRADIENT_IDS)
 def test_subgradient_messages_and_states_round_trip_through_arrays(make):
-    from fedmm.algorithms.nonsmooth import state_from_arrays
-
     algo, datas = make(), nonsmooth_toy_data("l1")
     server, clients = algo.build(datas, seed=3)
     message = server.broadcast(0)
@@ -428,9 +428,9 @@ def test_subgradient_messages_and_states_round_trip_through_arrays(make):
     assert again.to_arrays().__len__() == len(arrays)
     assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(again.to_arrays(), arrays))
     clients[0].step(message)
-    state = algo.client_state(clients[0])
+    state = algo.client_state(clients[0]).to_arrays()
     assert all(isinstance(v, np.ndarray) for v in state.values())
-    assert state_from_arrays(state).keys() == clients[0].get_state().keys()
+    assert algo.client_state_from_arrays(state).to_arrays().keys() == clients[0].get_state().keys()
     with pytest.raises(ValueError, match="arrays"):
         algo.broadcast_from_arrays(arrays[:-1], "")
     with pytest.raises(ValueError, match="finite"):

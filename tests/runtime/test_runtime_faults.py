@@ -165,7 +165,7 @@ def test_an_actor_answers_at_its_deadline_with_the_healthy_clients_results():
             assert payload is None and failure[0] == "timeout: no answer within the deadline"
         else:
             assert failure is None and payload == ref[i].step(message)
-            np.testing.assert_array_equal(state["V"], ref[i].V)
+            np.testing.assert_array_equal(state.V, ref[i].V)  # the ClientState value
     again = shard.step(server.broadcast(1), [1, 2], {}, budget=0.5, deadline=time.time() + 0.5)
     assert again[0][3][0] == "timeout: still running round 0" and again[1][3] is None
     deadline = time.monotonic() + 30.0

@@ -214,7 +214,7 @@ class _Snapshots:
 
 
 def _snapshot(server, clients, history):
-    return server.get_state(), [c.get_state() for c in clients], history.copy()
+    return server.export_state(), [c.export_state() for c in clients], history.copy()
 
 
 def _rounds(runtime, build, n_rounds, *, resume=None, stop=None, every=0):
@@ -225,9 +225,9 @@ def _rounds(runtime, build, n_rounds, *, resume=None, stop=None, every=0):
     history, start = History("run"), 0
     if resume is not None:
         server_state, client_states, done = resume
-        server.set_state(server_state)
+        server.import_state(server_state)
         for c, state in zip(clients, client_states):
-            c.set_state(state)
+            c.import_state(state)
         history, start = done.copy(), len(done.records)
     snapshots = _Snapshots(server, clients, history, every or 10**9)
 

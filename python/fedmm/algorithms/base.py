@@ -27,7 +27,7 @@ from fedmm._validation import (check_bool, check_callable, check_count, check_in
 from fedmm.algorithms._random import seed_from_repr, seed_repr
 from fedmm.algorithms._setup import check_runtime, client_error_policy
 from fedmm.federation import LocalRuntime
-from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter
+from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, import_arrays
 from fedmm.history import History
 from fedmm.protocols import SupportsResume
 
@@ -509,9 +509,9 @@ class FederatedAlgorithm:
             fingerprint = self.fingerprint(server, clients, seed=seed, evaluate_data=evaluate_data, run_args=run_args)
         if resumed is not None:
             resumed.check_matches(fingerprint)
-            server.set_state(resumed.server_state)
+            import_arrays(server, resumed.server_state)
             for c, state in zip(clients, resumed.client_states):
-                c.set_state(state, server.theta)
+                import_arrays(c, state, server.theta)
             history = resumed.history.copy()
             history.config["n_rounds"] = n_rounds
         else:
@@ -535,7 +535,7 @@ class FederatedAlgorithm:
                 fingerprint = self.fingerprint(server, clients, seed=seed, evaluate_data=evaluate_data,
                                                run_args=run_args)
             return Checkpoint(fingerprint=fingerprint, next_round=len(history.records),
-                              server_state=server.get_state(), client_states=[c.get_state() for c in clients],
+                              server_state=server.export_state(), client_states=[c.export_state() for c in clients],
                               history=history.copy())
 
         writer = CheckpointWriter(checkpoint_path, checkpoint_every, snapshot)

@@ -1569,13 +1569,17 @@ class FedMM(FederatedAlgorithm):
         """:meth:`Broadcast.from_arrays` with ``θ``'s structure from :meth:`broadcast_layout`."""
         return Broadcast.from_arrays(arrays, self.model, theta_template(layout))
 
-    def client_state(self, client: Client) -> dict[str, np.ndarray]:
-        """:meth:`Client.get_state` (arrays already)."""
-        return client.get_state()
+    def client_state(self, client: Client) -> ClientState:
+        """:meth:`Client.export_state`."""
+        return client.export_state()
 
-    def restore_client(self, client: Client, state: Mapping[str, np.ndarray], message: Broadcast) -> None:
-        """:meth:`Client.set_state` with ``θ``'s structure from ``message``."""
-        client.set_state(dict(state), message.theta)
+    def client_state_from_arrays(self, arrays: Mapping[str, np.ndarray]) -> ClientState:
+        """A :meth:`client_state` value from its ``to_arrays()`` (:meth:`ClientState.from_arrays`)."""
+        return ClientState.from_arrays(arrays)
+
+    def restore_client(self, client: Client, state: ClientState, message: Broadcast) -> None:
+        """:meth:`Client.import_state` with ``θ``'s structure from ``message``."""
+        client.import_state(state, message.theta)
 
     def estimate(self, server: Server) -> Any:
         """``θ_t`` in the model's format."""

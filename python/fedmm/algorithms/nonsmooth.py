@@ -57,10 +57,8 @@ point; ``history.initial`` holds the values at ``x_0``,
 """
 from __future__ import annotations
 
-import json
 import math
 import struct
-from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -81,6 +79,8 @@ from fedmm.federation.checkpoint import data_digest
 from fedmm.federation import LocalRuntime, record_initial
 from fedmm.federation.skeleton import (ClientSelection, control_variate_update, decode_payloads, guarded_step,
                                       mean_aggregate, sum_aggregate)
+from fedmm.federation.state import (SUBGRADIENT_CLIENT_VECTORS, SUBGRADIENT_SERVER_VECTORS, SubgradientClientState,
+                                   SubgradientServerState)
 from fedmm.history import History
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
@@ -91,16 +91,31 @@ __all__ = [
     "ScaffoldMessage", "ScaffoldStepRule", "ScaffnewServer", "ScaffnewClient", "ScaffnewMessage",
     "decode_vector", "encode_vector", "is_uncompressed", "join_parts", "split_parts", "pcg64_state",
     "set_pcg64_state", "scalar_array", "scalar_from_array", "vector_from_array",
-    "state_to_arrays", "state_from_arrays", "STATE_STRUCTURE",
 ]
 
 _WORD = 8  # bytes of one float64 vector entry or one scalar on the wire
-_ORACLE = "oracle_"  # prefix of the oracle's entries in a client's state
 
 
-def _oracle_state(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The oracle's entries of a client's :meth:`SubgradientClient.get_state` (prefix removed)."""
-    return {k[len(_ORACLE):]: v for k, v in state.items() if k.startswith(_ORACLE)}
+def _state_vectors(state: Any, every: tuple[str, ...], carried: tuple[str, ...], shape: tuple | None, owner: type,
+                   optional: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """The vectors ``carried`` of a state value as writable copies: each required one present (``optional``
+    ones may be None), none of the others of ``every``, all of ``shape`` when given (``ValueError`` naming
+    the vector and ``owner``)."""
+    foreign = [name for name in every if name not in carried and getattr(state, name) is not None]
+    if foreign:
+        raise ValueError(f"Expected a {owner.__name__} state with the vectors {list(carried)}, got also {foreign} "
+                         "(the state of another method)")
+    out = {}
+    for name in carried:
+        value = getattr(state, name)
+        if value is None:
+            if name in optional:
+                continue
+            raise ValueError(f"Expected a {owner.__name__} state with the vector '{name}', got none")
+        if shape is not None and value.shape != shape:
+            raise ValueError(f"Expected '{name}' of shape {shape}, got {value.shape}")
+        out[name] = np.array(value, dtype=np.float64, copy=True)
+    return out
 
 
 def check_batch_size(batch_size: Any) -> float | int:
@@ -442,72 +457,6 @@ def vector_from_array(array: Any, name: str = "vector") -> np.ndarray:
     return np.array(a, copy=True)
 
 
-#: The key of :func:`state_to_arrays`'s structure entry (no array path starts with ``#``).
-STATE_STRUCTURE = "#structure"
-
-
-def state_to_arrays(state: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """A party's state (a nested mapping of arrays, numbers, strings, None, lists: a client's ``get_state``,
-    its random streams included) as flat named arrays, for transports that keep arrays only (Flower).
-
-    Each array goes under its dotted path (``"c"``, ``"oracle.buffer"``); the
-    rest of the structure, exact integers included (a generator's 128-bit
-    state), goes to :data:`STATE_STRUCTURE` as JSON text in a uint8 array.
-    :func:`state_from_arrays` is the inverse, bit for bit.
-
-    Examples
-    --------
-    >>> arrays = state_to_arrays({"c": np.ones(2), "oracle": {"calls": 3, "rngs": [{"state": 2**100}]}})
-    >>> sorted(arrays), state_from_arrays(arrays)["oracle"]["rngs"][0]["state"] == 2**100
-    (['#structure', 'c'], True)
-    """
-    arrays: dict[str, np.ndarray] = {}
-
-    def walk(value: Any, path: str) -> Any:
-        if isinstance(value, np.ndarray):
-            arrays[path] = np.array(value, order="C")  # 0-d stays 0-d (ascontiguousarray makes it 1-d)
-            return {"__array__": path}
-        if isinstance(value, Mapping):
-            return {str(k): walk(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [walk(v, f"{path}.{i}") for i, v in enumerate(value)]
-        if isinstance(value, np.generic):
-            return value.item()
-        if value is None or isinstance(value, (bool, int, float, str)):
-            return value
-        raise TypeError(f"Expected a state of arrays, numbers, strings, None, lists and mappings, got "
-                        f"{type(value).__name__} at {path!r}")
-
-    structure = walk(dict(state), "")
-    arrays[STATE_STRUCTURE] = np.frombuffer(json.dumps(structure).encode(), dtype=np.uint8).copy()
-    return arrays
-
-
-def state_from_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """Inverse of :func:`state_to_arrays` (``ValueError`` when the structure or an array is missing)."""
-    if STATE_STRUCTURE not in arrays:
-        raise ValueError(f"Expected the state's structure under {STATE_STRUCTURE!r}, got keys {sorted(arrays)}")
-    try:
-        structure = json.loads(np.asarray(arrays[STATE_STRUCTURE], dtype=np.uint8).tobytes().decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"Expected JSON text under {STATE_STRUCTURE!r} ({exc})") from exc
-
-    def build(value: Any) -> Any:
-        if isinstance(value, dict):
-            if set(value) == {"__array__"}:
-                if value["__array__"] not in arrays:
-                    raise ValueError(f"The state's array {value['__array__']!r} is missing")
-                return np.array(arrays[value["__array__"]], copy=True)
-            return {k: build(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [build(v) for v in value]
-        return value
-
-    if not isinstance(structure, dict):
-        raise ValueError(f"Expected a mapping under {STATE_STRUCTURE!r}, got {type(structure).__name__}")
-    return build(structure)
-
-
 class _Message:
     """Base of the server → clients messages: ``nbytes`` counts the vectors and 8 bytes per scalar."""
 
@@ -603,11 +552,12 @@ class SubgradientServer:
     Subclasses implement ``broadcast(t)`` and ``aggregate(t, payloads,
     on_invalid=None)`` (returning the round's record, with ``gamma`` among
     its fields), decode with :meth:`decode_all` and list their state arrays
-    in ``state_names``.  Their server step is the hook ``step_from(t, rows)``:
-    the new state arrays by name from the round's decoded messages (``rows``,
-    ``m >= 0`` of them, in client order), computed into new arrays without
-    changing the server; ``aggregate`` runs it through :meth:`server_step`
-    (atomic, under the fault policy) and commits the result (:meth:`commit`).
+    in ``state_names`` (fields of :class:`~fedmm.federation.SubgradientServerState`:
+    :data:`~fedmm.federation.state.SUBGRADIENT_SERVER_VECTORS`).  Their server step is the hook
+    ``step_from(t, rows)``: the new state arrays by name from the round's decoded messages (``rows``,
+    ``m >= 0`` of them, in client order), computed into new arrays without changing the server;
+    ``aggregate`` runs it through :meth:`server_step` (atomic, under the fault policy) and commits
+    the result (:meth:`commit`).
 
     Parameters
     ----------
@@ -676,17 +626,50 @@ class SubgradientServer:
         """Copies of the server's state arrays (what ``run``'s ``callback`` receives)."""
         return {name: getattr(self, name).copy() for name in self.state_names}
 
-    def get_state(self) -> dict[str, Any]:
-        """The state arrays (:meth:`state`) and ``total_local_steps``: what a rolled-back round or a checkpoint
-        restores (the selection stream is counter-based: it has no position to save)."""
-        return {**self.state(), "total_local_steps": np.array(self.total_local_steps, dtype=np.int64)}
+    def export_state(self) -> SubgradientServerState:
+        """The server's state as a frozen value: its vectors (``state_names``) and ``total_local_steps``,
+        what a rolled-back round, a checkpoint or a runtime restores (the selection stream is counter-based:
+        it has no position to save).  Its arrays are read-only copies."""
+        return SubgradientServerState(**{name: getattr(self, name) for name in self.state_names},
+                                      total_local_steps=self.total_local_steps)
 
-    def set_state(self, state: dict, theta: Any = None) -> None:
-        """Restore a :meth:`get_state` snapshot (``theta``, in the :class:`fedmm.protocols.ServerParty`
-        contract, is not needed here: the parameter is the state array ``x``)."""
-        for name in self.state_names:
-            setattr(self, name, np.array(state[name], dtype=np.float64, copy=True))
-        self.total_local_steps = int(state["total_local_steps"])
+    def import_state(self, state: SubgradientServerState, theta: Any = None) -> None:
+        """Continue from ``state`` (an :meth:`export_state` value of a server of the same method; ``theta``,
+        in the :class:`fedmm.protocols.ServerParty` contract, is not needed here: the parameter is ``x``).
+
+        Raises
+        ------
+        TypeError
+            ``state`` is not a :class:`~fedmm.federation.SubgradientServerState`.
+        ValueError
+            ``state`` lacks one of this server's vectors, holds one it does not carry (another method's
+            state), or a vector's length differs from ``x``'s.
+        """
+        self._check_state(state, None)
+        self._import_vectors(state)
+
+    def _check_state(self, state: Any, coin: bool | None) -> None:
+        if not isinstance(state, SubgradientServerState):
+            raise TypeError(f"Expected 'state' to be a SubgradientServerState (export_state()), got "
+                            f"{type(state).__name__}")
+        if coin is None and state.coin is not None:
+            raise ValueError(f"Expected a state without a 'coin' stream ({type(self).__name__} flips no coins), "
+                             "got one")
+
+    def _import_vectors(self, state: SubgradientServerState) -> None:
+        vectors = _state_vectors(state, SUBGRADIENT_SERVER_VECTORS, self.state_names, self.x.shape, type(self))
+        for name, value in vectors.items():
+            setattr(self, name, value)
+        self.total_local_steps = state.total_local_steps
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
+        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
+        return {k: np.array(v, copy=True) for k, v in self.export_state().to_arrays().items()}
+
+    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
+        """:meth:`import_state` of ``SubgradientServerState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
+        self.import_state(SubgradientServerState.from_arrays(state), theta)
 
     def setup_message(self) -> SetupMessage:
         """No set-up exchange: an empty message."""
@@ -818,7 +801,9 @@ class SubgradientServer:
 
 
 class SubgradientClient:
-    """Base of the non-smooth clients: private data, an own random stream, state arrays ``state_names``.
+    """Base of the non-smooth clients: private data, an own random stream, state arrays ``state_names``
+    (fields of :class:`~fedmm.federation.SubgradientClientState`:
+    :data:`~fedmm.federation.state.SUBGRADIENT_CLIENT_VECTORS`).
 
     Subclasses implement ``step_many(clients, message)`` (the round for a
     share of clients, one vectorized oracle call per local step, identical
@@ -839,7 +824,7 @@ class SubgradientClient:
         What compresses the client's messages (default
         :class:`~fedmm.compression.Identity`: raw float64 payloads).  A
         compressing client draws from its own stream, child ``1`` of its
-        oracle's seed, whose position :meth:`get_state` saves.
+        oracle's seed, whose position :meth:`export_state` saves.
     """
 
     state_names: tuple[str, ...] = ()
@@ -899,23 +884,70 @@ class SubgradientClient:
             received += reference
         return (join_parts(encoded) if parts > 1 else encoded[0]), received
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """Copies of the client's state arrays and its stream's position (``oracle_*``: the oracle's
-        :meth:`SubgradientOracle.get_state`), all arrays: a runtime's snapshot, a checkpoint's client state."""
-        state = {name: np.array(getattr(self, name), copy=True) for name in self.state_names}
-        state.update({_ORACLE + k: v for k, v in self.oracle.get_state().items()})
+    def export_state(self) -> SubgradientClientState:
+        """The client's state as a frozen value: its vectors (``state_names``) and its streams' positions
+        (the oracle's minibatch stream, the compression stream): a runtime's snapshot, a checkpoint's client
+        state.  Its arrays are read-only copies."""
+        return SubgradientClientState(**{name: getattr(self, name) for name in self.state_names},
+                                      **self._stream_fields())
+
+    def import_state(self, state: SubgradientClientState, like_theta: Any = None) -> None:
+        """Continue from ``state`` (an :meth:`export_state` value of a client of the same method and
+        configuration; ``like_theta``, the parameter's structure in the :class:`fedmm.protocols.ClientParty`
+        contract, is not needed here).
+
+        Raises
+        ------
+        TypeError
+            ``state`` is not a :class:`~fedmm.federation.SubgradientClientState`.
+        ValueError
+            ``state`` lacks one of this client's vectors or streams, or holds what it does not carry.
+        """
+        self._check_state(state)
+        for name, value in _state_vectors(state, SUBGRADIENT_CLIENT_VECTORS, self.state_names, None,
+                                          type(self)).items():
+            setattr(self, name, value)
+        self._import_streams(state)
+
+    @staticmethod
+    def _check_state(state: Any) -> None:
+        if not isinstance(state, SubgradientClientState):
+            raise TypeError(f"Expected 'state' to be a SubgradientClientState (export_state()), got "
+                            f"{type(state).__name__}")
+
+    def _stream_fields(self) -> dict[str, Any]:
+        """The streams' positions as :class:`~fedmm.federation.SubgradientClientState` fields."""
+        oracle = self.oracle.get_state()
+        return {"oracle_calls": int(oracle["calls"]), "oracle_rngs": oracle.get("rngs"),
+                "oracle_buffer": oracle.get("buffer"), "oracle_pos": int(oracle["pos"]) if "pos" in oracle else None,
+                "compression": None if self.compress_rng is None else pcg64_state(self.compress_rng)}
+
+    def _import_streams(self, state: SubgradientClientState) -> None:
+        owner = type(self).__name__
+        minibatch = self.oracle.batch_size is not None
+        if (state.oracle_rngs is not None) != minibatch:
+            raise ValueError(f"Expected a {owner} state {'with' if minibatch else 'without'} a minibatch stream "
+                             "('oracle_rngs', 'oracle_buffer', 'oracle_pos'), got one "
+                             f"{'without' if minibatch else 'with'}")
+        if (state.compression is not None) != (self.compress_rng is not None):
+            compressing = self.compress_rng is not None
+            raise ValueError(f"Expected a {owner} state {'with' if compressing else 'without'} a 'compression' "
+                             f"stream, got one {'without' if compressing else 'with'}")
+        oracle: dict[str, Any] = {"calls": state.oracle_calls}
+        if minibatch:
+            oracle.update(rngs=state.oracle_rngs, buffer=state.oracle_buffer, pos=state.oracle_pos)
+        self.oracle.set_state(oracle)
         if self.compress_rng is not None:
-            state["compression"] = pcg64_state(self.compress_rng)
-        return state
+            set_pcg64_state(self.compress_rng, state.compression)
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
+        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
+        return {k: np.array(v, copy=True) for k, v in self.export_state().to_arrays().items()}
 
     def set_state(self, state: Mapping[str, Any], like_theta: Any = None) -> None:
-        """Restore a :meth:`get_state` snapshot (``like_theta``, the parameter's structure in the
-        :class:`fedmm.protocols.StatefulClientParty` contract, is not needed here)."""
-        for name in self.state_names:
-            setattr(self, name, np.array(state[name], dtype=np.float64, copy=True))
-        self.oracle.set_state(_oracle_state(state))
-        if self.compress_rng is not None:
-            set_pcg64_state(self.compress_rng, state["compression"])
+        """:meth:`import_state` of ``SubgradientClientState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
+        self.import_state(SubgradientClientState.from_arrays(state), like_theta)
 
     @staticmethod
     def stack_share(clients: Sequence["SubgradientClient"]) -> StackedClients:
@@ -1244,13 +1276,17 @@ class FederatedSubgradientMethod(FederatedAlgorithm):
         """A round message of :meth:`message_class` rebuilt from its ``to_arrays``."""
         return self.message_class().from_arrays(arrays)
 
-    def client_state(self, client: SubgradientClient) -> dict[str, np.ndarray]:
-        """The client's ``get_state`` (random streams included) as arrays (:func:`state_to_arrays`)."""
-        return state_to_arrays(client.get_state())
+    def client_state(self, client: SubgradientClient) -> SubgradientClientState:
+        """The client's :meth:`~SubgradientClient.export_state` (its random streams included)."""
+        return client.export_state()
 
-    def restore_client(self, client: SubgradientClient, state: Mapping[str, np.ndarray], message: Any) -> None:
-        """Inverse of :meth:`client_state` on a fresh client."""
-        client.set_state(state_from_arrays(state))
+    def client_state_from_arrays(self, arrays: Mapping[str, np.ndarray]) -> SubgradientClientState:
+        """A :meth:`client_state` value from its ``to_arrays()`` (:meth:`SubgradientClientState.from_arrays`)."""
+        return SubgradientClientState.from_arrays(arrays)
+
+    def restore_client(self, client: SubgradientClient, state: SubgradientClientState, message: Any) -> None:
+        """Put a :meth:`client_state` value back into a fresh client (:meth:`~SubgradientClient.import_state`)."""
+        client.import_state(state)
 
     def estimate(self, server: SubgradientServer) -> np.ndarray:
         """The server point ``x`` (what ``run``'s ``objective`` is evaluated at)."""
@@ -1261,7 +1297,7 @@ class FederatedSubgradientMethod(FederatedAlgorithm):
         return False
 
     def remote_finish(self, server: SubgradientServer, history: History,
-                      client_states: Mapping[int, Mapping[str, np.ndarray]] | None = None) -> None:
+                      client_states: Mapping[int, SubgradientClientState] | None = None) -> None:
         """``history.state`` (:meth:`final_state`), ``params`` and ``theta`` as :meth:`run` sets them.
 
         ``client_states[i]`` (client ``i``'s :meth:`client_state`) stand in
@@ -1272,7 +1308,7 @@ class FederatedSubgradientMethod(FederatedAlgorithm):
             if client_states is None or sorted(client_states) != list(range(server.n_clients)):
                 raise ValueError(f"{self.name} needs every client's final state, got clients "
                                  f"{sorted(client_states or {})}")
-            clients = [SimpleNamespace(**state_from_arrays(client_states[i])) for i in range(server.n_clients)]
+            clients = [client_states[i] for i in range(server.n_clients)]  # the values hold the clients' vectors
         history.state.update(self.final_state(server, clients))
         history.params = {"x": history.state["x"].copy()}
         history.theta = history.state["x"].copy()
@@ -1740,14 +1776,17 @@ class ScaffnewServer(SubgradientServer):
         self._round = (s - s0, step, prob)
         return ScaffnewMessage(self.x.copy(), s0, s - s0)
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """:meth:`SubgradientServer.get_state` and the coins' stream (``coin``, :func:`pcg64_state`)."""
-        return {**super().get_state(), "coin": pcg64_state(self.coin)}
+    def export_state(self) -> SubgradientServerState:
+        """:meth:`SubgradientServer.export_state` with the coins' stream (``coin``, :func:`pcg64_state`)."""
+        return SubgradientServerState(x=self.x, total_local_steps=self.total_local_steps, coin=pcg64_state(self.coin))
 
-    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
-        """Restore a :meth:`get_state` snapshot."""
-        super().set_state(state, theta)
-        set_pcg64_state(self.coin, state["coin"])
+    def import_state(self, state: SubgradientServerState, theta: Any = None) -> None:
+        """:meth:`SubgradientServer.import_state`, the coins' stream included (``ValueError`` without one)."""
+        self._check_state(state, True)
+        if state.coin is None:
+            raise ValueError("Expected a ScaffnewServer state with its 'coin' stream, got none")
+        self._import_vectors(state)
+        set_pcg64_state(self.coin, state.coin)
 
     def aggregate(self, t: int, payloads: dict, on_invalid: Any = None) -> dict:
         r""":math:`x = \frac{1}{|R|} \sum_{j \in R} (\hat x_j − (η/p) h_j)` over the clients :math:`R` whose
@@ -1813,27 +1852,21 @@ class ScaffnewClient(SubgradientClient):
             client.ratio = prob / step
         return payloads
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """Copies of ``h_i``, the last ``x̂_i`` (absent before the first round), ``ratio`` (``p/η``) and the
-        stream's position (``oracle_*``), all arrays."""
-        state = {"h": self.h.copy(), "ratio": np.array(self.ratio, dtype=np.float64)}
-        if self.x_hat is not None:
-            state["x_hat"] = self.x_hat.copy()
-        state.update({_ORACLE + k: v for k, v in self.oracle.get_state().items()})
-        if self.compress_rng is not None:
-            state["compression"] = pcg64_state(self.compress_rng)
-        return state
+    def export_state(self) -> SubgradientClientState:
+        """``h_i``, the last ``x̂_i`` (None before the first round), ``ratio`` (``p/η``) and the streams'
+        positions, as a frozen value."""
+        return SubgradientClientState(h=self.h, x_hat=self.x_hat, ratio=self.ratio, **self._stream_fields())
 
-    def set_state(self, state: Mapping[str, Any], like_theta: Any = None) -> None:
-        """Restore a :meth:`get_state` snapshot (``like_theta``, the parameter's structure in the
-        :class:`fedmm.protocols.StatefulClientParty` contract, is not needed here)."""
-        self.h = np.array(state["h"], dtype=np.float64, copy=True)
-        x_hat = state.get("x_hat")
-        self.x_hat = None if x_hat is None else np.array(x_hat, dtype=np.float64, copy=True)
-        self.ratio = float(state["ratio"])
-        self.oracle.set_state(_oracle_state(state))
-        if self.compress_rng is not None:
-            set_pcg64_state(self.compress_rng, state["compression"])
+    def import_state(self, state: SubgradientClientState, like_theta: Any = None) -> None:
+        """Continue from an :meth:`export_state` value (``ValueError`` without ``h`` and ``ratio``, or with
+        another method's vectors)."""
+        self._check_state(state)
+        if state.ratio is None:
+            raise ValueError("Expected a ScaffnewClient state with its 'ratio', got none")
+        vectors = _state_vectors(state, SUBGRADIENT_CLIENT_VECTORS, ("h", "x_hat"), None, type(self),
+                                 optional=("x_hat",))
+        self.h, self.x_hat, self.ratio = vectors["h"], vectors.get("x_hat"), state.ratio
+        self._import_streams(state)
 
 
 def _communication_prob(value: Any, name: str) -> Schedule:

@@ -6,8 +6,8 @@ Both solve the federated objective (33) of :class:`fedmm.models.TransportProblem
 source distribution ``P_i``, everyone holds the public target samples of ``Q``),
 through the same Server/Client split as FedMM: a server object
 (:class:`OTServer`, :class:`FedAdamServer`) with ``select``, ``broadcast``,
-``aggregate`` and ``get_state``/``set_state``, and client objects
-(:class:`OTClient`) whose ``step(message)`` returns compressed ``bytes``.  A
+``aggregate`` and ``export_state``/``import_state`` (:class:`fedmm.federation.OTServerState`), and client
+objects (:class:`OTClient`) whose ``step(message)`` returns compressed ``bytes``.  A
 runtime (the in-process :class:`fedmm.federation.LocalRuntime`,
 :class:`fedmm.runtime.RayRuntime`, or Flower through
 :mod:`fedmm.runtime.flower`, whose nodes build their parties with
@@ -52,6 +52,7 @@ from fedmm.federation.skeleton import (ClientSelection, check_message, control_v
                                       empty_payload_reason, guarded_step, weighted_aggregate)
 from fedmm.federation.checkpoint import data_digest
 from fedmm.federation.metrics import squared_distance, update_size
+from fedmm.federation.state import OTClientState, OTServerState
 from fedmm.history import History
 from fedmm.models.ot import (
     TransportMap,
@@ -353,18 +354,38 @@ class OTClient:
             self.V = np.zeros(self.message_size)
         return b""
 
+    def export_state(self) -> OTClientState:
+        """The client's state as a frozen value: its control variate ``V`` (FedMM-OT after set-up; its random
+        stream is counter-based)."""
+        return OTClientState(V=self.V)
+
+    def import_state(self, state: OTClientState, like_theta: Any = None) -> None:
+        """Continue from an :meth:`export_state` value (``like_theta`` is not needed: parameters are flat
+        vectors); ``state.V = None`` leaves the control variate as it is.
+
+        Raises
+        ------
+        TypeError
+            ``state`` is not an :class:`~fedmm.federation.OTClientState`.
+        ValueError
+            ``V`` is not a finite vector of this client's message size.
+        """
+        if not isinstance(state, OTClientState):
+            raise TypeError(f"Expected 'state' to be an OTClientState (export_state()), got {type(state).__name__}")
+        if state.V is not None:
+            if state.V.shape != (self.message_size,) or not np.isfinite(state.V).all():
+                raise ValueError(f"Expected a finite control variate 'V' of shape ({self.message_size},), "
+                                 f"got shape {state.V.shape}")
+            self.V = np.array(state.V, copy=True)
+
     def get_state(self) -> dict[str, np.ndarray]:
-        """The client's mutable state: its control variate ``V`` (FedMM-OT after set-up)."""
-        return {} if self.V is None else {"V": np.array(self.V, dtype=np.float64, copy=True)}
+        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
+        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
+        return {k: np.array(v, copy=True) for k, v in self.export_state().to_arrays().items()}
 
     def set_state(self, state: Mapping[str, np.ndarray], like_theta: Any = None) -> None:
-        """Restore :meth:`get_state` (``like_theta`` is not needed: parameters are flat vectors)."""
-        if "V" in state:
-            V = np.array(state["V"], dtype=np.float64, copy=True)
-            if V.shape != (self.message_size,) or not np.isfinite(V).all():
-                raise ValueError(f"Expected a finite control variate 'V' of shape ({self.message_size},), "
-                                 f"got shape {V.shape}")
-            self.V = V
+        """:meth:`import_state` of ``OTClientState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
+        self.import_state(OTClientState.from_arrays(state), like_theta)
 
     def step(self, message: OTBroadcast) -> bytes:
         """Run the client's part of round ``message.t`` and return its encoded message."""
@@ -390,19 +411,38 @@ class OTClient:
 
 
 # --------------------------------------------------------------------------- servers
-def _adam_leaves(state: Mapping[str, Any], prefix: str, like: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The Adam state stored under ``prefix0``, ``prefix1``, ... in ``state``, checked against ``like``
-    (shapes; finite values)."""
-    leaves = []
-    for k, leaf in enumerate(like):
-        name = f"{prefix}{k}"
-        if name not in state:
-            raise ValueError(f"Expected '{name}' in the state, got keys {sorted(state)}")
-        a = np.array(state[name], dtype=leaf.dtype, copy=True)
-        if a.shape != leaf.shape or not np.isfinite(a).all():
-            raise ValueError(f"Expected a finite '{name}' of shape {leaf.shape}, got shape {a.shape}")
-        leaves.append(a)
-    return leaves
+def _adam_leaves(leaves: Sequence[np.ndarray] | None, name: str, like: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Writable copies of an Adam state's ``leaves`` (the field ``name`` of an :class:`OTServerState`),
+    checked against ``like`` (count, shapes; finite values)."""
+    leaves = () if leaves is None else leaves
+    if len(leaves) != len(like):
+        raise ValueError(f"Expected '{name}' with {len(like)} leaves, got {len(leaves)}")
+    out = []
+    for k, (leaf, ref) in enumerate(zip(leaves, like)):
+        a = np.array(leaf, dtype=ref.dtype, copy=True)
+        if a.shape != ref.shape or not np.isfinite(a).all():
+            raise ValueError(f"Expected a finite '{name}[{k}]' of shape {ref.shape}, got shape {a.shape}")
+        out.append(a)
+    return out
+
+
+def _ot_vectors(state: Any, size: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Writable copies of the vectors ``names`` of an :class:`OTServerState`, each finite of length ``size``."""
+    if not isinstance(state, OTServerState):
+        raise TypeError(f"Expected 'state' to be an OTServerState (export_state()), got {type(state).__name__}")
+    values = {}
+    for name in names:
+        a = getattr(state, name)
+        if a is None or a.shape != (size,) or not np.isfinite(a).all():
+            raise ValueError(f"Expected a finite '{name}' of shape ({size},), got "
+                             f"{'none' if a is None else f'shape {a.shape}'}")
+        values[name] = np.array(a, copy=True)
+    return values
+
+
+def _state_arrays(party: Any) -> dict[str, np.ndarray]:
+    """``party.export_state().to_arrays()`` as writable copies (the parties' ``get_state``)."""
+    return {k: np.array(v, copy=True) for k, v in party.export_state().to_arrays().items()}
 
 
 class _OTServerBase:
@@ -569,26 +609,34 @@ class OTServer(_OTServerBase):
         return {"omega": omega, "theta": theta, "V": control_variate_update(self.V, acc, self.control_variate_step),
                 "adam": adam, "omega_adam": omega_adam}
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """``omega``, ``theta``, ``V`` and the Adam state (``adam_0``, ``adam_1``, ...), as copies."""
-        state = {"omega": self.omega.copy(), "theta": self.theta.copy(), "V": self.V.copy()}
-        state.update({f"adam_{k}": leaf.copy() for k, leaf in enumerate(self.adam)})
-        if self.omega_adam is not None:
-            state.update({f"omega_adam_{k}": leaf.copy() for k, leaf in enumerate(self.omega_adam)})
-        return state
+    def export_state(self) -> OTServerState:
+        """``omega``, ``theta``, ``V`` and the Adam states (``adam``; ``omega_adam`` with
+        ``omega_step='adam'``) as a frozen value (read-only copies)."""
+        return OTServerState(omega=self.omega, theta=self.theta, V=self.V, adam=tuple(self.adam),
+                             omega_adam=None if self.omega_adam is None else tuple(self.omega_adam))
 
-    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
-        """Restore :meth:`get_state` (validated: shapes and finite values)."""
-        values = {}
-        for name in ("omega", "theta", "V"):
-            a = np.array(state[name], dtype=np.float64, copy=True)
-            if a.shape != (self.size,) or not np.isfinite(a).all():
-                raise ValueError(f"Expected a finite '{name}' of shape ({self.size},), got shape {a.shape}")
-            values[name] = a
-        adam = _adam_leaves(state, "adam_", self.adam)
-        omega_adam = None if self.omega_adam is None else _adam_leaves(state, "omega_adam_", self.omega_adam)
+    def import_state(self, state: OTServerState, theta: Any = None) -> None:
+        """Continue from an :meth:`export_state` value (validated: shapes and finite values; ``TypeError`` for
+        another type, ``ValueError`` naming the field that does not fit this server)."""
+        values = _ot_vectors(state, self.size, ("omega", "theta", "V"))
+        if state.theta_adam is not None:
+            raise ValueError("Expected an OTServer state without 'theta_adam' (FedAdam's), got one")
+        if (state.omega_adam is None) != (self.omega_adam is None):
+            raise ValueError(f"Expected an OTServer state {'without' if self.omega_adam is None else 'with'} "
+                             f"'omega_adam' (omega_step={self.omega_step!r})")
+        adam = _adam_leaves(state.adam, "adam", self.adam)
+        omega_adam = None if self.omega_adam is None else _adam_leaves(state.omega_adam, "omega_adam", self.omega_adam)
         self.omega, self.theta, self.V, self.adam = values["omega"], values["theta"], values["V"], adam
         self.omega_adam = omega_adam
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
+        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
+        return _state_arrays(self)
+
+    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
+        """:meth:`import_state` of ``OTServerState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
+        self.import_state(OTServerState.from_arrays(state), theta)
 
 
 class FedAdamServer(_OTServerBase):
@@ -645,27 +693,33 @@ class FedAdamServer(_OTServerBase):
             theta, theta_adam = self.theta_steps.theta_adam(omega, theta, theta_adam, ys)
         return {"omega": omega, "theta": theta, "adam": adam, "theta_adam": theta_adam}
 
+    def export_state(self) -> OTServerState:
+        """``omega``, ``theta`` and the Adam state (``adam``; with ``server_steps``, also ``theta_adam``) as a
+        frozen value (read-only copies)."""
+        return OTServerState(omega=self.omega, theta=self.theta, adam=tuple(self.adam),
+                             theta_adam=None if self.theta_adam is None else tuple(self.theta_adam))
+
+    def import_state(self, state: OTServerState, theta: Any = None) -> None:
+        """Continue from an :meth:`export_state` value (validated as :meth:`OTServer.import_state`)."""
+        values = _ot_vectors(state, self.problem.n_params, ("omega", "theta"))
+        for name in ("V", "omega_adam"):
+            if getattr(state, name) is not None:
+                raise ValueError(f"Expected a FedAdamServer state without {name!r} (FedMM-OT's), got one")
+        if (state.theta_adam is None) != (self.theta_adam is None):
+            raise ValueError(f"Expected a FedAdamServer state {'without' if self.theta_adam is None else 'with'} "
+                             f"'theta_adam' (server_steps={self.server_steps})")
+        theta_adam = None if self.theta_adam is None else _adam_leaves(state.theta_adam, "theta_adam", self.theta_adam)
+        adam = _adam_leaves(state.adam, "adam", self.adam)
+        self.omega, self.theta, self.adam, self.theta_adam = values["omega"], values["theta"], adam, theta_adam
+
     def get_state(self) -> dict[str, np.ndarray]:
-        """``omega``, ``theta`` and the Adam state (``adam_0``, ...; with ``server_steps``, also
-        ``theta_adam_0``, ...), as copies."""
-        state = {"omega": self.omega.copy(), "theta": self.theta.copy()}
-        state.update({f"adam_{k}": leaf.copy() for k, leaf in enumerate(self.adam)})
-        if self.theta_adam is not None:
-            state.update({f"theta_adam_{k}": leaf.copy() for k, leaf in enumerate(self.theta_adam)})
-        return state
+        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
+        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
+        return _state_arrays(self)
 
     def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
-        """Restore :meth:`get_state` (validated)."""
-        n = self.problem.n_params
-        values = {}
-        for name in ("omega", "theta"):
-            a = np.array(state[name], dtype=np.float64, copy=True)
-            if a.shape != (n,) or not np.isfinite(a).all():
-                raise ValueError(f"Expected a finite '{name}' of shape ({n},), got shape {a.shape}")
-            values[name] = a
-        theta_adam = None if self.theta_adam is None else _adam_leaves(state, "theta_adam_", self.theta_adam)
-        self.omega, self.theta, self.adam = values["omega"], values["theta"], _adam_leaves(state, "adam_", self.adam)
-        self.theta_adam = theta_adam
+        """:meth:`import_state` of ``OTServerState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
+        self.import_state(OTServerState.from_arrays(state), theta)
 
 
 # --------------------------------------------------------------------------- monitoring
@@ -1031,13 +1085,17 @@ class _FederatedOT(FederatedAlgorithm):
         """:meth:`OTBroadcast.from_arrays`."""
         return OTBroadcast.from_arrays(arrays)
 
-    def client_state(self, client: OTClient) -> dict[str, np.ndarray]:
-        """:meth:`OTClient.get_state` (arrays already)."""
-        return client.get_state()
+    def client_state(self, client: OTClient) -> OTClientState:
+        """:meth:`OTClient.export_state`."""
+        return client.export_state()
 
-    def restore_client(self, client: OTClient, state: Mapping[str, np.ndarray], message: OTBroadcast) -> None:
-        """:meth:`OTClient.set_state`."""
-        client.set_state(state)
+    def client_state_from_arrays(self, arrays: Mapping[str, np.ndarray]) -> OTClientState:
+        """A :meth:`client_state` value from its ``to_arrays()`` (:meth:`OTClientState.from_arrays`)."""
+        return OTClientState.from_arrays(arrays)
+
+    def restore_client(self, client: OTClient, state: OTClientState, message: OTBroadcast) -> None:
+        """:meth:`OTClient.import_state`."""
+        client.import_state(state)
 
     def estimate(self, server: _OTServerBase) -> TransportMap:
         """The current :class:`~fedmm.models.TransportMap`."""

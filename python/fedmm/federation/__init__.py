@@ -4,8 +4,10 @@
 (:class:`LocalRuntime`: selection, broadcast, the clients' rounds on threads,
 the fault policy and its roll-back, the records), checkpoints, the state
 values that cross layers (:class:`RoundConfig`, :class:`ServerState`,
-:class:`ClientState`) and the compiled backend of the FedMM round (the Python
-reference backend is :class:`fedmm.algorithms.Server` / :class:`fedmm.algorithms.Client`).
+:class:`ClientState` of FedMM; :class:`SubgradientServerState`, :class:`SubgradientClientState`
+of the non-smooth family; :class:`OTServerState`, :class:`OTClientState` of FedMM-OT and FedAdam)
+and the compiled backend of the FedMM round (the Python reference backend is
+:class:`fedmm.algorithms.Server` / :class:`fedmm.algorithms.Client`).
 Formerly ``fedmm.engine``.
 
 A round is defined twice, once per backend, and both give the same numbers:
@@ -33,7 +35,7 @@ A :class:`Checkpoint` is the state of a run after a completed round, from which
 ``run(..., resume=...)`` continues bit for bit.
 """
 from fedmm.federation.backend import compiled_start_statistics, compiled_unsupported
-from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_digest
+from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_digest, import_arrays
 from fedmm.federation.compiled import CompiledRounds, compiled_rounds, compiled_statistics, config_unsupported
 from fedmm.federation.local import LocalRuntime, finish_round, record_initial, round_record, run_monitor
 from fedmm.federation.metrics import squared_distance, step_record, update_size
@@ -41,13 +43,16 @@ from fedmm.federation.skeleton import (MAX_STEP_RETRIES, SELECTION_MODES, SUM_OR
                                       RoundSelection, check_message, control_variate_update, decode_payloads,
                                       empty_payload_reason, guarded_step, mean_aggregate, refuse,
                                       step_without_failing_messages, sum_aggregate, weighted_aggregate)
-from fedmm.federation.state import ClientState, RoundConfig, ServerState
+from fedmm.federation.state import (ArrayState, ClientState, OTClientState, OTServerState, RoundConfig, ServerState,
+                                   SubgradientClientState, SubgradientServerState)
 
-__all__ = ["Checkpoint", "CheckpointWriter", "ClientSelection", "ClientState", "CompiledRounds", "LocalRuntime",
-           "PhiloxRounds", "RoundConfig", "RoundSelection", "SELECTION_MODES", "ServerState", "data_digest",
+__all__ = ["ArrayState", "Checkpoint", "CheckpointWriter", "ClientSelection", "ClientState", "CompiledRounds",
+           "LocalRuntime",
+           "OTClientState", "OTServerState", "PhiloxRounds", "RoundConfig", "RoundSelection", "SELECTION_MODES",
+           "ServerState", "SubgradientClientState", "SubgradientServerState", "data_digest",
            "compiled_rounds", "compiled_start_statistics", "compiled_statistics", "compiled_unsupported",
            "config_unsupported",
            "finish_round", "record_initial", "round_record", "run_monitor", "squared_distance", "step_record",
            "update_size", "check_message", "control_variate_update", "decode_payloads", "empty_payload_reason",
-           "guarded_step", "mean_aggregate", "refuse", "step_without_failing_messages", "sum_aggregate",
-           "weighted_aggregate", "MAX_STEP_RETRIES", "SUM_ORDERS"]
+           "guarded_step", "import_arrays", "mean_aggregate", "refuse", "step_without_failing_messages",
+           "sum_aggregate", "weighted_aggregate", "MAX_STEP_RETRIES", "SUM_ORDERS"]

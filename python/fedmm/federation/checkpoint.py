@@ -2,16 +2,16 @@
 """Checkpoints of a run: the state after a completed round, from which the run continues bit for bit.
 
 A :class:`Checkpoint` holds what a run carries between rounds and nothing
-that can be rebuilt: the server's and every client's state (``get_state()``,
-the ``to_arrays()`` of a :class:`~fedmm.federation.ServerState` /
-:class:`~fedmm.federation.ClientState`), the
+that can be rebuilt: the server's and every client's state (the
+``to_arrays()`` of their ``export_state()`` values: :class:`~fedmm.federation.ServerState`,
+:class:`~fedmm.federation.SubgradientServerState`, :class:`~fedmm.federation.OTClientState`, ...), the
 History of the completed rounds, the index of the next round, and a
 *fingerprint* of the run (algorithm, hyper-parameters, seed, number of
 clients, digest of the clients' data) so that a checkpoint is never applied
 to a different run.  Counter-based random streams (round ``t`` of party ``i``
 draws from ``Philox(key_i, t)``: FedMM, FedMM-OT) need no saving; streams
 that advance (the non-smooth family's minibatch streams, Scaffnew's coins)
-are part of their party's ``get_state()``.
+are part of their party's state value.  :func:`import_arrays` puts such arrays back into a party.
 
 File format (version 2): one ``.npz`` (ZIP) archive of the arrays and a
 UTF-8 JSON header (member ``header``) with the format tag, version,
@@ -40,20 +40,20 @@ import re
 import stat
 import tempfile
 import zipfile
-from typing import IO, Any, Sequence
+from typing import IO, Any, Mapping, Sequence
 
 import numpy as np
 
 from fedmm._validation import check_path
-from fedmm.federation.state import ClientState, ServerState
 from fedmm.history import History
+from fedmm.protocols import PartyState
 
 try:
     import fcntl
 except ImportError:  # Windows: an open temporary file cannot be removed, which is the lock
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["Checkpoint", "CheckpointWriter", "data_digest"]
+__all__ = ["Checkpoint", "CheckpointWriter", "data_digest", "import_arrays"]
 
 _FORMAT = "fedmm-checkpoint"
 _FORMAT_VERSION = 2
@@ -123,6 +123,34 @@ def data_digest(datas: Sequence[Any]) -> str:
     for d in datas:
         feed(d)
     return h.hexdigest()
+
+
+def _state_arrays(state: Any, name: str) -> Mapping[str, Any]:
+    """A state value's ``to_arrays()`` (a mapping of arrays passes as it is)."""
+    if isinstance(state, Mapping):
+        return state
+    if isinstance(state, PartyState):
+        return state.to_arrays()
+    raise TypeError(f"Expected '{name}' to be a party's state value (export_state()) or a mapping of names to "
+                    f"arrays, got {type(state).__name__}")
+
+
+def import_arrays(party: Any, arrays: Mapping[str, Any], *args: Any) -> None:
+    """Put the ``to_arrays()`` of a state (a checkpoint's) back into ``party``.
+
+    ``party.import_state(cls.from_arrays(arrays), *args)``, where ``cls`` is the class of
+    ``party.export_state()`` (:class:`fedmm.protocols.PartyState`): the state class of the party's family.
+
+    Parameters
+    ----------
+    party : ServerParty or ClientParty
+        A party built like the one whose state ``arrays`` hold.
+    arrays : mapping of str to ndarray
+        What ``party.export_state().to_arrays()`` gave.
+    *args
+        Passed on to ``import_state`` (``theta`` of a server, ``like_theta`` of a client).
+    """
+    party.import_state(type(party.export_state()).from_arrays(arrays), *args)
 
 
 def _fsync_directory(path: str) -> None:
@@ -231,11 +259,11 @@ class Checkpoint:
         seed, number of clients, data digest); :meth:`check_matches` compares it.
     next_round : int
         The round the run continues with (the number of completed rounds).
-    server_state : dict of str to ndarray, or ServerState
-        ``server.get_state()`` after round ``next_round - 1`` (a :class:`~fedmm.federation.ServerState` is
-        stored as its ``to_arrays()``).
-    client_states : list of (dict of str to ndarray, or ClientState)
-        ``client.get_state()`` of every client, in client order (likewise).
+    server_state : state value or dict of str to ndarray
+        ``server.export_state()`` after round ``next_round - 1`` (a :class:`fedmm.protocols.PartyState`,
+        stored as its ``to_arrays()``), or those arrays.
+    client_states : list of (state value or dict of str to ndarray)
+        ``client.export_state()`` of every client, in client order (likewise).
     history : History
         The records of the completed rounds (and the run's configuration).
 
@@ -246,13 +274,12 @@ class Checkpoint:
     saved one) continues it as if it had never stopped.
     """
 
-    def __init__(self, *, fingerprint: dict, next_round: int, server_state: dict[str, np.ndarray] | ServerState,
-                 client_states: Sequence[dict[str, np.ndarray] | ClientState], history: History) -> None:
+    def __init__(self, *, fingerprint: dict, next_round: int, server_state: Any,
+                 client_states: Sequence[Any], history: History) -> None:
         self.fingerprint = dict(fingerprint)
         self.next_round = int(next_round)
-        if isinstance(server_state, ServerState):
-            server_state = server_state.to_arrays()
-        client_states = [s.to_arrays() if isinstance(s, ClientState) else s for s in client_states]
+        server_state = _state_arrays(server_state, "server_state")
+        client_states = [_state_arrays(s, f"client_states[{i}]") for i, s in enumerate(client_states)]
         self.server_state = {k: np.array(v, copy=True) for k, v in server_state.items()}
         self.client_states = [{k: np.array(v, copy=True) for k, v in s.items()} for s in client_states]
         self.history = history

@@ -473,11 +473,11 @@ class LocalRuntime:
         round in place."""
         start = time.perf_counter()
         # before select/broadcast: they may draw from the server's own streams (Scaffnew's coins)
-        server_state = server.get_state()
+        server_state = server.export_state()
         ids = server.select(t)
         message = server.broadcast(t)
         contacted = [clients[i] for i in ids]
-        snapshots = {c.index: c.get_state() for c in contacted}
+        snapshots = {c.index: c.export_state() for c in contacted}
         n_records = len(history.records)
         reasons: dict[int, str] = {}
         committed = False
@@ -485,14 +485,14 @@ class LocalRuntime:
             payloads = self.exchange(contacted, message, pool, reasons, snapshots)
             for c, b in zip(contacted, payloads):
                 if b is None and c.index in snapshots:
-                    c.set_state(snapshots[c.index])  # a failed client's round left no trace
+                    c.import_state(snapshots[c.index])  # a failed client's round left no trace
             on_invalid = None
             # every server's aggregate takes on_invalid (fedmm.protocols.ServerParty): under 'drop' an
             # invalid payload drops its client (a server that needs every message raises instead)
             if self.on_client_error == "drop":
                 def on_invalid(i: int, reason: str) -> None:
                     if i in snapshots:
-                        clients[i].set_state(snapshots[i])
+                        clients[i].import_state(snapshots[i])
             elapsed = finish_round(server, history, t, ids, payloads, message, start, elapsed, monitor, None,
                                    reasons=reasons if (reasons or on_invalid) else None, on_invalid=on_invalid)
             committed = True
@@ -505,7 +505,7 @@ class LocalRuntime:
             if not committed:  # undo the whole round: server, clients and its record
                 _restore(contacted, snapshots)
                 if server_state is not None:
-                    server.set_state(server_state)
+                    server.import_state(server_state)
                 del history.records[n_records:]
         if callback is not None:
             callback(t)
@@ -538,4 +538,4 @@ def _restore(clients: Sequence[Any], snapshots: dict[int, Any]) -> None:
     """Give ``clients`` their start-of-round states back (those that have one)."""
     for c in clients:
         if c.index in snapshots:
-            c.set_state(snapshots[c.index])
+            c.import_state(snapshots[c.index])

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The FedMM round as data: its configuration and the server's and clients' state, as frozen values.
+"""The FedMM round as data: its configuration and the server's and clients' state, as frozen values; and the
+state values of the other families (:class:`SubgradientServerState`, :class:`SubgradientClientState`,
+:class:`OTServerState`, :class:`OTClientState`) and of a custom algorithm's parties (:class:`ArrayState`).
 
 Three values cross the layers of a run (:mod:`fedmm.algorithms` ↔ :mod:`fedmm.federation` ↔ the
 compiled kernels, checkpoints, Ray and Flower):
@@ -27,13 +29,15 @@ version 2, unchanged), and ``from_arrays`` reads them back.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["RoundConfig", "ServerState", "ClientState", "SPACES", "MODES", "ORACLES"]
+__all__ = ["RoundConfig", "ServerState", "ClientState", "SubgradientServerState", "SubgradientClientState",
+           "OTServerState", "OTClientState", "ArrayState", "SUBGRADIENT_SERVER_VECTORS", "SUBGRADIENT_CLIENT_VECTORS",
+           "SPACES", "MODES", "ORACLES"]
 
 #: Where the clients' messages live: S-space (FedMM) or Θ-space (the parameter-averaging baseline).
 SPACES = ("statistic", "parameter")
@@ -167,6 +171,10 @@ class RoundConfig:
     payload_nbytes: np.ndarray
     memory_key: str | None = None
 
+    def __reduce__(self) -> tuple:
+        # pickled (Ray, a process pool) through the constructor: the arrays come back read-only
+        return (type(self), tuple(getattr(self, f.name) for f in fields(self)))
+
     def __post_init__(self) -> None:
         _choice(self.space, "space", SPACES)
         _choice(self.mode, "mode", MODES)
@@ -237,6 +245,10 @@ class ServerState:
                              f"{self.theta_vector_prev.shape}")
         if self.S is not None and not _shared(self.S):
             object.__setattr__(self, "S", _readonly(self.S, "S", np.float64, ndim=1))
+
+    def __reduce__(self) -> tuple:
+        # pickled (Ray, a process pool) through the constructor: the arrays come back read-only
+        return (type(self), (self.V, self.theta_vector, self.theta_vector_prev, self.S))
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The state as ``name → array`` (``V``, ``theta_vector``, ``theta_vector_prev`` and ``S`` when
@@ -372,3 +384,405 @@ class ClientState:
         return cls(V=V, memory=memory, spider_S=_frozen_copy(np.asarray(arrays["spider_S"], dtype=np.float64)),
                    spider_theta=_frozen_copy(np.asarray(arrays["spider_theta"], dtype=np.float64)),
                    spider_epoch=int(np.asarray(arrays["spider_epoch"]).reshape(-1)[0]))
+
+
+# -- the other families: the non-smooth subgradient methods and FedMM-OT / FedAdam ---------------------------------
+def _optional_vector(owner: Any, name: str) -> None:
+    """Freeze ``owner.name`` as a read-only float64 vector (left None when None)."""
+    value = getattr(owner, name)
+    if value is not None and not _shared(value):
+        object.__setattr__(owner, name, _readonly(value, name, np.float64, ndim=1))
+
+
+def _pcg64_words(value: Any, name: str, rows: int | None = None) -> np.ndarray:
+    """A PCG64 stream's position as uint64 words: shape (6,), or (rows, 6) for ``rows`` streams."""
+    return _readonly(value, name, np.uint64, shape=(6,) if rows is None else (rows, 6))
+
+
+def _check_names(arrays: Any, what: str, required: tuple, optional: tuple) -> None:
+    """Refuse a non-mapping, a missing required name or a name of no field (``ValueError`` naming them)."""
+    if not isinstance(arrays, Mapping):
+        raise TypeError(f"Expected 'arrays' to be a mapping of names to arrays, got {type(arrays).__name__}")
+    missing = [k for k in required if k not in arrays]
+    if missing:
+        raise ValueError(f"Expected the {what} arrays {list(required)}, missing {missing}")
+    unknown = sorted(str(k) for k in arrays if k not in required and k not in optional)
+    if unknown:
+        raise ValueError(f"Expected only the {what} arrays {sorted(required + optional)}, got {unknown}")
+
+
+def _scalar(arrays: Mapping[str, Any], name: str, kind: type) -> Any:
+    """The one number stored as the array ``arrays[name]`` (0-d or of one element)."""
+    a = np.asarray(arrays[name])
+    if a.size != 1:
+        raise ValueError(f"Expected '{name}' to hold one number, got shape {a.shape}")
+    return kind(a.reshape(-1)[0])
+
+
+#: The vectors a non-smooth server may carry: ``x`` (every method), ``c`` (Scaffold), ``y``, ``z`` (FedMLS).
+SUBGRADIENT_SERVER_VECTORS = ("x", "c", "y", "z")
+#: The vectors a non-smooth client may carry: ``c`` (Scaffold), ``x``, ``y``, ``z`` (FedMLS), ``h``,
+#: ``x_hat`` (Scaffnew).
+SUBGRADIENT_CLIENT_VECTORS = ("c", "x", "y", "z", "h", "x_hat")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SubgradientServerState:
+    """What a server of the non-smooth family carries between rounds (FedMLS, FedAvg, FedProx, Scaffold,
+    Scaffnew: :meth:`fedmm.algorithms.SubgradientServer.export_state`).
+
+    The selection needs no state (round ``t`` draws from ``Philox(key, t)``); Scaffnew's coins come
+    from a stream that advances, whose position is ``coin``.
+
+    Attributes
+    ----------
+    x : ndarray of shape (p,), float64
+        The server point.
+    c : ndarray of shape (p,), float64, or None
+        Scaffold's server control variate.
+    y, z : ndarray of shape (p,), float64, or None
+        FedMLS's ``y_k`` and ``z_k``.
+    total_local_steps : int >= 0
+        Local steps taken so far (each client's count; Scaffold's and Scaffnew's step index ``s``).
+    coin : ndarray of shape (6,), uint64, or None
+        Scaffnew's coin stream (its PCG64 state, ``fedmm.algorithms.nonsmooth.pcg64_state``).
+    """
+
+    x: np.ndarray
+    c: np.ndarray | None = None
+    y: np.ndarray | None = None
+    z: np.ndarray | None = None
+    total_local_steps: int = 0
+    coin: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.x is None:
+            raise ValueError("Expected the server point 'x', got None")
+        for name in SUBGRADIENT_SERVER_VECTORS:
+            _optional_vector(self, name)
+            value = getattr(self, name)
+            if value is not None and value.shape != self.x.shape:
+                raise ValueError(f"Expected '{name}' of shape {self.x.shape} (that of 'x'), got {value.shape}")
+        object.__setattr__(self, "total_local_steps", _integer(self.total_local_steps, "total_local_steps", 0))
+        if self.coin is not None:
+            object.__setattr__(self, "coin", _pcg64_words(self.coin, "coin"))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as ``name → array``: the vectors it holds, ``total_local_steps`` (0-d int64) and
+        ``coin`` (when set); what a checkpoint stores under ``server/``.  The vectors are this state's own
+        (read-only, not copied)."""
+        out = {name: getattr(self, name) for name in SUBGRADIENT_SERVER_VECTORS if getattr(self, name) is not None}
+        out["total_local_steps"] = np.array(self.total_local_steps, dtype=np.int64)
+        if self.coin is not None:
+            out["coin"] = self.coin
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, Any]) -> "SubgradientServerState":
+        """Inverse of :meth:`to_arrays` (every array copied).
+
+        Raises
+        ------
+        ValueError
+            ``x`` or ``total_local_steps`` is missing, or a name is not a field of this state.
+        """
+        _check_names(arrays, "non-smooth server state", ("x", "total_local_steps"),
+                     ("c", "y", "z", "coin"))
+        fields = {name: _frozen_copy(np.asarray(arrays[name], dtype=np.float64))
+                  for name in SUBGRADIENT_SERVER_VECTORS if name in arrays}
+        coin = arrays.get("coin")
+        return cls(**fields, total_local_steps=_scalar(arrays, "total_local_steps", int),
+                   coin=None if coin is None else _frozen_copy(np.asarray(coin, dtype=np.uint64)))
+
+    def __reduce__(self) -> tuple:
+        # pickled (Ray, a process pool) through the constructor: the arrays come back read-only
+        return (type(self), (self.x, self.c, self.y, self.z, self.total_local_steps, self.coin))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SubgradientClientState:
+    """What a client of the non-smooth family carries between rounds
+    (:meth:`fedmm.algorithms.SubgradientClient.export_state`).
+
+    Its minibatch and compression streams advance (they are not counter-based), so their positions
+    are part of the state.
+
+    Attributes
+    ----------
+    c : ndarray of shape (p,), float64, or None
+        Scaffold's client control variate ``c_i``.
+    x, y, z : ndarray of shape (p,), float64, or None
+        FedMLS's ``x_k^i``, ``y_k^i``, ``z_k^i``.
+    h, x_hat : ndarray of shape (p,), float64, or None
+        Scaffnew's control variate ``h_i`` and the last ``x̂_i`` (None before the first round).
+    ratio : float or None
+        Scaffnew's ``p/η`` of the last communication.
+    oracle_calls : int >= 0
+        Subgradient oracle calls so far.
+    oracle_rngs : ndarray of shape (1, 6), uint64, or None
+        The minibatch stream (its PCG64 state), None for exact subgradients.
+    oracle_buffer : ndarray of shape (k, b), int64, or None
+        The minibatches drawn ahead (with ``oracle_rngs``).
+    oracle_pos : int or None
+        How many rows of ``oracle_buffer`` are used (with ``oracle_rngs``).
+    compression : ndarray of shape (6,), uint64, or None
+        The compression stream of a compressing client (its PCG64 state).
+    """
+
+    c: np.ndarray | None = None
+    x: np.ndarray | None = None
+    y: np.ndarray | None = None
+    z: np.ndarray | None = None
+    h: np.ndarray | None = None
+    x_hat: np.ndarray | None = None
+    ratio: float | None = None
+    oracle_calls: int = 0
+    oracle_rngs: np.ndarray | None = None
+    oracle_buffer: np.ndarray | None = None
+    oracle_pos: int | None = None
+    compression: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name in SUBGRADIENT_CLIENT_VECTORS:
+            _optional_vector(self, name)
+        if self.ratio is not None:
+            ratio = float(self.ratio)
+            if not math.isfinite(ratio):
+                raise ValueError(f"Expected a finite 'ratio', got {self.ratio!r}")
+            object.__setattr__(self, "ratio", ratio)
+        object.__setattr__(self, "oracle_calls", _integer(self.oracle_calls, "oracle_calls", 0))
+        stream = (self.oracle_rngs, self.oracle_buffer, self.oracle_pos)
+        if any(v is None for v in stream) and any(v is not None for v in stream):
+            raise ValueError("Expected all of 'oracle_rngs', 'oracle_buffer', 'oracle_pos' (a minibatch stream) "
+                             "or none of them")
+        if self.oracle_rngs is not None:
+            rngs = _readonly(self.oracle_rngs, "oracle_rngs", np.uint64, ndim=2)
+            object.__setattr__(self, "oracle_rngs", _pcg64_words(rngs, "oracle_rngs", rngs.shape[0]))
+            object.__setattr__(self, "oracle_buffer",
+                               _readonly(self.oracle_buffer, "oracle_buffer", np.int64, ndim=2))
+            object.__setattr__(self, "oracle_pos", _integer(self.oracle_pos, "oracle_pos", 0))
+        if self.compression is not None:
+            object.__setattr__(self, "compression", _pcg64_words(self.compression, "compression"))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as ``name → array``: the vectors it holds, ``ratio`` (0-d float64, when set),
+        ``oracle_calls`` (0-d int64), the minibatch stream ``oracle_rngs``, ``oracle_buffer``,
+        ``oracle_pos`` (0-d int64) and ``compression`` (when set); what a checkpoint stores under
+        ``client/<i>/``.  The arrays are this state's own (read-only, not copied), except the 0-d ones."""
+        out = {name: getattr(self, name) for name in SUBGRADIENT_CLIENT_VECTORS if getattr(self, name) is not None}
+        if self.ratio is not None:
+            out["ratio"] = np.array(self.ratio, dtype=np.float64)
+        out["oracle_calls"] = np.array(self.oracle_calls, dtype=np.int64)
+        if self.oracle_rngs is not None:
+            out.update(oracle_rngs=self.oracle_rngs, oracle_buffer=self.oracle_buffer,
+                       oracle_pos=np.array(self.oracle_pos, dtype=np.int64))
+        if self.compression is not None:
+            out["compression"] = self.compression
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, Any]) -> "SubgradientClientState":
+        """Inverse of :meth:`to_arrays` (every array copied).
+
+        Raises
+        ------
+        ValueError
+            ``oracle_calls`` is missing, the minibatch stream is incomplete, or a name is not a field of
+            this state.
+        """
+        _check_names(arrays, "non-smooth client state", ("oracle_calls",),
+                     SUBGRADIENT_CLIENT_VECTORS + ("ratio", "oracle_rngs", "oracle_buffer", "oracle_pos",
+                                                   "compression"))
+        fields: dict[str, Any] = {name: _frozen_copy(np.asarray(arrays[name], dtype=np.float64))
+                                  for name in SUBGRADIENT_CLIENT_VECTORS if name in arrays}
+        if "ratio" in arrays:
+            fields["ratio"] = _scalar(arrays, "ratio", float)
+        if "oracle_rngs" in arrays or "oracle_buffer" in arrays or "oracle_pos" in arrays:
+            missing = [k for k in ("oracle_rngs", "oracle_buffer", "oracle_pos") if k not in arrays]
+            if missing:
+                raise ValueError(f"Expected all of oracle_rngs, oracle_buffer, oracle_pos or none, missing {missing}")
+            fields.update(oracle_rngs=_frozen_copy(np.asarray(arrays["oracle_rngs"], dtype=np.uint64)),
+                          oracle_buffer=_frozen_copy(np.asarray(arrays["oracle_buffer"], dtype=np.int64)),
+                          oracle_pos=_scalar(arrays, "oracle_pos", int))
+        if "compression" in arrays:
+            fields["compression"] = _frozen_copy(np.asarray(arrays["compression"], dtype=np.uint64))
+        return cls(**fields, oracle_calls=_scalar(arrays, "oracle_calls", int))
+
+    def __reduce__(self) -> tuple:
+        # pickled (Ray, a process pool) through the constructor: the arrays come back read-only
+        return (type(self), tuple(getattr(self, name) for name in self.__slots__))
+
+
+def _leaves(value: Any, name: str) -> tuple[np.ndarray, ...] | None:
+    """An optimizer state as a tuple of read-only arrays (their dtypes kept), or None."""
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"Expected '{name}' to be a sequence of arrays (the Adam state's leaves), "
+                        f"got {type(value).__name__}")
+    return tuple(_readonly(leaf, f"{name}[{k}]", None) for k, leaf in enumerate(value))
+
+
+def _leaves_from(arrays: Mapping[str, Any], prefix: str) -> tuple[np.ndarray, ...] | None:
+    """The leaves stored as ``<prefix>0``, ``<prefix>1``, ... (None when there is none)."""
+    count = sum(1 for k in arrays if isinstance(k, str) and _leaf_index(k, prefix) is not None)
+    if count == 0:
+        return None
+    missing = [f"{prefix}{k}" for k in range(count) if f"{prefix}{k}" not in arrays]
+    if missing:
+        raise ValueError(f"Expected the leaves {prefix}0..{prefix}{count - 1}, missing {missing}")
+    return tuple(_frozen_copy(np.asarray(arrays[f"{prefix}{k}"])) for k in range(count))
+
+
+def _leaf_index(name: str, prefix: str) -> int | None:
+    rest = name[len(prefix):] if name.startswith(prefix) else ""
+    return int(rest) if rest.isdigit() and str(int(rest)) == rest else None
+
+
+_OT_LEAVES = ("adam_", "omega_adam_", "theta_adam_")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OTServerState:
+    """What a FedMM-OT or FedAdam server carries between rounds
+    (:meth:`fedmm.algorithms.OTServer.export_state`, :meth:`fedmm.algorithms.FedAdamServer.export_state`).
+
+    The selection and the target minibatches need no state (round ``t`` draws from ``Philox(key, t)``).
+
+    Attributes
+    ----------
+    omega, theta : ndarray of shape (n_params,), float64
+        The potentials' parameters ``ω_t``, ``θ_t`` (flat vectors).
+    V : ndarray of shape (n_params,), float64, or None
+        FedMM-OT's aggregated control variate ``V_t`` (None for FedAdam).
+    adam : tuple of ndarray
+        The Adam state of the server's step: FedMM-OT's steps on ``θ``, FedAdam's step on ``(ω, θ)``
+        (optax's ``ScaleByAdamState`` leaves ``count``, ``mu``, ``nu``, dtypes kept).
+    omega_adam : tuple of ndarray, or None
+        FedMM-OT's Adam state of ``ω`` (``omega_step='adam'``).
+    theta_adam : tuple of ndarray, or None
+        FedAdam's Adam state of its extra server steps on ``θ`` (``server_steps > 0``).
+    """
+
+    omega: np.ndarray
+    theta: np.ndarray
+    V: np.ndarray | None = None
+    adam: tuple = ()
+    omega_adam: tuple | None = None
+    theta_adam: tuple | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("omega", "theta"):
+            if getattr(self, name) is None:
+                raise ValueError(f"Expected '{name}', got None")
+            _optional_vector(self, name)
+        _optional_vector(self, "V")
+        object.__setattr__(self, "adam", _leaves(self.adam, "adam"))
+        object.__setattr__(self, "omega_adam", _leaves(self.omega_adam, "omega_adam"))
+        object.__setattr__(self, "theta_adam", _leaves(self.theta_adam, "theta_adam"))
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.omega, self.theta, self.V, self.adam, self.omega_adam, self.theta_adam))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as ``name → array``: ``omega``, ``theta``, ``V`` (when set) and the Adam leaves as
+        ``adam_<k>``, ``omega_adam_<k>``, ``theta_adam_<k>``; what a checkpoint stores under ``server/``.
+        The arrays are this state's own (read-only, not copied)."""
+        out = {"omega": self.omega, "theta": self.theta}
+        if self.V is not None:
+            out["V"] = self.V
+        for prefix, leaves in zip(_OT_LEAVES, (self.adam, self.omega_adam, self.theta_adam)):
+            out.update({f"{prefix}{k}": leaf for k, leaf in enumerate(leaves or ())})
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, Any]) -> "OTServerState":
+        """Inverse of :meth:`to_arrays` (every array copied).
+
+        Raises
+        ------
+        ValueError
+            ``omega`` or ``theta`` is missing, the leaves of an Adam state are not numbered ``0..k-1``,
+            or a name is not a field of this state.
+        """
+        if not isinstance(arrays, Mapping):
+            raise TypeError(f"Expected 'arrays' to be a mapping of names to arrays, got {type(arrays).__name__}")
+        leaves = tuple(k for k in arrays if isinstance(k, str)
+                       and any(_leaf_index(k, p) is not None for p in _OT_LEAVES))
+        _check_names(arrays, "OT server state", ("omega", "theta"), ("V",) + leaves)
+        vectors = {name: _frozen_copy(np.asarray(arrays[name], dtype=np.float64))
+                   for name in ("omega", "theta", "V") if name in arrays}
+        adam, omega_adam, theta_adam = (_leaves_from(arrays, p) for p in _OT_LEAVES)
+        return cls(**vectors, adam=adam or (), omega_adam=omega_adam, theta_adam=theta_adam)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OTClientState:
+    """What a FedMM-OT or FedAdam client carries between rounds (:meth:`fedmm.algorithms.OTClient.export_state`):
+    its random stream is ``Philox(key_i, t)``, so only FedMM-OT's control variate remains.
+
+    Attributes
+    ----------
+    V : ndarray of shape (n_params,), float64, or None
+        The control variate ``V_{t,i}`` (None for FedAdam, and for FedMM-OT before the set-up exchange).
+    """
+
+    V: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        _optional_vector(self, "V")
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.V,))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """``{"V": V}`` (empty without one): what a checkpoint stores under ``client/<i>/``."""
+        return {} if self.V is None else {"V": self.V}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, Any]) -> "OTClientState":
+        """Inverse of :meth:`to_arrays` (``V`` copied; ``ValueError`` naming any other name)."""
+        _check_names(arrays, "OT client state", (), ("V",))
+        return cls(V=None if arrays.get("V") is None else _frozen_copy(np.asarray(arrays["V"], dtype=np.float64)))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ArrayState:
+    """A party's state as named read-only arrays: the state value of a custom algorithm's parties
+    (``docs/extending.md``) whose state needs no class of its own.
+
+    Attributes
+    ----------
+    arrays : mapping of str to ndarray
+        The state's arrays (read-only; copied unless already read-only ndarrays), in the dtypes a
+        :class:`fedmm.federation.Checkpoint` stores.
+    """
+
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.arrays, Mapping):
+            raise TypeError(f"Expected 'arrays' to be a mapping of names to arrays, got {type(self.arrays).__name__}")
+        own = {}
+        for name, value in self.arrays.items():
+            if type(name) is not str or not name:
+                raise TypeError(f"Expected the names of 'arrays' to be non-empty str, got {name!r}")
+            own[name] = _readonly(value, f"arrays[{name!r}]", None)
+        object.__setattr__(self, "arrays", MappingProxyType(own))
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.arrays[name]
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (dict(self.arrays),))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays as a dict (this state's own, read-only, not copied)."""
+        return dict(self.arrays)
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, Any]) -> "ArrayState":
+        """Inverse of :meth:`to_arrays` (every array copied)."""
+        if not isinstance(arrays, Mapping):
+            raise TypeError(f"Expected 'arrays' to be a mapping of names to arrays, got {type(arrays).__name__}")
+        return cls({name: _frozen_copy(value) for name, value in arrays.items()})

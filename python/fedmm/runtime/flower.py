@@ -64,11 +64,11 @@ Wire conventions (``fedmm/payload-v1``):
   strategy's token; it answers with an empty payload in round ``-3``
   (``RESTORE_ROUND``).  Every such client must answer.
 
-Client state.  The client's state as arrays (``client_state``: ``V_{t,i}``
+Client state.  The client's state as arrays (``client_state(client).to_arrays()``: ``V_{t,i}``
 and the SPIDER memory, Scaffold's ``c_i``, the subgradient family's random
 streams, ...) lives in ``context.state.array_records["fedmm"]`` and is put
-back into the freshly built client of each message (``restore_client``).  A client's update is first stored
-as *pending* for round ``t``; it becomes the client's state only when the
+back into the freshly built client of each message (``client_state_from_arrays``, ``restore_client``).
+A client's update is first stored as *pending* for round ``t``; it becomes the client's state only when the
 server's next message to it says that the round-``t`` payload was aggregated
 (``accepted-round == t``).  A payload lost on the way, a reply after the
 timeout or a client error therefore leave ``V_{t,i}`` and the server's
@@ -115,7 +115,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from fedmm._validation import check_count, check_in, check_int, check_real, check_seed
-from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_digest
+from fedmm.federation.checkpoint import Checkpoint, CheckpointWriter, data_digest, import_arrays
 from fedmm.federation.local import CLIENT_ERROR_POLICIES
 from fedmm.history import History
 from fedmm.protocols import RemoteAlgorithm
@@ -135,7 +135,8 @@ RESTORE_ROUND = -3
 #: The members of :class:`fedmm.protocols.RemoteAlgorithm` (named in the refusal of an object without them).
 _REMOTE_MEMBERS = ("name", "remote_config", "describe_data", "remote_server", "remote_client", "setup_exchange",
                    "start_exchange", "start_message", "start_reply", "restart_server", "broadcast_layout",
-                   "broadcast_to_arrays", "broadcast_from_arrays", "client_state", "restore_client", "estimate",
+                   "broadcast_to_arrays", "broadcast_from_arrays", "client_state", "client_state_from_arrays",
+                   "restore_client", "estimate",
                    "remote_finish_needs_clients", "remote_finish")
 _BROADCAST = "fedmm.broadcast"
 _CONFIG = "fedmm.config"
@@ -336,7 +337,7 @@ class FedMMStrategy(Strategy):
         # checkpoints: whether clients send their state up, and the state after the last completed round
         self._send_state = False
         self._client_states: dict[int, dict[str, np.ndarray]] = {}  # partition id -> accepted client_state
-        self._committed: tuple[int, dict[str, np.ndarray]] = (0, {})  # (completed rounds, server.get_state())
+        self._committed: tuple[int, Any] = (0, {})  # (completed rounds, server.export_state())
         self._writer: CheckpointWriter | None = None
         self._fingerprint: dict[str, Any] | None = None
 
@@ -542,7 +543,7 @@ class FedMMStrategy(Strategy):
             record_initial(self.history, None if self.objective is None else
                            (lambda: self.objective(self.remote.estimate(self.server))))
         if self._send_state:
-            self._committed = (len(self.history.records), self.server.get_state())
+            self._committed = (len(self.history.records), self.server.export_state())
             self._writer = CheckpointWriter(checkpoint_path, checkpoint_every, self._snapshot)
         try:
             self.start(grid, self._state_record(), num_rounds=int(n_rounds) - self._first, timeout=timeout)
@@ -556,7 +557,10 @@ class FedMMStrategy(Strategy):
                     exc.add_note(f"fedmm: no checkpoint of the completed rounds ({type(failure).__name__}: "
                                  f"{failure})")
             raise
-        states = self._final_states(grid, timeout) if self.remote.remote_finish_needs_clients() else None
+        states = None
+        if self.remote.remote_finish_needs_clients():
+            states = {i: self.remote.client_state_from_arrays(arrays)
+                      for i, arrays in self._final_states(grid, timeout).items()}
         self.remote.remote_finish(self.server, self.history, states)
         warn_all_dropped(self.history, self._first)
         return self.history
@@ -589,7 +593,7 @@ class FedMMStrategy(Strategy):
 
     def _resume(self, grid: Grid, timeout: float, resumed: Checkpoint) -> None:
         """The server, the History and the clients' states of a checkpoint (the clients' sent back to their nodes)."""
-        self.server.set_state(resumed.server_state)
+        import_arrays(self.server, resumed.server_state)
         self._layout = self.remote.broadcast_layout(self.server)
         self.history = resumed.history.copy()
         self._first = resumed.next_round
@@ -627,8 +631,8 @@ class FedMMStrategy(Strategy):
         return states
 
     def _state_record(self) -> ArrayRecord:
-        """The server's state (``get_state``) for Flower's bookkeeping of the rounds."""
-        state = self.server.get_state()
+        """The server's state (``export_state().to_arrays()``) for Flower's bookkeeping of the rounds."""
+        state = self.server.export_state().to_arrays()
         return ArrayRecord({k: Array(np.array(v, order="C")) for k, v in state.items()})
 
     # -- Strategy interface -----------------------------------------------------
@@ -676,7 +680,7 @@ class FedMMStrategy(Strategy):
         self.history.append(**record)
         if self._writer is not None:  # the round is complete: it is what a checkpoint holds from now on
             self._client_states.update({i: states[i] for i in payloads})
-            self._committed = (len(self.history.records), self.server.get_state())
+            self._committed = (len(self.history.records), self.server.export_state())
             self._writer(t)
         # the server's scalar record fields (FedMM: gamma, E_s, E_ps; FedMM-OT: gamma, E_omega, E_theta)
         metrics = MetricRecord({**{k: float(v) for k, v in server_record.items()
@@ -820,7 +824,7 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
     def setup(msg: Message, context: Context) -> Message:
         remote, client, message, config = build(msg, context)
         payload = client.setup(message)
-        state = remote.client_state(client)
+        state = remote.client_state(client).to_arrays()
         _save_state(context, state, str(config["strategy-token"]))
         return reply(msg, payload, _partition_id(context), -1, state)
 
@@ -830,14 +834,14 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
         token, t = str(config["strategy-token"]), int(config["round"])
         committed = _accepted_state(context, token, int(config["accepted-round"]))
         if committed:
-            remote.restore_client(client, committed, message)
+            remote.restore_client(client, remote.client_state_from_arrays(committed), message)
         elif remote.setup_exchange():
             raise RuntimeError("This node has no client state (e.g. V_0,i; it was lost): "
                                "this configuration needs the set-up exchange (control_variates='oracle')")
         else:
             client.setup(message)  # e.g. V_0,i = 0: no set-up exchange was needed
         payload = client.step(message)
-        state = remote.client_state(client)
+        state = remote.client_state(client).to_arrays()
         new_state = {**committed, **{_PENDING + k: v for k, v in state.items()},
                      _PENDING + "t": np.array([t], dtype=np.int64)}
         _save_state(context, new_state, token)

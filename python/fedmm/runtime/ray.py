@@ -131,7 +131,7 @@ class _Shard:
     """Ray actor body: a share of the clients, run round by round.
 
     The driver is the authority on every client's state: each successful
-    step returns the client's new :meth:`Client.get_state` with its payload,
+    step returns the client's new :meth:`Client.export_state` value with its payload,
     and a client whose last round was not aggregated (dropped, late, invalid
     payload) gets its committed state back with its next task (``restore``).
     With a deadline, the round's clients run on worker threads (one, plus
@@ -150,22 +150,22 @@ class _Shard:
         """This actor's process id (a readiness probe)."""
         return os.getpid()
 
-    def setup(self, message: Any) -> list[tuple[int, bytes, dict]]:
+    def setup(self, message: Any) -> list[tuple[int, bytes, Any]]:
         """The set-up exchange: every held client initialises ``V_{0,i}``; ``(i, payload, state)``
         (errors propagate, as in process)."""
-        return [(i, c.setup(message), c.get_state()) for i, c in self.clients.items()]
+        return [(i, c.setup(message), c.export_state()) for i, c in self.clients.items()]
 
-    def _one(self, i: int, message: Any, state: dict | None) -> _Result:
+    def _one(self, i: int, message: Any, state: Any) -> _Result:
         client = self.clients[i]
         try:
             if state is not None:  # its last round was not aggregated: back to the committed state
-                client.set_state(state, message.theta)
+                client.import_state(state, message.theta)
             payload = client.step(message)
-            return i, payload, client.get_state(), None
+            return i, payload, client.export_state(), None
         except Exception as exc:  # the client failed: dropped; the driver restores it next time
             return i, None, None, _failure(exc)
 
-    def step(self, message: Any, ids: Sequence[int], restore: dict[int, dict], budget: float | None,
+    def step(self, message: Any, ids: Sequence[int], restore: dict[int, Any], budget: float | None,
              deadline: float | None, t: int | None = None) -> list[_Result]:
         """Run the clients ``ids`` on round ``t``'s ``message`` (after restoring the states in ``restore``).
 
@@ -286,7 +286,7 @@ class RayRuntime:
     Notes
     -----
     The driver keeps the committed state of every client: each answer carries
-    the client's new :meth:`Client.get_state`, which is copied into the
+    the client's new :meth:`Client.export_state` value, which is copied into the
     driver's :class:`~fedmm.algorithms.Client` objects when its payload is
     aggregated.  So ``V = Σ_i μ_i V_i`` holds over the driver's clients after
     every round (a callback can check it), a dropped client's actor is sent
@@ -425,7 +425,7 @@ class RayRuntime:
                 results = [r for part in ray.get(refs) for r in part]
                 server.setup_aggregate({i: payload for i, payload, _ in results})
                 for i, _, state in results:
-                    fleet.clients[i].set_state(state, setup.theta)
+                    fleet.clients[i].import_state(state, setup.theta)
                 history.config["setup_bytes_up"] = sum(len(payload) for _, payload, _ in results)
                 history.config["setup_bytes_down"] = len(clients) * setup.nbytes
             for t in range(start, n_rounds):
@@ -476,7 +476,7 @@ class RayRuntime:
         ray, raising = fleet.ray, self.on_client_error == "raise"
         start = time.perf_counter()
         # before select/broadcast: they may draw from the server's own streams (Scaffnew's coins)
-        server_state = server.get_state()
+        server_state = server.export_state()
         ids = server.select(t)
         message = server.broadcast(t)
         message_ref = ray.put(message)
@@ -494,11 +494,11 @@ class RayRuntime:
                 for i in members:
                     self._fail(t, i, down[a], "", reasons)
                 continue
-            restore = {i: fleet.clients[i].get_state() for i in members if i in fleet.dirty}
+            restore = {i: fleet.clients[i].export_state() for i in members if i in fleet.dirty}
             calls[fleet.actors[a].step.remote(message_ref, members, restore, budget, deadline, t)] = a
         remaining = None if self.timeout is None else max(0.0, self.timeout - (time.perf_counter() - start))
         ready, late = ray.wait(list(calls), num_returns=len(calls), timeout=remaining)
-        got: dict[int, tuple[bytes, dict]] = {}
+        got: dict[int, tuple[bytes, Any]] = {}
         for ref in ready:
             a = calls[ref]
             try:
@@ -543,7 +543,7 @@ class RayRuntime:
                     self.errors.append((t, i, f"invalid payload: {reason}"))
 
         n_records = len(history.records)
-        before: dict[int, dict] = {}
+        before: dict[int, Any] = {}
 
         def commit(u: int) -> None:
             """The aggregated clients' new states become the committed ones (after the round's record)."""
@@ -551,8 +551,8 @@ class RayRuntime:
                 if i in invalid:
                     fleet.dirty.add(i)
                 else:
-                    before[i] = fleet.clients[i].get_state()
-                    fleet.clients[i].set_state(state, message.theta)
+                    before[i] = fleet.clients[i].export_state()
+                    fleet.clients[i].import_state(state, message.theta)
 
         done = False
         try:
@@ -562,10 +562,10 @@ class RayRuntime:
         finally:
             if not done:  # undo the round: server, driver's clients, record
                 for i, state in before.items():
-                    fleet.clients[i].set_state(state, message.theta)
+                    fleet.clients[i].import_state(state, message.theta)
                 fleet.dirty.update(got)
                 if server_state is not None:
-                    server.set_state(server_state)
+                    server.import_state(server_state)
                 del history.records[n_records:]
         return elapsed
 
