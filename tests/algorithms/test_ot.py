@@ -776,7 +776,7 @@ def test_ray_runtime_carries_fedmmot_and_fedadam():
 
 
 def test_parties_satisfy_the_protocols(small_problem, small_data):
-    from test_protocols import assert_satisfies
+    from protocol_check import assert_satisfies
 
     from fedmm import protocols as P
 
