@@ -419,29 +419,43 @@ static void inverse_form(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, 
         Lj[j] = d;
         for (fedmm_blas_int i = j + 1; i < K; ++i) Lj[i] /= d;
     }
-    for (fedmm_blas_int j = 0; j < K; ++j) {
-        /* rows j..K-1 of column j of M = L^{-T} L^{-1} e_j (the rest is
-         * mirrored below): chol_solve's operations on them, minus those on
-         * the leading zeros of L^{-1} e_j (exact no-ops: L_ii > 0) and the
-         * back substitution of rows above j, which nothing below reads */
-        double *Mj = inv->M + (size_t)j * K;
-        memset(Mj, 0, (size_t)K * sizeof(double));
-        Mj[j] = 1.0;
-        for (fedmm_blas_int c = j; c < K; ++c) {
-            const double *Lc = L + (size_t)c * K;
-            Mj[c] /= Lc[c];
-            for (fedmm_blas_int i = c + 1; i < K; ++i) Mj[i] -= Lc[i] * Mj[c];
-        }
-        for (fedmm_blas_int c = K - 1; c >= j; --c) {
-            const double *Lc = L + (size_t)c * K;
-            double v = Mj[c];
-            for (fedmm_blas_int i = c + 1; i < K; ++i) v -= Lc[i] * Mj[i];
-            Mj[c] = v / Lc[c];
+    /* M = L^{-T} L^{-1}: for every j, rows j..K-1 of column j (the rest
+     * mirrored below), by chol_solve's operations on L^{-1} e_j minus those
+     * on its leading zeros (exact no-ops: L_ii > 0) and the back substitution
+     * of rows above j, which nothing reads.  The K solves run side by side,
+     * X[i K + j] holding row i of solve j (j <= i): every entry sees the
+     * operations of its own solve in their order (bit for bit), and the
+     * inner loops run over j, independent and contiguous. */
+    double *X = inv->M;
+    memset(X, 0, (size_t)K * K * sizeof(double));
+    for (fedmm_blas_int i = 0; i < K; ++i) X[(size_t)i * K + i] = 1.0;
+    for (fedmm_blas_int c = 0; c < K; ++c) { /* forward: L y = e_j */
+        const double *Lc = L + (size_t)c * K;
+        double *Xc = X + (size_t)c * K;
+        const double d = Lc[c];
+        for (fedmm_blas_int j = 0; j <= c; ++j) Xc[j] /= d;
+        for (fedmm_blas_int i = c + 1; i < K; ++i) {
+            const double l = Lc[i];
+            double *Xi = X + (size_t)i * K;
+            for (fedmm_blas_int j = 0; j <= c; ++j) Xi[j] -= l * Xc[j];
         }
     }
-    for (fedmm_blas_int j = 0; j < K; ++j) /* exact symmetry */
+    for (fedmm_blas_int c = K - 1; c >= 0; --c) { /* back: L^T x = y */
+        const double *Lc = L + (size_t)c * K;
+        double *Xc = X + (size_t)c * K;
+        for (fedmm_blas_int i = c + 1; i < K; ++i) {
+            const double l = Lc[i];
+            const double *Xi = X + (size_t)i * K;
+            for (fedmm_blas_int j = 0; j <= c; ++j) Xc[j] -= l * Xi[j];
+        }
+        const double d = Lc[c];
+        for (fedmm_blas_int j = 0; j <= c; ++j) Xc[j] /= d;
+    }
+    /* X[i K + j] = M_ij (j <= i) is the upper triangle of the column-major
+     * M; mirror it (exact symmetry) */
+    for (fedmm_blas_int j = 0; j < K; ++j)
         for (fedmm_blas_int i = j + 1; i < K; ++i)
-            inv->M[(size_t)i * K + j] = inv->M[(size_t)j * K + i];
+            inv->M[(size_t)j * K + i] = inv->M[(size_t)i * K + j];
     inv->state = 1;
 }
 
