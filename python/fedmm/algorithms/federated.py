@@ -1268,8 +1268,12 @@ class FedMM(FederatedAlgorithm):
                 raise RuntimeError(
                     f"Every client failed in the start exchange ({drops}); start='mean_statistic' needs at least "
                     "one client's statistic at θ_0: fix the clients, or pass init= or start='model'") from exc
+            start_server = server
             server = self.build_server(n, weights=weights, init=S0, seed=seed)
             server.start_drops = dict(sorted(drops.items()))
+            # the same configuration and clients, another Ŝ_0: the compiled backend's inputs built for the
+            # start exchange (round configuration, compiled model and data; no state) serve the rounds too
+            server._compiled = start_server._compiled
         return server, clients
 
     # -- the run's hooks (FederatedAlgorithm.run) ------------------------------------------
