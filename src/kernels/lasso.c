@@ -94,17 +94,64 @@ static void refresh_gradient(fedmm_blas_int K, const double *G, fedmm_blas_int l
     }
 }
 
+/* y[i] += sgn a_j G[i, S[j]] for j = 0, 1, ..., m-1 in this order (a_j =
+ * a[S[j]] when by_index, else a[j]; sgn = +-1, so sgn a_j is exact; S ==
+ * NULL: S[j] = j, every column of G in turn): the
+ * additions of a plain loop over j, four columns per pass over y (one load
+ * and store of y[i] per four terms, added in the same order, so the result
+ * is the plain loop's bit for bit). */
+static void list_axpy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const int *S,
+                      fedmm_blas_int m, const double *a, int by_index, double sgn, double *y)
+{
+    fedmm_blas_int j = 0;
+    for (; j + 4 <= m; j += 4) {
+        const int s0 = S ? S[j] : (int)j, s1 = S ? S[j + 1] : (int)j + 1;
+        const int s2 = S ? S[j + 2] : (int)j + 2, s3 = S ? S[j + 3] : (int)j + 3;
+        const double *G0 = G + (size_t)s0 * ldg, *G1 = G + (size_t)s1 * ldg;
+        const double *G2 = G + (size_t)s2 * ldg, *G3 = G + (size_t)s3 * ldg;
+        const double a0 = sgn * (by_index ? a[s0] : a[j]);
+        const double a1 = sgn * (by_index ? a[s1] : a[j + 1]);
+        const double a2 = sgn * (by_index ? a[s2] : a[j + 2]);
+        const double a3 = sgn * (by_index ? a[s3] : a[j + 3]);
+        /* two rows per step, so that GCC -O2 (no -march flag) makes each
+         * pair one 2-wide vector operation; every row keeps its order */
+        fedmm_blas_int i = 0;
+        for (; i + 2 <= K; i += 2) {
+            double v = y[i], w = y[i + 1];
+            v += a0 * G0[i];
+            w += a0 * G0[i + 1];
+            v += a1 * G1[i];
+            w += a1 * G1[i + 1];
+            v += a2 * G2[i];
+            w += a2 * G2[i + 1];
+            v += a3 * G3[i];
+            w += a3 * G3[i + 1];
+            y[i] = v;
+            y[i + 1] = w;
+        }
+        if (i < K) y[i] = (((y[i] + a0 * G0[i]) + a1 * G1[i]) + a2 * G2[i]) + a3 * G3[i];
+    }
+    for (; j < m; ++j) {
+        const int sj = S ? S[j] : (int)j;
+        const double *Gj = G + (size_t)sj * ldg;
+        const double aj = sgn * (by_index ? a[sj] : a[j]);
+        fedmm_blas_int i = 0;
+        for (; i + 2 <= K; i += 2) {
+            const double v = y[i] + aj * Gj[i], w = y[i + 1] + aj * Gj[i + 1];
+            y[i] = v;
+            y[i + 1] = w;
+        }
+        if (i < K) y[i] += aj * Gj[i];
+    }
+}
+
 /* g = c - G_{:,S} h_S over an index list S[0..m) (the active set). */
 static void refresh_gradient_list(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
                                   const double *c, const double *h, const int *S,
                                   fedmm_blas_int m, double *g)
 {
     memcpy(g, c, (size_t)K * sizeof(double));
-    for (fedmm_blas_int j = 0; j < m; ++j) {
-        const double hk = h[S[j]];
-        const double *Gk = G + (size_t)S[j] * ldg;
-        for (fedmm_blas_int i = 0; i < K; ++i) g[i] -= hk * Gk[i];
-    }
+    list_axpy(K, G, ldg, S, m, h, 1, -1.0, g);
 }
 
 /* Duality-gap measure for one column, to be compared with tol.
@@ -387,15 +434,43 @@ static void inverse_form(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, 
         Lj[j] = d;
         for (fedmm_blas_int i = j + 1; i < K; ++i) Lj[i] /= d;
     }
-    for (fedmm_blas_int j = 0; j < K; ++j) { /* column j of M = L^{-T} L^{-1} e_j */
-        double *Mj = inv->M + (size_t)j * K;
-        memset(Mj, 0, (size_t)K * sizeof(double));
-        Mj[j] = 1.0;
-        chol_solve(K, L, K, Mj);
+    /* M = L^{-T} L^{-1}: for every j, rows j..K-1 of column j (the rest
+     * mirrored below), by chol_solve's operations on L^{-1} e_j minus those
+     * on its leading zeros (exact no-ops: L_ii > 0) and the back substitution
+     * of rows above j, which nothing reads.  The K solves run side by side,
+     * X[i K + j] holding row i of solve j (j <= i): every entry sees the
+     * operations of its own solve in their order (bit for bit), and the
+     * inner loops run over j, independent and contiguous. */
+    double *X = inv->M;
+    memset(X, 0, (size_t)K * K * sizeof(double));
+    for (fedmm_blas_int i = 0; i < K; ++i) X[(size_t)i * K + i] = 1.0;
+    for (fedmm_blas_int c = 0; c < K; ++c) { /* forward: L y = e_j */
+        const double *Lc = L + (size_t)c * K;
+        double *Xc = X + (size_t)c * K;
+        const double d = Lc[c];
+        for (fedmm_blas_int j = 0; j <= c; ++j) Xc[j] /= d;
+        for (fedmm_blas_int i = c + 1; i < K; ++i) {
+            const double l = Lc[i];
+            double *Xi = X + (size_t)i * K;
+            for (fedmm_blas_int j = 0; j <= c; ++j) Xi[j] -= l * Xc[j];
+        }
     }
-    for (fedmm_blas_int j = 0; j < K; ++j) /* exact symmetry */
+    for (fedmm_blas_int c = K - 1; c >= 0; --c) { /* back: L^T x = y */
+        const double *Lc = L + (size_t)c * K;
+        double *Xc = X + (size_t)c * K;
+        for (fedmm_blas_int i = c + 1; i < K; ++i) {
+            const double l = Lc[i];
+            const double *Xi = X + (size_t)i * K;
+            for (fedmm_blas_int j = 0; j <= c; ++j) Xc[j] -= l * Xi[j];
+        }
+        const double d = Lc[c];
+        for (fedmm_blas_int j = 0; j <= c; ++j) Xc[j] /= d;
+    }
+    /* X[i K + j] = M_ij (j <= i) is the upper triangle of the column-major
+     * M; mirror it (exact symmetry) */
+    for (fedmm_blas_int j = 0; j < K; ++j)
         for (fedmm_blas_int i = j + 1; i < K; ++i)
-            inv->M[(size_t)i * K + j] = inv->M[(size_t)j * K + i];
+            inv->M[(size_t)j * K + i] = inv->M[(size_t)i * K + j];
     inv->state = 1;
 }
 
@@ -408,11 +483,7 @@ static int inverse_solve(fedmm_blas_int K, fedmm_blas_int m, const int *S, lasso
     const double *M = inv->M;
     double *y = inv->y;
     memset(y, 0, (size_t)K * sizeof(double));
-    for (fedmm_blas_int j = 0; j < m; ++j) { /* y = M_{:,S} x_S */
-        const double *Mc = M + (size_t)S[j] * K;
-        const double v = x[j];
-        for (fedmm_blas_int i = 0; i < K; ++i) y[i] += v * Mc[i];
-    }
+    list_axpy(K, M, K, S, m, x, 0, 1.0, y); /* y = M_{:,S} x_S */
     const fedmm_blas_int r = K - m;
     if (r == 0) {
         for (fedmm_blas_int j = 0; j < m; ++j) x[j] = y[S[j]];
@@ -457,11 +528,11 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                             double *theta, int *S, lasso_inverse_t *inv, lasso_poll_t *pl)
 {
     fedmm_blas_int m = 0;
-    for (fedmm_blas_int k = 0; k < K; ++k) {
-        if (h[k] != 0.0) {
-            theta[m] = h[k] > 0.0 ? 1.0 : -1.0;
-            S[m++] = (int)k;
-        }
+    for (fedmm_blas_int k = 0; k < K; ++k) { /* branch-free: position m < K is always free */
+        const double hk = h[k];
+        theta[m] = hk > 0.0 ? 1.0 : -1.0;
+        S[m] = (int)k;
+        m += hk != 0.0;
     }
     /* Nearly full support: Newton steps from G^{-1} (formed at the first
      * such column of the call), no factor of G_SS; have_L says whether L
@@ -478,7 +549,11 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
         }
     }
     if (m == 0) have_L = 1; /* the empty factor */
-    refresh_gradient_list(K, G, ldg, c, h, S, m, g);
+    /* g = c - G h is needed before the first Newton step only by the line
+     * search over several breakpoints (and, with m = 0, by the KKT test):
+     * a warm column that converges in one step skips one K x m product */
+    int g_valid = m == 0;
+    if (g_valid) refresh_gradient_list(K, G, ldg, c, h, S, m, g);
     int need_step = m > 0;
     for (int it = 0; it < max_iter; ++it) {
         if (lasso_poll(pl, pl->step)) return -1 - it; /* the caller sees pl->stopped */
@@ -565,6 +640,7 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
             if (t < t_best || j_best < 0) { t_best = t; j_best = j; }
         }
         if (n_crossed > 1 && !positive) { /* the lowest breakpoint */
+            if (!g_valid) refresh_gradient_list(K, G, ldg, c, h, S, m, g);
             double q1 = 0.0, q2 = 0.0, l1_h = 0.0;
             for (fedmm_blas_int j = 0; j < m; ++j) {
                 const double hj = h[S[j]], dj = x[j] - hj, gj = g[S[j]];
@@ -613,6 +689,7 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
         }
         need_step = changed && m > 0;
         refresh_gradient_list(K, G, ldg, c, h, S, m, g);
+        g_valid = 1;
     }
     return -1 - max_iter;
 }
@@ -970,11 +1047,7 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
              * steps, instead of adding nearly K atoms one at a time from 0) */
             if (inv->state == 0) inverse_form(K, G, ldg, work + 4 * (size_t)K, inv);
             if (inv->state == 1) {
-                for (fedmm_blas_int k = 0; k < K; ++k) {
-                    const double *Mk = inv->M + (size_t)k * K;
-                    const double ck = c[k];
-                    for (fedmm_blas_int i = 0; i < K; ++i) h[i] += ck * Mk[i];
-                }
+                list_axpy(K, inv->M, K, NULL, K, c, 0, 1.0, h); /* h = 0 + M c */
                 for (fedmm_blas_int k = 0; k < K; ++k)
                     if (inv_diag[k] == 0.0 || (positive && h[k] < 0.0)) h[k] = 0.0;
             }

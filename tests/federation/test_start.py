@@ -300,6 +300,24 @@ def test_compiled_start_exchange_gives_the_python_start_bit_for_bit(make, n_thre
     assert calls == list(range(len(datas)))
 
 
+def test_the_rounds_server_reuses_the_start_exchange_compiled_setup():
+    # FedMM.build hands the compiled inputs built for the start exchange to the rounds' server (built again at
+    # the new Ŝ_0): not rebuilt, and the rounds on it give the Python backend's numbers.
+    def make(backend):
+        return FedMM(DictionaryLearning(3, 0.1, ridge=0.2), clients_per_round=2, batch_size=5, backend=backend)
+
+    datas = _dictionary_clients(5)
+    server, clients = make("compiled").build(datas, seed=2)
+    setup = server.compiled_setup
+    assert setup is not None and len(setup[0]) == len(clients)
+    assert all(a is b for a, b in zip(setup[0], clients))
+    assert server.compiled_unsupported(clients) is None
+    assert server.compiled_setup is setup
+    history = make("compiled").run(datas, 6, seed=2, evaluate_every=3)
+    assert history.config["backend"] == "compiled"
+    assert history.equals(make("python").run(datas, 6, seed=2, evaluate_every=3))
+
+
 def test_full_statistics_rows_equal_the_model_statistic():
     from fedmm import kernels
 

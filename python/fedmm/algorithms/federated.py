@@ -575,6 +575,18 @@ class Server:
         self._compiled = (tuple(clients), setup)
         return setup
 
+    def adopt_compiled_setup(self, other: Server) -> None:
+        """Take the compiled backend's inputs ``other`` built for its clients (the round configuration,
+        compiled model and data, none of which depends on ``Ŝ_0`` or on any other state), for a server of
+        the same configuration: :meth:`FedMM.build` passes the start exchange's server to the rounds' one."""
+        self._compiled = other.compiled_setup
+
+    @property
+    def compiled_setup(self) -> tuple | None:
+        """``(clients, (reason, config, compiled model, compiled datas))`` as built by the first compiled call
+        of a run (None before it); see :meth:`adopt_compiled_setup`."""
+        return self._compiled
+
     def _build_compiled_setup(self, clients: Sequence[Client]) -> tuple:
         model = self.model
         n = self.n_clients
@@ -1268,8 +1280,10 @@ class FedMM(FederatedAlgorithm):
                 raise RuntimeError(
                     f"Every client failed in the start exchange ({drops}); start='mean_statistic' needs at least "
                     "one client's statistic at θ_0: fix the clients, or pass init= or start='model'") from exc
+            start_server = server
             server = self.build_server(n, weights=weights, init=S0, seed=seed)
             server.start_drops = dict(sorted(drops.items()))
+            server.adopt_compiled_setup(start_server)
         return server, clients
 
     # -- the run's hooks (FederatedAlgorithm.run) ------------------------------------------
