@@ -290,6 +290,13 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, fedm
  * |beta s_k| / |mu| <= PSD_LANCZOS_EST K eps, a bound loose by the ratio of
  * ||S||_F to ||S q|| for a typical q (~sqrt K). */
 #define PSD_LANCZOS_EST 4.0
+/* A failed check whose estimate was below this: the residual has reached the
+ * floor set by the solves' rounding, the exact path takes over. */
+#define PSD_LANCZOS_FLOOR 1e-2
+/* The leading block of the factorization stops where a row of L21 would
+ * exceed this many times max|s| in squared norm (a small Cholesky pivot just
+ * before the one that failed): the solves' rounding grows with it. */
+#define PSD_LANCZOS_MAX_L21 32.0
 /* Bunch-Kaufman's element growth is small in practice; a D entry above this
  * many times K max|s| makes the inertia count suspect: exact path. */
 #define PSD_LDL_MAX_GROWTH 64.0
@@ -464,8 +471,8 @@ static fedmm_blas_int tridiag_count_below(fedmm_blas_int k, const double *a, con
 }
 
 /* x <- an eigenvector (unit norm) of the tridiagonal T for its eigenvalue
- * near mu, orthogonal to the n_prev unit vectors P (k x n_prev): Rayleigh
- * quotient iteration from the all-ones vector, Gaussian elimination with
+ * near mu, orthogonal to the n_prev unit vectors P (k x n_prev): inverse
+ * then Rayleigh quotient iteration from the all-ones vector, Gaussian elimination with
  * partial pivoting on T - mu I (a zero pivot replaced by tiny); returns the
  * last Rayleigh quotient.  scratch: 3 k doubles.  Only a Ritz vector to be
  * verified, so no convergence test. */
@@ -476,7 +483,8 @@ static double tridiag_rqi(fedmm_blas_int k, const double *a, const double *b, do
      * elimination is redone per step: O(k)) */
     double *u0 = scratch, *u1 = u0 + k, *u2 = u1 + k;
     for (fedmm_blas_int i = 0; i < k; ++i) x[i] = 1.0;
-    for (int it = 0; it < 3; ++it) {
+    double mu_prev = HUGE_VAL;
+    for (int it = 0; it < 10; ++it) {
         /* factor and solve together (the factorization is cheap) */
         double d = a[0] - mu, e = k > 1 ? b[0] : 0.0, f = 0.0, rhs = x[0];
         for (fedmm_blas_int i = 0; i + 1 < k; ++i) {
@@ -542,42 +550,120 @@ static double tridiag_rqi(fedmm_blas_int k, const double *a, const double *b, do
             if (i + 1 < k) tx += b[i] * x[i + 1];
             rq += x[i] * tx;
         }
-        mu = rq;
+        /* two steps at the given shift (a start far from the eigenvector can
+         * have a worse Rayleigh quotient than the shift), then Rayleigh
+         * quotient steps until it settles */
+        if (it >= 1) {
+            if (fabs(rq - mu_prev) <= 4.0 * DBL_EPSILON * fabs(rq)) return rq;
+            mu_prev = rq;
+            mu = rq;
+        }
     }
-    return mu;
+    return mu_prev;
 }
 
 /* Workspace of lanczos_negative_eigenpairs: doubles and ints. */
-#define PSD_LANCZOS_LWORK(K) (64 * (size_t)(K) + 16)
+#define PSD_LANCZOS_LWORK(K) ((size_t)(K) * (size_t)(K) + 64 * (size_t)(K) + 16)
 
 /* The certified negative eigenpairs of the symmetric S (full storage, both
  * triangles; max_abs = max|s| > 0), see above: returns m >= 1 with the
  * eigenvalues ascending in w and the eigenvectors in V (K x m), or -1 (the
  * caller takes the exact path; W, V and w are scratch then).  W: K x K, V: K
  * x K, work: max(PSD_LANCZOS_LWORK(K), 64 K) doubles, iwork: 8 K ints. */
-static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, const double *S, double max_abs,
-                                                   double *W, double *V, double *w, double *work,
-                                                   fedmm_blas_int lwork, fedmm_blas_int *iwork,
+/* b <- S^{-1} b for the block factorization S = [L11 0; L21 I] [I 0; 0 C]
+ * [L11^T L21^T; 0 I] (C = S22 - L21 L21^T, the Schur complement): L (K x
+ * n1, columns of F, leading dimension K) from Cholesky, C = L D L^T in Cf
+ * (n2 x n2, dsytrf's format with ipiv). */
+static void block_solve(fedmm_blas_int K, fedmm_blas_int n1, const double *F, const double *Cf,
+                        const fedmm_blas_int *ipiv, double *b)
+{
+    for (fedmm_blas_int k = 0; k < n1; ++k) { /* [L11 0; L21 I] y = b */
+        const double *fk = F + (size_t)k * K;
+        const double bk = b[k] / fk[k];
+        b[k] = bk;
+        sub_scaled(K - k - 1, bk, fk + k + 1, b + k + 1);
+    }
+    ldl_solve(K - n1, Cf, ipiv, b + n1);
+    for (fedmm_blas_int k = n1 - 1; k >= 0; --k) { /* [L11^T L21^T; 0 I] x = z */
+        const double *fk = F + (size_t)k * K;
+        b[k] = (b[k] - dot4(K - k - 1, fk + k + 1, b + k + 1)) / fk[k];
+    }
+}
+
+/* The certified negative eigenpairs of the symmetric S (full storage, both
+ * triangles; max_abs = max|s| > 0) whose leading n1 x n1 block is positive
+ * definite (Cholesky got that far), see above: returns m >= 1 with the
+ * eigenvalues ascending in w and the eigenvectors in V (K x m), or -1 (the
+ * caller takes the exact path; W, V and w are scratch then).  The factor: a
+ * second Cholesky, of S + sigma diag(0, I) (sigma = 2^40 max|s|), gives L11
+ * and L21 (blocked, 40% of dsytrf's time at K = 200), C = S22 - L21 L21^T
+ * (dsyrk) its LDL^T (dsytrf on n2 = K - n1 rows) and, by Haynsworth's
+ * inertia additivity, the number of negative eigenvalues of S (those of C).
+ * W: K x K, V: K x K, work: PSD_LANCZOS_LWORK(K) doubles, iwork: 6 K ints. */
+static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_int n1, const double *S,
+                                                   double max_abs, double *W, double *V, double *w,
+                                                   double *work, fedmm_blas_int *iwork,
                                                    const fedmm_blas_t *blas)
 {
+    /* everything below in units of s = max_abs: the operator is (S/s)^{-1} */
+    const double s = max_abs, inv_s = 1.0 / s;
+    double fro2 = 0.0; /* ||S/s||_F^2 */
+    for (size_t k = 0; k < (size_t)K * K; ++k) fro2 += (S[k] * inv_s) * (S[k] * inv_s);
+    const double fro = sqrt(fro2), tol = 2.0 * (double)K * DBL_EPSILON * fro;
+    /* sigma only has to make the trailing Cholesky succeed (L11 and L21 do
+     * not depend on it, C is formed from S22 and L21): C has eigenvalues far
+     * below -||S|| when (S^{-1})_22 has one near zero */
+    if (!(max_abs < 0x1p900)) return -1;
+    const double sigma = ldexp(max_abs, 40);
+    fedmm_blas_int n2 = K - n1;
     fedmm_blas_int info = 0;
     fedmm_blas_int *ipiv = iwork;
-    for (fedmm_blas_int j = 0; j < K; ++j)
+    for (fedmm_blas_int j = 0; j < K; ++j) {
         memcpy(W + (size_t)j * K + j, S + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
-    blas->dsytrf("L", &K, W, &K, ipiv, work, &lwork, &info);
+        if (j >= n1) W[(size_t)j * K + j] += sigma;
+    }
+    blas->dpotrf("L", &K, W, &K, &info);
+    if (info != 0) return -1; /* C has an eigenvalue below -sigma: no reliable count */
+    /* back off from small pivots: the largest n1 with every row of L21 (rows
+     * from n1 on, columns before n1; rows of the positive definite block
+     * have squared norms <= max|s|) within PSD_LANCZOS_MAX_L21 max|s| */
+    {
+        double *acc = work; /* n2 running squared row norms */
+        memset(acc, 0, (size_t)n2 * sizeof(double));
+        fedmm_blas_int cut = n1;
+        for (fedmm_blas_int k = 0; k < n1 && cut == n1; ++k) {
+            const double *lk = W + (size_t)k * K + n1;
+            for (fedmm_blas_int i = 0; i < n2; ++i) {
+                acc[i] += lk[i] * lk[i];
+                if (acc[i] > PSD_LANCZOS_MAX_L21 * max_abs) cut = k;
+            }
+        }
+        n1 = cut;
+        n2 = K - n1;
+        if (n1 < 1) return -1;
+    }
+    double *Cf = work; /* C, n2 x n2, then its LDL^T */
+    for (fedmm_blas_int j = 0; j < n2; ++j)
+        memcpy(Cf + (size_t)j * n2 + j, S + (size_t)(n1 + j) * K + n1 + j, (size_t)(n2 - j) * sizeof(double));
+    {
+        const double one = 1.0, minus_one = -1.0;
+        blas->dsyrk("L", "N", &n2, &n1, &minus_one, W + n1, &K, &one, Cf, &n2);
+        fedmm_blas_int lw = 64 * n2;
+        blas->dsytrf("L", &n2, Cf, &n2, ipiv, Cf + (size_t)n2 * n2, &lw, &info);
+    }
     if (info != 0) return -1; /* singular D (or a LAPACK error): no certified count */
     /* inertia of D: 1 x 1 blocks by sign, 2 x 2 blocks [a b; b c] by the sign
      * of (a/b)(c/b) - 1 (dsytrs' denominator; negative: one of each sign) */
     fedmm_blas_int m = 0;
     double d_max = 0.0;
-    for (fedmm_blas_int k = 0; k < K;) {
-        const double *fk = W + (size_t)k * K;
+    for (fedmm_blas_int k = 0; k < n2;) {
+        const double *fk = Cf + (size_t)k * n2;
         if (ipiv[k] > 0) {
             m += fk[k] < 0.0;
             if (fabs(fk[k]) > d_max) d_max = fabs(fk[k]);
             k += 1;
         } else {
-            const double a = fk[k], b = fk[k + 1], c = fk[K + k + 1];
+            const double a = fk[k], b = fk[k + 1], c = fk[n2 + k + 1];
             if (b == 0.0) return -1;
             const double det = (a / b) * (c / b) - 1.0;
             if (!(det != 0.0)) return -1;
@@ -587,12 +673,8 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, const double
         }
     }
     if (m < 1 || m > PSD_LANCZOS_MAX_NEG || !(d_max <= PSD_LDL_MAX_GROWTH * K * max_abs)) return -1;
+    work += (size_t)n2 * n2;
 
-    /* everything below in units of s = max_abs: the operator is (S/s)^{-1} */
-    const double s = max_abs, inv_s = 1.0 / s;
-    double fro2 = 0.0; /* ||S/s||_F^2 */
-    for (size_t k = 0; k < (size_t)K * K; ++k) fro2 += (S[k] * inv_s) * (S[k] * inv_s);
-    const double fro = sqrt(fro2), tol = 2.0 * (double)K * DBL_EPSILON * fro;
     fedmm_blas_int max_steps = PSD_LANCZOS_STEPS(m);
     if (max_steps > K - 1) max_steps = K - 1;
     const fedmm_blas_int nk = max_steps;
@@ -619,7 +701,7 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, const double
         const double *qj = Q + (size_t)j * K;
         double *x = Q + (size_t)(j + 1) * K;
         for (fedmm_blas_int i = 0; i < K; ++i) x[i] = qj[i] * s; /* (S/s)^{-1} q = S^{-1} (s q) */
-        ldl_solve(K, W, ipiv, x);
+        block_solve(K, n1, W, Cf, ipiv, x);
         /* full reorthogonalization, classical Gram-Schmidt twice: alpha_j is
          * the q_j coefficient, the others remove what three-term recurrence
          * and rounding leave */
@@ -735,7 +817,11 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, const double
                         }
                         return m;
                     }
+                    /* converged to the factorization's accuracy and still no
+                     * certificate: more steps will not help */
+                    if (est_max <= PSD_LANCZOS_FLOOR) return -1;
                 }
+                next_check = k + 1;
             }
         }
         if (breakdown) return -1;
@@ -845,9 +931,9 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
     /* a Cholesky that got past the first quarter (nearly PSD; arbitrary
      * symmetric input stops within the first few columns): certified
      * shift-invert Lanczos for few negative eigenvalues, else on below */
-    if (K >= PSD_LOOPS_MAX_K && info - 1 > K / 4 && blas->dsytrf != NULL) {
-        const fedmm_blas_int m_neg = lanczos_negative_eigenpairs(
-            K, out, max_abs, W, V, w, lapack_work, (fedmm_blas_int)PSD_LANCZOS_LWORK(K), isuppz, blas);
+    if (K >= PSD_LOOPS_MAX_K && info - 1 > K / 4 && blas->dsytrf != NULL) { /* PSD_LANCZOS_LWORK <= PSD_LWORK */
+        const fedmm_blas_int m_neg =
+            lanczos_negative_eigenpairs(K, info - 1, out, max_abs, W, V, w, lapack_work, isuppz, blas);
         if (m_neg > 0) return update_from_eigenpairs(K, m_neg, V, w, out, 1, 4, path, blas);
     }
     int partial = neg_bound * PSD_PARTIAL_MAX_FRACTION <= K;

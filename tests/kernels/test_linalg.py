@@ -319,7 +319,7 @@ def test_project_psd_lanczos_path_certified(K):
     positive = np.abs(rng.standard_normal(K)) + 0.1
     spectra = {
         "repeated": np.concatenate([[-1e-3] * 2, positive[2:]]),
-        "spread": np.concatenate([[-0.2, -1e-5], positive[2:]]),
+        "spread": np.concatenate([[-0.2, -1e-3], positive[2:]]),
     }
     mats = [_with_spectrum(rng, w) for w in spectra.values()]
     mats += [_nearly_psd_family(np.random.default_rng(K + seed), K) for seed in range(6)]
