@@ -173,14 +173,14 @@ size_t fedmm_project_psd_iwork(fedmm_blas_int K)
 #define PSD_UNBLOCKED_MAX_VECTORS 16
 
 /* The eigenpairs of the symmetric W (lower triangle; overwritten) with
- * eigenvalues in (-K max|s| - 1, 0]: tridiagonal reduction (dsytrd), bisection
- * (dstebz), inverse iteration (dstein) and back-transformation, i.e. dsyevr's
+ * negative eigenvalues: tridiagonal reduction (dsytrd), bisection (dstebz),
+ * inverse iteration (dstein), Rayleigh quotients and back-transformation, i.e. dsyevr's
  * RANGE='V' path without its set-up (scaling, workspace, the blocked
  * back-transformation for a handful of vectors).  Eigenvalues ascend in w,
  * eigenvectors go to V (K x m); returns m, or -1 (nothing computed) when
  * there are more than max_m of them.  work >= 3K + max(NB K, 5K)
  * doubles, iwork >= 7K ints (*info != 0: a LAPACK failure). */
-static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, fedmm_blas_int max_m,
+static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, fedmm_blas_int max_m,
                                           double *W, double *V, double *w, double *work, fedmm_blas_int lwork,
                                           fedmm_blas_int *iwork, fedmm_blas_int *iwork2,
                                           const fedmm_blas_t *blas, fedmm_blas_int *info)
@@ -205,10 +205,16 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, fedm
         }
         if (count > max_m && isfinite(pivmin)) return -1;
     }
-    const double vl = -(double)K * max_abs - 1.0, vu = 0.0;
-    /* abstol = 2 * smallest normal: eigenvalues to full relative accuracy,
-     * which dstein needs for accurate eigenvectors (LAPACK's advice) */
-    const double abstol = 2.0 * DBL_MIN;
+    /* every eigenvalue is >= the Gershgorin bound gl of T: bisection on (vl, 0]
+     * just below it, to 1e-8 |gl| (not to full relative accuracy: inverse
+     * iteration still converges to the eigenvector of an eigenvalue that
+     * close, and the Rayleigh quotients below restore the eigenvalues; 15%
+     * of the time at K = 15, benchmarks/bench_psd.py) */
+    double gl = HUGE_VAL;
+    for (fedmm_blas_int i = 0; i < K; ++i)
+        gl = fmin(gl, d[i] - (i > 0 ? fabs(e[i - 1]) : 0.0) - (i + 1 < K ? fabs(e[i]) : 0.0));
+    const double vl = fmin(gl, 0.0) - fmax(1e-3 * fabs(gl), DBL_MIN), vu = 0.0;
+    const double abstol = fmax(1e-8 * fabs(gl), 2.0 * DBL_MIN);
     const fedmm_blas_int unused = 0;
     fedmm_blas_int m = 0, nsplit = 0;
     fedmm_blas_int *iblock = iwork, *isplit = iwork + K; /* iwork: 2K (isuppz's room) */
@@ -219,6 +225,17 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, fedm
     if (m > max_m) return -1; /* too many for this path (W is destroyed, V untouched) */
     blas->dstein(&K, d, e, &m, w, iblock, isplit, V, &K, rest, stein_iwork, ifail, info);
     if (*info != 0) return 0;
+    for (fedmm_blas_int c = 0; c < m; ++c) { /* Rayleigh quotients z^T T z */
+        const double *z = V + (size_t)c * K;
+        double rq = 0.0;
+        for (fedmm_blas_int i = 0; i < K; ++i) {
+            double tz = d[i] * z[i];
+            if (i > 0) tz += e[i - 1] * z[i - 1];
+            if (i + 1 < K) tz += e[i] * z[i + 1];
+            rq += z[i] * tz;
+        }
+        w[c] = rq;
+    }
     /* ascending order (dstebz's "B" orders by split block): selection sort of
      * the m pairs, m small */
     for (fedmm_blas_int a = 0; a + 1 < m; ++a) {
@@ -302,14 +319,14 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, double max_abs, fedm
 #define PSD_LDL_MAX_GROWTH 64.0
 
 /* y[0..n) -= c x[0..n) (restrict: vectorizable) */
-static void sub_scaled(fedmm_blas_int n, double c, const double *restrict x, double *restrict y)
+static inline void sub_scaled(fedmm_blas_int n, double c, const double *restrict x, double *restrict y)
 {
     for (fedmm_blas_int i = 0; i < n; ++i) y[i] -= c * x[i];
 }
 
 /* x[0..n) . y[0..n) with four partial sums (the additions otherwise wait on
  * each other: a quarter of the time at K = 200) */
-static double dot4(fedmm_blas_int n, const double *restrict x, const double *restrict y)
+static inline double dot4(fedmm_blas_int n, const double *restrict x, const double *restrict y)
 {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     fedmm_blas_int i = 0;
@@ -570,13 +587,28 @@ static double tridiag_rqi(fedmm_blas_int k, const double *a, const double *b, do
  * eigenvalues ascending in w and the eigenvectors in V (K x m), or -1 (the
  * caller takes the exact path; W, V and w are scratch then).  W: K x K, V: K
  * x K, work: max(PSD_LANCZOS_LWORK(K), 64 K) doubles, iwork: 8 K ints. */
+/* From this order on the block solve calls dtrsv and dgemv (a third faster
+ * at K = 200), below it plain loops (BLAS's per-call cost: 10% slower at K =
+ * 50). */
+#define PSD_LANCZOS_BLAS_SOLVE_K 100
+
 /* b <- S^{-1} b for the block factorization S = [L11 0; L21 I] [I 0; 0 C]
  * [L11^T L21^T; 0 I] (C = S22 - L21 L21^T, the Schur complement): L (K x
  * n1, columns of F, leading dimension K) from Cholesky, C = L D L^T in Cf
  * (n2 x n2, dsytrf's format with ipiv). */
 static void block_solve(fedmm_blas_int K, fedmm_blas_int n1, const double *F, const double *Cf,
-                        const fedmm_blas_int *ipiv, double *b)
+                        const fedmm_blas_int *ipiv, double *b, const fedmm_blas_t *blas)
 {
+    if (K >= PSD_LANCZOS_BLAS_SOLVE_K && blas->dtrsv != NULL) {
+        const fedmm_blas_int n2 = K - n1, inc = 1;
+        const double one = 1.0, minus_one = -1.0;
+        blas->dtrsv("L", "N", "N", &n1, F, &K, b, &inc);
+        blas->dgemv("N", &n2, &n1, &minus_one, F + n1, &K, b, &inc, &one, b + n1, &inc);
+        ldl_solve(n2, Cf, ipiv, b + n1);
+        blas->dgemv("T", &n2, &n1, &minus_one, F + n1, &K, b + n1, &inc, &one, b, &inc);
+        blas->dtrsv("L", "T", "N", &n1, F, &K, b, &inc);
+        return;
+    }
     for (fedmm_blas_int k = 0; k < n1; ++k) { /* [L11 0; L21 I] y = b */
         const double *fk = F + (size_t)k * K;
         const double bk = b[k] / fk[k];
@@ -696,12 +728,13 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_i
     const fedmm_blas_int one_i = 1;
     const double one = 1.0, zero = 0.0, minus_one = -1.0;
     fedmm_blas_int next_check = m + 6, prev_k = 0;
+    int have_theta = 0; /* theta holds the last check's Ritz values */
     double prev_est = 0.0;
     for (fedmm_blas_int j = 0; j < nk; ++j) {
         const double *qj = Q + (size_t)j * K;
         double *x = Q + (size_t)(j + 1) * K;
         for (fedmm_blas_int i = 0; i < K; ++i) x[i] = qj[i] * s; /* (S/s)^{-1} q = S^{-1} (s q) */
-        block_solve(K, n1, W, Cf, ipiv, x);
+        block_solve(K, n1, W, Cf, ipiv, x, blas);
         /* full reorthogonalization, classical Gram-Schmidt twice: alpha_j is
          * the q_j coefficient, the others remove what three-term recurrence
          * and rounding leave */
@@ -734,18 +767,25 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_i
                         tridiag_count_below(k, alpha, beta, 0.0, pivmin) == m;
             double est_max = 0.0;
             for (fedmm_blas_int i = 0; ready && i < m; ++i) {
-                double lo = (i > 0 ? theta[i - 1] : glo) - tiny, hi = 0.0; /* above the i-th */
-                /* bisection to 1e-3 relative, then Rayleigh quotient iteration */
-                for (int it = 0; it < 100 && hi - lo > 1e-3 * fmax(fabs(lo), fabs(hi)); ++it) {
-                    const double mid = 0.5 * (lo + hi);
-                    if (tridiag_count_below(k, alpha, beta, mid, pivmin) > i) hi = mid; else lo = mid;
+                /* the start: the last check's Ritz value (they move little
+                 * between checks), else bisection to 1e-3 relative; then
+                 * inverse and Rayleigh quotient iteration */
+                double mu0 = theta[i];
+                if (!have_theta || !(mu0 < 0.0) || (i > 0 && !(mu0 > theta[i - 1]))) {
+                    double lo = (i > 0 ? theta[i - 1] : glo) - tiny, hi = 0.0; /* above the i-th */
+                    for (int it = 0; it < 100 && hi - lo > 1e-3 * fmax(fabs(lo), fabs(hi)); ++it) {
+                        const double mid = 0.5 * (lo + hi);
+                        if (tridiag_count_below(k, alpha, beta, mid, pivmin) > i) hi = mid; else lo = mid;
+                    }
+                    mu0 = 0.5 * (lo + hi);
                 }
                 double *z = Z + (size_t)i * k;
-                theta[i] = tridiag_rqi(k, alpha, beta, 0.5 * (lo + hi), tiny, Z, i, z, tri_work);
+                theta[i] = tridiag_rqi(k, alpha, beta, mu0, tiny, Z, i, z, tri_work);
                 if (!(theta[i] < 0.0)) ready = 0;
                 const double est = fabs(bn * z[k - 1]) / (PSD_LANCZOS_EST * K * DBL_EPSILON * fabs(theta[i]));
                 est_max = fmax(est_max, est);
             }
+            have_theta = ready;
             if (ready && est_max > 1.0 && !breakdown) {
                 /* not yet: the next check where the geometric decrease of the
                  * estimate since the last check predicts convergence */
@@ -946,7 +986,7 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
         const fedmm_blas_int max_m =
             partial ? K : (K < 2 * PSD_PARTIAL_MAX_FRACTION ? 1 : K / PSD_PARTIAL_MAX_FRACTION);
         partial = 1;
-        m = negative_eigenpairs(K, max_abs, max_m, W, V, w, lapack_work, lwork,
+        m = negative_eigenpairs(K, max_m, W, V, w, lapack_work, lwork,
                                 isuppz, lapack_iwork, blas, &info);
         if (info != 0 || m < 0) { /* bisection or inverse iteration in trouble, or too many
                                      negative eigenvalues: all eigenpairs instead */
