@@ -166,6 +166,11 @@ size_t fedmm_project_psd_iwork(fedmm_blas_int K)
 #define PSD_PARTIAL_MAX_FRACTION 4
 #define PSD_PARTIAL_TRY_FRACTION 2
 #define PSD_LOOPS_MAX_K 24
+/* Cholesky as loops below this order too (as fast as dpotrf at K = 50, 35%
+ * slower at 64): where it stops, the factor of the leading columns and the
+ * Schur complement of the rest are in place (right-looking), which the
+ * Lanczos path takes instead of a second factorization. */
+#define PSD_CHOL_LOOPS_MAX_K 64
 
 /* Below this many eigenvectors the back-transformation applies the
  * Householder reflectors one by one (loops): the blocked dormtr forms
@@ -626,14 +631,16 @@ static void block_solve(fedmm_blas_int K, fedmm_blas_int n1, const double *F, co
  * triangles; max_abs = max|s| > 0) whose leading n1 x n1 block is positive
  * definite (Cholesky got that far), see above: returns m >= 1 with the
  * eigenvalues ascending in w and the eigenvectors in V (K x m), or -1 (the
- * caller takes the exact path; W, V and w are scratch then).  The factor: a
- * second Cholesky, of S + sigma diag(0, I) (sigma = 2^40 max|s|), gives L11
+ * caller takes the exact path; W, V and w are scratch then).  The factor:
+ * with have_schur, W holds the Cholesky loops' stopped state (L11, L21 and C
+ * in place); otherwise a second Cholesky, of S + sigma diag(0, I) (sigma =
+ * 2^40 max|s|), gives L11
  * and L21 (blocked, 40% of dsytrf's time at K = 200), C = S22 - L21 L21^T
  * (dsyrk) its LDL^T (dsytrf on n2 = K - n1 rows) and, by Haynsworth's
  * inertia additivity, the number of negative eigenvalues of S (those of C).
  * W: K x K, V: K x K, work: PSD_LANCZOS_LWORK(K) doubles, iwork: 6 K ints. */
-static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_int n1, const double *S,
-                                                   double max_abs, double *W, double *V, double *w,
+static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_int n1, int have_schur,
+                                                   const double *S, double max_abs, double *W, double *V, double *w,
                                                    double *work, fedmm_blas_int *iwork,
                                                    const fedmm_blas_t *blas)
 {
@@ -650,12 +657,15 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_i
     fedmm_blas_int n2 = K - n1;
     fedmm_blas_int info = 0;
     fedmm_blas_int *ipiv = iwork;
-    for (fedmm_blas_int j = 0; j < K; ++j) {
-        memcpy(W + (size_t)j * K + j, S + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
-        if (j >= n1) W[(size_t)j * K + j] += sigma;
+    if (!have_schur) {
+        for (fedmm_blas_int j = 0; j < K; ++j) {
+            memcpy(W + (size_t)j * K + j, S + (size_t)j * K + j, (size_t)(K - j) * sizeof(double));
+            if (j >= n1) W[(size_t)j * K + j] += sigma;
+        }
+        blas->dpotrf("L", &K, W, &K, &info);
+        if (info != 0) return -1; /* C has an eigenvalue below -sigma: no reliable count */
     }
-    blas->dpotrf("L", &K, W, &K, &info);
-    if (info != 0) return -1; /* C has an eigenvalue below -sigma: no reliable count */
+    const fedmm_blas_int n1_full = n1;
     /* back off from small pivots: the largest n1 with every row of L21 (rows
      * from n1 on, columns before n1; rows of the positive definite block
      * have squared norms <= max|s|) within PSD_LANCZOS_MAX_L21 max|s| */
@@ -675,11 +685,16 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_i
         if (n1 < 1) return -1;
     }
     double *Cf = work; /* C, n2 x n2, then its LDL^T */
-    for (fedmm_blas_int j = 0; j < n2; ++j)
-        memcpy(Cf + (size_t)j * n2 + j, S + (size_t)(n1 + j) * K + n1 + j, (size_t)(n2 - j) * sizeof(double));
-    {
+    if (have_schur && n1 == n1_full) { /* in place after the Cholesky loops */
+        for (fedmm_blas_int j = 0; j < n2; ++j)
+            memcpy(Cf + (size_t)j * n2 + j, W + (size_t)(n1 + j) * K + n1 + j, (size_t)(n2 - j) * sizeof(double));
+    } else {
         const double one = 1.0, minus_one = -1.0;
+        for (fedmm_blas_int j = 0; j < n2; ++j)
+            memcpy(Cf + (size_t)j * n2 + j, S + (size_t)(n1 + j) * K + n1 + j, (size_t)(n2 - j) * sizeof(double));
         blas->dsyrk("L", "N", &n2, &n1, &minus_one, W + n1, &K, &one, Cf, &n2);
+    }
+    {
         fedmm_blas_int lw = 64 * n2;
         blas->dsytrf("L", &n2, Cf, &n2, ipiv, Cf + (size_t)n2 * n2, &lw, &info);
     }
@@ -877,13 +892,15 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_i
  * lower triangle of W (leading dimension ld), in place; returns LAPACK's info
  * (0, or the 1-based column j where the leading j x j block is not positive
  * definite, with the factor of the leading j - 1 columns in W).  Below
- * PSD_LOOPS_MAX_K a right-looking loop on contiguous columns: dpotrf's
- * per-column BLAS calls cost more than the arithmetic at K = 15. */
+ * PSD_CHOL_LOOPS_MAX_K a right-looking loop on contiguous columns (dpotrf's
+ * per-column BLAS calls cost more than the arithmetic at K = 15), which
+ * leaves the Schur complement of the leading j - 1 columns in the trailing
+ * block when it stops. */
 static fedmm_blas_int cholesky_lower_n(fedmm_blas_int n, fedmm_blas_int ld, double *W,
                                        const fedmm_blas_t *blas)
 {
     fedmm_blas_int info = 0;
-    if (n >= PSD_LOOPS_MAX_K) {
+    if (n >= PSD_CHOL_LOOPS_MAX_K) {
         blas->dpotrf("L", &n, W, &ld, &info);
         return info;
     }
@@ -894,11 +911,8 @@ static fedmm_blas_int cholesky_lower_n(fedmm_blas_int n, fedmm_blas_int ld, doub
         const double l = sqrt(d), r = 1.0 / l;
         wj[j] = l;
         for (fedmm_blas_int i = j + 1; i < n; ++i) wj[i] *= r;
-        for (fedmm_blas_int k = j + 1; k < n; ++k) { /* trailing update, column k */
-            double *wk = W + (size_t)k * ld;
-            const double c = wj[k];
-            for (fedmm_blas_int i = k; i < n; ++i) wk[i] -= wj[i] * c;
-        }
+        for (fedmm_blas_int k = j + 1; k < n; ++k) /* trailing update, column k */
+            sub_scaled(n - k, wj[k], wj + k, W + (size_t)k * ld + k);
     }
     return 0;
 }
@@ -973,7 +987,8 @@ static int project_psd_one(fedmm_blas_int K, const double *A, double *out, doubl
      * shift-invert Lanczos for few negative eigenvalues, else on below */
     if (K >= PSD_LOOPS_MAX_K && info - 1 > K / 4 && blas->dsytrf != NULL) { /* PSD_LANCZOS_LWORK <= PSD_LWORK */
         const fedmm_blas_int m_neg =
-            lanczos_negative_eigenpairs(K, info - 1, out, max_abs, W, V, w, lapack_work, isuppz, blas);
+            lanczos_negative_eigenpairs(K, info - 1, K < PSD_CHOL_LOOPS_MAX_K, out, max_abs, W, V, w,
+                                        lapack_work, isuppz, blas);
         if (m_neg > 0) return update_from_eigenpairs(K, m_neg, V, w, out, 1, 4, path, blas);
     }
     int partial = neg_bound * PSD_PARTIAL_MAX_FRACTION <= K;
