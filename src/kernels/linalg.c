@@ -600,9 +600,10 @@ static double tridiag_rqi(fedmm_blas_int k, const double *a, const double *b, do
 /* b <- S^{-1} b for the block factorization S = [L11 0; L21 I] [I 0; 0 C]
  * [L11^T L21^T; 0 I] (C = S22 - L21 L21^T, the Schur complement): L (K x
  * n1, columns of F, leading dimension K) from Cholesky, C = L D L^T in Cf
- * (n2 x n2, dsytrf's format with ipiv). */
-static void block_solve(fedmm_blas_int K, fedmm_blas_int n1, const double *F, const double *Cf,
-                        const fedmm_blas_int *ipiv, double *b, const fedmm_blas_t *blas)
+ * (n2 x n2, dsytrf's format with ipiv); dinv: the reciprocals of L11's
+ * diagonal. */
+static void block_solve(fedmm_blas_int K, fedmm_blas_int n1, const double *F, const double *dinv,
+                        const double *Cf, const fedmm_blas_int *ipiv, double *b, const fedmm_blas_t *blas)
 {
     if (K >= PSD_LANCZOS_BLAS_SOLVE_K && blas->dtrsv != NULL) {
         const fedmm_blas_int n2 = K - n1, inc = 1;
@@ -616,14 +617,14 @@ static void block_solve(fedmm_blas_int K, fedmm_blas_int n1, const double *F, co
     }
     for (fedmm_blas_int k = 0; k < n1; ++k) { /* [L11 0; L21 I] y = b */
         const double *fk = F + (size_t)k * K;
-        const double bk = b[k] / fk[k];
+        const double bk = b[k] * dinv[k];
         b[k] = bk;
         sub_scaled(K - k - 1, bk, fk + k + 1, b + k + 1);
     }
     ldl_solve(K - n1, Cf, ipiv, b + n1);
     for (fedmm_blas_int k = n1 - 1; k >= 0; --k) { /* [L11^T L21^T; 0 I] x = z */
         const double *fk = F + (size_t)k * K;
-        b[k] = (b[k] - dot4(K - k - 1, fk + k + 1, b + k + 1)) / fk[k];
+        b[k] = (b[k] - dot4(K - k - 1, fk + k + 1, b + k + 1)) * dinv[k];
     }
 }
 
@@ -721,6 +722,9 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_i
     }
     if (m < 1 || m > PSD_LANCZOS_MAX_NEG || !(d_max <= PSD_LDL_MAX_GROWTH * K * max_abs)) return -1;
     work += (size_t)n2 * n2;
+    double *dinv = work; /* 1 / L_kk: no division on the solves' critical path */
+    for (fedmm_blas_int k = 0; k < n1; ++k) dinv[k] = 1.0 / W[(size_t)k * K + k];
+    work += n1;
 
     fedmm_blas_int max_steps = PSD_LANCZOS_STEPS(m);
     if (max_steps > K - 1) max_steps = K - 1;
@@ -749,15 +753,20 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_i
         const double *qj = Q + (size_t)j * K;
         double *x = Q + (size_t)(j + 1) * K;
         for (fedmm_blas_int i = 0; i < K; ++i) x[i] = qj[i] * s; /* (S/s)^{-1} q = S^{-1} (s q) */
-        block_solve(K, n1, W, Cf, ipiv, x, blas);
+        block_solve(K, n1, W, dinv, Cf, ipiv, x, blas);
         /* full reorthogonalization, classical Gram-Schmidt twice: alpha_j is
          * the q_j coefficient, the others remove what three-term recurrence
          * and rounding leave */
         const fedmm_blas_int cols = j + 1;
         double a = 0.0;
         for (int pass = 0; pass < 2; ++pass) {
-            blas->dgemv("T", &K, &cols, &one, Q, &K, x, &one_i, &zero, h, &one_i);
-            blas->dgemv("N", &K, &cols, &minus_one, Q, &K, h, &one_i, &one, x, &one_i);
+            if (K >= PSD_LANCZOS_BLAS_SOLVE_K) {
+                blas->dgemv("T", &K, &cols, &one, Q, &K, x, &one_i, &zero, h, &one_i);
+                blas->dgemv("N", &K, &cols, &minus_one, Q, &K, h, &one_i, &one, x, &one_i);
+            } else { /* the same as loops (two BLAS calls cost more at K = 50) */
+                for (fedmm_blas_int c = 0; c < cols; ++c) h[c] = dot4(K, Q + (size_t)c * K, x);
+                for (fedmm_blas_int c = 0; c < cols; ++c) sub_scaled(K, h[c], Q + (size_t)c * K, x);
+            }
             a += h[j];
         }
         alpha[j] = a;
