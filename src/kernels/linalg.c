@@ -288,13 +288,15 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, fedmm_blas_int max_m
 /* ---- few negative eigenvalues: shift-invert Lanczos, certified ------------ */
 
 /* The negative eigenpairs of a nearly PSD matrix without the O(K^3)
- * tridiagonal reduction: a symmetric indefinite factorization S = L D L^T
- * (dsytrf, a third of dsytrd's arithmetic, blocked) counts the negative
- * eigenvalues m (Sylvester's law of inertia: those of the block diagonal D),
- * and Lanczos on S^{-1} (shift 0; two triangular solves a step, full
- * reorthogonalization) finds them as the m most negative eigenvalues of
- * S^{-1}: on the nearly-PSD family of benchmarks/bench_psd.py in at most ~22
- * steps at K = 50 and 200, where Lanczos on S itself needs ~K.  The result is
+ * tridiagonal reduction.  Where Cholesky stopped (column n1 + 1 > K/4), the
+ * leading n1 x n1 block is positive definite, so S = [L11 0; L21 I] diag(I,
+ * C) [L11^T L21^T; 0 I] with C = S22 - L21 L21^T, and S has as many negative
+ * eigenvalues m as C (Haynsworth; counted from C's LDL^T, dsytrf on the few
+ * trailing rows).  Lanczos on S^{-1} (shift 0; triangular solves with that
+ * factorization, full reorthogonalization) finds them as the m most
+ * negative eigenvalues of S^{-1}: on the nearly-PSD family of
+ * benchmarks/bench_psd.py in at most ~22 steps at K = 50 and 200, where
+ * Lanczos on S itself needs ~K.  The result is
  * certified, never hoped for: with Y (K x m, orthonormal) and Theta the
  * Rayleigh-Ritz pairs of S on span(Y) and R = S Y - Y Theta, S is within
  * ||E||_F = sqrt(2) ||R||_F of A0 = Y Theta Y^T + B, B = (I - YY^T) S (I -
@@ -303,8 +305,9 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, fedmm_blas_int max_m
  * Wielandt), so ||proj(S) - (S - Y Theta Y^T)||_F <= 3 ||E||_F.  The pairs
  * are accepted when ||R||_F <= 2 K eps ||S||_F (error <= 8.5 K eps ||S||_F)
  * and max Theta < -2 sqrt(2) ||R||_F; otherwise (no count, more than
- * PSD_LANCZOS_MAX_NEG negatives, a singular D, no convergence within
- * PSD_LANCZOS_STEPS(m) steps) the caller takes the exact path. */
+ * PSD_LANCZOS_MAX_NEG negatives, a singular D, growth in L21 or D, no
+ * convergence within PSD_LANCZOS_STEPS(m) steps) the caller takes the exact
+ * path. */
 #define PSD_LANCZOS_MAX_NEG 4
 #define PSD_LANCZOS_STEPS(m) (32 + 4 * (m))
 /* Convergence test: the Ritz pair (mu, z) of S^{-1} has ||S z - z/mu|| <=
