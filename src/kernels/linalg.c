@@ -326,15 +326,27 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, fedmm_blas_int max_m
  * many times K max|s| makes the inertia count suspect: exact path. */
 #define PSD_LDL_MAX_GROWTH 64.0
 
+/* The solves' two loops are compiled twice on x86-64 Linux, for AVX2 and
+ * for the baseline, the loader picking one (the same operations in the same
+ * order: identical results; no FMA). */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define PSD_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef PSD_CLONES
+#define PSD_CLONES
+#endif
+
 /* y[0..n) -= c x[0..n) (restrict: vectorizable) */
-static inline void sub_scaled(fedmm_blas_int n, double c, const double *restrict x, double *restrict y)
+PSD_CLONES static void sub_scaled(fedmm_blas_int n, double c, const double *restrict x, double *restrict y)
 {
     for (fedmm_blas_int i = 0; i < n; ++i) y[i] -= c * x[i];
 }
 
 /* x[0..n) . y[0..n) with four partial sums (the additions otherwise wait on
  * each other: a quarter of the time at K = 200) */
-static inline double dot4(fedmm_blas_int n, const double *restrict x, const double *restrict y)
+PSD_CLONES static double dot4(fedmm_blas_int n, const double *restrict x, const double *restrict y)
 {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     fedmm_blas_int i = 0;
