@@ -778,7 +778,7 @@ static fedmm_blas_int lanczos_negative_eigenpairs(fedmm_blas_int K, fedmm_blas_i
             if (K >= PSD_LANCZOS_BLAS_SOLVE_K) {
                 blas->dgemv("T", &K, &cols, &one, Q, &K, x, &one_i, &zero, h, &one_i);
                 blas->dgemv("N", &K, &cols, &minus_one, Q, &K, h, &one_i, &one, x, &one_i);
-            } else { /* the same as loops (two BLAS calls cost more at K = 50) */
+            } else { /* as loops (the two BLAS calls cost more at K = 50) */
                 for (fedmm_blas_int c = 0; c < cols; ++c) h[c] = dot4(K, Q + (size_t)c * K, x);
                 for (fedmm_blas_int c = 0; c < cols; ++c) sub_scaled(K, h[c], Q + (size_t)c * K, x);
             }

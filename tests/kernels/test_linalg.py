@@ -342,10 +342,10 @@ def test_project_psd_lanczos_path_certified(K):
 @pytest.mark.parametrize("K", [50, 200])
 def test_project_psd_lanczos_certificate_falls_back(K):
     """Inputs where the Lanczos path is tried (Cholesky passes the first quarter of the columns) but
-    its certificate cannot hold take the exact path instead, with the same accuracy: negative
-    eigenvalues inside S^{-1}'s spectrum (positive eigenvalues down to 1e-8: no convergence within
-    the step budget), eigenvalues clustered at zero (no reliable inertia), exactly singular PSD
-    input, and more negative eigenvalues than the path takes (5)."""
+    no certificate can be had take the exact path instead, with the same accuracy: negative
+    eigenvalues inside S^{-1}'s spectrum (positive eigenvalues down to 1e-8: slow convergence, large
+    factors), eigenvalues clustered at zero (no reliable inertia), exactly singular PSD input, and
+    more negative eigenvalues than the path takes (5)."""
     rng = np.random.default_rng(2_900 + K)
     positive = np.abs(rng.standard_normal(K)) + 0.1
     spectra = {
