@@ -559,7 +559,13 @@ def project_psd(A: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     possible, only the negative eigenpairs are computed (tridiagonal
     reduction, bisection, inverse iteration) and
     :math:`P = S - \sum_{\lambda_i < 0} \lambda_i v_i v_i^\top`, else all
-    of them.
+    of them.  From :math:`K = 24`, a nearly PSD :math:`S` (Cholesky past its
+    first :math:`K/4` columns) with at most 4 negative eigenvalues, counted by
+    the :math:`LDL^\top` factorization of the Schur complement of the rows
+    where Cholesky stopped, has them found by shift-invert Lanczos
+    instead of the tridiagonal reduction; the result is accepted only when
+    the count, the residuals and the gap certify it, otherwise the exact path
+    runs.
 
     Parameters
     ----------

@@ -67,6 +67,10 @@ cdef extern from "fedmm_blas.h" nogil:
                                     const double *, double *, const fedmm_blas_int *, double *,
                                     const fedmm_blas_int *, fedmm_blas_int *) noexcept nogil
 
+    ctypedef void (*fedmm_dtrsv_t)(const char *, const char *, const char *, const fedmm_blas_int *,
+                                   const double *, const fedmm_blas_int *, double *,
+                                   const fedmm_blas_int *) noexcept nogil
+
     ctypedef struct fedmm_blas_t:
         fedmm_dgemm_t dgemm
         fedmm_dsyrk_t dsyrk
@@ -82,3 +86,4 @@ cdef extern from "fedmm_blas.h" nogil:
         fedmm_dstein_t dstein
         fedmm_dorm2r_t dorm2r
         fedmm_dormtr_t dormtr
+        fedmm_dtrsv_t dtrsv

@@ -2,7 +2,8 @@
 # Included by the extension modules that call BLAS/LAPACK from C: fills a
 # module-level, read-only table of function pointers from SciPy's
 # cython_blas / cython_lapack (we never link a BLAS ourselves).
-from scipy.linalg.cython_blas cimport dgemm as _sp_dgemm, dsyrk as _sp_dsyrk, dgemv as _sp_dgemv
+from scipy.linalg.cython_blas cimport (dgemm as _sp_dgemm, dsyrk as _sp_dsyrk, dgemv as _sp_dgemv,
+                                      dtrsv as _sp_dtrsv)
 from scipy.linalg.cython_lapack cimport (dpotrf as _sp_dpotrf, dpotrs as _sp_dpotrs,
                                          dsyevd as _sp_dsyevd, dsyevr as _sp_dsyevr,
                                          dsytrf as _sp_dsytrf, dtrtri as _sp_dtrtri,
@@ -32,3 +33,4 @@ _BLAS.dstebz = <fedmm_dstebz_t>_sp_dstebz
 _BLAS.dstein = <fedmm_dstein_t>_sp_dstein
 _BLAS.dorm2r = <fedmm_dorm2r_t>_sp_dorm2r
 _BLAS.dormtr = <fedmm_dormtr_t>_sp_dormtr
+_BLAS.dtrsv = <fedmm_dtrsv_t>_sp_dtrsv

@@ -94,6 +94,11 @@ typedef void (*fedmm_dormtr_t)(const char *side, const char *uplo, const char *t
                                const fedmm_blas_int *ldc, double *work,
                                const fedmm_blas_int *lwork, fedmm_blas_int *info);
 
+/* Triangular solve with one right-hand side (project_psd's Lanczos path). */
+typedef void (*fedmm_dtrsv_t)(const char *uplo, const char *trans, const char *diag,
+                              const fedmm_blas_int *n, const double *a, const fedmm_blas_int *lda,
+                              double *x, const fedmm_blas_int *incx);
+
 typedef struct fedmm_blas {
     fedmm_dgemm_t dgemm;
     fedmm_dsyrk_t dsyrk;
@@ -114,6 +119,7 @@ typedef struct fedmm_blas {
     fedmm_dstein_t dstein;
     fedmm_dorm2r_t dorm2r;
     fedmm_dormtr_t dormtr;
+    fedmm_dtrsv_t dtrsv; /* project_psd's Lanczos solves (NULL: plain loops) */
 } fedmm_blas_t;
 
 #ifdef __cplusplus

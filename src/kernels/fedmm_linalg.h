@@ -53,7 +53,12 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
  * inverse iteration, or dsyevr RANGE='V' on (-inf, 0]) and out = sym(A) -
  * sum_{lambda_i<0} lambda_i v_i v_i^T; 1 -- that range held no eigenvalue
  * (singular PSD), sym(A) is returned; 3 -- otherwise all eigenpairs (dsyevd
- * or dsyevr by size) and the update uses the smaller side of the spectrum.
+ * or dsyevr by size) and the update uses the smaller side of the spectrum;
+ * 4 -- K >= 24 and Cholesky passed the first K/4 columns: the LDL^T of the
+ * Schur complement of the rows where it stopped (dsytrf) counts at most 4
+ * negative eigenvalues and shift-invert Lanczos finds them, accepted only
+ * with a certificate (inertia count, residual, gap; error <= 8.5 K eps
+ * ||sym(A)||_F), else paths 1-3.  blas->dtrsv may be NULL (loops instead).
  * The result is exactly symmetric.  FEDMM_ENONFINITE on NaN/inf, FEDMM_ELAPACK when LAPACK fails.
  * work: fedmm_project_psd_work(K) doubles, iwork: fedmm_project_psd_iwork(K)
  * ints (sizes from the LAPACK documentation, no workspace query needed). */
