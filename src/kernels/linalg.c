@@ -326,10 +326,10 @@ static fedmm_blas_int negative_eigenpairs(fedmm_blas_int K, fedmm_blas_int max_m
  * many times K max|s| makes the inertia count suspect: exact path. */
 #define PSD_LDL_MAX_GROWTH 64.0
 
-/* The solves' two loops are compiled twice on x86-64 Linux, for AVX2 and
+/* The solves' two loops are compiled twice on x86-64 glibc Linux (ifunc), for AVX2 and
  * for the baseline, the loader picking one (the same operations in the same
  * order: identical results; no FMA). */
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define PSD_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
