@@ -214,6 +214,7 @@ def test_python_blocks_run_in_order(path, tmp_path, monkeypatch):
         monkeypatch.setenv(name, value)
     namespace = {"__name__": "__main__"}
     ran = 0
+    _cleanup()  # as in a reader's fresh interpreter: no Ray that an earlier test left up (conftest: ray_session)
     try:
         for snippet in snippets(path):
             if snippet.lang not in PYTHON:
