@@ -106,5 +106,34 @@ def public_bases(app, name, obj, options, bases):
         bases.append(object)
 
 
+# -- numpydoc: its docstring template compiled once -------------------------------------------------------
+def one_numpydoc_template():
+    """numpydoc's ``get_doc_object``, compiling its Jinja template once per builder.
+
+    numpydoc builds a Jinja environment and compiles ``numpydoc_docstring.rst`` again for every docstring
+    and every signature it processes (thousands per build), although the template and its search path do
+    not change during a build.  This one keeps the first template of each builder and builds the same doc
+    objects (numpydoc's own code with that template); numpydoc's ``setup`` takes such a function too.
+    """
+    from numpydoc import docscrape_sphinx as ds
+
+    templates = {}
+
+    def get_doc_object(obj, what=None, doc=None, config=None, builder=None):
+        config = {} if config is None else config
+        if id(builder) not in templates:
+            out = ds.get_doc_object(obj, what=what, doc=doc, config=config, builder=builder)
+            templates[id(builder)] = (builder, config["template"])  # the builder kept: its id stays its own
+            return out
+        config["template"] = templates[id(builder)][1]
+        return ds.get_doc_object_orig(obj, what=what, doc=doc, config=config, class_doc=ds.SphinxClassDoc,
+                                      func_doc=ds.SphinxFunctionDoc, obj_doc=ds.SphinxObjDoc)
+
+    return get_doc_object
+
+
 def setup(app):
     app.connect("autodoc-process-bases", public_bases)
+    import numpydoc.numpydoc
+
+    numpydoc.numpydoc.get_doc_object = one_numpydoc_template()

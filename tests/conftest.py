@@ -6,11 +6,17 @@ every process they start (Ray actors, Flower's simulated nodes, the scripts run 
 a cache directory for the session, inherited by those processes through the environment, lets each
 program compile once.  The compiled programs are the same, so every result is too.  A directory the caller
 set (``JAX_COMPILATION_CACHE_DIR``) is left as it is.
+
+One local Ray for the session (``ray_session``): starting Ray costs seconds (far more on a loaded machine), and
+the Ray runtime's tests, the Flower simulations and the federation matrix all run on the same two-CPU,
+loopback-only cluster; each run makes its own actors and kills them at its end.
 """
+import gc
 import os
 import shutil
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 import pytest
@@ -28,6 +34,38 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
         jax.config.update("jax_compilation_cache_dir", _JAX_CACHE)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+@pytest.fixture(scope="session")
+def _ray_shutdown_at_the_end():
+    """Shuts Ray down at the session's end if ``ray_session`` started it (and nothing shut it down since)."""
+    started = []
+    yield started
+    ray = sys.modules.get("ray")
+    if started and ray is not None and ray.is_initialized():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # Ray's handles of its helper processes
+            ray.shutdown()
+            gc.collect()
+
+
+@pytest.fixture
+def ray_session(_ray_shutdown_at_the_end):
+    """The ``ray`` module, with the session's local Ray up: two CPUs, bound to 127.0.0.1
+    (:func:`fedmm.runtime.ray.init_local_ray`), its workers on the test session's ``sys.path``.
+
+    Started by the first test that asks for it and kept for the next ones (a test that needs Ray in
+    another state, e.g. a documentation page run as a reader would, shuts it down; the next user starts it
+    again).  Skips without the ``ray`` extra.
+    """
+    ray = pytest.importorskip("ray", reason="the 'ray' extra is not installed: pip install 'fedmm[ray]'")
+    from fedmm.runtime.ray import init_local_ray
+
+    if not ray.is_initialized():
+        init_local_ray(num_cpus=2)
+        _ray_shutdown_at_the_end.append(True)
+    assert ray.cluster_resources().get("CPU") == 2, "the session's Ray has two CPUs (a Ray started elsewhere?)"
+    return ray
 
 
 def pytest_unconfigure(config):

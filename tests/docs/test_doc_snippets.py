@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import gc
 import importlib.util
 import re
 import shlex
 import subprocess
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 
 import pytest
@@ -204,6 +206,18 @@ def _cleanup():
         ray.shutdown()
 
 
+def _no_ray_up():
+    """As in a reader's fresh interpreter: no Ray that an earlier test left up (tests/conftest.py: ray_session).
+
+    Ray leaves handles of its helper processes open at shutdown: that ResourceWarning is Ray's."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            ray.shutdown()
+            gc.collect()
+
+
 @pytest.mark.parametrize("path", _python_params())
 def test_python_blocks_run_in_order(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -214,6 +228,7 @@ def test_python_blocks_run_in_order(path, tmp_path, monkeypatch):
         monkeypatch.setenv(name, value)
     namespace = {"__name__": "__main__"}
     ran = 0
+    _no_ray_up()
     try:
         for snippet in snippets(path):
             if snippet.lang not in PYTHON:

@@ -173,15 +173,6 @@ def test_compiled_backend_equals_python_and_resumes(name, partial, compressed, t
 
 
 # --------------------------------------------------------------------------- Ray
-@pytest.fixture(scope="module")
-def ray_session():
-    pytest.importorskip("ray", reason='Ray is not installed: pip install "fedmm[ray]"')
-    from fedmm.runtime.ray import local_ray
-
-    with local_ray(num_cpus=2):
-        yield
-
-
 def _faulty_ray(**kwargs):
     from fedmm.runtime import RayRuntime
 

@@ -15,7 +15,7 @@ from fedmm.compression import StochasticRounding  # noqa: E402
 from fedmm.federation import LocalRuntime  # noqa: E402
 from fedmm.history import History  # noqa: E402
 from fedmm.models import GaussianMixture  # noqa: E402
-from fedmm.runtime.ray import RayRuntime, local_ray  # noqa: E402
+from fedmm.runtime.ray import RayRuntime  # noqa: E402
 
 # Ray drops handles of its helper processes while they run (a ResourceWarning, not ours).
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::ResourceWarning")]
@@ -56,18 +56,10 @@ def _without_reasons(history):
     return out
 
 
-def test_too_few_cpus_is_a_clear_error_at_setup():
-    ray = pytest.importorskip("ray")
-    assert not ray.is_initialized(), "this test needs its own one-CPU Ray"
-    with local_ray(num_cpus=1):
-        with pytest.raises(ValueError, match=r"n_actors=3.*needs 3 CPUs but the Ray cluster has 1"):
-            _run(RayRuntime(3, setup_timeout=30.0), {}, 1)
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    with local_ray(num_cpus=2) as ray:
-        yield ray
+def test_too_few_cpus_is_a_clear_error_at_setup(ray_session):
+    # the session's Ray (tests/conftest.py) has two CPUs: three one-CPU actors cannot all start
+    with pytest.raises(ValueError, match=r"n_actors=3.*needs 3 CPUs but the Ray cluster has 2"):
+        _run(RayRuntime(3, setup_timeout=30.0), {}, 1)
 
 
 def test_raise_nan_and_truncated_payloads_are_dropped_as_in_process(ray_session):

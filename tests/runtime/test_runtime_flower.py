@@ -113,33 +113,106 @@ def test_missing_flower_gives_an_import_error_naming_the_extra():
 
 
 # --------------------------------------------------------------------------- Flower simulation
-def _simulate(algo, datas, n_rounds, seed, *, catch=False, **strategy_kwargs):
-    """Run the fedmm ServerApp and ClientApp in Flower's simulation runtime; return the strategy (with ``catch``,
-    an exception out of its ``run`` is kept as ``strategy.failure``)."""
+def _run_simulation(server_app, client_app, n_nodes):
+    """Flower's simulation on the session's local Ray (tests/conftest.py: ``ray_session``, two CPUs, one per
+    ClientApp actor): Flower's Ray backend uses a Ray that is up, and its ``ray.shutdown()`` at the end is skipped
+    so that the next simulation finds Ray up (each simulation starts its own actors and terminates them)."""
+    import ray
+
+    assert ray.is_initialized(), "a Flower simulation runs on the session's Ray: request the ray_session fixture"
+    shutdown = ray.shutdown
+    ray.shutdown = lambda *args, **kwargs: None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            run_simulation(server_app, client_app, n_nodes, backend_config=SIM_BACKEND)
+            gc.collect()
+    finally:
+        ray.shutdown = shutdown
+
+
+class _Case:
+    """One Flower simulation of the tests below: an algorithm, its clients' data, the rounds, the seed and the
+    strategy's keyword arguments (``catch``: an exception out of the strategy's ``run`` is kept as its
+    ``failure``).  With ``jobs`` (a function of a directory for the case's files returning functions of the grid),
+    those run in turn instead, e.g. a run, its interrupt and its resumptions."""
+
+    def __init__(self, algo, datas, n_rounds=None, seed=None, *, catch=False, jobs=None, **strategy_kwargs):
+        self.algo, self.datas, self.n_rounds, self.seed = algo, datas, n_rounds, seed
+        self.catch, self.jobs, self.strategy_kwargs = catch, jobs, strategy_kwargs
+
+    def job(self, grid, directory):
+        """The case's FedMMStrategy run on ``grid``: the strategy (``strategy.failure``: see ``catch``); with
+        ``jobs``: ``(directory, [what each job returned])``."""
+        if self.jobs is not None:
+            return directory, [job(grid) for job in self.jobs(directory)]
+        strategy = ff.FedMMStrategy(self.algo, len(self.datas), seed=self.seed, **self.strategy_kwargs)
+        strategy.failure = None
+        try:
+            strategy.run(grid, self.n_rounds, timeout=120.0)
+        except Exception as exc:
+            if not self.catch:
+                raise
+            strategy.failure = exc
+        return strategy
+
+
+#: name -> function returning the test's :class:`_Case` (a fresh algorithm and data at every call: the in-process
+#: reference of a test does not share objects with the simulation).  Filled next to the tests below.
+CASES = {}
+_SIMULATED = {}  # node count -> {case name: strategy, or the exception out of the case's job}
+
+
+def _simulate_cases(cases, directory):
+    """Run the ``cases`` (name -> :class:`_Case`, each with the same number of clients) in turn in ONE Flower
+    simulation: one set of ClientApp actors for all of them (starting them is most of a simulation's cost).
+
+    Each strategy has its own token, so the nodes hold every case's client states apart, as they do for the
+    resumed runs below.  Before a case, the ServerApp writes its name to ``case_file``, which the ClientApp reads
+    at every message for the case's algorithm and data (``fedmm.runtime.flower.client_app`` takes both as
+    callables; the simulated nodes run on this machine).  Returns name -> what the case's job returned, or the
+    exception that it raised (a failed assertion included: the other cases still run).  ``directory``: the case
+    file, and a folder for each case's files."""
+    n_nodes, = {len(case.datas) for case in cases.values()}
+    case_file = directory / "case"
     out = {}
     server_app = ServerApp()
 
     @server_app.main()
     def main(grid, context):
-        strategy = ff.FedMMStrategy(algo, len(datas), seed=seed, **strategy_kwargs)
-        strategy.failure = None
-        try:
-            strategy.run(grid, n_rounds, timeout=120.0)
-        except Exception as exc:
-            if not catch:
-                raise
-            strategy.failure = exc
-        out["strategy"] = strategy
+        for name, case in cases.items():
+            case_file.write_text(name)
+            (directory / name).mkdir()
+            try:
+                out[name] = case.job(grid, directory / name)
+            except (Exception, pytest.fail.Exception) as exc:
+                out[name] = exc
 
-    backend = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
-               "client_resources": {"num_cpus": 1}}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        run_simulation(server_app, ff.client_app(algo, lambda pid, context: datas[pid]), len(datas),
-                       backend_config=backend)
-        gc.collect()
-    assert "strategy" in out, "the ServerApp did not finish"
-    return out["strategy"]
+    algos = {name: case.algo for name, case in cases.items()}
+    datas = {name: case.datas for name, case in cases.items()}
+    _run_simulation(server_app, ff.client_app(lambda context: algos[case_file.read_text()],
+                                              lambda pid, context: datas[case_file.read_text()][pid]), n_nodes)
+    assert sorted(out) == sorted(cases), "the ServerApp did not finish"
+    return out
+
+
+@pytest.fixture
+def simulated(ray_session, tmp_path_factory):
+    """``simulated(name)``: the strategy that ran case ``name`` of :data:`CASES` in Flower's simulation.
+
+    The first call runs every case with the same number of clients in one simulation (``_simulate_cases``);
+    the results are kept for the session.  An exception out of the case's run is raised here."""
+    def get(name):
+        n_nodes = len(CASES[name]().datas)
+        if n_nodes not in _SIMULATED:
+            group = {k: case for k, case in ((k, make()) for k, make in sorted(CASES.items()))
+                     if len(case.datas) == n_nodes}
+            _SIMULATED[n_nodes] = _simulate_cases(group, tmp_path_factory.mktemp("flower-cases"))
+        result = _SIMULATED[n_nodes][name]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+    return get
 
 
 def _gmm_clients(n_clients):
@@ -149,9 +222,7 @@ def _gmm_clients(n_clients):
             for i in range(n_clients)]
 
 
-@pytest.mark.integration
-@RAY_WARNINGS
-def test_flower_simulation_reproduces_in_process_history():
+def _gmm_spider_case():
     # Gaussian mixture (EM surrogate) with SPIDER memory and V_i in context.state, block quantization,
     # a fixed count of 3 of 4 clients, control variates initialized by the oracle (set-up exchange).
     datas = _gmm_clients(4)
@@ -159,26 +230,45 @@ def test_flower_simulation_reproduces_in_process_history():
                  batch_size=8,
                  oracle="spider", k_in=2, control_variates="oracle", compressor=BlockQuantizer(4))
     S0 = GaussianMixture(3).init_statistic(datas, init_generator(9))
-    ref = algo.run(datas, 4, seed=9, init=S0)
-    strategy = _simulate(algo, datas, 4, 9, init=S0)
+    return _Case(algo, datas, 4, 9, init=S0)
+
+
+CASES["gmm-spider"] = _gmm_spider_case
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_reproduces_in_process_history(simulated):
+    case = _gmm_spider_case()
+    ref = case.algo.run(case.datas, 4, seed=9, init=case.strategy_kwargs["init"])
+    strategy = simulated("gmm-spider")
     assert strategy.errors == []
     assert strategy.history.equals(ref)
     assert strategy.history.config["setup_bytes_up"] == ref.config["setup_bytes_up"] > 0
     assert [r["dropped"] for r in strategy.history.records] == [[]] * 4
 
 
-@pytest.mark.integration
-@RAY_WARNINGS
-def test_flower_simulation_mean_statistic_start_reproduces_in_process_history():
-    # The default start: θ_0 = T(init_statistic(init_datas)), then a start exchange gives Ŝ_0 = Π(Σ μ_i s̄_i(θ_0)),
-    # bit for bit the Ŝ_0 that FedMM.run computes in process; control variates from the oracle at that Ŝ_0.
+def _gmm_mean_statistic_case():
     datas = _gmm_clients(4)
     algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, control_variate_step=0.3, step=0.5,
                  batch_size=8,
                  control_variates="oracle", compressor=BlockQuantizer(4))
+    return _Case(algo, datas, 3, 9, init_datas=datas)
+
+
+CASES["gmm-mean-statistic"] = _gmm_mean_statistic_case
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_mean_statistic_start_reproduces_in_process_history(simulated):
+    # The default start: θ_0 = T(init_statistic(init_datas)), then a start exchange gives Ŝ_0 = Π(Σ μ_i s̄_i(θ_0)),
+    # bit for bit the Ŝ_0 that FedMM.run computes in process; control variates from the oracle at that Ŝ_0.
+    case = _gmm_mean_statistic_case()
+    algo, datas = case.algo, case.datas
     assert algo.start == "mean_statistic"
     ref = algo.run(datas, 3, seed=9)
-    strategy = _simulate(algo, datas, 3, 9, init_datas=datas)
+    strategy = simulated("gmm-mean-statistic")
     assert strategy.errors == []
     assert strategy.history.equals(ref)
     np.testing.assert_array_equal(strategy.history.state["S"], ref.state["S"])
@@ -186,17 +276,27 @@ def test_flower_simulation_mean_statistic_start_reproduces_in_process_history():
     assert strategy.history.config["start_bytes_up"] == 4 * one
 
 
-@pytest.mark.integration
-@RAY_WARNINGS
-def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_client():
-    # Dictionary learning (Ŝ_0 drawn by the server without data), 8-bit stochastic rounding, α > 0;
-    # client 1 raises in every round: it is dropped and the others' rounds equal the in-process steps.
+def _failing_dictionary_case(**kwargs):
     Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
     datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
     algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, control_variate_step=0.5,
                  step=0.5,
-                 batch_size=10, compressor=StochasticRounding(bits=8), start="model")
-    strategy = _simulate(algo, datas, 3, 7)
+                 batch_size=10, compressor=StochasticRounding(bits=8), **kwargs)
+    return _Case(algo, datas, 3 if kwargs.get("start") == "model" else 2, 7)
+
+
+CASES["dictionary-failing-client"] = lambda: _failing_dictionary_case(start="model")
+CASES["dictionary-failing-start"] = lambda: _failing_dictionary_case(backend="python")  # the override's backend
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_client(simulated):
+    # Dictionary learning (Ŝ_0 drawn by the server without data), 8-bit stochastic rounding, α > 0;
+    # client 1 raises in every round: it is dropped and the others' rounds equal the in-process steps.
+    case = CASES["dictionary-failing-client"]()
+    algo, datas = case.algo, case.datas
+    strategy = simulated("dictionary-failing-client")
     rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={1})
     for rec, (ids, E_s, _) in zip(strategy.history.records, rounds):
         assert rec["dropped"] == [1] and rec["active"] == [0, 2]
@@ -209,18 +309,15 @@ def test_flower_simulation_dictionary_learning_drops_and_reports_a_failing_clien
 
 @pytest.mark.integration
 @RAY_WARNINGS
-def test_flower_simulation_start_exchange_drops_a_failing_client():
+def test_flower_simulation_start_exchange_drops_a_failing_client(simulated):
     # Issue 27 item 4: the default start with client 1 failing at θ_0: its error reply leaves it out of Ŝ_0
     # (μ re-weighted over clients 0 and 2), recorded in history.initial; the numbers are those of FedMM.run.
-    Z, _, _ = synthetic_dictionary(90, 6, 3, seed=2)
-    datas = [Z[:30], np.full((30, 6), FailingDictionaryLearning.FAIL_MARK), Z[60:]]
-    algo = FedMM(FailingDictionaryLearning(3, 0.1, 0.2, n_features=6), participation_prob=1.0, control_variate_step=0.5,
-                 step=0.5,
-                 batch_size=10, compressor=StochasticRounding(bits=8), backend="python")  # the override's backend
+    case = CASES["dictionary-failing-start"]()
+    algo, datas = case.algo, case.datas
     assert algo.start == "mean_statistic"
     ref = algo.run(datas, 2, seed=7)
     assert ref.initial["dropped"] == [1]
-    strategy = _simulate(algo, datas, 2, 7)
+    strategy = simulated("dictionary-failing-start")
     h = strategy.history
     assert h.initial["dropped"] == [1] and "simulated client failure" in h.initial["drop_reasons"][0]
     assert all(r["dropped"] == [1] for r in h.records)
@@ -255,11 +352,15 @@ def _faulty_dictionary_run():
     return algo, datas
 
 
+CASES["dictionary-failed-and-invalid"] = lambda: _Case(*_faulty_dictionary_run(), 3, 7)
+CASES["dictionary-raise"] = lambda: _Case(*_faulty_dictionary_run(), 2, 7, catch=True, on_client_error="raise")
+
+
 @pytest.mark.integration
 @RAY_WARNINGS
-def test_flower_simulation_drops_failed_and_invalid_clients_with_their_reasons():
+def test_flower_simulation_drops_failed_and_invalid_clients_with_their_reasons(simulated):
     algo, datas = _faulty_dictionary_run()
-    strategy = _simulate(algo, datas, 3, 7)
+    strategy = simulated("dictionary-failed-and-invalid")
     rounds, S, theta = fedmm_rounds_with_drops(algo, datas, 3, 7, failing={1, 2})
     for rec, (ids, E_s, _) in zip(strategy.history.records, rounds, strict=True):
         assert rec["dropped"] == [1, 2] and rec["active"] == [0]
@@ -272,27 +373,11 @@ def test_flower_simulation_drops_failed_and_invalid_clients_with_their_reasons()
 
 @pytest.mark.integration
 @RAY_WARNINGS
-def test_flower_on_client_error_raise_stops_the_run_at_the_first_failure():
-    algo, datas = _faulty_dictionary_run()
-    out = {}
-    server_app = ServerApp()
-
-    @server_app.main()
-    def main(grid, context):
-        strategy = ff.FedMMStrategy(algo, len(datas), seed=7, on_client_error="raise")
-        with pytest.raises(RuntimeError,
-                           match="(?s)client 1 failed in round 0: client error: .*simulated client failure"):
-            strategy.run(grid, 2, timeout=120.0)
-        out["records"] = len(strategy.history.records)
-
-    backend = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
-               "client_resources": {"num_cpus": 1}}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        run_simulation(server_app, ff.client_app(algo, lambda pid, context: datas[pid]), len(datas),
-                       backend_config=backend)
-        gc.collect()
-    assert out == {"records": 0}
+def test_flower_on_client_error_raise_stops_the_run_at_the_first_failure(simulated):
+    strategy = simulated("dictionary-raise")  # FedMMStrategy(..., on_client_error="raise").run(grid, 2)
+    with pytest.raises(RuntimeError, match="(?s)client 1 failed in round 0: client error: .*simulated client failure"):
+        raise strategy.failure
+    assert len(strategy.history.records) == 0
 
 
 # --------------------------------------------------------------------------- the subgradient family
@@ -307,17 +392,26 @@ SUBGRADIENT = {
 }
 
 
+def _subgradient_case(name):
+    algo = SUBGRADIENT[name]()
+    datas = nonsmooth_toy_data("hinge" if isinstance(algo.model, HingeSVM) else "l1", n_clients=3)
+    stacked = algo.model.stack(datas)
+    return _Case(algo, datas, 3, 6, objective=lambda x: algo.model.objective(stacked, x))
+
+
+CASES.update({f"subgradient-{name}": (lambda name=name: _subgradient_case(name)) for name in SUBGRADIENT})
+
+
 @pytest.mark.integration
 @RAY_WARNINGS
 @pytest.mark.parametrize("name", sorted(SUBGRADIENT))
-def test_flower_simulation_carries_the_subgradient_family_with_the_in_process_history(name):
+def test_flower_simulation_carries_the_subgradient_family_with_the_in_process_history(name, simulated):
     # Every record (steps, schedules, objective at x, bytes), the final state (Scaffold's c, FedMLS's x, y, z and
     # its clients' z_K^i, collected at the end) equal the in-process run; no adapter: the algorithm is the contract.
-    algo = SUBGRADIENT[name]()
-    datas = nonsmooth_toy_data("hinge" if isinstance(algo.model, HingeSVM) else "l1", n_clients=3)
+    case = _subgradient_case(name)
+    algo, datas = case.algo, case.datas
     ref = algo.run(datas, 3, seed=6, evaluate_every=1)
-    stacked = algo.model.stack(datas)
-    strategy = _simulate(algo, datas, 3, 6, objective=lambda x: algo.model.objective(stacked, x))
+    strategy = simulated(f"subgradient-{name}")
     assert strategy.errors == []
     h = strategy.history
     assert h.equals(ref)
@@ -334,18 +428,23 @@ class _FaultyFedAvg(FedAvg):
         return FaultyClient(super().remote_client(index, data, **kwargs), {(ANY_ROUND, 1): "raise"})
 
 
+CASES["subgradient-faulty-FedAvg"] = lambda: _Case(_FaultyFedAvg(L1Regression(), local_lr=0.05, batch_size=4),
+                                                   nonsmooth_toy_data("l1", n_clients=3), 2, 6, catch=True)
+
+
 @pytest.mark.integration
 @RAY_WARNINGS
-def test_flower_simulation_of_a_faulty_subgradient_client_ends_as_in_process():
+def test_flower_simulation_of_a_faulty_subgradient_client_ends_as_in_process(simulated):
     # Client 1 fails in every round; under on_client_error='drop' Flower does what the in-process runtime does with
     # the same faulty client: the server leaves it out, with its reason, and averages the others.
-    algo, datas = _FaultyFedAvg(L1Regression(), local_lr=0.05, batch_size=4), nonsmooth_toy_data("l1", n_clients=3)
+    case = CASES["subgradient-faulty-FedAvg"]()
+    algo, datas = case.algo, case.datas
     server, clients = algo.build(datas, seed=6)
     clients[1] = FaultyClient(clients[1], {(ANY_ROUND, 1): "raise"})
     ref = History(algo.name, {})
     LocalRuntime(batched=False, on_client_error="drop").run(server, clients, 2, history=ref)
     algo.remote_finish(server, ref)
-    strategy = _simulate(algo, datas, 2, 6, catch=True)
+    strategy = simulated("subgradient-faulty-FedAvg")
     assert [(t, i) for t, i, _ in strategy.errors][:1] == [(0, 1)]
     assert "injected failure" in strategy.errors[0][2]
     assert strategy.failure is None
@@ -545,7 +644,7 @@ def test_ot_remote_build_server_and_client_equal_the_in_process_parties():
 
 
 _OT_FLOWER_SCRIPT = """
-import gc, os, warnings
+import gc, os, tempfile, warnings
 for k, v in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
              "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}.items():
     os.environ[k] = v
@@ -589,18 +688,31 @@ runs = [
 backend = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
            "client_resources": {"num_cpus": 1}}
 got = []
-for algo, seeds, failing in runs:  # one simulation per algorithm: a ClientApp runs one algorithm
-    server_app = ServerApp()
+# Both algorithms in turn in one simulation (one set of ClientApp actors): before each, the ServerApp writes its
+# index to a file that the ClientApp reads at every message for the algorithm (the simulated nodes run here).
+case_file = os.path.join(tempfile.mkdtemp(), "case")
+algos = [algo for algo, _, _ in runs]
+server_app = ServerApp()
 
-    @server_app.main()
-    def main(grid, context, algo=algo, seeds=seeds, failing=failing):
+
+@server_app.main()
+def main(grid, context):
+    for k, (algo, seeds, failing) in enumerate(runs):
+        with open(case_file, "w") as f:
+            f.write(str(k))
         for seed in seeds:
             strategy = ff.FedMMStrategy(algo, len(datas), seed=seed, public_data=target)
             got.append((algo, seed, failing, strategy.run(grid, 3, timeout=300.0)))
 
-    run_simulation(server_app, ff.client_app(algo, lambda pid, context: datas[pid], public_data=target),
-                   len(datas), backend_config=backend)
-    gc.collect()
+
+def current_algorithm(context):
+    with open(case_file) as f:
+        return algos[int(f.read())]
+
+
+run_simulation(server_app, ff.client_app(current_algorithm, lambda pid, context: datas[pid], public_data=target),
+               len(datas), backend_config=backend)
+gc.collect()
 assert [(a.name, seed) for a, seed, _, _ in got] == [("FedMMOT", 4), ("FedMMOT", 6), ("FedAdam", 5)], got
 for algo, seed, failing, h in got:  # JAX runs in this process only after Ray's start
     ref = algo.run(datas, 3, target=target, seed=seed)
@@ -680,25 +792,6 @@ class _FailsAtRound:
         return self.objective(estimate)
 
 
-def _simulate_jobs(remote, datas, jobs):
-    """Run ``jobs`` (functions of the grid) in turn in one Flower simulation; return what each returned."""
-    out = []
-    server_app = ServerApp()
-
-    @server_app.main()
-    def main(grid, context):
-        for job in jobs:
-            out.append(job(grid))
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        run_simulation(server_app, ff.client_app(remote, lambda pid, context: datas[pid]), len(datas),
-                       backend_config=SIM_BACKEND)
-        gc.collect()
-    assert len(out) == len(jobs), "the ServerApp did not finish"
-    return out
-
-
 def _assert_faulty_dropped(history):
     assert any(RESUME_FAULTY in r["dropped"] for r in history.records), "the faulty client was never contacted"
     for record in history.records:
@@ -725,34 +818,49 @@ def _gmm_resume_case():
     return algo, datas
 
 
+def _gmm_resume_jobs(remote, n, datas):
+    kw = dict(seed=11, init_datas=datas)
+
+    def jobs(directory):
+        every, stopped = directory / "every.ckpt", directory / "stopped.ckpt"
+
+        def full(grid):
+            return ff.FedMMStrategy(remote, n, **kw).run(grid, RESUME_ROUNDS, timeout=120.0, checkpoint_every=2,
+                                                         checkpoint_path=every)
+
+        def resume(path):
+            return lambda grid: ff.FedMMStrategy(remote, n, **kw).run(grid, RESUME_ROUNDS, timeout=120.0, resume=path)
+
+        def refused(grid):  # another seed: the fingerprint says so, before any exchange but the hello
+            with pytest.raises(ValueError, match="differs in seed"):
+                ff.FedMMStrategy(remote, n, seed=12, init_datas=datas).run(grid, RESUME_ROUNDS, resume=stopped)
+            return True
+
+        return [full, _interrupted(remote, n, stopped, **kw), resume(stopped), resume(every), refused]
+    return jobs
+
+
+def _gmm_resume_simulation():
+    algo, datas = _gmm_resume_case()
+    remote = _FaultyRemote(algo)
+    return _Case(remote, datas, jobs=_gmm_resume_jobs(remote, len(datas), datas))
+
+
+CASES["gmm-resume"] = _gmm_resume_simulation
+
+
 @pytest.mark.integration
 @RAY_WARNINGS
-def test_flower_fedmm_resumes_bit_for_bit_from_an_interrupt_and_from_a_periodic_checkpoint(tmp_path):
+def test_flower_fedmm_resumes_bit_for_bit_from_an_interrupt_and_from_a_periodic_checkpoint(simulated):
     # FedMM (Gaussian mixture, start exchange for Ŝ_0, 3 of 4 clients per round, 8-bit rounding, α > 0) with
     # client 1 failing: a run with checkpoints every 2 rounds equals the in-process run; interrupted after round 2
     # and resumed, or resumed from the periodic checkpoint, it equals it again.  Each strategy has its own token, so
     # a resumed strategy finds the nodes as fresh nodes would be: without its state until it sends it back.
     algo, datas = _gmm_resume_case()
-    remote = _FaultyRemote(algo)
     n = len(datas)
-    every, stopped = tmp_path / "every.ckpt", tmp_path / "stopped.ckpt"
     reference = algo.run(datas, RESUME_ROUNDS, seed=11, runtime=FaultyLocalRuntime(compiled=False))
-    kw = dict(seed=11, init_datas=datas)
-
-    def full(grid):
-        return ff.FedMMStrategy(remote, n, **kw).run(grid, RESUME_ROUNDS, timeout=120.0, checkpoint_every=2,
-                                                     checkpoint_path=every)
-
-    def resume(path):
-        return lambda grid: ff.FedMMStrategy(remote, n, **kw).run(grid, RESUME_ROUNDS, timeout=120.0, resume=path)
-
-    def refused(grid):  # another seed: the fingerprint says so, before any exchange but the hello
-        with pytest.raises(ValueError, match="differs in seed"):
-            ff.FedMMStrategy(remote, n, seed=12, init_datas=datas).run(grid, RESUME_ROUNDS, resume=stopped)
-        return True
-
-    got, interrupt, resumed, resumed_every, _ = _simulate_jobs(
-        remote, datas, [full, _interrupted(remote, n, stopped, **kw), resume(stopped), resume(every), refused])
+    directory, (got, interrupt, resumed, resumed_every, _) = simulated("gmm-resume")
+    every, stopped = directory / "every.ckpt", directory / "stopped.ckpt"
     assert got.equals(reference, ignore=("wall_time", "monitor_time", "drop_reasons"))
     _assert_faulty_dropped(got)
     assert any(len(r["active"]) + len(r["dropped"]) < n for r in got.records)  # partial participation
@@ -775,36 +883,54 @@ class FaultyLocalRuntime(LocalRuntime):
                            n_rounds, **kwargs)
 
 
-@pytest.mark.integration
-@RAY_WARNINGS
-@pytest.mark.parametrize("name", ["Scaffold", "FedAvg"])
-def test_flower_subgradient_family_resumes_bit_for_bit_after_an_interrupt(name, tmp_path):
-    # Scaffold (c_i on the nodes) / FedAvg (minibatch streams on the nodes), 3 of 4 clients per round, 8-bit,
-    # client 1 failing; interrupted between rounds (Scaffold) or inside a round, by the objective after the
-    # server's step (FedAvg: the checkpoint holds the rounds before it); resumed, the History equals the
-    # uninterrupted Flower run and the in-process one.
+def _subgradient_resume_case(name):
+    """``(algorithm, datas, objective)``: Scaffold or FedAvg, 3 of 4 clients per round, 8-bit rounding."""
     cls = Scaffold if name == "Scaffold" else FedAvg
     algo = cls(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=4, clients_per_round=3,
                compressor=StochasticRounding(bits=8))
     datas = nonsmooth_toy_data("hinge", n_clients=4, m=20, d=3, seed=3)
-    remote, n = _FaultyRemote(algo), len(datas)
     stacked = algo.model.stack(datas)
 
     def objective(x):
         return algo.model.objective(stacked, x)
 
-    path = tmp_path / "run.ckpt"
+    return algo, datas, objective
+
+
+def _subgradient_resume_simulation(name):
+    algo, datas, objective = _subgradient_resume_case(name)
+    remote, n = _FaultyRemote(algo), len(datas)
+
+    def jobs(directory):
+        path = directory / "run.ckpt"
+        if name == "Scaffold":
+            interrupted = _interrupted(remote, n, path, seed=13, objective=objective)
+        else:
+            interrupted = _interrupted(remote, n, path, cls=ff.FedMMStrategy, seed=13,
+                                       objective=_FailsAtRound(objective, RESUME_STOP))
+        return [lambda grid: ff.FedMMStrategy(remote, n, seed=13, objective=objective).run(grid, RESUME_ROUNDS,
+                                                                                          timeout=120.0),
+                interrupted,
+                lambda grid: ff.FedMMStrategy(remote, n, seed=13, objective=objective).run(grid, RESUME_ROUNDS,
+                                                                                          timeout=120.0, resume=path)]
+    return _Case(remote, datas, jobs=jobs)
+
+
+CASES.update({f"{name}-resume": (lambda name=name: _subgradient_resume_simulation(name))
+              for name in ["Scaffold", "FedAvg"]})
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+@pytest.mark.parametrize("name", ["Scaffold", "FedAvg"])
+def test_flower_subgradient_family_resumes_bit_for_bit_after_an_interrupt(name, simulated):
+    # Scaffold (c_i on the nodes) / FedAvg (minibatch streams on the nodes), 3 of 4 clients per round, 8-bit,
+    # client 1 failing; interrupted between rounds (Scaffold) or inside a round, by the objective after the
+    # server's step (FedAvg: the checkpoint holds the rounds before it); resumed, the History equals the
+    # uninterrupted Flower run and the in-process one.
+    algo, datas, _ = _subgradient_resume_case(name)
     reference = algo.run(datas, RESUME_ROUNDS, seed=13, evaluate_every=1, runtime=FaultyLocalRuntime(compiled=False))
-    if name == "Scaffold":
-        interrupted = _interrupted(remote, n, path, seed=13, objective=objective)
-    else:
-        interrupted = _interrupted(remote, n, path, cls=ff.FedMMStrategy, seed=13,
-                                   objective=_FailsAtRound(objective, RESUME_STOP))
-    got, interrupt, resumed = _simulate_jobs(remote, datas, [
-        lambda grid: ff.FedMMStrategy(remote, n, seed=13, objective=objective).run(grid, RESUME_ROUNDS, timeout=120.0),
-        interrupted,
-        lambda grid: ff.FedMMStrategy(remote, n, seed=13, objective=objective).run(grid, RESUME_ROUNDS, timeout=120.0,
-                                                                                   resume=path)])
+    _, (got, interrupt, resumed) = simulated(f"{name}-resume")
     completed = RESUME_STOP + 1 if name == "Scaffold" else RESUME_STOP
     assert len(interrupt.history) == interrupt.checkpoint.next_round == completed
     assert got.equals(reference, ignore=("wall_time", "monitor_time", "drop_reasons"))

@@ -13,17 +13,12 @@ from fedmm.compression import StochasticRounding  # noqa: E402
 from fedmm.federation import Checkpoint  # noqa: E402
 from fedmm.history import TIMING_FIELDS, History  # noqa: E402
 from fedmm.models import DictionaryLearning, GaussianMixture, InverseToy  # noqa: E402
-from fedmm.runtime.ray import RayRuntime, local_ray  # noqa: E402
+from fedmm.runtime.ray import RayRuntime  # noqa: E402
 from reference import FailingInverseToy, fedmm_rounds_with_drops  # noqa: E402
 
-# Ray drops handles of its helper processes while they run (a ResourceWarning, not ours).
+# Ray drops handles of its helper processes while they run (a ResourceWarning, not ours).  ``ray_session``: the
+# session's two-CPU local Ray (tests/conftest.py).
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::ResourceWarning")]
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    with local_ray(num_cpus=2) as ray:
-        yield ray
 
 
 def _gmm_clients(n_clients, seed=0):
