@@ -135,5 +135,8 @@ def one_numpydoc_template():
 def setup(app):
     app.connect("autodoc-process-bases", public_bases)
     import numpydoc.numpydoc
+    from numpydoc import docscrape_sphinx
 
-    numpydoc.numpydoc.get_doc_object = one_numpydoc_template()
+    # only with the numpydoc whose internals it calls (else numpydoc's own, slower path)
+    if hasattr(docscrape_sphinx, "get_doc_object_orig") and hasattr(numpydoc.numpydoc, "get_doc_object"):
+        numpydoc.numpydoc.get_doc_object = one_numpydoc_template()
