@@ -883,12 +883,26 @@ class FaultyLocalRuntime(LocalRuntime):
                            n_rounds, **kwargs)
 
 
+#: The subgradient family's interrupt-and-resume cases: 8-bit rounding, 3 of 4 clients per round where the
+#: method's paper defines client sampling (FedAvg, FedProx, Scaffold), every client otherwise (FedMLS, Scaffnew).
+SUBGRADIENT_RESUME = {
+    "Scaffold": lambda q8: (Scaffold(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=4, clients_per_round=3,
+                                     compressor=q8), "hinge"),
+    "FedAvg": lambda q8: (FedAvg(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=4, clients_per_round=3,
+                                 compressor=q8), "hinge"),
+    "FedProx": lambda q8: (FedProx(HingeSVM(), mu=0.3, local_lr=0.05, local_steps=2, batch_size=4,
+                                   clients_per_round=3, compressor=q8), "hinge"),
+    "FedMLS": lambda q8: (FedMLS(L1Regression(), prox_weight=("inverse", 1.0), radius=10.0, batch_size=5,
+                                 compressor=q8), "l1"),
+    "Scaffnew": lambda q8: (Scaffnew(L1Regression(), local_lr=0.05, communication_prob=0.5, batch_size=3,
+                                     compressor=q8), "l1"),
+}
+
+
 def _subgradient_resume_case(name):
-    """``(algorithm, datas, objective)``: Scaffold or FedAvg, 3 of 4 clients per round, 8-bit rounding."""
-    cls = Scaffold if name == "Scaffold" else FedAvg
-    algo = cls(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=4, clients_per_round=3,
-               compressor=StochasticRounding(bits=8))
-    datas = nonsmooth_toy_data("hinge", n_clients=4, m=20, d=3, seed=3)
+    """``(algorithm, datas, objective)`` of :data:`SUBGRADIENT_RESUME`'s case ``name``."""
+    algo, problem = SUBGRADIENT_RESUME[name](StochasticRounding(bits=8))
+    datas = nonsmooth_toy_data(problem, n_clients=4, m=20, d=3, seed=3 if problem == "hinge" else 4)
     stacked = algo.model.stack(datas)
 
     def objective(x):
@@ -903,7 +917,7 @@ def _subgradient_resume_simulation(name):
 
     def jobs(directory):
         path = directory / "run.ckpt"
-        if name == "Scaffold":
+        if name != "FedAvg":
             interrupted = _interrupted(remote, n, path, seed=13, objective=objective)
         else:
             interrupted = _interrupted(remote, n, path, cls=ff.FedMMStrategy, seed=13,
@@ -917,21 +931,21 @@ def _subgradient_resume_simulation(name):
 
 
 CASES.update({f"{name}-resume": (lambda name=name: _subgradient_resume_simulation(name))
-              for name in ["Scaffold", "FedAvg"]})
+              for name in SUBGRADIENT_RESUME})
 
 
 @pytest.mark.integration
 @RAY_WARNINGS
-@pytest.mark.parametrize("name", ["Scaffold", "FedAvg"])
+@pytest.mark.parametrize("name", sorted(SUBGRADIENT_RESUME))
 def test_flower_subgradient_family_resumes_bit_for_bit_after_an_interrupt(name, simulated):
-    # Scaffold (c_i on the nodes) / FedAvg (minibatch streams on the nodes), 3 of 4 clients per round, 8-bit,
-    # client 1 failing; interrupted between rounds (Scaffold) or inside a round, by the objective after the
-    # server's step (FedAvg: the checkpoint holds the rounds before it); resumed, the History equals the
-    # uninterrupted Flower run and the in-process one.
+    # Every subgradient method (state on the nodes: Scaffold's c_i, FedMLS's x/y/z, Scaffnew's h_i, the
+    # minibatch and compression streams), 8-bit, sampling where defined, client 1 failing; interrupted between
+    # rounds, or (FedAvg) inside a round, by the objective after the server's step (the checkpoint holds the
+    # rounds before it); resumed, the History equals the uninterrupted Flower run and the in-process one.
     algo, datas, _ = _subgradient_resume_case(name)
     reference = algo.run(datas, RESUME_ROUNDS, seed=13, evaluate_every=1, runtime=FaultyLocalRuntime(compiled=False))
     _, (got, interrupt, resumed) = simulated(f"{name}-resume")
-    completed = RESUME_STOP + 1 if name == "Scaffold" else RESUME_STOP
+    completed = RESUME_STOP if name == "FedAvg" else RESUME_STOP + 1
     assert len(interrupt.history) == interrupt.checkpoint.next_round == completed
     assert got.equals(reference, ignore=("wall_time", "monitor_time", "drop_reasons"))
     _assert_faulty_dropped(got)
@@ -974,7 +988,7 @@ import numpy as np
 from flwr.serverapp import ServerApp
 from flwr.simulation import run_simulation
 import fedmm.runtime.flower as ff
-from fedmm.algorithms import FedMMOT
+from fedmm.algorithms import FedAdam, FedMMOT
 from fedmm.compression import StochasticRounding
 from fedmm.models import TransportProblem
 from fedmm.runtime import LocalRuntime
@@ -1018,57 +1032,80 @@ class Interrupted(ff.FedMMStrategy):
 rng = np.random.default_rng(3)
 datas = [rng.normal(loc=i, size=(20 + 5 * i, 2)) for i in range(3)]
 target = rng.normal(loc=1.0, scale=0.7, size=(30, 2))
-# 2 of 3 clients per round (Algorithm 3), control variates V_i on the nodes, 8-bit stochastic rounding
-algo = FedMMOT(TransportProblem(2, hidden_sizes=[4], batch_size=8), clients_per_round=2, control_variate_step=0.5,
-               local_lr=0.05, identity_steps=5, server_steps=1, compressor=StochasticRounding(bits=8))
-remote = FaultyRemote(algo)
-path = os.path.join(tempfile.mkdtemp(), "ot.ckpt")
-got = {}
+problem = TransportProblem(2, hidden_sizes=[4], batch_size=8)
+ALGORITHMS = {
+    # 2 of 3 clients per round (Algorithm 3), control variates V_i on the nodes, 8-bit stochastic rounding
+    "FedMMOT": FedMMOT(problem, clients_per_round=2, control_variate_step=0.5, local_lr=0.05, identity_steps=5,
+                       server_steps=1, compressor=StochasticRounding(bits=8)),
+    # 2 of 3 clients per round, the server's Adam moments (and its theta-steps' own) in the checkpoint
+    "FedAdam": FedAdam(problem, clients_per_round=2, local_lr=0.05, identity_steps=5, server_steps=2,
+                       compressor=StochasticRounding(bits=8)),
+}
+CASE = os.path.join(tempfile.mkdtemp(), "case")  # which algorithm the nodes run (the simulated nodes read it)
+remotes = {name: FaultyRemote(algo) for name, algo in ALGORITHMS.items()}
+got = {name: {} for name in ALGORITHMS}
 server_app = ServerApp()
 
 
 @server_app.main()
 def main(grid, context):
-    got["full"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0)
-    try:
-        Interrupted(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0, checkpoint_path=path)
-    except KeyboardInterrupt as exc:
-        got["interrupt"] = exc
-    got["resumed"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0,
-                                                                                 resume=path)
+    for name, remote in remotes.items():
+        with open(CASE, "w") as f:
+            f.write(name)
+        path = os.path.join(tempfile.mkdtemp(), "ot.ckpt")
+        got[name]["full"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0)
+        try:
+            Interrupted(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0,
+                                                                   checkpoint_path=path)
+        except KeyboardInterrupt as exc:
+            got[name]["interrupt"] = exc
+        got[name]["resumed"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(
+            grid, ROUNDS, timeout=300.0, resume=path)
 
 
-run_simulation(server_app, ff.client_app(remote, lambda pid, context: datas[pid], public_data=target), 3,
+def node_algorithm(context):
+    with open(CASE) as f:
+        return remotes[f.read()]
+
+
+run_simulation(server_app, ff.client_app(node_algorithm, lambda pid, context: datas[pid], public_data=target),
+               3,
                backend_config={"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
                                "client_resources": {"num_cpus": 1}})
 gc.collect()
-assert sorted(got) == ["full", "interrupt", "resumed"], sorted(got)
-assert got["interrupt"].checkpoint.next_round == len(got["interrupt"].history) == STOP + 1
-assert any(r["active"] != [0, 1, 2] for r in got["full"].records)
-assert any(np.any(s["V"]) for s in got["interrupt"].checkpoint.client_states if s), "no control variate to restore"
-# JAX runs in this process only after Ray's start
-ref = algo.run(datas, ROUNDS, target=target, seed=4, runtime=FaultyLocalRuntime(compiled=False))
-assert got["full"].equals(ref, ignore=("wall_time", "monitor_time", "drop_reasons"))
-# the faulty client was contacted before and after the interrupt, and left out with its reason every time
-assert [FAULTY in r["dropped"] for r in got["full"].records[STOP - 1:STOP + 2]] == [True] * 3, got["full"].records
-for record in got["full"].records:
-    assert FAULTY not in record["active"]
-    if FAULTY in record["dropped"]:
-        reason = record["drop_reasons"][record["dropped"].index(FAULTY)]
-        assert "injected failure" in reason, reason
-assert got["resumed"].equals(got["full"])
-for k in ("omega", "theta"):
-    assert np.array_equal(got["resumed"].state[k], got["full"].state[k]), k
+for name, algo in ALGORITHMS.items():
+    run = got[name]
+    assert sorted(run) == ["full", "interrupt", "resumed"], (name, sorted(run))
+    assert run["interrupt"].checkpoint.next_round == len(run["interrupt"].history) == STOP + 1, name
+    assert any(r["active"] != [0, 1, 2] for r in run["full"].records), name
+    if name == "FedMMOT":
+        assert any(np.any(s["V"]) for s in run["interrupt"].checkpoint.client_states if s), "no V to restore"
+    else:
+        assert any(k.startswith("theta_adam") for k in run["interrupt"].checkpoint.server_state), "no theta-Adam state"
+    # JAX runs in this process only after Ray's start
+    ref = algo.run(datas, ROUNDS, target=target, seed=4, runtime=FaultyLocalRuntime(compiled=False))
+    assert run["full"].equals(ref, ignore=("wall_time", "monitor_time", "drop_reasons")), name
+    # the faulty client was contacted before and after the interrupt, and left out with its reason every time
+    assert [FAULTY in r["dropped"] for r in run["full"].records[STOP - 1:STOP + 2]] == [True] * 3, run["full"].records
+    for record in run["full"].records:
+        assert FAULTY not in record["active"]
+        if FAULTY in record["dropped"]:
+            reason = record["drop_reasons"][record["dropped"].index(FAULTY)]
+            assert "injected failure" in reason, reason
+    assert run["resumed"].equals(run["full"]), name
+    for k in ("omega", "theta"):
+        assert np.array_equal(run["resumed"].state[k], run["full"].state[k]), (name, k)
 print("ok")
 """
 
 
 @pytest.mark.integration
 def test_flower_fedmmot_resumes_bit_for_bit_after_an_interrupt():
-    # FedMM-OT with client sampling, control variates on the nodes, 8-bit compression and client 1 failing,
-    # interrupted after round 1 and resumed from the checkpoint: the uninterrupted Flower History (= the in-process
-    # one) bit for bit, client 1 dropped with its reason.  In a fresh process: Ray must start before JAX runs in the
-    # driver.
+    # FedMM-OT (control variates on the nodes) and FedAdam (the server's Adam moments), each with client sampling,
+    # 8-bit compression and client 1 failing, interrupted after round 1 and resumed from the checkpoint (one
+    # simulation, the nodes reading which algorithm runs from a file): the uninterrupted Flower History (= the
+    # in-process one) bit for bit, client 1 dropped with its reason.  In a fresh process: Ray must start before
+    # JAX runs in the driver.
     out = subprocess.run([sys.executable, "-c", _OT_RESUME_SCRIPT, str(REPO / "tests")], capture_output=True,
                          text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]

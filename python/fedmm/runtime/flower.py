@@ -862,6 +862,13 @@ def client_app(algorithm: Any, load_data: Callable[[int, Context], Any], *, publ
     def final_state(msg: Message, context: Context) -> Message:
         config = msg.content.config_records[_CONFIG]
         state = _accepted_state(context, str(config["strategy-token"]), int(config["accepted-round"]))
+        if not state:
+            # no round of this client was ever aggregated (it failed or was dropped every time): its state is
+            # the one it was built with, as the in-process client that never stepped
+            remote, pid = get_remote(context), _partition_id(context)
+            client = remote.remote_client(pid, load_data(pid, context), n_clients=int(config["n-clients"]),
+                                          seed=int(str(config["seed"])), public_data=get_public(context))
+            state = remote.client_state(client).to_arrays()
         content = RecordDict({_REPLY: ConfigRecord({"partition-id": _partition_id(context)}),
                               _STATE: ArrayRecord({k: Array(np.array(v, order="C")) for k, v in state.items()})})
         return Message(content, reply_to=msg)
