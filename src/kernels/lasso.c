@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "fedmm_kernels.h"
+#include "internal.h"
 
 /* Relative accuracy to which the duality gap itself can be evaluated: a
  * requested tolerance below it could never be certified. */
@@ -726,22 +727,6 @@ static void gram_columns_times(fedmm_blas_int K, const double *G, fedmm_blas_int
     }
 }
 
-/* sum_i u[i] v[i] over four partial sums (independent chains: a dot product
- * of length n costs about n/4 additions' latency instead of n). */
-static double dot4(fedmm_blas_int n, const double *u, const double *v)
-{
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    fedmm_blas_int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += u[i] * v[i];
-        s1 += u[i + 1] * v[i + 1];
-        s2 += u[i + 2] * v[i + 2];
-        s3 += u[i + 3] * v[i + 3];
-    }
-    for (; i < n; ++i) s0 += u[i] * v[i];
-    return (s0 + s1) + (s2 + s3);
-}
-
 /* The homotopy keeps the Cholesky factor G_AA = U^T U as the upper
  * triangular U (column-major, leading dimension ld; U = L^T), so that every
  * loop runs over a contiguous column: U^T y = b by dot products down the
@@ -752,7 +737,7 @@ static void hom_forward(fedmm_blas_int m, const double *U, fedmm_blas_int ld, do
 {
     for (fedmm_blas_int j = 0; j < m; ++j) {
         const double *Uj = U + (size_t)j * ld;
-        y[j] = (y[j] - dot4(j, Uj, y)) / Uj[j];
+        y[j] = (y[j] - fedmm__dot4(j, Uj, y)) / Uj[j];
     }
 }
 
@@ -778,7 +763,7 @@ static int hom_append(fedmm_blas_int m, const int *S, const double *G, fedmm_bla
     double *Um = U + (size_t)m * ld;
     for (fedmm_blas_int j = 0; j < m; ++j) Um[j] = Gn[S[j]];
     hom_forward(m, U, ld, Um);
-    const double d = Gn[S[m]] - dot4(m, Um, Um);
+    const double d = Gn[S[m]] - fedmm__dot4(m, Um, Um);
     if (!(d > 1e-13 * Gn[S[m]])) return 0;
     Um[m] = sqrt(d);
     return 1;
@@ -920,7 +905,7 @@ static int lasso_homotopy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
                 return -1 - it;
             }
             const double *Um = U + (size_t)m * K;
-            y[m] = (sgn - dot4(m, Um, y)) / Um[m];
+            y[m] = (sgn - fedmm__dot4(m, Um, y)) / Um[m];
             flags[who] = 1;
             ++m;
         }
