@@ -58,6 +58,27 @@ def test_tiny_run_writes_loadable_runs_summary_and_figure(tiny_run):
     assert (out / "ot_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_parallel_tasks_give_the_in_process_results(tiny_run, tmp_path):
+    """``--jobs 3``: the (dimension, algorithm) tasks run in worker processes, in any order, and the runs,
+    tuning and references equal the in-process run's bit for bit (each task rebuilds its inputs from seeds)."""
+    _, serial = tiny_run
+    out = tmp_path / "parallel"
+    assert main(["experiment", "ot", *TINY, "--seeds", "2", "--first-seed", "3", "--quiet", "--no-plot",
+                 "--jobs", "3", "--out", str(out)]) == 0
+    one, many = fedmm.load(serial / "ot_histories.json"), fedmm.load(out / "ot_histories.json")
+    assert list(one) == list(many)
+    for name in one:
+        assert np.array_equal(np.asarray(one[name]["l2_uvp"]), np.asarray(many[name]["l2_uvp"]), equal_nan=True), name
+        assert sorted(one[name].params) == sorted(many[name].params), name
+        for key, value in one[name].params.items():
+            assert np.array_equal(value, many[name].params[key]), (name, key)
+    first, second = (json.loads((d / "ot_summary.json").read_text())["dimensions"] for d in (serial, out))
+    for d in first:
+        for key in ("curves", "references", "linear_map_l2_uvp", "tuning", "fedadam_lr", "fedmm_step",
+                    "hidden_sizes", "target_variance", "rounds"):
+            assert first[d][key] == second[d][key], (d, key)
+
+
 def test_summary_curves_and_references_are_consistent(tiny_run):
     _, out = tiny_run
     summary = json.loads((out / "ot_summary.json").read_text())

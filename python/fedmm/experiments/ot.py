@@ -90,6 +90,9 @@ from fedmm.algorithms.ot import OMEGA_STEPS, FedAdam, FedMMOT  # JAX is imported
 from fedmm.models.ot import CONJUGATE_STEPS, TransportProblem
 
 _LABELS = {"FedMMOT": "FedMM-OT", "FedAdam": "FedAdam"}
+#: Each algorithm's tuned step on ω: its grid's configuration key, the parameter's name and the grid's option.
+_TUNED = {"FedMMOT": ("fedmm_steps", "step", "--fedmm-steps"),
+          "FedAdam": ("fedadam_lrs", "server_lr", "--fedadam-lrs")}
 
 __all__ = ["run_ot_experiment", "plot_ot_curves", "add_ot_parser", "DEFAULTS"]
 
@@ -175,24 +178,30 @@ def _score(curve: Sequence[float]) -> float:
     return float(tail.mean()) if tail.size and np.isfinite(tail).all() else float("inf")
 
 
-def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
-    """All runs of one dimension: benchmark, split, FedAdam tuning on the first seed, final runs."""
-    d, cfg = task["dim"], task["config"]
+def _algorithm_task(task: dict, tick: Callable[[int], None]) -> dict:
+    """One algorithm at one dimension: its grid on the first seed, then the other seeds at the tuned
+    step (the benchmark, split and warm starts are rebuilt from their seeds, so tasks run in any
+    process and order with the same results); the FedMM-OT task also evaluates the reference maps."""
+    d, name, cfg = task["dim"], task["algorithm"], task["config"]
     started = time.perf_counter()
     bench = KNOWN_MAP_BENCHMARKS[cfg["benchmark"]](d, seed=cfg["benchmark_seed"])
     datas = client_datasets(bench, cfg["n_clients"], cfg["n_per_client"], seed=[cfg["benchmark_seed"], 1])
     target = bench.sample_target(cfg["n_target"], seed=[cfg["benchmark_seed"], 2])
     evaluator = bench.l2_uvp_evaluator(n_eval=cfg["n_eval"], seed=[cfg["benchmark_seed"], 3])
-    references = {name: evaluator(m) for name, m in (("identity", bench.identity_map()),
-                                                     ("linear", bench.linear_map()),
-                                                     ("best affine", bench.best_affine_map(
-                                                         seed=[cfg["benchmark_seed"], 4])))}
-    linear_by_benchmark = {}  # how hard each pair is: its linear map's L2-UVP on its own evaluation points
-    for name, make in KNOWN_MAP_BENCHMARKS.items():
-        other = bench if name == cfg["benchmark"] else make(d, seed=cfg["benchmark_seed"])
-        value = references["linear"] if other is bench else other.l2_uvp(
-            other.linear_map(), n_eval=cfg["n_eval"], seed=[cfg["benchmark_seed"], 3])
-        linear_by_benchmark[name] = {"l2_uvp": value.value, "stderr": value.stderr}
+    out: dict[str, Any] = {"dim": d, "algorithm": name}
+    if task["references"]:
+        references = {ref: evaluator(m) for ref, m in (("identity", bench.identity_map()),
+                                                       ("linear", bench.linear_map()),
+                                                       ("best affine", bench.best_affine_map(
+                                                           seed=[cfg["benchmark_seed"], 4])))}
+        linear_by_benchmark = {}  # how hard each pair is: its linear map's L2-UVP on its own evaluation points
+        for other_name, make in KNOWN_MAP_BENCHMARKS.items():
+            other = bench if other_name == cfg["benchmark"] else make(d, seed=cfg["benchmark_seed"])
+            value = references["linear"] if other is bench else other.l2_uvp(
+                other.linear_map(), n_eval=cfg["n_eval"], seed=[cfg["benchmark_seed"], 3])
+            linear_by_benchmark[other_name] = {"l2_uvp": value.value, "stderr": value.stderr}
+        out.update(references={k: {"l2_uvp": v.value, "stderr": v.stderr} for k, v in references.items()},
+                   linear_map_l2_uvp=linear_by_benchmark, target_variance=bench.target_variance())
     problem = TransportProblem(d, hidden_sizes=cfg["hidden_sizes"], cycle_weight=cfg["cycle_weight"],
                                batch_size=cfg["batch_size"], conjugate_step=cfg["conjugate_step"])
     weights = [1.0 / cfg["n_clients"]] * cfg["n_clients"]
@@ -200,65 +209,70 @@ def _dimension_task(task: dict, tick: Callable[[int], None]) -> dict:
     rounds, every = cfg["n_rounds"], cfg["evaluate_every"]
     common = {"weights": weights, "batch_size": cfg["batch_size"], "local_lr": cfg["local_lr"]}
 
-    def fedmm(step, seed):
-        algo = FedMMOT(problem, step=step, omega_step=cfg["omega_step"], server_steps=cfg["server_steps"],
-                       server_lr=cfg["server_lr"], **common)
+    def run(value, seed):
+        if name == "FedMMOT":
+            algo = FedMMOT(problem, step=value, omega_step=cfg["omega_step"], server_steps=cfg["server_steps"],
+                           server_lr=cfg["server_lr"], **common)
+        else:
+            algo = FedAdam(problem, server_lr=value, **common)
         return _one_run(algo, datas, target, inits[seed], seed, rounds, every, evaluator, tick)
 
-    def fedadam(lr, seed):
-        return _one_run(FedAdam(problem, server_lr=lr, **common), datas, target, inits[seed], seed, rounds, every,
-                        evaluator, tick)
-
+    key, param, option = _TUNED[name]
     first = task["seeds"][0]
     warnings: list[str] = []
-    # Each algorithm's step on ω is tuned on the first seed over its grid, with the same score.
-    algorithms = {"FedMMOT": (fedmm, "fedmm_steps", "step", "--fedmm-steps"),
-                  "FedAdam": (fedadam, "fedadam_lrs", "server_lr", "--fedadam-lrs")}
-    tuning_runs: dict[str, dict[float, tuple]] = {}
-    tuned, runs = {}, {}
-    for name, (run, key, param, option) in algorithms.items():
-        tried = tuning_runs[name] = {}
+    tried: dict[float, tuple] = {}
 
-        def score(values: list[float], run=run, tried=tried) -> list[float]:
-            out = []
-            for value in values:
-                tried[value] = run(value, first)
-                out.append(_score(tried[value][1]))
-            return out
+    def score(values: list[float]) -> list[float]:
+        scores = []
+        for value in values:
+            tried[value] = run(value, first)
+            scores.append(_score(tried[value][1]))
+        return scores
 
-        tuned[name] = tune_on_grid(score, cfg[key], extend=cfg["extend_grid"], name=f"{name} {param} (d={d})",
-                                   option=option, warn=warnings.append)
-        best = tuned[name]["best"]
-        runs[name] = {s: (tried[best] if s == first else run(best, s)) for s in task["seeds"]}
+    # The step on ω is tuned on the first seed over the algorithm's own grid, with the same score for both.
+    tuned = tune_on_grid(score, cfg[key], extend=cfg["extend_grid"], name=f"{name} {param} (d={d})",
+                         option=option, warn=warnings.append)
+    best = tuned["best"]
+    runs = {s: (tried[best] if s == first else run(best, s)) for s in task["seeds"]}
     histories, notes = {}, []
-    for name, tried in tuning_runs.items():
-        param = algorithms[name][2]
-        for value, (h, _, failure) in tried.items():
-            if h is not None:
-                histories[f"d={d}/{name}({param}={value:g})/seed={first}"] = h.to_dict()
-            if failure:
-                notes.append(f"d={d} {name} {param}={value:g} seed={first}: {failure}")
-    for name, by_seed in runs.items():
-        for s, (h, _, failure) in by_seed.items():
-            if h is not None:
-                histories[f"d={d}/{name}/seed={s}"] = h.to_dict()
-            if failure and s != first:
-                notes.append(f"d={d} {name} seed={s}: {failure}")
+    for value, (h, _, failure) in tried.items():
+        if h is not None:
+            histories[f"d={d}/{name}({param}={value:g})/seed={first}"] = h.to_dict()
+        if failure:
+            notes.append(f"d={d} {name} {param}={value:g} seed={first}: {failure}")
+    for s, (h, _, failure) in runs.items():
+        if h is not None:
+            histories[f"d={d}/{name}/seed={s}"] = h.to_dict()
+        if failure and s != first:
+            notes.append(f"d={d} {name} seed={s}: {failure}")
+    out.update(curves={str(s): r[1] for s, r in runs.items()}, tuning=tuned, best=best, warnings=warnings,
+               notes=notes, histories=histories, hidden_sizes=list(problem.potential.hidden_sizes),
+               elapsed_seconds=time.perf_counter() - started)
+    return out
+
+
+def _dimension_result(d: int, parts: dict[str, dict], rounds: int, every: int) -> dict:
+    """Merge the two algorithms' task results of dimension ``d`` into its summary entry."""
+    fedmm, fedadam = parts["FedMMOT"], parts["FedAdam"]
+    histories = {**{k: v for k, v in fedmm["histories"].items() if "(" in k},
+                 **{k: v for k, v in fedadam["histories"].items() if "(" in k},
+                 **{k: v for k, v in fedmm["histories"].items() if "(" not in k},
+                 **{k: v for k, v in fedadam["histories"].items() if "(" not in k}}  # tuning runs first
     return {
         "dim": d,
         "rounds": _evaluated_rounds(rounds, every),
-        "curves": {name: {str(s): r[1] for s, r in by_seed.items()} for name, by_seed in runs.items()},
-        "references": {k: {"l2_uvp": v.value, "stderr": v.stderr} for k, v in references.items()},
-        "linear_map_l2_uvp": linear_by_benchmark,
-        "tuning": tuned,
-        "fedadam_lr": tuned["FedAdam"]["best"],
-        "fedmm_step": tuned["FedMMOT"]["best"],
-        "warnings": warnings,
-        "notes": notes,
+        "curves": {name: part["curves"] for name, part in parts.items()},
+        "references": fedmm["references"],
+        "linear_map_l2_uvp": fedmm["linear_map_l2_uvp"],
+        "tuning": {name: part["tuning"] for name, part in parts.items()},
+        "fedadam_lr": fedadam["best"],
+        "fedmm_step": fedmm["best"],
+        "warnings": fedmm["warnings"] + fedadam["warnings"],
+        "notes": fedmm["notes"] + fedadam["notes"],
         "histories": histories,
-        "hidden_sizes": list(problem.potential.hidden_sizes),
-        "target_variance": bench.target_variance(),
-        "elapsed_seconds": time.perf_counter() - started,
+        "hidden_sizes": fedmm["hidden_sizes"],
+        "target_variance": fedmm["target_variance"],
+        "elapsed_seconds": fedmm["elapsed_seconds"] + fedadam["elapsed_seconds"],
     }
 
 
@@ -282,7 +296,7 @@ def run_ot_experiment(
         Seeds of the reported runs (initial potentials, client minibatches);
         the first also tunes FedAdam's server learning rate.
     jobs : int
-        Worker processes, one dimension per task.
+        Worker processes, one (dimension, algorithm) pair per task.
     progress : bool
         One progress bar (rounds) on stderr.
     plot : bool
@@ -343,11 +357,14 @@ def run_ot_experiment(
     os.makedirs(output_dir, exist_ok=True)
 
     n_runs = len(cfg["fedadam_lrs"]) + len(cfg["fedmm_steps"]) + 2 * (len(seeds) - 1)  # without grid extensions
-    # the largest dimension (the longest task) first, so that parallel workers finish together
-    tasks = [{"dim": d, "seeds": seeds, "config": cfg} for d in sorted(dims, reverse=True)]
-    results = run_tasks(_dimension_task, tasks, jobs=min(jobs, len(tasks)), total=len(dims) * n_runs * cfg["n_rounds"],
-                        desc="ot experiment", progress=progress)
-    results = sorted(results, key=lambda r: dims.index(r["dim"]))  # the order the user gave
+    # one task per (dimension, algorithm), the largest dimension (the longest tasks) first, so that
+    # parallel workers finish together
+    tasks = [{"dim": d, "algorithm": name, "references": name == "FedMMOT", "seeds": seeds, "config": cfg}
+             for d in sorted(dims, reverse=True) for name in _TUNED]
+    parts = run_tasks(_algorithm_task, tasks, jobs=min(jobs, len(tasks)), total=len(dims) * n_runs * cfg["n_rounds"],
+                      desc="ot experiment", progress=progress)
+    results = [_dimension_result(d, {p["algorithm"]: p for p in parts if p["dim"] == d}, cfg["n_rounds"],
+                                 cfg["evaluate_every"]) for d in dims]  # the order the user gave
     for r in results:
         for text in r["warnings"] + r["notes"]:
             if warn is not None:
