@@ -631,8 +631,8 @@ def test_ot_remote_build_server_and_client_equal_the_in_process_parties():
     got = remote.remote_server(3, descriptions=[remote.describe_data(d, i) for i, d in enumerate(datas)], seed=3,
                                public_data=target)
     np.testing.assert_array_equal(got.weights, server.weights)
-    for k, v in server.get_state().items():
-        np.testing.assert_array_equal(got.get_state()[k], v)
+    for k, v in server.export_state().to_arrays().items():
+        np.testing.assert_array_equal(got.export_state().to_arrays()[k], v)
     assert got.select(0) == server.select(0)
     message = remote.broadcast_from_arrays(remote.broadcast_to_arrays(server.broadcast(0)),
                                            remote.broadcast_layout(server))
