@@ -371,8 +371,8 @@ def test_remote_algorithm_refusals_name_the_argument():
         algo.start_message(None)
     with pytest.raises(TypeError, match="init"):
         FedMLS(L1Regression(), prox_weight=1.0).remote_server(4, descriptions=descriptions, seed=0, init=np.ones(3))
-    with pytest.raises(TypeError, match="RayRuntime"):
-        ParameterAveraging(InverseToy()).remote_config()
+    baseline = ParameterAveraging(InverseToy())  # runs apart too (Flower): its configuration is its run's
+    assert baseline.remote_config() == baseline.config()
 
 
 @pytest.mark.parametrize("algorithm", [FedMM, ParameterAveraging])

@@ -1450,15 +1450,10 @@ class FedMM(FederatedAlgorithm):
     def remote_config(self) -> dict[str, Any]:
         """``History.config`` of a run whose parties live apart (:class:`fedmm.protocols.RemoteAlgorithm`).
 
-        Raises
-        ------
-        TypeError
-            For the Θ-space baseline (its clients need ``Ŝ_t``'s structure
-            from ``θ_t`` alone; run it on ``fedmm.runtime.RayRuntime``).
+        The Θ-space baseline runs apart as FedMM does (its clients rebuild ``θ_t`` from the broadcast's
+        vector and :meth:`broadcast_layout`); its ``E_sp`` needs every client's data at the server, so a
+        run apart records none.
         """
-        if self.space != "statistic":
-            raise TypeError(f"{self.name} aggregates in the parameter space: it runs in process or on "
-                            "fedmm.runtime.RayRuntime, not with remote clients that rebuild θ_t (Flower)")
         return self.config()
 
     def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:
