@@ -80,9 +80,6 @@ class FaultyClient:
     def import_state(self, state, like_theta=None):
         self.client.import_state(state, like_theta)
 
-    def get_state(self):
-        return self.client.get_state()
-
     def step(self, message):
         if (ANY_ROUND, self.index) in self.plan:
             cause = self.plan[(ANY_ROUND, self.index)]

@@ -689,7 +689,7 @@ def assert_backends_agree(make_algorithm, datas, n_rounds, *, seed=0, init=None,
     for compiled in (False, True):
         server, clients = make_algorithm("python", 1).build(datas, seed=seed, init=init)
         LocalRuntime(n_threads=max(threads), compiled=compiled).run(server, clients, n_rounds, history=History())
-        states.append((server.get_state(), [c.get_state() for c in clients]))
+        states.append((server.export_state().to_arrays(), [c.export_state().to_arrays() for c in clients]))
     (srv_py, cl_py), (srv_c, cl_c) = states
     assert set(srv_py) == set(srv_c)
     for key in srv_py:

@@ -267,7 +267,7 @@ def test_a_faulty_client_is_dropped_with_its_reason_and_the_others_are_averaged(
     faulty_index = 2
     algo = make(name)
     server, clients = algo.build(DATAS, seed=4, init=INIT)
-    before = clients[faulty_index].get_state()
+    before = clients[faulty_index].export_state().to_arrays()
     wrapped = FaultyClient(clients[faulty_index], {(0, faulty_index): cause})
     wrapped.step = counting_step(wrapped)
     parties = [wrapped if c.index == faulty_index else c for c in clients]
@@ -288,7 +288,7 @@ def test_a_faulty_client_is_dropped_with_its_reason_and_the_others_are_averaged(
     np.testing.assert_allclose(server_vector(name, server), expected_after_round_0(name, algo, messages),
                                rtol=1e-14, atol=1e-15)
     # the dropped client's state (control variates, iterates, streams) is that of the start of the round
-    after = clients[faulty_index].get_state()
+    after = clients[faulty_index].export_state().to_arrays()
     assert_states_equal(after, before)
 
 
@@ -364,13 +364,13 @@ def test_a_failing_subgradient_server_step_changes_nothing_or_goes_on_without_th
     server, clients, message = fresh()
     payloads = {i: clients[i].step(message) for i in server.select(0)}
     bad = {**payloads, 2: huge_payload(payloads[2]), 3: huge_payload(payloads[3], 1e308)}
-    before = server.get_state()
+    before = server.export_state().to_arrays()
     with pytest.raises(ValueError, match=r"Round 0: the server step failed \(ValueError: the server step's new .*"
                                          r"not finite\); the server's state is unchanged"):
         server.aggregate(0, bad)
-    assert_states_equal(server.get_state(), before)  # bit for bit: array_equal of the same floats
+    assert_states_equal(server.export_state().to_arrays(), before)  # bit for bit: array_equal of the same floats
     for key, value in before.items():
-        assert np.asarray(server.get_state()[key]).tobytes() == np.asarray(value).tobytes(), key
+        assert np.asarray(server.export_state().to_arrays()[key]).tobytes() == np.asarray(value).tobytes(), key
     dropped = []
     record = server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
     assert [i for i, _ in dropped] == [2]  # the largest message, alone: without it the step succeeds
@@ -381,7 +381,7 @@ def test_a_failing_subgradient_server_step_changes_nothing_or_goes_on_without_th
     refused = []  # client 2's message is missing: the 'drop' policy, which refuses nothing here
     assert ref.aggregate(0, {i: b for i, b in bad.items() if i != 2}, on_invalid=lambda *a: refused.append(a)) == record
     assert refused == []
-    got, want = server.get_state(), ref.get_state()
+    got, want = server.export_state().to_arrays(), ref.export_state().to_arrays()
     assert sorted(got) == sorted(want)
     for key in got:
         assert np.asarray(got[key]).tobytes() == np.asarray(want[key]).tobytes(), key
@@ -438,16 +438,16 @@ def test_party_states_resume_a_compressed_sampled_run_bit_for_bit(name):
     whole = run_rounds(server, clients, 8)
     first_server, first_clients = algo.build(DATAS, seed=6)
     history = run_rounds(first_server, first_clients, 4)
-    saved = first_server.get_state(), [c.get_state() for c in first_clients]
+    saved = first_server.export_state(), [c.export_state() for c in first_clients]
     resumed_server, resumed_clients = algo.build(DATAS, seed=6)  # fresh parties: only the saved states carry over
-    resumed_server.set_state(saved[0])
+    resumed_server.import_state(saved[0])
     for c, state in zip(resumed_clients, saved[1]):
-        c.set_state(state)
+        c.import_state(state)
     resumed = run_rounds(resumed_server, resumed_clients, 8, start=4, history=history)
     assert resumed.equals(whole)
-    assert_states_equal(resumed_server.get_state(), server.get_state())
+    assert_states_equal(resumed_server.export_state().to_arrays(), server.export_state().to_arrays())
     for a, b in zip(resumed_clients, clients):
-        assert_states_equal(a.get_state(), b.get_state())
+        assert_states_equal(a.export_state().to_arrays(), b.export_state().to_arrays())
 
 
 # -- other runtimes -------------------------------------------------------------------------------------------

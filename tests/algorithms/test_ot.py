@@ -16,7 +16,7 @@ from scipy.linalg import sqrtm  # noqa: E402
 from fault_injection import ANY_ROUND, FaultyClient  # noqa: E402
 from fedmm.algorithms import FedAdam, FedMMOT  # noqa: E402
 from fedmm.compression import Identity, StochasticRounding  # noqa: E402
-from fedmm.federation import LocalRuntime  # noqa: E402
+from fedmm.federation import LocalRuntime, OTServerState  # noqa: E402
 from fedmm.models import ICNN, TransportMap, TransportProblem  # noqa: E402
 from fedmm.history import History  # noqa: E402
 
@@ -458,16 +458,16 @@ def test_fedadam_server_theta_steps_equal_their_definition(small_problem, small_
     datas, target = small_data
     server, clients = FedAdam(small_problem, server_steps=2, identity_steps=0).build(datas, target=target, seed=1)
     payloads = {i: clients[i].step(server.broadcast(0)) for i in server.select(0)}
-    saved = server.get_state()
+    saved = server.export_state().to_arrays()
     assert {k for k in saved if k.startswith("theta_adam_")} == {"theta_adam_0", "theta_adam_1", "theta_adam_2"}
     server.aggregate(0, payloads)
-    first = server.get_state()
-    server.set_state(saved)
+    first = server.export_state().to_arrays()
+    server.import_state(OTServerState.from_arrays(saved))
     server.aggregate(0, payloads)
-    for k, v in server.get_state().items():
+    for k, v in server.export_state().to_arrays().items():
         np.testing.assert_array_equal(v, first[k], err_msg=k)
     assert not any(k.startswith("theta_adam_") for k in FedAdam(small_problem).build(
-        datas, target=target, seed=1, init=(server.omega, server.theta))[0].get_state())
+        datas, target=target, seed=1, init=(server.omega, server.theta))[0].export_state().to_arrays())
     with pytest.raises(ValueError, match="server_steps"):
         FedAdam(small_problem, server_steps=-1)
     with pytest.raises(ValueError, match="theta_lr"):
@@ -575,12 +575,12 @@ def test_server_validates_payloads_before_changing_state(small_problem, small_da
     ids = server.select(0)
     message = server.broadcast(0)
     payloads = {i: clients[i].step(message) for i in ids}
-    before = server.get_state()
+    before = server.export_state().to_arrays()
     bad = dict(payloads)
     bad[ids[-1]] = StochasticRounding(bits=8).encode(np.zeros(5), np.random.default_rng(0))
     with pytest.raises(ValueError, match=f"Client {ids[-1]}"):
         server.aggregate(0, bad)
-    for k, v in server.get_state().items():
+    for k, v in server.export_state().to_arrays().items():
         np.testing.assert_array_equal(v, before[k])
     dropped = []
     server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append(i))
@@ -642,11 +642,11 @@ def test_a_failing_ot_server_step_changes_nothing_or_goes_on_without_the_failing
     message = server.broadcast(0)
     payloads = {i: clients[i].step(message) for i in ids}
     bad = {**payloads, ABSURD: _absurd(clients[ABSURD])}
-    before = server.get_state()
+    before = server.export_state().to_arrays()
     with pytest.raises(ValueError, match=r"Round 0: the server step failed \(ValueError: the server step's new .*"
                                          r"not finite\); the server's state is unchanged"):
         server.aggregate(0, bad)
-    _assert_same_state(server.get_state(), before)
+    _assert_same_state(server.export_state().to_arrays(), before)
     dropped = []
     record = server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
     assert [i for i, _ in dropped] == [ABSURD]
@@ -655,8 +655,8 @@ def test_a_failing_ot_server_step_changes_nothing_or_goes_on_without_the_failing
     # bit for bit the step of the other messages alone
     ref, _ = fresh()
     assert ref.aggregate(0, {i: b for i, b in payloads.items() if i != ABSURD}) == record
-    _assert_same_state(server.get_state(), ref.get_state())
-    assert all(np.isfinite(np.asarray(v)).all() for v in server.get_state().values())
+    _assert_same_state(server.export_state().to_arrays(), ref.export_state().to_arrays())
+    assert all(np.isfinite(np.asarray(v)).all() for v in server.export_state().to_arrays().values())
 
 
 class _WrappingRuntime(LocalRuntime):
@@ -701,18 +701,18 @@ def test_adaptive_omega_step_state_round_trip(small_problem, small_data):
         c.setup(server.setup_message())
     for t in range(2):
         server.aggregate(t, {i: clients[i].step(server.broadcast(t)) for i in server.select(t)})
-    saved = server.get_state()
+    saved = server.export_state().to_arrays()
     assert {k for k in saved if k.startswith("omega_adam_")} == {"omega_adam_0", "omega_adam_1", "omega_adam_2"}
     payloads = {i: clients[i].step(server.broadcast(2)) for i in server.select(2)}
     server.aggregate(2, payloads)
-    first = server.get_state()
-    server.set_state(saved)
+    first = server.export_state().to_arrays()
+    server.import_state(OTServerState.from_arrays(saved))
     server.aggregate(2, payloads)
-    for k, v in server.get_state().items():
+    for k, v in server.export_state().to_arrays().items():
         np.testing.assert_array_equal(v, first[k], err_msg=k)
     broken = {k: v for k, v in saved.items() if k != "omega_adam_1"}
     with pytest.raises(ValueError, match="omega_adam_1"):
-        server.set_state(broken)
+        server.import_state(OTServerState.from_arrays(broken))
     with pytest.raises(ValueError, match="omega_step"):
         FedMMOT(small_problem, omega_step="newton")
 
@@ -792,9 +792,9 @@ def test_parties_satisfy_the_protocols(small_problem, small_data):
         assert back.t == 0 and np.array_equal(back.omega, message.omega) and np.array_equal(back.theta, message.theta)
         # a client rebuilt from its state continues bit for bit
         clients[1].setup(server.setup_message())
-        state = clients[1].get_state()
+        state = clients[1].export_state()
         first = clients[1].step(message)
-        clients[1].set_state(state)
+        clients[1].import_state(state)
         assert clients[1].step(message) == first
 
 

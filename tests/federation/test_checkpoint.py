@@ -23,7 +23,7 @@ import pytest
 
 from fedmm.algorithms import FedMM, ParameterAveraging
 from fedmm.compression import StochasticRounding
-from fedmm.federation import Checkpoint, LocalRuntime
+from fedmm.federation import Checkpoint, LocalRuntime, import_arrays
 from fedmm.history import TIMING_FIELDS, History
 from fedmm.models import GaussianMixture
 
@@ -87,7 +87,7 @@ def test_server_control_variate_is_the_weighted_sum_of_the_clients_after_resume(
     algorithm = _fedmm(control_variates="oracle")
     exc = _interrupted(algorithm, datas, stop=11)
     server, clients = algorithm.build(datas, seed=7)
-    server.set_state(exc.checkpoint.server_state)
+    import_arrays(server, exc.checkpoint.server_state)
     V_clients = np.array([s["V"] for s in exc.checkpoint.client_states])
     np.testing.assert_allclose(server.V, server.weights @ V_clients, rtol=1e-12, atol=1e-12)
 

@@ -72,9 +72,6 @@ def test_subgradient_states_are_frozen_and_round_trip_bit_for_bit(name):
         unpickled = pickle.loads(pickle.dumps(state))
         _assert_same_arrays(unpickled.to_arrays(), state.to_arrays())
         assert all(not v.flags.writeable for v in unpickled.to_arrays().values() if v.ndim)
-    # the arrays-form of the parties is the value's to_arrays(), as writable copies
-    _assert_same_arrays(server.get_state(), server.export_state().to_arrays())
-    assert all(v.flags.writeable for v in server.get_state().values())
 
 
 @pytest.mark.parametrize("name", sorted(SUBGRADIENT))
@@ -115,7 +112,7 @@ def test_subgradient_parties_refuse_another_methods_state():
     with pytest.raises(ValueError, match="'c'"):
         scaffold_clients[0].import_state(fedavg_clients[0].export_state())
     with pytest.raises(TypeError, match="SubgradientServerState"):
-        fedavg.import_state(fedavg.get_state())
+        fedavg.import_state(fedavg.export_state().to_arrays())
     with pytest.raises(TypeError, match="SubgradientClientState"):
         fedavg_clients[0].import_state(fedavg.export_state())
     with pytest.raises(ValueError, match=r"shape \(4,\)"):

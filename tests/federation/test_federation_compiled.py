@@ -19,6 +19,7 @@ from fedmm import _rounds
 from fedmm.algorithms import FedMM, ParameterAveraging
 from fedmm.algorithms._random import RoundStream, party_seed
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding
+from fedmm.federation import ClientState
 from fedmm.kernels import sample_without_replacement
 from fedmm.models import DictionaryLearning
 from reference import participation_kwargs
@@ -313,9 +314,9 @@ def test_stretch_ends_where_python_must_run():
 
 def test_compiled_stretch_rejects_malformed_client_state():
     server, clients = _set_up_fedmm()
-    state = clients[4].get_state()
+    state = clients[4].export_state().to_arrays()
     state["memory:codes"] = np.zeros((3, K))
-    clients[4].set_state(state)
+    clients[4].import_state(ClientState.from_arrays(state))
     S_before = server.S.copy()
     with pytest.raises(ValueError, match=r"memories\[4\]"):
         server.simulate_rounds(clients, 0, 3)

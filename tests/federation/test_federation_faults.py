@@ -116,8 +116,8 @@ def test_ctrl_c_leaves_consistent_parties_and_attaches_the_completed_rounds(back
     ref_server, ref_clients = algo.build(datas, seed=4)
     LocalRuntime(compiled=backend == "compiled").run(ref_server, ref_clients, len(completed.records),
                                                      history=History("FedMM"))
-    for key, value in ref_server.get_state().items():
-        np.testing.assert_array_equal(server.get_state()[key], value)
+    for key, value in ref_server.export_state().to_arrays().items():
+        np.testing.assert_array_equal(server.export_state().to_arrays()[key], value)
 
 
 def test_a_failing_client_inside_a_compiled_stretch_commits_the_rounds_before_it():
@@ -177,11 +177,11 @@ def _assert_same_state(a, b):
 def test_an_absurd_message_is_refused_like_a_non_finite_one_before_the_step():
     fresh, server, payloads = _dictionary_round()
     bad = {**payloads, 2: _absurd(server)}
-    before, theta = server.get_state(), server.theta
+    before, theta = server.export_state().to_arrays(), server.theta
     with pytest.raises(ValueError, match=r"Client 2 sent values of magnitude up to 1e\+300, beyond the range of "
                                          r"DictionaryLearning's statistics \(statistic_bound = 3.12e\+144\)"):
         server.aggregate(0, bad)
-    _assert_same_state(server.get_state(), before)
+    _assert_same_state(server.export_state().to_arrays(), before)
     assert server.theta is theta
     dropped = []
     record = server.aggregate(0, bad, on_invalid=lambda i, reason: dropped.append((i, reason)))
@@ -189,7 +189,7 @@ def test_an_absurd_message_is_refused_like_a_non_finite_one_before_the_step():
     # exactly the step of the other messages
     ref, _ = fresh()
     assert ref.aggregate(0, {i: b for i, b in payloads.items() if i != 2}) == record
-    _assert_same_state(server.get_state(), ref.get_state())
+    _assert_same_state(server.export_state().to_arrays(), ref.export_state().to_arrays())
 
 
 def test_the_bound_refuses_the_first_float_beyond_it_and_accepts_the_bound():
@@ -205,16 +205,16 @@ def test_the_bound_refuses_the_first_float_beyond_it_and_accepts_the_bound():
 def test_a_step_beyond_the_statistic_bound_fails_and_leaves_the_server_exactly_as_it_was():
     fresh, server, payloads = _dictionary_round(p=0.05)
     bad = {**payloads, 2: _too_large_together(server, 0.9)}
-    before, theta = server.get_state(), server.theta
+    before, theta = server.export_state().to_arrays(), server.theta
     with pytest.raises(ValueError, match="Round 0: the server step failed .*aggregate H .* beyond .*unchanged"):
         server.aggregate(0, bad)
-    _assert_same_state(server.get_state(), before)
+    _assert_same_state(server.export_state().to_arrays(), before)
     assert server.theta is theta
     # still usable: the honest messages give exactly what a server that never saw the bad one gives
     record = server.aggregate(0, payloads)
     ref, _ = fresh()
     assert ref.aggregate(0, payloads) == record
-    _assert_same_state(server.get_state(), ref.get_state())
+    _assert_same_state(server.export_state().to_arrays(), ref.export_state().to_arrays())
 
 
 @pytest.mark.parametrize("n_bad", [1, 2, 3])
@@ -231,7 +231,7 @@ def test_with_on_invalid_the_step_goes_on_without_the_failing_messages(n_bad):
     # bit for bit the step of the honest messages alone
     ref, _ = fresh()
     assert ref.aggregate(0, {i: b for i, b in payloads.items() if i not in bad_ids}) == record
-    _assert_same_state(server.get_state(), ref.get_state())
+    _assert_same_state(server.export_state().to_arrays(), ref.export_state().to_arrays())
 
 
 def test_more_failing_messages_than_retries_drop_the_round_s_messages():
@@ -244,7 +244,7 @@ def test_more_failing_messages_than_retries_drop_the_round_s_messages():
     assert all("the round went on with no message" in r for _, r in dropped)
     ref, _ = fresh()
     ref.aggregate(0, {})
-    _assert_same_state(server.get_state(), ref.get_state())
+    _assert_same_state(server.export_state().to_arrays(), ref.export_state().to_arrays())
 
 
 class _BrokenT(InverseToy):
@@ -267,13 +267,13 @@ def test_a_step_that_fails_without_any_message_raises_and_drops_nobody():
     message = server.broadcast(0)
     payloads = {c.index: c.step(message) for c in clients}
     model.broken = True
-    before = server.get_state()
+    before = server.export_state().to_arrays()
     dropped = []
     with pytest.raises(ValueError, match="fails even without the clients' messages") as info:
         server.aggregate(0, payloads, on_invalid=lambda i, reason: dropped.append(i))
     assert isinstance(info.value.__cause__, np.linalg.LinAlgError)
     assert dropped == []
-    _assert_same_state(server.get_state(), before)
+    _assert_same_state(server.export_state().to_arrays(), before)
 
 
 def test_an_update_that_overflows_is_recorded_with_a_warning_not_silently():
@@ -289,7 +289,7 @@ def test_an_update_that_overflows_is_recorded_with_a_warning_not_silently():
     with pytest.warns(RuntimeWarning, match="update size E_s .* exceeds the largest float64"):
         record = server.aggregate(0, payloads)
     assert record["E_s"] == np.inf and np.isfinite(record["E_ps"])
-    assert all(np.isfinite(v).all() for v in server.get_state().values())
+    assert all(np.isfinite(v).all() for v in server.export_state().to_arrays().values())
 
 
 def _absurd_toy_datas():
@@ -312,7 +312,7 @@ def test_absurd_statistics_are_dropped_alike_on_both_backends(alpha):
         server, clients = algo.build(datas, seed=7)
         h = LocalRuntime(compiled=backend == "compiled").run(server, clients, 12, history=History("FedMM"))
         assert _invariant_gap(server, clients) < 1e-14
-        runs[backend] = (h, server.get_state())
+        runs[backend] = (h, server.export_state().to_arrays())
     h, state = runs["python"]
     hc, state_c = runs["compiled"]
     hit = [r["t"] for r in h.records if 9 in r["dropped"]]
@@ -363,7 +363,7 @@ def test_a_client_sending_1e300_everywhere_is_dropped_and_the_run_equals_one_whe
             "invalid payload: Client 1 sent values of magnitude up to 1e+300, beyond")
     assert h.equals(ref, ignore={"wall_time", "monitor_time", "drop_reasons"})
     assert h.all_dropped_rounds == ref.all_dropped_rounds
-    _assert_same_state(server.get_state(), ref_server.get_state())
+    _assert_same_state(server.export_state().to_arrays(), ref_server.export_state().to_arrays())
 
 
 def _heavy_dictionary_datas():

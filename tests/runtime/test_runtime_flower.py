@@ -25,7 +25,7 @@ from flwr.serverapp import ServerApp  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
 
 import fedmm.runtime.flower as ff  # noqa: E402
-from fedmm.algorithms import FedMM, ParameterAveraging  # noqa: E402
+from fedmm.algorithms import FedMM  # noqa: E402
 from fedmm.algorithms import FedAvg, FedMLS, FedProx, Scaffnew, Scaffold, init_generator  # noqa: E402
 from fedmm.algorithms.federated import theta_structure, theta_template  # noqa: E402
 from fedmm.compression import BlockQuantizer, Identity, StochasticRounding  # noqa: E402
@@ -39,6 +39,9 @@ from fedmm.runtime import LocalRuntime  # noqa: E402
 from fault_injection import ANY_ROUND, CAUSES, FaultyClient, nan_payload  # noqa: E402
 from reference import (FailingDictionaryLearning, FailingInverseToy, fedmm_rounds_with_drops,  # noqa: E402
                        nonsmooth_toy_data)
+from matrix_cases import (ALGORITHMS, FAULTY, FLOWER_REASON, N_ROUNDS, OT_ALGORITHMS, STOP,  # noqa: E402
+                          FaultyLocalRuntime, FaultyRemote, all_cells, assert_faulty_client_dropped, cell_id,
+                          hinge_data)
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "flower"
@@ -83,8 +86,6 @@ def test_strategy_rejects_bad_arguments():
         ff.FedMMStrategy(algo, 3, seed=np.random.SeedSequence(1))
     with pytest.raises(TypeError, match="fedmm.protocols.RemoteAlgorithm"):
         ff.FedMMStrategy("FedMM", 3)
-    with pytest.raises(TypeError, match="RayRuntime"):
-        ff.FedMMStrategy(ParameterAveraging(FailingInverseToy()), 3)
     with pytest.raises(ValueError, match="on_client_error"):
         ff.FedMMStrategy(algo, 3, on_client_error="ignore")
 
@@ -631,8 +632,8 @@ def test_ot_remote_build_server_and_client_equal_the_in_process_parties():
     got = remote.remote_server(3, descriptions=[remote.describe_data(d, i) for i, d in enumerate(datas)], seed=3,
                                public_data=target)
     np.testing.assert_array_equal(got.weights, server.weights)
-    for k, v in server.get_state().items():
-        np.testing.assert_array_equal(got.get_state()[k], v)
+    for k, v in server.export_state().to_arrays().items():
+        np.testing.assert_array_equal(got.export_state().to_arrays()[k], v)
     assert got.select(0) == server.select(0)
     message = remote.broadcast_from_arrays(remote.broadcast_to_arrays(server.broadcast(0)),
                                            remote.broadcast_layout(server))
@@ -741,31 +742,9 @@ def test_flower_simulation_carries_fedmmot_and_fedadam_with_the_in_process_histo
 
 
 # --------------------------------------------------------------------------- checkpoints and resume
-RESUME_ROUNDS = 5
-RESUME_STOP = 2  # the interrupt: Ctrl-C once round RESUME_STOP is complete
-RESUME_FAULTY = 1  # client 1 raises whenever it is contacted
+RESUME_ROUNDS, RESUME_STOP, RESUME_FAULTY = N_ROUNDS, STOP, FAULTY  # the matrix's (tests/matrix_cases.py)
 SIM_BACKEND = {"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
                "client_resources": {"num_cpus": 1}}
-
-
-class _FaultyRemote:
-    """An algorithm whose client :data:`RESUME_FAULTY` raises in every round (tests/fault_injection.py): every
-    member of the contract is the algorithm's, but :meth:`remote_client` wraps the client (the runtime sees the
-    contract only)."""
-
-    def __init__(self, algorithm):
-        self.algorithm = algorithm
-
-    def __getattr__(self, name):
-        if name.startswith("__") or name == "algorithm":  # unpickling: no delegation before __dict__ is back
-            raise AttributeError(name)
-        return getattr(self.algorithm, name)
-
-    def remote_client(self, index, data, **kwargs):
-        return FaultyClient(self.algorithm.remote_client(index, data, **kwargs), {(ANY_ROUND, RESUME_FAULTY): "raise"})
-
-    def start_reply(self, client, message):  # the start exchange is not a round: the wrapped client answers
-        return self.algorithm.start_reply(client.client, message)
 
 
 class _InterruptedStrategy(ff.FedMMStrategy):
@@ -792,15 +771,6 @@ class _FailsAtRound:
         return self.objective(estimate)
 
 
-def _assert_faulty_dropped(history):
-    assert any(RESUME_FAULTY in r["dropped"] for r in history.records), "the faulty client was never contacted"
-    for record in history.records:
-        assert RESUME_FAULTY not in record["active"]
-        if RESUME_FAULTY in record["dropped"]:
-            reason = record["drop_reasons"][record["dropped"].index(RESUME_FAULTY)]
-            assert "injected failure" in reason, reason
-
-
 def _interrupted(remote, n, path, cls=_InterruptedStrategy, **kwargs):
     """A job: a run that ends with KeyboardInterrupt; returns the exception (its history and checkpoint)."""
     def job(grid):
@@ -811,11 +781,9 @@ def _interrupted(remote, n, path, cls=_InterruptedStrategy, **kwargs):
 
 
 def _gmm_resume_case():
-    rng = np.random.default_rng(2)
-    datas = [rng.normal(size=(30, 2)) + i for i in range(4)]
-    algo = FedMM(GaussianMixture(2, "full"), batch_size=8, control_variate_step=0.5, clients_per_round=3,
-                 compressor=StochasticRounding(bits=8))
-    return algo, datas
+    """The matrix's FedMM cell with 3 of 4 clients a round and 8-bit rounding (tests/matrix_cases.py)."""
+    factory, data, _, _ = ALGORITHMS["FedMM"]
+    return factory(True, True), data()
 
 
 def _gmm_resume_jobs(remote, n, datas):
@@ -842,7 +810,7 @@ def _gmm_resume_jobs(remote, n, datas):
 
 def _gmm_resume_simulation():
     algo, datas = _gmm_resume_case()
-    remote = _FaultyRemote(algo)
+    remote = FaultyRemote(algo)
     return _Case(remote, datas, jobs=_gmm_resume_jobs(remote, len(datas), datas))
 
 
@@ -862,7 +830,7 @@ def test_flower_fedmm_resumes_bit_for_bit_from_an_interrupt_and_from_a_periodic_
     directory, (got, interrupt, resumed, resumed_every, _) = simulated("gmm-resume")
     every, stopped = directory / "every.ckpt", directory / "stopped.ckpt"
     assert got.equals(reference, ignore=("wall_time", "monitor_time", "drop_reasons"))
-    _assert_faulty_dropped(got)
+    assert_faulty_client_dropped(got, FLOWER_REASON)
     assert any(len(r["active"]) + len(r["dropped"]) < n for r in got.records)  # partial participation
     assert interrupt.checkpoint.next_round == RESUME_STOP + 1 == len(interrupt.history)
     assert Checkpoint.load(stopped).next_round == RESUME_STOP + 1
@@ -875,34 +843,20 @@ def test_flower_fedmm_resumes_bit_for_bit_from_an_interrupt_and_from_a_periodic_
         algo.run(datas, RESUME_ROUNDS, runtime=FaultyLocalRuntime(compiled=False), resume=stopped)
 
 
-class FaultyLocalRuntime(LocalRuntime):
-    """The in-process runtime (Python backend) with client :data:`RESUME_FAULTY` raising in every round."""
-
-    def run(self, server, clients, n_rounds, **kwargs):
-        return super().run(server, [FaultyClient(c, {(ANY_ROUND, RESUME_FAULTY): "raise"}) for c in clients],
-                           n_rounds, **kwargs)
-
-
 #: The subgradient family's interrupt-and-resume cases: 8-bit rounding, 3 of 4 clients per round where the
 #: method's paper defines client sampling (FedAvg, FedProx, Scaffold), every client otherwise (FedMLS, Scaffnew).
+#: The matrix's cells (tests/matrix_cases.py), but Scaffold's, which takes minibatches here (full gradients there).
 SUBGRADIENT_RESUME = {
-    "Scaffold": lambda q8: (Scaffold(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=4, clients_per_round=3,
-                                     compressor=q8), "hinge"),
-    "FedAvg": lambda q8: (FedAvg(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=4, clients_per_round=3,
-                                 compressor=q8), "hinge"),
-    "FedProx": lambda q8: (FedProx(HingeSVM(), mu=0.3, local_lr=0.05, local_steps=2, batch_size=4,
-                                   clients_per_round=3, compressor=q8), "hinge"),
-    "FedMLS": lambda q8: (FedMLS(L1Regression(), prox_weight=("inverse", 1.0), radius=10.0, batch_size=5,
-                                 compressor=q8), "l1"),
-    "Scaffnew": lambda q8: (Scaffnew(L1Regression(), local_lr=0.05, communication_prob=0.5, batch_size=3,
-                                     compressor=q8), "l1"),
+    "Scaffold": lambda: (Scaffold(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=4, clients_per_round=3,
+                                  compressor=StochasticRounding(bits=8)), hinge_data()),
+    **{name: (lambda name=name: (ALGORITHMS[name][0](ALGORITHMS[name][3], True), ALGORITHMS[name][1]()))
+       for name in ("FedAvg", "FedProx", "FedMLS", "Scaffnew")},
 }
 
 
 def _subgradient_resume_case(name):
     """``(algorithm, datas, objective)`` of :data:`SUBGRADIENT_RESUME`'s case ``name``."""
-    algo, problem = SUBGRADIENT_RESUME[name](StochasticRounding(bits=8))
-    datas = nonsmooth_toy_data(problem, n_clients=4, m=20, d=3, seed=3 if problem == "hinge" else 4)
+    algo, datas = SUBGRADIENT_RESUME[name]()
     stacked = algo.model.stack(datas)
 
     def objective(x):
@@ -913,7 +867,7 @@ def _subgradient_resume_case(name):
 
 def _subgradient_resume_simulation(name):
     algo, datas, objective = _subgradient_resume_case(name)
-    remote, n = _FaultyRemote(algo), len(datas)
+    remote, n = FaultyRemote(algo), len(datas)
 
     def jobs(directory):
         path = directory / "run.ckpt"
@@ -948,10 +902,60 @@ def test_flower_subgradient_family_resumes_bit_for_bit_after_an_interrupt(name, 
     completed = RESUME_STOP if name == "FedAvg" else RESUME_STOP + 1
     assert len(interrupt.history) == interrupt.checkpoint.next_round == completed
     assert got.equals(reference, ignore=("wall_time", "monitor_time", "drop_reasons"))
-    _assert_faulty_dropped(got)
+    assert_faulty_client_dropped(got, FLOWER_REASON)
     assert resumed.equals(got)
     for key in got.state:
         np.testing.assert_array_equal(resumed.state[key], got.state[key])
+
+
+# --------------------------------------------------------------------------- the matrix's Flower column
+#: The cells of the matrix (tests/matrix_cases.py) that the tests above interrupt and resume on Flower: FedMM's
+#: (partial, 8-bit) in ``gmm-resume``, and the subgradient methods' 8-bit cells with sampling where defined.
+RESUMED_ABOVE = {("FedMM", True, True): "gmm-resume",
+                 **{(name, ALGORITHMS[name][3], True): f"{name}-resume" for name in SUBGRADIENT_RESUME
+                    if name != "Scaffold"}}
+#: Every other cell of every algorithm but the optimal-transport family's (whose cells run in one script below).
+MATRIX_CELLS = [cell for cell in all_cells() if cell[0] not in OT_ALGORITHMS and cell not in RESUMED_ABOVE]
+
+
+def _matrix_simulation(name, partial, compressed):
+    """A matrix cell on Flower: interrupted after round :data:`RESUME_STOP`, then resumed from its checkpoint."""
+    factory, data, _, _ = ALGORITHMS[name]
+    datas = data()
+    remote, n = FaultyRemote(factory(partial, compressed)), len(datas)
+    kw = dict(seed=13, init_datas=datas) if name in ("FedMM", "ParameterAveraging") else dict(seed=13)
+
+    def jobs(directory):
+        path = directory / "run.ckpt"
+        return [_interrupted(remote, n, path, **kw),
+                lambda grid: ff.FedMMStrategy(remote, n, **kw).run(grid, RESUME_ROUNDS, timeout=120.0, resume=path)]
+    return _Case(remote, datas, jobs=jobs)
+
+
+CASES.update({f"matrix-{cell_id(*cell)}": (lambda cell=cell: _matrix_simulation(*cell)) for cell in MATRIX_CELLS})
+
+
+@pytest.mark.integration
+@RAY_WARNINGS
+@pytest.mark.parametrize("name, partial, compressed", [pytest.param(*cell, id=cell_id(*cell)) for cell in MATRIX_CELLS])
+def test_flower_matrix_cell_resumes_to_the_in_process_history(name, partial, compressed, simulated):
+    # The matrix's Flower column: each cell (full or partial participation, raw or 8-bit messages) with client 1
+    # failing, interrupted on Flower after round 2 and resumed on Flower from the checkpoint, ends with the History
+    # of the uninterrupted in-process run bit for bit; the faulty client dropped with Flower's reason every time.
+    factory, data, _, _ = ALGORITHMS[name]
+    datas = data()
+    reference = factory(partial, compressed).run(datas, RESUME_ROUNDS, seed=13,
+                                                 runtime=FaultyLocalRuntime(compiled=False))
+    _, (interrupt, resumed) = simulated(f"matrix-{cell_id(name, partial, compressed)}")
+    assert interrupt.checkpoint.next_round == len(interrupt.history) == RESUME_STOP + 1
+    # the Θ-space baseline's E_sp (a pass over every client's data at the server) is not recorded apart
+    ignore = ("wall_time", "monitor_time", "drop_reasons", *(("E_sp",) if name == "ParameterAveraging" else ()))
+    assert resumed.equals(reference, ignore=ignore)
+    assert_faulty_client_dropped(resumed, FLOWER_REASON)
+    if partial:
+        assert any(len(r["active"]) + len(r["dropped"]) < len(datas) for r in resumed.records)
+    for key in reference.state:
+        np.testing.assert_array_equal(resumed.state[key], reference.state[key])
 
 
 def test_flower_checkpoint_arguments_are_checked_before_any_exchange(tmp_path):
@@ -988,36 +992,12 @@ import numpy as np
 from flwr.serverapp import ServerApp
 from flwr.simulation import run_simulation
 import fedmm.runtime.flower as ff
-from fedmm.algorithms import FedAdam, FedMMOT
-from fedmm.compression import StochasticRounding
 from fedmm.models import TransportProblem
-from fedmm.runtime import LocalRuntime
-sys.path.insert(0, sys.argv[1])  # tests/: the fault injection
-from fault_injection import ANY_ROUND, FaultyClient
+sys.path.insert(0, sys.argv[1])  # tests/: the matrix's cells and fault injection
+from matrix_cases import (FAULTY, FLOWER_REASON, OT_ALGORITHMS, FaultyLocalRuntime, FaultyRemote,
+                          assert_faulty_client_dropped, cell_id, cells, ot_algorithm)
 
 ROUNDS, STOP = 4, 1
-FAULTY = 1  # client 1 raises whenever it is contacted
-PLAN = {(ANY_ROUND, FAULTY): "raise"}
-
-
-class FaultyRemote:
-    # the algorithm, whose client FAULTY raises in every round (the runtime sees the contract only)
-    def __init__(self, algorithm):
-        self.algorithm = algorithm
-
-    def __getattr__(self, name):
-        if name.startswith("__") or name == "algorithm":  # unpickling: no delegation before __dict__ is back
-            raise AttributeError(name)
-        return getattr(self.algorithm, name)
-
-    def remote_client(self, index, data, **kwargs):
-        return FaultyClient(self.algorithm.remote_client(index, data, **kwargs), PLAN)
-
-
-class FaultyLocalRuntime(LocalRuntime):
-    # the in-process runtime (Python backend) with the same faulty client
-    def run(self, server, clients, n_rounds, **kwargs):
-        return super().run(server, [FaultyClient(c, PLAN) for c in clients], n_rounds, **kwargs)
 
 
 class Interrupted(ff.FedMMStrategy):
@@ -1033,33 +1013,33 @@ rng = np.random.default_rng(3)
 datas = [rng.normal(loc=i, size=(20 + 5 * i, 2)) for i in range(3)]
 target = rng.normal(loc=1.0, scale=0.7, size=(30, 2))
 problem = TransportProblem(2, hidden_sizes=[4], batch_size=8)
-ALGORITHMS = {
-    # 2 of 3 clients per round (Algorithm 3), control variates V_i on the nodes, 8-bit stochastic rounding
-    "FedMMOT": FedMMOT(problem, clients_per_round=2, control_variate_step=0.5, local_lr=0.05, identity_steps=5,
-                       server_steps=1, compressor=StochasticRounding(bits=8)),
-    # 2 of 3 clients per round, the server's Adam moments (and its theta-steps' own) in the checkpoint
-    "FedAdam": FedAdam(problem, clients_per_round=2, local_lr=0.05, identity_steps=5, server_steps=2,
-                       compressor=StochasticRounding(bits=8)),
-}
-CASE = os.path.join(tempfile.mkdtemp(), "case")  # which algorithm the nodes run (the simulated nodes read it)
-remotes = {name: FaultyRemote(algo) for name, algo in ALGORITHMS.items()}
-got = {name: {} for name in ALGORITHMS}
+# every cell of the matrix: FedMM-OT (control variates V_i on the nodes) and FedAdam (the server's Adam moments and
+# its theta-steps' own in the checkpoint), every client or 2 of 3 a round (Algorithm 3), raw or 8-bit messages
+CELLS = {cell_id(name, partial, compressed): (name, partial, compressed)
+         for name in OT_ALGORITHMS for partial, compressed in cells(True)}
+FULL_RUN = {cell_id(name, True, True) for name in OT_ALGORITHMS}  # also run uninterrupted on Flower
+remotes = {key: FaultyRemote(ot_algorithm(name, problem, partial, compressed))
+           for key, (name, partial, compressed) in CELLS.items()}
+got = {key: {} for key in CELLS}
+CASE = os.path.join(tempfile.mkdtemp(), "case")  # which cell the nodes run (the simulated nodes read it)
 server_app = ServerApp()
 
 
 @server_app.main()
 def main(grid, context):
-    for name, remote in remotes.items():
+    for key, remote in remotes.items():
         with open(CASE, "w") as f:
-            f.write(name)
+            f.write(key)
         path = os.path.join(tempfile.mkdtemp(), "ot.ckpt")
-        got[name]["full"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0)
+        if key in FULL_RUN:
+            got[key]["full"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(grid, ROUNDS,
+                                                                                           timeout=300.0)
         try:
             Interrupted(remote, 3, seed=4, public_data=target).run(grid, ROUNDS, timeout=300.0,
                                                                    checkpoint_path=path)
         except KeyboardInterrupt as exc:
-            got[name]["interrupt"] = exc
-        got[name]["resumed"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(
+            got[key]["interrupt"] = exc
+        got[key]["resumed"] = ff.FedMMStrategy(remote, 3, seed=4, public_data=target).run(
             grid, ROUNDS, timeout=300.0, resume=path)
 
 
@@ -1073,39 +1053,36 @@ run_simulation(server_app, ff.client_app(node_algorithm, lambda pid, context: da
                backend_config={"init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1", "log_to_driver": False},
                                "client_resources": {"num_cpus": 1}})
 gc.collect()
-for name, algo in ALGORITHMS.items():
-    run = got[name]
-    assert sorted(run) == ["full", "interrupt", "resumed"], (name, sorted(run))
-    assert run["interrupt"].checkpoint.next_round == len(run["interrupt"].history) == STOP + 1, name
-    assert any(r["active"] != [0, 1, 2] for r in run["full"].records), name
+for key, (name, partial, compressed) in CELLS.items():
+    run = got[key]
+    assert sorted(run) == sorted(["interrupt", "resumed", *(["full"] if key in FULL_RUN else [])]), (key, sorted(run))
+    assert run["interrupt"].checkpoint.next_round == len(run["interrupt"].history) == STOP + 1, key
     if name == "FedMMOT":
         assert any(np.any(s["V"]) for s in run["interrupt"].checkpoint.client_states if s), "no V to restore"
     else:
         assert any(k.startswith("theta_adam") for k in run["interrupt"].checkpoint.server_state), "no theta-Adam state"
     # JAX runs in this process only after Ray's start
-    ref = algo.run(datas, ROUNDS, target=target, seed=4, runtime=FaultyLocalRuntime(compiled=False))
-    assert run["full"].equals(ref, ignore=("wall_time", "monitor_time", "drop_reasons")), name
-    # the faulty client was contacted before and after the interrupt, and left out with its reason every time
-    assert [FAULTY in r["dropped"] for r in run["full"].records[STOP - 1:STOP + 2]] == [True] * 3, run["full"].records
-    for record in run["full"].records:
-        assert FAULTY not in record["active"]
-        if FAULTY in record["dropped"]:
-            reason = record["drop_reasons"][record["dropped"].index(FAULTY)]
-            assert "injected failure" in reason, reason
-    assert run["resumed"].equals(run["full"]), name
+    ref = remotes[key].algorithm.run(datas, ROUNDS, target=target, seed=4, runtime=FaultyLocalRuntime(compiled=False))
+    assert run["resumed"].equals(ref, ignore=("wall_time", "monitor_time", "drop_reasons")), key
+    assert_faulty_client_dropped(run["resumed"], FLOWER_REASON)
+    assert any(len(r["active"]) + len(r["dropped"]) < 3 for r in run["resumed"].records) == partial, key
     for k in ("omega", "theta"):
-        assert np.array_equal(run["resumed"].state[k], run["full"].state[k]), (name, k)
+        assert np.array_equal(run["resumed"].state[k], ref.state[k]), (key, k)
+    if key in FULL_RUN:
+        assert run["full"].equals(run["resumed"]), key
+        # the faulty client was contacted before and after the interrupt
+        assert [FAULTY in r["dropped"] for r in run["full"].records[STOP - 1:STOP + 2]] == [True] * 3, key
 print("ok")
 """
 
 
 @pytest.mark.integration
 def test_flower_fedmmot_resumes_bit_for_bit_after_an_interrupt():
-    # FedMM-OT (control variates on the nodes) and FedAdam (the server's Adam moments), each with client sampling,
-    # 8-bit compression and client 1 failing, interrupted after round 1 and resumed from the checkpoint (one
-    # simulation, the nodes reading which algorithm runs from a file): the uninterrupted Flower History (= the
-    # in-process one) bit for bit, client 1 dropped with its reason.  In a fresh process: Ray must start before
-    # JAX runs in the driver.
+    # FedMM-OT (control variates on the nodes) and FedAdam (the server's Adam moments), each in every cell of the
+    # matrix (every client or 2 of 3 a round, raw or 8-bit messages) with client 1 failing, interrupted after round
+    # 1 and resumed from the checkpoint (one simulation, the nodes reading which cell runs from a file): the
+    # in-process History bit for bit (and, with sampling and 8-bit, the uninterrupted Flower one), client 1 dropped
+    # with its reason.  In a fresh process: Ray must start before JAX runs in the driver.
     out = subprocess.run([sys.executable, "-c", _OT_RESUME_SCRIPT, str(REPO / "tests")], capture_output=True,
                          text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]

@@ -186,7 +186,8 @@ def test_fedmm_on_ray_checkpoints_and_resumes_bit_for_bit(ray_session, tmp_path)
 
 
 def _same_state(a, b):
-    """Nested client/server states (dicts of arrays) equal bit for bit."""
+    """Nested client/server states (dicts of arrays, or state values: their ``to_arrays()``) equal bit for bit."""
+    a, b = (v.to_arrays() if hasattr(v, "to_arrays") else v for v in (a, b))
     if isinstance(a, dict):
         return isinstance(b, dict) and set(a) == set(b) and all(_same_state(a[k], b[k]) for k in a)
     return np.array_equal(np.asarray(a), np.asarray(b))
@@ -236,7 +237,7 @@ def _rounds(runtime, build, n_rounds, *, resume=None, stop=None, every=0):
         assert stop is not None and exc.history is history and len(history) == stop + 1
         return history, server, clients, snapshots.saved
     assert stop is None
-    history.state.update(server.get_state())
+    history.state.update(server.export_state().to_arrays())
     return history, server, clients, snapshots.saved
 
 
@@ -268,7 +269,7 @@ def test_ot_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(ray_sess
         part, server, clients, ray_snapshots = _rounds(RayRuntime(2), build, 5, stop=2, every=2)
         got, _, got_clients, _ = _rounds(RayRuntime(1), build, 5, resume=_snapshot(server, clients, part))
         assert got.equals(ref), algo.name
-        assert all(_same_state(a.get_state(), b.get_state()) for a, b in zip(got_clients, ref_clients)), algo.name
+        assert all(_same_state(a.export_state(), b.export_state()) for a, b in zip(got_clients, ref_clients)), algo.name
         # Ray's run took its snapshot after round 1 (the driver's clients then held their committed states)
         assert list(ray_snapshots) == [2], algo.name
         assert _rounds(LocalRuntime(compiled=False), build, 5, resume=ray_snapshots[2])[0].equals(ref), algo.name
@@ -309,7 +310,7 @@ def test_nonsmooth_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(r
     for runtime in (LocalRuntime(batched=False), RayRuntime(2)):
         server, clients = build(fail=3)
         history = runtime.run(server, clients, 4, history=History("run"))
-        runs.append((history, server.get_state(), [c.get_state() for c in clients]))
+        runs.append((history, server.export_state().to_arrays(), [c.export_state().to_arrays() for c in clients]))
     (history, server_state, states), (ray_history, ray_server_state, ray_states) = runs
     assert [r["dropped"] for r in history.records] == [[], [], [2], []]
     assert "injected failure" in str(history.records[2]["drop_reasons"])
@@ -320,7 +321,7 @@ def test_nonsmooth_family_on_ray_drops_a_faulty_client_and_resumes_bit_for_bit(r
     stopped, ray_server, ray_clients, _ = _rounds(RayRuntime(2), build, 4, stop=1)
     snapshot = _snapshot(ray_server, ray_clients, stopped)
     got, _, got_clients, _ = _rounds(RayRuntime(1, timeout=60.0), build, 4, resume=snapshot)
-    assert all(_same_state(a.get_state(), b.get_state()) for a, b in zip(got_clients, ref_clients))
+    assert all(_same_state(a.export_state(), b.export_state()) for a, b in zip(got_clients, ref_clients))
     assert got.equals(ref)
 
 

@@ -228,7 +228,7 @@ class Client:
         server's ``V_0 = Σ μ_i V_{0,i}`` is exact.  Returns empty bytes for ``'zero'``.
         """
         ref = self._reference(message, self.space)
-        self.theta_like = message.theta  # the parameter's structure, for set_state
+        self.theta_like = message.theta  # the parameter's structure, for import_state
         if self.control_variates == "zero":
             self.V = np.zeros_like(ref)
             return b""
@@ -254,33 +254,14 @@ class Client:
         """The :meth:`start_statistic` payload of a full local statistic (``Identity`` wire format)."""
         return _SETUP_CODEC.encode(np.asarray(full, dtype=np.float64), None)
 
-    # -- state transfer (runtimes whose workers do not keep Client objects) ----
-    def get_state(self) -> dict[str, np.ndarray]:
-        """The client's mutable state as float64/int64 arrays: ``V`` and the oracle's memory.
-
-        Together with the constructor arguments this is all a client carries
-        between rounds, so ``set_state(get_state())`` on a fresh client built
-        with the same seed continues the run bit for bit.
-        """
-        state = {} if self.V is None else {"V": np.array(self.V, dtype=np.float64, copy=True)}
-        state.update(self.oracle.get_state())
-        return state
-
-    def set_state(self, state: dict[str, np.ndarray], like_theta: Any = None) -> None:
-        """Restore :meth:`get_state` (``like_theta``: a parameter giving the model's structure; default
-        the set-up broadcast's ``θ_0``)."""
-        if like_theta is None:
-            like_theta = self.theta_like
-        if "V" in state:
-            V = np.asarray(state["V"], dtype=np.float64)
-            if V.ndim != 1 or not np.isfinite(V).all():
-                raise ValueError(f"Expected a finite 1-D control variate 'V', got shape {V.shape}")
-            self.V = np.array(V, copy=True)
-        self.oracle.set_state(state, like_theta)
-
+    # -- state as data ------------------------------------------------------------
     def export_state(self) -> ClientState:
-        """The client's mutable state as a :class:`fedmm.federation.ClientState` value (the numbers of
-        :meth:`get_state`: ``ClientState.to_arrays()`` holds the same arrays).
+        """The client's mutable state as a :class:`fedmm.federation.ClientState` value: ``V`` and the
+        oracle's memory (its ``to_arrays()`` for code that wants arrays, ``ClientState.from_arrays`` back).
+
+        Together with the constructor arguments this is all a client carries between rounds, so
+        ``import_state(export_state())`` on a fresh client built with the same seed continues the run
+        bit for bit.
 
         Arrays the client may still change are copied; read-only ones (those of a state it
         imported and has not changed since) are shared, so exporting after :meth:`import_state`
@@ -309,9 +290,8 @@ class Client:
 
         The client takes the state's arrays as they are (read-only: its control variate is replaced,
         never written in place, and the oracle copies a memory array before the model writes into
-        it).  ``state.V = None`` leaves the control variate as it is, as :meth:`set_state` does
-        without ``'V'``.  ``like_theta``: a parameter giving the model's structure (default the
-        set-up broadcast's ``θ_0``).
+        it).  ``state.V = None`` leaves the control variate as it is.  ``like_theta``: a parameter
+        giving the model's structure (default the set-up broadcast's ``θ_0``).
         """
         if not isinstance(state, ClientState):
             raise TypeError(f"Expected 'state' to be a fedmm.federation.ClientState, got {type(state).__name__}")
@@ -567,7 +547,7 @@ class Server:
     def _compiled_setup(self, clients: Sequence[Client]) -> tuple:
         """``(reason, config, compiled model, compiled datas)`` for these in-process clients, built at the
         first call of a run and kept while the same client objects come back (nothing in it changes over
-        the rounds: :meth:`set_state` does not touch it)."""
+        the rounds: :meth:`import_state` does not touch it)."""
         cached = self._compiled
         if cached is not None and len(cached[0]) == len(clients) and all(a is b for a, b in zip(cached[0], clients)):
             return cached[1]
@@ -744,30 +724,15 @@ class Server:
         return list(done.rounds)
 
     # -- state as data ----------------------------------------------------------
-    def get_state(self) -> dict[str, np.ndarray]:
-        """The server's mutable state as float64 arrays: ``S`` (S-space only), ``V``,
-        ``theta_vector`` and ``theta_vector_prev``.
-
-        With the constructor arguments (which fix the random streams: round
-        ``t`` draws from counter ``t``) this is all the server carries between
-        rounds: ``set_state(get_state())`` on a fresh server built alike
-        continues the run bit for bit.
-        """
-        state = {"V": np.array(self.V, dtype=np.float64, copy=True),
-                 "theta_vector": np.array(self.theta_vector, dtype=np.float64, copy=True),
-                 "theta_vector_prev": np.array(self.theta_vector_prev, dtype=np.float64, copy=True)}
-        if self.S is not None:
-            state["S"] = np.array(self.S, dtype=np.float64, copy=True)
-        return state
-
-    def set_state(self, state: dict[str, Any], theta: Any = None) -> None:
-        """Restore :meth:`get_state`; ``theta`` (the parameter in the model's structure, optional)
-        saves rebuilding it from ``theta_vector``."""
-        self.import_state(ServerState.from_arrays(state), theta)
-
     def export_state(self) -> ServerState:
-        """The server's mutable state as a :class:`fedmm.federation.ServerState` value (copies; the numbers
-        of :meth:`get_state`, which is ``export_state().to_arrays()`` copied)."""
+        """The server's mutable state as a :class:`fedmm.federation.ServerState` value (read-only copies):
+        ``S`` (S-space only), ``V``, ``theta_vector`` and ``theta_vector_prev``.
+
+        With the constructor arguments (which fix the random streams: round ``t`` draws from counter
+        ``t``) this is all the server carries between rounds: ``import_state(export_state())`` on a
+        fresh server built alike continues the run bit for bit.  ``.to_arrays()`` gives its arrays,
+        ``ServerState.from_arrays`` the value back.
+        """
         return ServerState(V=self.V, theta_vector=self.theta_vector, theta_vector_prev=self.theta_vector_prev,
                            S=self.S)
 
@@ -1485,15 +1450,10 @@ class FedMM(FederatedAlgorithm):
     def remote_config(self) -> dict[str, Any]:
         """``History.config`` of a run whose parties live apart (:class:`fedmm.protocols.RemoteAlgorithm`).
 
-        Raises
-        ------
-        TypeError
-            For the Θ-space baseline (its clients need ``Ŝ_t``'s structure
-            from ``θ_t`` alone; run it on ``fedmm.runtime.RayRuntime``).
+        The Θ-space baseline runs apart as FedMM does (its clients rebuild ``θ_t`` from the broadcast's
+        vector and :meth:`broadcast_layout`); its ``E_sp`` needs every client's data at the server, so a
+        run apart records none.
         """
-        if self.space != "statistic":
-            raise TypeError(f"{self.name} aggregates in the parameter space: it runs in process or on "
-                            "fedmm.runtime.RayRuntime, not with remote clients that rebuild θ_t (Flower)")
         return self.config()
 
     def describe_data(self, data: Any, partition_id: int) -> dict[str, np.ndarray]:

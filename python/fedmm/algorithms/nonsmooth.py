@@ -662,15 +662,6 @@ class SubgradientServer:
             setattr(self, name, value)
         self.total_local_steps = state.total_local_steps
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
-        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
-        return {k: np.array(v, copy=True) for k, v in self.export_state().to_arrays().items()}
-
-    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
-        """:meth:`import_state` of ``SubgradientServerState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
-        self.import_state(SubgradientServerState.from_arrays(state), theta)
-
     def setup_message(self) -> SetupMessage:
         """No set-up exchange: an empty message."""
         return SetupMessage()
@@ -939,15 +930,6 @@ class SubgradientClient:
         self.oracle.set_state(oracle)
         if self.compress_rng is not None:
             set_pcg64_state(self.compress_rng, state.compression)
-
-    def get_state(self) -> dict[str, np.ndarray]:
-        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
-        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
-        return {k: np.array(v, copy=True) for k, v in self.export_state().to_arrays().items()}
-
-    def set_state(self, state: Mapping[str, Any], like_theta: Any = None) -> None:
-        """:meth:`import_state` of ``SubgradientClientState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
-        self.import_state(SubgradientClientState.from_arrays(state), like_theta)
 
     @staticmethod
     def stack_share(clients: Sequence["SubgradientClient"]) -> StackedClients:

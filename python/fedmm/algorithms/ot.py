@@ -378,15 +378,6 @@ class OTClient:
                                  f"got shape {state.V.shape}")
             self.V = np.array(state.V, copy=True)
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
-        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
-        return {k: np.array(v, copy=True) for k, v in self.export_state().to_arrays().items()}
-
-    def set_state(self, state: Mapping[str, np.ndarray], like_theta: Any = None) -> None:
-        """:meth:`import_state` of ``OTClientState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
-        self.import_state(OTClientState.from_arrays(state), like_theta)
-
     def step(self, message: OTBroadcast) -> bytes:
         """Run the client's part of round ``message.t`` and return its encoded message."""
         rng = self.stream.at(message.t)
@@ -438,11 +429,6 @@ def _ot_vectors(state: Any, size: int, names: tuple[str, ...]) -> dict[str, np.n
                              f"{'none' if a is None else f'shape {a.shape}'}")
         values[name] = np.array(a, copy=True)
     return values
-
-
-def _state_arrays(party: Any) -> dict[str, np.ndarray]:
-    """``party.export_state().to_arrays()`` as writable copies (the parties' ``get_state``)."""
-    return {k: np.array(v, copy=True) for k, v in party.export_state().to_arrays().items()}
 
 
 class _OTServerBase:
@@ -629,14 +615,6 @@ class OTServer(_OTServerBase):
         self.omega, self.theta, self.V, self.adam = values["omega"], values["theta"], values["V"], adam
         self.omega_adam = omega_adam
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
-        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
-        return _state_arrays(self)
-
-    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
-        """:meth:`import_state` of ``OTServerState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
-        self.import_state(OTServerState.from_arrays(state), theta)
 
 
 class FedAdamServer(_OTServerBase):
@@ -712,14 +690,6 @@ class FedAdamServer(_OTServerBase):
         adam = _adam_leaves(state.adam, "adam", self.adam)
         self.omega, self.theta, self.adam, self.theta_adam = values["omega"], values["theta"], adam, theta_adam
 
-    def get_state(self) -> dict[str, np.ndarray]:
-        """:meth:`export_state` as a dict of (writable) array copies, its ``to_arrays()``: a thin conversion for
-        code that wants arrays (runtimes and checkpoints move :meth:`export_state` values)."""
-        return _state_arrays(self)
-
-    def set_state(self, state: Mapping[str, Any], theta: Any = None) -> None:
-        """:meth:`import_state` of ``OTServerState.from_arrays(state)`` (inverse of :meth:`get_state`)."""
-        self.import_state(OTServerState.from_arrays(state), theta)
 
 
 # --------------------------------------------------------------------------- monitoring

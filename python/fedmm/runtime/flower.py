@@ -232,8 +232,7 @@ class FedMMStrategy(Strategy):
         are built from.  Anything that does not implement
         :class:`fedmm.protocols.RemoteAlgorithm` is refused with a
         ``TypeError``, and so is a configuration whose ``remote_config``
-        refuses to run apart (FedMM's Θ-space ``ParameterAveraging``: its
-        clients could not rebuild ``θ_t``'s structure).
+        refuses to run apart.
     n_clients : int
         Nodes to wait for; their ``partition-id`` must be ``0..n_clients-1``.
     seed : int
