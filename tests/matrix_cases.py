@@ -51,7 +51,8 @@ def sampling(partial, m=3):
     return {"clients_per_round": m} if partial else {}
 
 
-#: name -> (factory(partial, compressed, **extra), data, run keywords, whether the method defines client sampling)
+#: name -> (factory(partial, compressed, **extra), data, run keywords, whether the method defines client sampling);
+#: ``extra`` (``backend=``) only for the methods with two backends (FedMM, ParameterAveraging, FedMLS).
 ALGORITHMS = {
     "FedMM": (lambda partial, compressed, **kw: FedMM(GaussianMixture(2, "full"), batch_size=8,
                                                       control_variate_step=0.5, compressor=q8(compressed),
@@ -60,8 +61,8 @@ ALGORITHMS = {
     "ParameterAveraging": (lambda partial, compressed, **kw: ParameterAveraging(
         InverseToy(), step=0.5, batch_size=10, compressor=q8(compressed), **sampling(partial), **kw),
         toy_data, dict(evaluate_every=2), True),
-    "FedMLS": (lambda partial, compressed: FedMLS(L1Regression(), prox_weight=("inverse", 1.0), radius=10.0,
-                                                  batch_size=5, compressor=q8(compressed)),
+    "FedMLS": (lambda partial, compressed, **kw: FedMLS(L1Regression(), prox_weight=("inverse", 1.0), radius=10.0,
+                                                        batch_size=5, compressor=q8(compressed), **kw),
                l1_data, dict(evaluate_every=2), False),
     "FedAvg": (lambda partial, compressed: FedAvg(HingeSVM(), local_lr=0.05, local_steps=2, batch_size=4,
                                                   compressor=q8(compressed), **sampling(partial)),

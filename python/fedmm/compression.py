@@ -3,10 +3,10 @@
 
 Every compressor ``C`` satisfies assumption A6 of the FedEM paper
 (Dieuleveut et al., 2021): ``E[C(x)] = x`` and
-``E||C(x) - x||^2 <= omega(q) ||x||^2`` for every ``x`` in ``R^q`` (the paper's ``ω``, given by
+``E||C(x) - x||^2 <= ω(q) ||x||^2`` for every ``x`` in ``R^q`` (the paper's ``ω``, given by
 :meth:`Compressor.variance_bound`).
 
-* :class:`Identity` -- no compression, ``omega = 0``.
+* :class:`Identity` -- no compression, ``variance_bound(q) = 0``.
 * :class:`BlockQuantizer` -- block-p quantization (FedEM, Appendix B).
 * :class:`StochasticRounding` -- random dithering with ``s = 2**(bits-1) - 1``
   levels (QSGD; FedEM Section 2).
@@ -138,7 +138,7 @@ class Compressor(ABC):
 
 
 class Identity(Compressor):
-    """No compression: ``C(x) = x``, ``omega = 0``.
+    """No compression: ``C(x) = x``, ``variance_bound(q) = 0``.
 
     The payload is the 32-byte header followed by the ``q`` values in the
     input's dtype (float32 or float64), little-endian.

@@ -241,6 +241,29 @@ def test_fedmls_backends_are_auto_python_compiled_and_the_old_names_are_refused(
             FedMLS(HingeSVM(), prox_weight=1.0, backend=old)
 
 
+def test_the_parties_take_and_keep_the_model_as_model():
+    # the first argument and attribute of every party is 'model', as the front ends' (was 'problem')
+    import inspect
+
+    from fedmm.algorithms.fedmls import FedMLSClient
+    from fedmm.algorithms.fedprox import FedProx, FedProxClient
+    from fedmm.algorithms.nonsmooth import (FedAvgClient, ScaffnewClient, ScaffoldClient, ShareOracle,
+                                            SubgradientClient, SubgradientOracle)
+
+    for cls in (SubgradientOracle, SubgradientClient, FedAvgClient, FedProxClient, ScaffoldClient, ScaffnewClient,
+                FedMLSClient):
+        params = list(inspect.signature(cls.__init__).parameters)
+        assert "model" in params and "problem" not in params, (cls.__name__, params)
+    datas = _reference_datas("hinge")
+    model = HingeSVM()
+    for algo in (FedAvg(model, local_lr=0.05), FedProx(model, local_lr=0.05), Scaffold(model, local_lr=0.05),
+                 Scaffnew(model, local_lr=0.05), FedMLS(model, prox_weight=1.0)):
+        client = algo.remote_client(0, datas[0], n_clients=len(datas), seed=1)
+        assert client.model is model and client.oracle.model is model, algo.name
+        assert ShareOracle([client], 1).model is model
+        assert not hasattr(client, "problem") and not hasattr(client.oracle, "problem")
+
+
 def test_callback_state_is_read_only_with_the_params():
     datas = _reference_datas("hinge")
     seen = []

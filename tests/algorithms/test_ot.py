@@ -808,6 +808,22 @@ def test_docstring_examples(module):
 
 
 # --------------------------------------------------------------------------- the one vocabulary (issue 24)
+def test_the_ot_parties_keep_the_model_as_model(small_problem, small_data):
+    # OTSteps(model, ...) and the servers' .model (was 'problem'), as the front ends'
+    import inspect
+
+    from fedmm.algorithms.ot import OTSteps
+
+    assert "model" in inspect.signature(OTSteps.__init__).parameters
+    datas, target = small_data
+    for cls in (FedMMOT, FedAdam):
+        algo = cls(small_problem, local_lr=0.05, identity_steps=5)
+        descriptions = [algo.describe_data(d, i) for i, d in enumerate(datas)]
+        server = algo.remote_server(len(datas), descriptions=descriptions, seed=0, public_data=target)
+        assert server.model is small_problem and server.steps.model is small_problem
+        assert not hasattr(server, "problem") and not hasattr(server.steps, "problem")
+
+
 @pytest.mark.parametrize("cls", [FedMMOT, FedAdam])
 def test_history_params_and_callback_state(cls, small_problem, small_data):
     datas, target = small_data

@@ -235,7 +235,7 @@ KERNEL_GATE = "kernels"
 #: Packages whose code may not probe the parties' capabilities (rule 5), relative to the package.
 NO_PROBES = ("federation", "runtime")
 #: Names that hold a party of a run in the engine and the runtimes (rule 5).
-PARTY_NAMES = {"server", "client", "clients", "c", "share", "contacted", "monitor", "runtime"}
+PARTY_NAMES = {"server", "client", "clients", "c", "share", "contacted", "monitor", "runtime", "party", "parties"}
 #: ``inspect`` functions that read a callable's signature (rule 5).
 SIGNATURE_PROBES = {"signature", "getfullargspec", "getargspec", "Signature"}
 
@@ -299,9 +299,12 @@ def capability_probes(path: Path, package: Path = PACKAGE) -> list[str]:
     if module_name(path, package).split(".")[1:2] not in ([p] for p in NO_PROBES):
         return []
     out = []
+    # the names the inspect module goes by in this file (``import inspect as ins`` too)
+    inspect_names = {"inspect"} | {a.asname for node in ast.walk(tree(path)) if isinstance(node, ast.Import)
+                                   for a in node.names if a.name == "inspect" and a.asname}
     for node in ast.walk(tree(path)):
         if (isinstance(node, ast.Attribute) and node.attr in SIGNATURE_PROBES and isinstance(node.value, ast.Name)
-                and node.value.id == "inspect"):
+                and node.value.id in inspect_names):
             out.append((node.lineno, ast.unparse(node)))
         elif isinstance(node, ast.ImportFrom) and node.module == "inspect":
             out += [(node.lineno, ast.unparse(node)) for a in node.names if a.name in SIGNATURE_PROBES]
@@ -477,6 +480,11 @@ def test_the_probe_rule_flags_what_it_should(tmp_path):
         "    hasattr(value, '__array__')",                    # 10 data conversion: fine
         "    getattr(server, 'theta')",                       # 11 a plain read: fine
         "    inspect.isclass(value)",                         # 12 fine
+        "    import inspect as ins",                          # 13 fine (an import)
+        "    ins.signature(server.aggregate)",                # 14 flagged (an alias)
+        "    hasattr(party, 'export_state')",                 # 15 flagged
+        "    [hasattr(p, 'x') for p in parties]",             # 16 not seen: the rule reads names, not types
+        "    getattr(parties[0], 'step_many', None)",         # 17 flagged
     ])
     package = tmp_path / "src" / "fedmm"
     for name in ("runtime/probe.py", "federation/probe.py", "algorithms/probe.py"):
@@ -485,7 +493,7 @@ def test_the_probe_rule_flags_what_it_should(tmp_path):
         path.write_text(snippet)
     for name in ("runtime/probe.py", "federation/probe.py"):
         lines = [g.split(":")[1] for g in capability_probes(package / name, package)]
-        assert lines == ["2", "4", "5", "6", "7", "8", "9"], (name, lines)
+        assert lines == ["2", "4", "5", "6", "7", "8", "9", "14", "15", "17"], (name, lines)
     assert capability_probes(package / "algorithms/probe.py", package) == []
 
 

@@ -354,9 +354,9 @@ class FedMLSClient(SubgradientClient):
 
     state_names = ("x", "z", "y")
 
-    def __init__(self, index: int, problem: NonsmoothProblem, data: StackedClients, oracle: SubgradientOracle,
+    def __init__(self, index: int, model: NonsmoothProblem, data: StackedClients, oracle: SubgradientOracle,
                  x0: np.ndarray, n_clients: int, radius: float | None, backend: str, compressor: Any = None) -> None:
-        super().__init__(index, problem, data, oracle, n_clients, compressor)
+        super().__init__(index, model, data, oracle, n_clients, compressor)
         self.radius, self.backend = radius, backend
         self.x, self.z, self.y = x0.copy(), x0.copy(), x0.copy()
 
@@ -374,7 +374,7 @@ class FedMLSClient(SubgradientClient):
         if first.backend == "compiled":
             share = oracle.share
             for first_step, count, rows in oracle.chunks():  # bounded minibatch memory per call
-                kernels.fedmls_local_round(first.problem.kernel_loss, share.design, share.target, share.offsets,
+                kernels.fedmls_local_round(first.model.kernel_loss, share.design, share.target, share.offsets,
                                            V, U, U_avg, n_steps=count, first_step=first_step, weight=weight,
                                            radius=first.radius, rows=rows, row_offsets=oracle.row_bounds,
                                            scale=oracle.scale)

@@ -158,7 +158,7 @@ class SubgradientOracle:
 
     Parameters
     ----------
-    problem : NonsmoothProblem
+    model : NonsmoothProblem
     stacked : StackedClients
         The clients' samples (one client for a :class:`SubgradientClient`'s oracle).
     batch_size : float, int or None
@@ -178,13 +178,13 @@ class SubgradientOracle:
 
     def __init__(
         self,
-        problem: NonsmoothProblem,
+        model: NonsmoothProblem,
         stacked: StackedClients,
         batch_size: float | int | None,
         seeds: Sequence[np.random.SeedSequence],
         chunk: int = 64,
     ) -> None:
-        self.problem = problem
+        self.model = model
         self.stacked = stacked
         self.batch_size = batch_size
         self.seeds = list(seeds)
@@ -235,12 +235,12 @@ class SubgradientOracle:
         """``G`` of shape (n, p): row ``i`` estimates a subgradient of ``f_i`` at ``W[i]``."""
         self.calls += 1
         if self.batch_size is None:
-            return self.problem.subgradients(self.stacked, W)
+            return self.model.subgradients(self.stacked, W)
         if self._pos == self._buffer.shape[0]:
             self._refill()
         rows = self._buffer[self._pos]
         self._pos += 1
-        return self.problem.subgradients(self.stacked, W, rows, self.row_offsets, self.scale)
+        return self.model.subgradients(self.stacked, W, rows, self.row_offsets, self.scale)
 
     def get_state(self) -> dict[str, np.ndarray]:
         """A copy of the streams' positions as arrays: ``calls`` and, for minibatches, ``rngs`` (each
@@ -323,7 +323,7 @@ class ShareOracle:
 
     def __init__(self, clients: Sequence["SubgradientClient"], n_steps: int) -> None:
         first = clients[0]
-        self.problem = first.problem
+        self.model = first.model
         self.share = SubgradientClient.stack_share(clients)
         self.n_steps = n_steps
         self._clients = list(clients)
@@ -355,12 +355,12 @@ class ShareOracle:
         """Row ``j``: a (minibatch) subgradient of client ``j``'s ``f`` at ``U[j]`` at local step ``step``
         (0-based; steps are visited in order)."""
         if self.rows is None:
-            return self.problem.subgradients(self.share, U)
+            return self.model.subgradients(self.share, U)
         if step >= self._first + self.rows.shape[0]:
             if step != self._first + self.rows.shape[0] or step >= self.n_steps:
                 raise ValueError(f"Expected local steps in order below n_steps={self.n_steps}, got step {step}")
             self._draw(min(self._chunk, self.n_steps - step))
-        return self.problem.subgradients(self.share, U, self.rows[step - self._first], self.row_bounds[:-1],
+        return self.model.subgradients(self.share, U, self.rows[step - self._first], self.row_bounds[:-1],
                                          self.scale)
 
 
@@ -804,7 +804,7 @@ class SubgradientClient:
     ----------
     index : int
         The client's index ``i``.
-    problem : NonsmoothProblem
+    model : NonsmoothProblem
     data : StackedClients
         The client's own samples (one client).
     oracle : SubgradientOracle
@@ -820,10 +820,10 @@ class SubgradientClient:
 
     state_names: tuple[str, ...] = ()
 
-    def __init__(self, index: int, problem: NonsmoothProblem, data: StackedClients, oracle: SubgradientOracle,
+    def __init__(self, index: int, model: NonsmoothProblem, data: StackedClients, oracle: SubgradientOracle,
                  n_clients: int, compressor: Any = None) -> None:
         self.index = index
-        self.problem, self.data, self.oracle = problem, data, oracle
+        self.model, self.data, self.oracle = model, data, oracle
         self.n_clients = n_clients
         self.compressor = Identity() if compressor is None else compressor
         #: The compression stream (None for an uncompressed client).
@@ -955,12 +955,12 @@ class SubgradientClient:
 class _ObjectiveMonitor:
     """``objective`` ``F`` at the server point on the rounds its :class:`Cadence` makes due."""
 
-    def __init__(self, problem: NonsmoothProblem, data: StackedClients, server: SubgradientServer,
+    def __init__(self, model: NonsmoothProblem, data: StackedClients, server: SubgradientServer,
                  cadence: Cadence) -> None:
-        self.problem, self.data, self.server, self.cadence = problem, data, server, cadence
+        self.model, self.data, self.server, self.cadence = model, data, server, cadence
 
     def objective(self) -> float:
-        return self.problem.objective(self.data, self.server.x)
+        return self.model.objective(self.data, self.server.x)
 
     def due(self, t: int) -> bool:
         return self.cadence.due(t)
@@ -1577,9 +1577,9 @@ class ScaffoldClient(SubgradientClient):
 
     state_names = ("c",)
 
-    def __init__(self, index, problem, data, oracle, n_clients, x0: np.ndarray, step_size: Schedule,
+    def __init__(self, index, model, data, oracle, n_clients, x0: np.ndarray, step_size: Schedule,
                  compressor: Any = None) -> None:
-        super().__init__(index, problem, data, oracle, n_clients, compressor)
+        super().__init__(index, model, data, oracle, n_clients, compressor)
         self.c = np.zeros_like(x0)
         self.step_size = step_size
 
@@ -1803,9 +1803,9 @@ class ScaffnewClient(SubgradientClient):
     :math:`\sum_i h_i = 0` is kept as without compression.
     """
 
-    def __init__(self, index, problem, data, oracle, n_clients, x0: np.ndarray, step_size: Schedule,
+    def __init__(self, index, model, data, oracle, n_clients, x0: np.ndarray, step_size: Schedule,
                  communication_prob: Schedule, compressor: Any = None) -> None:
-        super().__init__(index, problem, data, oracle, n_clients, compressor)
+        super().__init__(index, model, data, oracle, n_clients, compressor)
         self.step_size, self.communication_prob = step_size, communication_prob
         self.h = np.zeros_like(x0)
         self.x_hat: np.ndarray | None = None  # x̂_i of the last communication

@@ -123,7 +123,7 @@ class OTSteps:
 
     Parameters
     ----------
-    problem : TransportProblem
+    model : TransportProblem
     server_lr, b1, b2, eps : float
         The server's Adam (``optax.adam(server_lr, b1, b2, eps)``).
     device : jax.Device, str or None
@@ -131,9 +131,9 @@ class OTSteps:
         and index, and looked up again where it is unpickled.
     """
 
-    def __init__(self, problem: TransportProblem, *, server_lr: float, b1: float, b2: float, eps: float,
+    def __init__(self, model: TransportProblem, *, server_lr: float, b1: float, b2: float, eps: float,
                  device: Any = None) -> None:
-        self.problem = problem
+        self.model = model
         self.server_lr, self.b1, self.b2, self.eps = server_lr, b1, b2, eps
         self.device = check_device(device)
         self._adam_treedef: Any = None
@@ -169,8 +169,8 @@ class OTSteps:
     def _build(self, name: str) -> Any:
         jax, jnp = require_jax()
         optax = require_optax()
-        problem = self.problem
-        mask = np.asarray(problem.potential.convex_mask)
+        model = self.model
+        mask = np.asarray(model.potential.convex_mask)
 
         def proj(p: Any) -> Any:
             return jnp.where(mask, jnp.maximum(p, 0.0), p)
@@ -180,7 +180,7 @@ class OTSteps:
             return optax.adam(lr, b1=b1, b2=b2, eps=eps)
 
         if name == "ot.omega_steps":
-            grad = jax.grad(problem.objective, argnums=0)
+            grad = jax.grad(model.objective, argnums=0)
 
             def omega_steps(omega: Any, theta: Any, xs: Any, ys: Any, lr: Any) -> Any:
                 def body(o: Any, xy: Any) -> Any:
@@ -188,7 +188,7 @@ class OTSteps:
                 return jax.lax.scan(body, omega, (xs, ys))[0]
             return jax.jit(omega_steps)
         if name == "ot.joint_steps":
-            grad = jax.grad(problem.objective, argnums=(0, 1))
+            grad = jax.grad(model.objective, argnums=(0, 1))
 
             def joint_steps(omega: Any, theta: Any, xs: Any, ys: Any, lr: Any) -> Any:
                 def body(c: Any, xy: Any) -> Any:
@@ -197,7 +197,7 @@ class OTSteps:
                 return jax.lax.scan(body, (omega, theta), (xs, ys))[0]
             return jax.jit(joint_steps)
         if name == "ot.theta_adam":
-            grad = jax.grad(problem.target_terms, argnums=1)
+            grad = jax.grad(model.target_terms, argnums=1)
 
             def theta_adam(omega: Any, theta: Any, state: Any, ys: Any, hyper: Any) -> Any:
                 opt = adam(hyper)
@@ -219,7 +219,7 @@ class OTSteps:
         raise KeyError(name)
 
     def _fn(self, name: str) -> Any:
-        return self.problem.compiled("ot." + name, lambda: self._build("ot." + name))
+        return self.model.compiled("ot." + name, lambda: self._build("ot." + name))
 
     def omega_steps(self, omega: np.ndarray, theta: np.ndarray, xs: np.ndarray, ys: np.ndarray,
                     lr: float) -> np.ndarray:
@@ -307,7 +307,7 @@ class OTClient:
     ----------
     index : int
     data : ndarray of shape (N_i, d)
-        Samples of ``P_i`` (checked by ``problem.check_data``).
+        Samples of ``P_i`` (checked by ``model.check_data``).
     target : ndarray of shape (M, d)
         The public target samples.
     steps : OTSteps
@@ -345,7 +345,7 @@ class OTClient:
     @property
     def message_size(self) -> int:
         """Length of this client's messages."""
-        n = self.steps.problem.n_params
+        n = self.steps.model.n_params
         return n if self.kind == "fedmm" else 2 * n
 
     def setup(self, message: OTBroadcast) -> bytes:
@@ -441,7 +441,7 @@ class _OTServerBase:
                  omega: np.ndarray, theta: np.ndarray, seed: np.random.SeedSequence, decoders: Sequence[Any],
                  size: int) -> None:
         self.steps = steps
-        self.problem = steps.problem
+        self.model = steps.model
         self.n_clients = int(n_clients)
         self.weights = np.asarray(weights, dtype=np.float64)
         self.p = float(p)
@@ -474,7 +474,7 @@ class _OTServerBase:
 
     def transport_map(self) -> TransportMap:
         """The current :class:`TransportMap` ``(∇f_ω, ∇f_θ)``."""
-        return self.problem.transport_map(self.omega, self.theta)
+        return self.model.transport_map(self.omega, self.theta)
 
     def _decode(self, i: int, payload: Any) -> np.ndarray:
         """The row hook of :func:`fedmm.federation.decode_payloads`: every active client sends a message (an
@@ -544,7 +544,7 @@ class OTServer(_OTServerBase):
                  target_batch_size: int | None, omega: np.ndarray, theta: np.ndarray,
                  seed: np.random.SeedSequence, decoders: Sequence[Any], omega_step: str = "sgd") -> None:
         super().__init__(steps, n_clients, weights=weights, p=p, count=count, omega=omega, theta=theta, seed=seed,
-                         decoders=decoders, size=steps.problem.n_params)
+                         decoders=decoders, size=steps.model.n_params)
         self.omega_step = check_in(omega_step, "omega_step", OMEGA_STEPS)
         self.omega_adam = steps.adam_init(self.size) if self.omega_step == "adam" else None
         self.schedule = schedule
@@ -584,7 +584,7 @@ class OTServer(_OTServerBase):
         gamma = self.schedule(t + 1)
         omega_adam = self.omega_adam
         if omega_adam is None:
-            omega = self.problem.potential.project(self.omega + gamma * (self.V + acc))
+            omega = self.model.potential.project(self.omega + gamma * (self.V + acc))
         else:
             omega, omega_adam = self.steps.adam_step(self.omega, omega_adam, self.V + acc, lr=gamma)
         theta, adam = self.theta, self.adam
@@ -634,14 +634,14 @@ class FedAdamServer(_OTServerBase):
                  decoders: Sequence[Any], server_steps: int = 0, theta_steps: OTSteps | None = None,
                  target: np.ndarray | None = None, target_batch_size: int | None = None) -> None:
         super().__init__(steps, n_clients, weights=weights, p=p, count=count, omega=omega, theta=theta, seed=seed,
-                         decoders=decoders, size=2 * steps.problem.n_params)
+                         decoders=decoders, size=2 * steps.model.n_params)
         self.adam = steps.adam_init(self.size)
         self.server_steps = int(server_steps)
         if self.server_steps and (theta_steps is None or target is None):
             raise ValueError("Expected 'theta_steps' and 'target' with server_steps > 0")
         self.theta_steps, self.target, self.target_batch_size = theta_steps, target, target_batch_size
         self.target_stream = RoundStream(party_seed(seed, SERVER_PARTY, _TARGET_STREAM))
-        self.theta_adam = steps.adam_init(steps.problem.n_params) if self.server_steps else None
+        self.theta_adam = steps.adam_init(steps.model.n_params) if self.server_steps else None
 
     def aggregate(self, t: int, payloads: Mapping[int, Any],
                   on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
@@ -661,7 +661,7 @@ class FedAdamServer(_OTServerBase):
     def step_from(self, t: int, acc: np.ndarray) -> dict[str, Any]:
         """The Adam step along ``acc`` (and the ``θ`` steps) into new arrays: ``omega``, ``theta``, ``adam``
         and ``theta_adam`` (None without ``server_steps``)."""
-        n = self.problem.n_params
+        n = self.model.n_params
         params, adam = self.steps.adam_step(np.concatenate([self.omega, self.theta]), self.adam, acc)
         omega, theta = params[:n], params[n:]
         theta_adam = self.theta_adam
@@ -679,7 +679,7 @@ class FedAdamServer(_OTServerBase):
 
     def import_state(self, state: OTServerState, theta: Any = None) -> None:
         """Continue from an :meth:`export_state` value (validated as :meth:`OTServer.import_state`)."""
-        values = _ot_vectors(state, self.problem.n_params, ("omega", "theta"))
+        values = _ot_vectors(state, self.model.n_params, ("omega", "theta"))
         for name in ("V", "omega_adam"):
             if getattr(state, name) is not None:
                 raise ValueError(f"Expected a FedAdamServer state without {name!r} (FedMM-OT's), got one")
