@@ -49,7 +49,9 @@ def dictionary_model(n_features: int, n_components: int, lam: float, eta: float 
     LASSO codes ``H`` (warm-started from the client's per-sample memory of
     ``n_components`` values), projection onto ``𝕄_K⁺ × ℝ^{p×K}``, and
     ``T(s) = s⁽²⁾ (sym(s⁽¹⁾) + 2ηI)⁻¹``.  The compiled parameter is the
-    dictionary row-major, then column-major (``theta_size = 2 p K``).
+    dictionary row-major, then column-major, then ``DᵀD`` and its inverse as the LASSO uses them,
+    formed once per parameter (by ``T`` and :meth:`~CompiledModel.derive`) for every client's
+    statistic (``theta_size = 2pK + K² + 1``, ``+ K²`` when ``K ≤ 64``).
 
     A compiled round runs without the GIL and without checking for Ctrl-C,
     so the LASSO's work is bounded up front: ``max_iter`` (iterations per

@@ -20,9 +20,24 @@
  */
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "fedmm_kernels.h"
 #include "internal.h"
+
+/* The K-length loops of list_axpy are compiled twice on x86-64 glibc Linux
+ * (ifunc), for AVX2 and for the baseline, the loader picking one: the same
+ * operations in the same order, so identical results (AVX2 without FMA). */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define LASSO_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef LASSO_CLONES
+#define LASSO_CLONES
+#endif
 
 /* Relative accuracy to which the duality gap itself can be evaluated: a
  * requested tolerance below it could never be certified. */
@@ -101,8 +116,8 @@ static void refresh_gradient(fedmm_blas_int K, const double *G, fedmm_blas_int l
  * additions of a plain loop over j, four columns per pass over y (one load
  * and store of y[i] per four terms, added in the same order, so the result
  * is the plain loop's bit for bit). */
-static void list_axpy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const int *S,
-                      fedmm_blas_int m, const double *a, int by_index, double sgn, double *y)
+LASSO_CLONES static void list_axpy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const int *S,
+                                   fedmm_blas_int m, const double *a, int by_index, double sgn, double *y)
 {
     fedmm_blas_int j = 0;
     for (; j + 4 <= m; j += 4) {
@@ -114,9 +129,33 @@ static void list_axpy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, con
         const double a1 = sgn * (by_index ? a[s1] : a[j + 1]);
         const double a2 = sgn * (by_index ? a[s2] : a[j + 2]);
         const double a3 = sgn * (by_index ? a[s3] : a[j + 3]);
-        /* two rows per step, so that GCC -O2 (no -march flag) makes each
-         * pair one 2-wide vector operation; every row keeps its order */
+        /* four rows per step, then two, so that GCC -O2 makes them 4-wide
+         * (AVX2 clone) or 2-wide (baseline) vector operations; every row
+         * keeps its order */
         fedmm_blas_int i = 0;
+        for (; i + 4 <= K; i += 4) {
+            double v0 = y[i], v1 = y[i + 1], v2 = y[i + 2], v3 = y[i + 3];
+            v0 += a0 * G0[i];
+            v1 += a0 * G0[i + 1];
+            v2 += a0 * G0[i + 2];
+            v3 += a0 * G0[i + 3];
+            v0 += a1 * G1[i];
+            v1 += a1 * G1[i + 1];
+            v2 += a1 * G1[i + 2];
+            v3 += a1 * G1[i + 3];
+            v0 += a2 * G2[i];
+            v1 += a2 * G2[i + 1];
+            v2 += a2 * G2[i + 2];
+            v3 += a2 * G2[i + 3];
+            v0 += a3 * G3[i];
+            v1 += a3 * G3[i + 1];
+            v2 += a3 * G3[i + 2];
+            v3 += a3 * G3[i + 3];
+            y[i] = v0;
+            y[i + 1] = v1;
+            y[i + 2] = v2;
+            y[i + 3] = v3;
+        }
         for (; i + 2 <= K; i += 2) {
             double v = y[i], w = y[i + 1];
             v += a0 * G0[i];
@@ -137,6 +176,14 @@ static void list_axpy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, con
         const double *Gj = G + (size_t)sj * ldg;
         const double aj = sgn * (by_index ? a[sj] : a[j]);
         fedmm_blas_int i = 0;
+        for (; i + 4 <= K; i += 4) {
+            const double v0 = y[i] + aj * Gj[i], v1 = y[i + 1] + aj * Gj[i + 1];
+            const double v2 = y[i + 2] + aj * Gj[i + 2], v3 = y[i + 3] + aj * Gj[i + 3];
+            y[i] = v0;
+            y[i + 1] = v1;
+            y[i + 2] = v2;
+            y[i + 3] = v3;
+        }
         for (; i + 2 <= K; i += 2) {
             const double v = y[i] + aj * Gj[i], w = y[i + 1] + aj * Gj[i + 1];
             y[i] = v;
@@ -406,9 +453,11 @@ static void active_remove(fedmm_blas_int m, fedmm_blas_int j, int *S, double *th
 #define INVERSE_MAX_K 64
 
 typedef struct lasso_inverse {
-    int state;   /* 0: not formed yet, 1: M holds G^{-1}, -1: unavailable */
+    int state;   /* 0: not formed yet, 1: Mr holds G^{-1}, -1: unavailable */
     int dense;   /* the previous column's solution had a nearly full support */
-    double *M;   /* K x K */
+    double *M;   /* K x K workspace inverse_form writes */
+    const double *Mr; /* G^{-1} once state == 1: M, or the caller's precomputed one */
+    const fedmm__gram_t *gram; /* NULL, or G^{-1} precomputed from the same G (fedmm__gram_form) */
     double *y;   /* K */
     double *Lr;  /* INVERSE_MAX_COMPLEMENT^2 */
     double *w;   /* INVERSE_MAX_COMPLEMENT */
@@ -472,7 +521,25 @@ static void inverse_form(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, 
     for (fedmm_blas_int j = 0; j < K; ++j)
         for (fedmm_blas_int i = j + 1; i < K; ++i)
             inv->M[(size_t)j * K + i] = inv->M[(size_t)i * K + j];
+    inv->Mr = inv->M;
     inv->state = 1;
+}
+
+/* The lazy formation point of G^{-1} (first column of a call that needs it):
+ * inverse_form, or, when the caller precomputed it from the same G with
+ * inverse_form (fedmm__gram_form), its result taken as it is, so that the
+ * columns see the same state and the same M bit for bit at the same point.
+ * inverse_form's scratch L is dead afterwards (every reader writes it
+ * first), so skipping it changes nothing else. */
+static void inverse_get(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, double *L,
+                        lasso_inverse_t *inv)
+{
+    if (inv->gram == NULL) {
+        inverse_form(K, G, ldg, L, inv);
+        return;
+    }
+    inv->state = inv->gram->M_state;
+    inv->Mr = inv->gram->M_state == 1 ? inv->gram->M : NULL;
 }
 
 /* x[0..m) <- (G_SS)^{-1} x[0..m) for the support S[0..m) from M = G^{-1};
@@ -481,7 +548,7 @@ static void inverse_form(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, 
 static int inverse_solve(fedmm_blas_int K, fedmm_blas_int m, const int *S, lasso_inverse_t *inv,
                          double *x)
 {
-    const double *M = inv->M;
+    const double *M = inv->Mr;
     double *y = inv->y;
     memset(y, 0, (size_t)K * sizeof(double));
     list_axpy(K, M, K, S, m, x, 0, 1.0, y); /* y = M_{:,S} x_S */
@@ -512,6 +579,50 @@ static int inverse_solve(fedmm_blas_int K, fedmm_blas_int m, const int *S, lasso
     return 1;
 }
 
+/* l1[a] = sum_{j != ci[a]} |h_j + ct[a] (x_j - h_j)| over j = 0..m-1 in
+ * this order (|x_j| when ct[a] == 1; h_j = h[S[j]]), for four breakpoints a
+ * side by side: independent chains, the terms of each in its own order, its
+ * own j adding +0.0 (exact: a sum of nonnegative terms started at +0.0)
+ * where a plain loop skips it.  SSE2: two lanes per register, the same
+ * IEEE operations per lane (a product, then a sum; no FMA). */
+static void breakpoint_l1(fedmm_blas_int m, const double *h, const int *S, const double *x,
+                          const fedmm_blas_int ci[4], const double ct[4], double l1[4])
+{
+#if defined(__SSE2__)
+    const __m128d one = _mm_set1_pd(1.0), sign = _mm_set1_pd(-0.0);
+    const __m128d t01 = _mm_setr_pd(ct[0], ct[1]), t23 = _mm_setr_pd(ct[2], ct[3]);
+    const __m128d full01 = _mm_cmpeq_pd(t01, one), full23 = _mm_cmpeq_pd(t23, one);
+    const __m128d c01 = _mm_setr_pd((double)ci[0], (double)ci[1]);
+    const __m128d c23 = _mm_setr_pd((double)ci[2], (double)ci[3]);
+    __m128d s01 = _mm_setzero_pd(), s23 = _mm_setzero_pd();
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        const double hj = h[S[j]], xj = x[j];
+        const __m128d H = _mm_set1_pd(hj), X = _mm_set1_pd(xj), Dj = _mm_set1_pd(xj - hj);
+        const __m128d J = _mm_set1_pd((double)j);
+        __m128d v01 = _mm_add_pd(H, _mm_mul_pd(t01, Dj));
+        __m128d v23 = _mm_add_pd(H, _mm_mul_pd(t23, Dj));
+        v01 = _mm_or_pd(_mm_and_pd(full01, X), _mm_andnot_pd(full01, v01));
+        v23 = _mm_or_pd(_mm_and_pd(full23, X), _mm_andnot_pd(full23, v23));
+        /* |v|, and +0.0 in the lane whose own index j is */
+        v01 = _mm_andnot_pd(_mm_or_pd(sign, _mm_cmpeq_pd(J, c01)), v01);
+        v23 = _mm_andnot_pd(_mm_or_pd(sign, _mm_cmpeq_pd(J, c23)), v23);
+        s01 = _mm_add_pd(s01, v01);
+        s23 = _mm_add_pd(s23, v23);
+    }
+    _mm_storeu_pd(l1, s01);
+    _mm_storeu_pd(l1 + 2, s23);
+#else
+    l1[0] = l1[1] = l1[2] = l1[3] = 0.0;
+    for (fedmm_blas_int j = 0; j < m; ++j) {
+        const double hj = h[S[j]], xj = x[j], dj = xj - hj;
+        for (int a = 0; a < 4; ++a) {
+            const double v = fabs(ct[a] == 1.0 ? xj : hj + ct[a] * dj);
+            l1[a] += j == ci[a] ? 0.0 : v;
+        }
+    }
+#endif
+}
+
 /* Active-set (feature-sign search, Lee, Battle, Raina, Ng 2007) solve of one
  * column from h (support = nonzeros of h, whose G_SS must be nonsingular,
  * else the start is h = 0).  Alternates (a) adding the zero coefficient with
@@ -538,7 +649,7 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
     /* Nearly full support: Newton steps from G^{-1} (formed at the first
      * such column of the call), no factor of G_SS; have_L says whether L
      * holds the factor of the current G_SS (then it is kept up to date). */
-    if (inv->state == 0 && K - m <= INVERSE_MAX_COMPLEMENT) inverse_form(K, G, ldg, L, inv);
+    if (inv->state == 0 && K - m <= INVERSE_MAX_COMPLEMENT) inverse_get(K, G, ldg, L, inv);
     const int use_inverse = inv->state == 1;
     int have_L = 0;
     if (m > 0 && !(use_inverse && K - m <= INVERSE_MAX_COMPLEMENT)) {
@@ -649,16 +760,33 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                 q2 += dj * (gj - lam * theta[j]);
                 l1_h += fabs(hj);
             }
+            /* f at every breakpoint, lowest first on ties; the l1 sums of four
+             * breakpoints run side by side (independent chains, each in the
+             * order j = 0..m-1; its own j adds +0.0, exact on a sum of
+             * nonnegative terms started at +0.0, where a plain loop skips it) */
             double f_best = HUGE_VAL;
-            for (fedmm_blas_int i = 0; i < m; ++i) {
-                if (theta[i] * x[i] > 0.0) continue;
-                const double hi = h[S[i]];
-                const double t = hi == 0.0 ? 0.0 : hi / (hi - x[i]);
-                double l1 = 0.0;
-                for (fedmm_blas_int j = 0; j < m; ++j)
-                    if (j != i) l1 += fabs(t == 1.0 ? x[j] : h[S[j]] + t * (x[j] - h[S[j]]));
-                const double f = t * q1 + 0.5 * t * t * q2 + lam * (l1 - l1_h);
-                if (f < f_best || (f == f_best && t < t_best)) { f_best = f; t_best = t; j_best = i; }
+            fedmm_blas_int i = 0;
+            while (i < m) {
+                fedmm_blas_int ci[4];
+                double ct[4], l1[4];
+                int nc = 0;
+                for (; i < m && nc < 4; ++i) {
+                    if (theta[i] * x[i] > 0.0) continue;
+                    const double hi = h[S[i]];
+                    ci[nc] = i;
+                    ct[nc++] = hi == 0.0 ? 0.0 : hi / (hi - x[i]);
+                }
+                if (nc == 0) break;
+                for (int a = nc; a < 4; ++a) { /* idle lanes: discarded */
+                    ci[a] = -1;
+                    ct[a] = 1.0;
+                }
+                breakpoint_l1(m, h, S, x, ci, ct, l1);
+                for (int a = 0; a < nc; ++a) {
+                    const double t = ct[a];
+                    const double f = t * q1 + 0.5 * t * t * q2 + lam * (l1[a] - l1_h);
+                    if (f < f_best || (f == f_best && t < t_best)) { f_best = f; t_best = t; j_best = ci[a]; }
+                }
             }
         }
         for (fedmm_blas_int j = 0; j < m; ++j) {
@@ -1030,9 +1158,9 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
              * least-squares point G^{-1} c (any point is a valid start; from
              * it the sign-change cuts drop the few atoms left out in a few
              * steps, instead of adding nearly K atoms one at a time from 0) */
-            if (inv->state == 0) inverse_form(K, G, ldg, work + 4 * (size_t)K, inv);
+            if (inv->state == 0) inverse_get(K, G, ldg, work + 4 * (size_t)K, inv);
             if (inv->state == 1) {
-                list_axpy(K, inv->M, K, NULL, K, c, 0, 1.0, h); /* h = 0 + M c */
+                list_axpy(K, inv->Mr, K, NULL, K, c, 0, 1.0, h); /* h = 0 + M c */
                 for (fedmm_blas_int k = 0; k < K; ++k)
                     if (inv_diag[k] == 0.0 || (positive && h[k] < 0.0)) h[k] = 0.0;
             }
@@ -1100,14 +1228,15 @@ size_t fedmm_lasso_gram_work(fedmm_blas_int K)
 }
 
 /* The solve loop shared by fedmm_lasso_gram and fedmm_dictionary_statistics;
- * arguments already checked, method already resolved (never AUTO).  Returns
- * FEDMM_OK, or FEDMM_EINTR when pl->intr asked to stop. */
+ * arguments already checked, method already resolved (never AUTO).  gram:
+ * NULL, or G^{-1} precomputed from this G (fedmm__gram_form; gram->G == G).
+ * Returns FEDMM_OK, or FEDMM_EINTR when pl->intr asked to stop. */
 static int lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                            fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                            const double *znorm2, double lam, int positive, double tol,
                            int max_iter, int warm_start, int method, double *H,
                            fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work,
-                           lasso_poll_t *pl)
+                           const fedmm__gram_t *gram, lasso_poll_t *pl)
 {
     if (tol < LASSO_TOL_FLOOR) tol = LASSO_TOL_FLOOR;
     /* the int support list lives after the doubles of the work area */
@@ -1116,6 +1245,8 @@ static int lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
     lasso_inverse_t inv;
     inv.state = method == FEDMM_LASSO_CD ? -1 : 0; /* formed on demand */
     inv.dense = 0;
+    inv.gram = gram;
+    inv.Mr = NULL;
     inv.M = inv_diag + K + ((size_t)K + 1) / 2;
     inv.y = inv.M + (size_t)K * K;
     inv.Lr = inv.y + K;
@@ -1179,7 +1310,7 @@ int fedmm_lasso_gram_interruptible(fedmm_blas_int K, fedmm_blas_int b, const dou
     lasso_poll_init(&pl, interrupt, K);
     return lasso_gram_run(K, b, G, ldg, C, ldc, znorm2, opts->lam, opts->positive, opts->tol,
                           opts->max_iter, opts->warm_start, method, H, ldh, n_iter,
-                          n_unconverged, work, &pl);
+                          n_unconverged, work, NULL, &pl);
 }
 
 /* ---- dictionary statistics ---------------------------------------------- */
@@ -1205,6 +1336,46 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
                                                      n_unconverged, work, blas, NULL);
 }
 
+/* G = D^T D, both triangles (ld K): the upper triangle by dsyrk, mirrored so
+ * that every column is whole.  The one place that forms the Gram matrix of
+ * a dictionary (a call's own, or fedmm__gram_form's for many calls). */
+static void dictionary_gram(fedmm_blas_int p, fedmm_blas_int K, const double *D, fedmm_blas_int ldd,
+                            double *G, const fedmm_blas_t *blas)
+{
+    const double one = 1.0, zero = 0.0;
+    blas->dsyrk("U", "T", &K, &p, &one, D, &ldd, &zero, G, &K);
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = j + 1; i < K; ++i) G[(size_t)j * K + i] = G[(size_t)i * K + j];
+}
+
+size_t fedmm__gram_size(fedmm_blas_int K)
+{
+    /* G, the inverse's state, then M when K allows it */
+    return (size_t)K * K + 1 + (K <= INVERSE_MAX_K ? (size_t)K * K : 0);
+}
+
+int fedmm__gram_form(fedmm_blas_int p, fedmm_blas_int K, const double *D, fedmm_blas_int ldd,
+                     double *out, double *work, const fedmm_blas_t *blas)
+{
+    if (p < 1 || K < 1 || ldd < p || D == NULL || out == NULL || work == NULL || blas == NULL)
+        return FEDMM_EINVAL;
+    double *G = out;
+    dictionary_gram(p, K, D, ldd, G, blas);
+    lasso_inverse_t inv;
+    memset(&inv, 0, sizeof(inv));
+    inv.M = out + (size_t)K * K + 1;
+    inverse_form(K, G, K, work, &inv); /* the very computation a call would do (state -1 when K is too big) */
+    out[(size_t)K * K] = (double)inv.state;
+    return FEDMM_OK;
+}
+
+void fedmm__gram_view(fedmm_blas_int K, const double *buf, fedmm__gram_t *gram)
+{
+    gram->G = buf;
+    gram->M_state = buf[(size_t)K * K] == 1.0 ? 1 : -1;
+    gram->M = buf + (size_t)K * K + 1;
+}
+
 int fedmm_dictionary_statistics_interruptible(
     fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
     const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
@@ -1212,9 +1383,20 @@ int fedmm_dictionary_statistics_interruptible(
     int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
     const fedmm_interrupt_t *interrupt)
 {
+    return fedmm__dictionary_statistics_gram(p, K, b, D, ldd, Z, ldz, opts, n_segments, offsets, H, A, B,
+                                             objective, n_iter, n_unconverged, work, blas, interrupt, NULL);
+}
+
+int fedmm__dictionary_statistics_gram(
+    fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
+    const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
+    const int64_t *offsets, double *H, double *A, double *B, double *objective, int *n_iter,
+    int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
+    const fedmm_interrupt_t *interrupt, const fedmm__gram_t *gram)
+{
     if (p < 1 || K < 1 || b < 0 || ldd < p || ldz < p || n_segments < 0 || D == NULL ||
         H == NULL || work == NULL || blas == NULL || offsets == NULL ||
-        check_options(opts) != FEDMM_OK)
+        check_options(opts) != FEDMM_OK || (gram != NULL && gram->G == NULL))
         return FEDMM_EINVAL;
     const double lam = opts->lam;
     int method = opts->method;
@@ -1226,17 +1408,19 @@ int fedmm_dictionary_statistics_interruptible(
     }
     if (b > 0 && Z == NULL) return FEDMM_EINVAL;
 
-    double *G = work;
-    double *C = G + (size_t)K * K;
+    double *G_own = work;
+    double *C = G_own + (size_t)K * K;
     double *zn = C + (size_t)K * max_seg;
     double *lasso_work = zn + max_seg;
     double *R = lasso_work + fedmm_lasso_gram_work(K);
 
     const double one = 1.0, zero = 0.0, minus_one = -1.0;
-    /* G = D^T D (upper triangle by dsyrk, mirrored so every column is whole) */
-    blas->dsyrk("U", "T", &K, &p, &one, D, &ldd, &zero, G, &K);
-    for (fedmm_blas_int j = 0; j < K; ++j)
-        for (fedmm_blas_int i = j + 1; i < K; ++i) G[(size_t)j * K + i] = G[(size_t)i * K + j];
+    /* G = D^T D: the caller's (formed by the same dictionary_gram from the same D), or our own */
+    const double *G = G_own;
+    if (gram != NULL)
+        G = gram->G;
+    else
+        dictionary_gram(p, K, D, ldd, G_own, blas);
 
     if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(p, K);
     lasso_poll_t pl;
@@ -1268,7 +1452,8 @@ int fedmm_dictionary_statistics_interruptible(
         int64_t bad = 0;
         const int status = lasso_gram_run(K, bs, G, K, C, K, zn, lam, opts->positive, opts->tol,
                                           opts->max_iter, opts->warm_start, method, Hs, K,
-                                          n_iter ? n_iter + j0 : NULL, &bad, lasso_work, &pl);
+                                          n_iter ? n_iter + j0 : NULL, &bad, lasso_work,
+                                          gram != NULL && method != FEDMM_LASSO_CD ? gram : NULL, &pl);
         if (status != FEDMM_OK) return status;
         bad_total += bad;
         const double inv_b = 1.0 / (double)bs;
