@@ -562,8 +562,11 @@ static int inverse_solve(fedmm_blas_int K, fedmm_blas_int m, const int *S, lasso
     for (fedmm_blas_int k = 0; k < K; ++k) R[k] = 1;
     for (fedmm_blas_int j = 0; j < m; ++j) R[S[j]] = 0;
     fedmm_blas_int n = 0;
-    for (fedmm_blas_int k = 0; k < K; ++k)
-        if (R[k]) R[n++] = (int)k;
+    for (fedmm_blas_int k = 0; k < K; ++k) { /* branch-free: n <= k, so R[n] is read before it is written */
+        const int keep = R[k];
+        R[n] = (int)k;
+        n += keep;
+    }
     int Rs[INVERSE_MAX_COMPLEMENT];
     for (fedmm_blas_int a = 0; a < r; ++a) Rs[a] = R[a];
     double *w = inv->w;
@@ -1440,7 +1443,25 @@ int fedmm__dictionary_statistics_gram(
             if (Bs) memset(Bs, 0, (size_t)p * K * sizeof(double));
             continue;
         }
-        for (fedmm_blas_int j = 0; j < bs; ++j) {
+        /* ||z_j||^2, each a plain sum in the order i = 0..p-1; four columns side by side (independent
+         * chains: a p-long chain of additions costs p times their latency) */
+        fedmm_blas_int j4 = 0;
+        for (; j4 + 4 <= bs; j4 += 4) {
+            const double *z0 = Zs + (size_t)j4 * ldz, *z1 = z0 + ldz, *z2 = z1 + ldz, *z3 = z2 + ldz;
+            double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+            for (fedmm_blas_int i = 0; i < p; ++i) {
+                a0 += z0[i] * z0[i];
+                a1 += z1[i] * z1[i];
+                a2 += z2[i] * z2[i];
+                a3 += z3[i] * z3[i];
+            }
+            if (!isfinite(a0) || !isfinite(a1) || !isfinite(a2) || !isfinite(a3)) return FEDMM_ENONFINITE;
+            zn[j4] = a0;
+            zn[j4 + 1] = a1;
+            zn[j4 + 2] = a2;
+            zn[j4 + 3] = a3;
+        }
+        for (fedmm_blas_int j = j4; j < bs; ++j) {
             const double *z = Zs + (size_t)j * ldz;
             double acc = 0.0;
             for (fedmm_blas_int i = 0; i < p; ++i) acc += z[i] * z[i];
