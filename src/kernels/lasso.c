@@ -20,9 +20,6 @@
  */
 #include <math.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "fedmm_kernels.h"
 #include "internal.h"
@@ -562,11 +559,8 @@ static int inverse_solve(fedmm_blas_int K, fedmm_blas_int m, const int *S, lasso
     for (fedmm_blas_int k = 0; k < K; ++k) R[k] = 1;
     for (fedmm_blas_int j = 0; j < m; ++j) R[S[j]] = 0;
     fedmm_blas_int n = 0;
-    for (fedmm_blas_int k = 0; k < K; ++k) { /* branch-free: n <= k, so R[n] is read before it is written */
-        const int keep = R[k];
-        R[n] = (int)k;
-        n += keep;
-    }
+    for (fedmm_blas_int k = 0; k < K; ++k)
+        if (R[k]) R[n++] = (int)k;
     int Rs[INVERSE_MAX_COMPLEMENT];
     for (fedmm_blas_int a = 0; a < r; ++a) Rs[a] = R[a];
     double *w = inv->w;
@@ -580,50 +574,6 @@ static int inverse_solve(fedmm_blas_int K, fedmm_blas_int m, const int *S, lasso
         x[j] = v;
     }
     return 1;
-}
-
-/* l1[a] = sum_{j != ci[a]} |h_j + ct[a] (x_j - h_j)| over j = 0..m-1 in
- * this order (|x_j| when ct[a] == 1; h_j = h[S[j]]), for four breakpoints a
- * side by side: independent chains, the terms of each in its own order, its
- * own j adding +0.0 (exact: a sum of nonnegative terms started at +0.0)
- * where a plain loop skips it.  SSE2: two lanes per register, the same
- * IEEE operations per lane (a product, then a sum; no FMA). */
-static void breakpoint_l1(fedmm_blas_int m, const double *h, const int *S, const double *x,
-                          const fedmm_blas_int ci[4], const double ct[4], double l1[4])
-{
-#if defined(__SSE2__)
-    const __m128d one = _mm_set1_pd(1.0), sign = _mm_set1_pd(-0.0);
-    const __m128d t01 = _mm_setr_pd(ct[0], ct[1]), t23 = _mm_setr_pd(ct[2], ct[3]);
-    const __m128d full01 = _mm_cmpeq_pd(t01, one), full23 = _mm_cmpeq_pd(t23, one);
-    const __m128d c01 = _mm_setr_pd((double)ci[0], (double)ci[1]);
-    const __m128d c23 = _mm_setr_pd((double)ci[2], (double)ci[3]);
-    __m128d s01 = _mm_setzero_pd(), s23 = _mm_setzero_pd();
-    for (fedmm_blas_int j = 0; j < m; ++j) {
-        const double hj = h[S[j]], xj = x[j];
-        const __m128d H = _mm_set1_pd(hj), X = _mm_set1_pd(xj), Dj = _mm_set1_pd(xj - hj);
-        const __m128d J = _mm_set1_pd((double)j);
-        __m128d v01 = _mm_add_pd(H, _mm_mul_pd(t01, Dj));
-        __m128d v23 = _mm_add_pd(H, _mm_mul_pd(t23, Dj));
-        v01 = _mm_or_pd(_mm_and_pd(full01, X), _mm_andnot_pd(full01, v01));
-        v23 = _mm_or_pd(_mm_and_pd(full23, X), _mm_andnot_pd(full23, v23));
-        /* |v|, and +0.0 in the lane whose own index j is */
-        v01 = _mm_andnot_pd(_mm_or_pd(sign, _mm_cmpeq_pd(J, c01)), v01);
-        v23 = _mm_andnot_pd(_mm_or_pd(sign, _mm_cmpeq_pd(J, c23)), v23);
-        s01 = _mm_add_pd(s01, v01);
-        s23 = _mm_add_pd(s23, v23);
-    }
-    _mm_storeu_pd(l1, s01);
-    _mm_storeu_pd(l1 + 2, s23);
-#else
-    l1[0] = l1[1] = l1[2] = l1[3] = 0.0;
-    for (fedmm_blas_int j = 0; j < m; ++j) {
-        const double hj = h[S[j]], xj = x[j], dj = xj - hj;
-        for (int a = 0; a < 4; ++a) {
-            const double v = fabs(ct[a] == 1.0 ? xj : hj + ct[a] * dj);
-            l1[a] += j == ci[a] ? 0.0 : v;
-        }
-    }
-#endif
 }
 
 /* Active-set (feature-sign search, Lee, Battle, Raina, Ng 2007) solve of one
@@ -763,33 +713,16 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                 q2 += dj * (gj - lam * theta[j]);
                 l1_h += fabs(hj);
             }
-            /* f at every breakpoint, lowest first on ties; the l1 sums of four
-             * breakpoints run side by side (independent chains, each in the
-             * order j = 0..m-1; its own j adds +0.0, exact on a sum of
-             * nonnegative terms started at +0.0, where a plain loop skips it) */
             double f_best = HUGE_VAL;
-            fedmm_blas_int i = 0;
-            while (i < m) {
-                fedmm_blas_int ci[4];
-                double ct[4], l1[4];
-                int nc = 0;
-                for (; i < m && nc < 4; ++i) {
-                    if (theta[i] * x[i] > 0.0) continue;
-                    const double hi = h[S[i]];
-                    ci[nc] = i;
-                    ct[nc++] = hi == 0.0 ? 0.0 : hi / (hi - x[i]);
-                }
-                if (nc == 0) break;
-                for (int a = nc; a < 4; ++a) { /* idle lanes: discarded */
-                    ci[a] = -1;
-                    ct[a] = 1.0;
-                }
-                breakpoint_l1(m, h, S, x, ci, ct, l1);
-                for (int a = 0; a < nc; ++a) {
-                    const double t = ct[a];
-                    const double f = t * q1 + 0.5 * t * t * q2 + lam * (l1[a] - l1_h);
-                    if (f < f_best || (f == f_best && t < t_best)) { f_best = f; t_best = t; j_best = ci[a]; }
-                }
+            for (fedmm_blas_int i = 0; i < m; ++i) {
+                if (theta[i] * x[i] > 0.0) continue;
+                const double hi = h[S[i]];
+                const double t = hi == 0.0 ? 0.0 : hi / (hi - x[i]);
+                double l1 = 0.0;
+                for (fedmm_blas_int j = 0; j < m; ++j)
+                    if (j != i) l1 += fabs(t == 1.0 ? x[j] : h[S[j]] + t * (x[j] - h[S[j]]));
+                const double f = t * q1 + 0.5 * t * t * q2 + lam * (l1 - l1_h);
+                if (f < f_best || (f == f_best && t < t_best)) { f_best = f; t_best = t; j_best = i; }
             }
         }
         for (fedmm_blas_int j = 0; j < m; ++j) {
@@ -1443,25 +1376,7 @@ int fedmm__dictionary_statistics_gram(
             if (Bs) memset(Bs, 0, (size_t)p * K * sizeof(double));
             continue;
         }
-        /* ||z_j||^2, each a plain sum in the order i = 0..p-1; four columns side by side (independent
-         * chains: a p-long chain of additions costs p times their latency) */
-        fedmm_blas_int j4 = 0;
-        for (; j4 + 4 <= bs; j4 += 4) {
-            const double *z0 = Zs + (size_t)j4 * ldz, *z1 = z0 + ldz, *z2 = z1 + ldz, *z3 = z2 + ldz;
-            double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-            for (fedmm_blas_int i = 0; i < p; ++i) {
-                a0 += z0[i] * z0[i];
-                a1 += z1[i] * z1[i];
-                a2 += z2[i] * z2[i];
-                a3 += z3[i] * z3[i];
-            }
-            if (!isfinite(a0) || !isfinite(a1) || !isfinite(a2) || !isfinite(a3)) return FEDMM_ENONFINITE;
-            zn[j4] = a0;
-            zn[j4 + 1] = a1;
-            zn[j4 + 2] = a2;
-            zn[j4 + 3] = a3;
-        }
-        for (fedmm_blas_int j = j4; j < bs; ++j) {
+        for (fedmm_blas_int j = 0; j < bs; ++j) {
             const double *z = Zs + (size_t)j * ldz;
             double acc = 0.0;
             for (fedmm_blas_int i = 0; i < p; ++i) acc += z[i] * z[i];
