@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from fedmm import _engine
-from fedmm._validation import as_array, check_count, check_int, check_real
+from fedmm._validation import as_array, check_bool, check_count, check_int, check_real
 
 #: Largest dimension the compiled models accept: BLAS/LAPACK take 32-bit integers.
 _BLAS_INT_MAX = 2**31 - 1
@@ -49,7 +49,9 @@ def dictionary_model(n_features: int, n_components: int, lam: float, eta: float 
     LASSO codes ``H`` (warm-started from the client's per-sample memory of
     ``n_components`` values), projection onto ``𝕄_K⁺ × ℝ^{p×K}``, and
     ``T(s) = s⁽²⁾ (sym(s⁽¹⁾) + 2ηI)⁻¹``.  The compiled parameter is the
-    dictionary row-major, then column-major (``theta_size = 2 p K``).
+    dictionary row-major, then column-major, then ``DᵀD`` and its inverse as the LASSO uses them,
+    formed once per parameter (by ``T`` and :meth:`~CompiledModel.derive`) for every client's
+    statistic (``theta_size = 2pK + K² + 1``, ``+ K²`` when ``K ≤ 64``).
 
     A compiled round runs without the GIL and without checking for Ctrl-C,
     so the LASSO's work is bounded up front: ``max_iter`` (iterations per
@@ -339,12 +341,15 @@ def run_rounds(model: CompiledModel, space: str, mode: str, oracle: str, project
 
 
 def full_statistics(model: CompiledModel, theta: np.ndarray, datas: list, n_threads: int = 1,
-                    pool: WorkerPool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    pool: WorkerPool | None = None, *,
+                    check_finite: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every client's full statistic at one compiled parameter, on worker threads (the start exchange).
 
     See :func:`fedmm._engine.full_statistics`: returns ``(S, status, n_unconverged)``, row ``i`` of
     ``S`` being ``model.statistic`` over all of ``datas[i]`` without per-sample memory (valid where
     ``status[i] == 0``).  The numbers do not depend on ``n_threads`` or ``pool``.
+    ``check_finite=False`` skips the scan of every value of ``datas`` for NaN and infinity (for data
+    a model's ``check_data`` already accepted); the shapes are checked either way.
     """
     if not isinstance(model, CompiledModel):
         raise TypeError(f"Expected 'model' to be a CompiledModel, got {type(model).__name__}")
@@ -356,7 +361,8 @@ def full_statistics(model: CompiledModel, theta: np.ndarray, datas: list, n_thre
         raise ValueError(f"Expected 'theta' of shape ({model.theta_size},), got {theta.shape}")
     if not isinstance(datas, list):
         raise TypeError(f"Expected 'datas' to be a list of arrays, got {type(datas).__name__}")
-    datas = [as_array(d, f"datas[{k}]", ndim=2, order="C") for k, d in enumerate(datas)]
+    check_finite = check_bool(check_finite, "check_finite")
+    datas = [as_array(d, f"datas[{k}]", ndim=2, order="C", finite=check_finite) for k, d in enumerate(datas)]
     for k, d in enumerate(datas):
         if d.shape[0] < 1 or d.shape[1] != model.sample_size:
             raise ValueError(f"Expected 'datas[{k}]' of shape (N >= 1, {model.sample_size}), got {d.shape}")

@@ -444,6 +444,12 @@ int fedmm_server_update(const fedmm_model_t *model, const fedmm_round_config_t *
 }
 
 /* ---- dictionary learning -------------------------------------------------- */
+/* The compiled parameter: the dictionary row-major (the flat parameter, p K),
+ * its column-major copy (p K), then its Gram matrix D^T D and that matrix's
+ * inverse (fedmm__gram_form, fedmm__gram_size(K) doubles), formed once per
+ * parameter by T or derive instead of once per client statistic: every
+ * client of a round (and of the start exchange) reads the same ones, and a
+ * client's statistic is what it would be with its own, bit for bit. */
 
 static size_t dictionary_statistic_work(const void *ctx, int64_t b)
 {
@@ -471,12 +477,14 @@ static int dictionary_statistic(const void *ctx, const double *theta, const doub
         if (memory) memcpy(H + (size_t)j * K, memory + (size_t)row * K, (size_t)K * sizeof(double));
     }
     const int64_t offsets[2] = {0, b};
-    /* theta: the row-major dictionary, then the column-major copy the solver reads */
+    /* theta: the row-major dictionary, the column-major copy the solver reads, then its Gram matrix */
     fedmm_lasso_options_t opts = c->lasso;
     opts.warm_start = memory != NULL;
-    int status = fedmm_dictionary_statistics(p, K, (fedmm_blas_int)b, theta + pK, p, Zb, p, &opts, 1,
-                                             offsets, H, A, Bt, NULL, NULL, n_unconverged,
-                                             stats_work, c->blas);
+    fedmm__gram_t gram;
+    fedmm__gram_view(K, theta + 2 * pK, &gram);
+    int status = fedmm__dictionary_statistics_gram(p, K, (fedmm_blas_int)b, theta + pK, p, Zb, p, &opts, 1,
+                                                   offsets, H, A, Bt, NULL, NULL, n_unconverged,
+                                                   stats_work, c->blas, NULL, &gram);
     if (status != FEDMM_OK) return status;
     if (memory)
         for (int64_t j = 0; j < b; ++j) {
@@ -508,17 +516,17 @@ static int dictionary_T(const void *ctx, const double *s, double *theta, double 
     if (status != FEDMM_OK) return status;
     for (fedmm_blas_int i = 0; i < c->p; ++i)
         for (fedmm_blas_int k = 0; k < c->K; ++k) theta[(size_t)i * c->K + k] = D[(size_t)k * c->p + i];
-    return FEDMM_OK;
+    return fedmm__gram_form(c->p, c->K, D, c->p, theta + 2 * pK, work, c->blas);
 }
 
 static int dictionary_derive(const void *ctx, double *theta, double *work)
 {
-    (void)work;
     const fedmm_dictionary_model_t *c = ctx;
-    double *D = theta + (size_t)c->p * c->K;
+    const size_t pK = (size_t)c->p * c->K;
+    double *D = theta + pK;
     for (fedmm_blas_int i = 0; i < c->p; ++i)
         for (fedmm_blas_int k = 0; k < c->K; ++k) D[(size_t)k * c->p + i] = theta[(size_t)i * c->K + k];
-    return FEDMM_OK;
+    return fedmm__gram_form(c->p, c->K, D, c->p, theta + 2 * pK, work, c->blas);
 }
 
 int fedmm_dictionary_model(const fedmm_dictionary_model_t *ctx, fedmm_model_t *model)
@@ -529,12 +537,16 @@ int fedmm_dictionary_model(const fedmm_dictionary_model_t *ctx, fedmm_model_t *m
         return FEDMM_EINVAL;
     const size_t psd = fedmm_project_psd_work(ctx->K) + DOUBLES_FOR_INTS(fedmm_project_psd_iwork(ctx->K));
     const size_t ridge = fedmm_dictionary_update_ridge_flat_work(ctx->p, ctx->K);
+    const size_t gram = (size_t)ctx->K * ctx->K; /* fedmm__gram_form's workspace */
+    size_t server_work = psd > ridge ? psd : ridge;
+    if (gram > server_work) server_work = gram;
     static const fedmm__model_ops_t ops = {dictionary_statistic_work, dictionary_statistic, dictionary_project,
                                            dictionary_T, dictionary_derive, NULL};
     const int64_t d = (int64_t)ctx->p * ctx->K;
     fedmm__model_fill(model, ctx, &ops,
-                      (fedmm__model_sizes_t){(int64_t)ctx->K * ctx->K + d, d, 2 * d, ctx->p, ctx->K,
-                                             psd > ridge ? psd : ridge});
+                      (fedmm__model_sizes_t){(int64_t)ctx->K * ctx->K + d, d,
+                                             2 * d + (int64_t)fedmm__gram_size(ctx->K), ctx->p, ctx->K,
+                                             server_work});
     return FEDMM_OK;
 }
 

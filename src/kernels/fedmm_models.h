@@ -21,9 +21,12 @@ extern "C" {
 /* ---- dictionary learning and per-sample models as compiled models (engine.c) ---- */
 /* Dictionary learning as a compiled model (FedMM paper §2.3, §6 with the ridge
  * T of weight eta): q = K*K + p*K (blocks A then B, row-major), d = p*K (the
- * dictionary row-major), theta_size = 2 p K (then column-major), memory_size
- * = K (warm-start codes).  The statistic gathers the minibatch and its codes
- * and calls fedmm_dictionary_statistics; project is fedmm_project_psd on the
+ * dictionary row-major), theta_size = 2 p K + K*K + 1 (+ K*K when K <= 64):
+ * then the dictionary column-major, then D^T D and its inverse as the solver
+ * uses them, formed once per parameter by T and derive (read by every
+ * client's statistic instead of formed by each), memory_size = K (warm-start
+ * codes).  The statistic gathers the minibatch and its codes and computes
+ * what fedmm_dictionary_statistics does; project is fedmm_project_psd on the
  * A block; T is fedmm_dictionary_update_ridge_flat.  lasso holds the solver's
  * options (positive must be 0; warm_start is ignored: the codes warm-start
  * from the client's memory when it has one).  The context must outlive the

@@ -44,6 +44,35 @@ static inline double fedmm__dot4(fedmm_blas_int n, const double *restrict x, con
     return (s0 + s1) + (s2 + s3);
 }
 
+/* A dictionary's Gram matrix G = D^T D and, when G allows it, its inverse M
+ * = G^{-1}, formed once for many dictionary-statistics calls at the same D
+ * (every client of a round, every client of the start exchange) instead of
+ * once per call (lasso.c).  The buffer (fedmm__gram_size(K) doubles) holds G
+ * (K x K, both triangles), then M's state (1.0: M follows, K x K; -1.0:
+ * unavailable, as lasso.c's inverse_form decides), then M.  A call given the
+ * view computes exactly what it computes on its own: G and M come from the
+ * same operations on the same D, and the columns take M at the point where
+ * they would form it. */
+typedef struct fedmm__gram {
+    const double *G;
+    const double *M;
+    int M_state;
+} fedmm__gram_t;
+size_t fedmm__gram_size(fedmm_blas_int K);
+/* out: fedmm__gram_size(K) doubles; work: K * K doubles. */
+int fedmm__gram_form(fedmm_blas_int p, fedmm_blas_int K, const double *D, fedmm_blas_int ldd,
+                     double *out, double *work, const fedmm_blas_t *blas);
+void fedmm__gram_view(fedmm_blas_int K, const double *buf, fedmm__gram_t *gram);
+/* fedmm_dictionary_statistics_interruptible with gram (NULL: formed by the
+ * call) formed by fedmm__gram_form from the same D: the same results, bit for
+ * bit. */
+int fedmm__dictionary_statistics_gram(
+    fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
+    const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
+    const int64_t *offsets, double *H, double *A, double *B, double *objective, int *n_iter,
+    int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
+    const fedmm_interrupt_t *interrupt, const fedmm__gram_t *gram);
+
 /* Largest vector length a payload may announce: q <= 2^58 keeps every size
  * product below 2^64 (any real payload is far smaller). */
 #define FEDMM__WIRE_MAX_Q ((uint64_t)1 << 58)

@@ -24,6 +24,18 @@
 #include "fedmm_kernels.h"
 #include "internal.h"
 
+/* The K-length loops of list_axpy are compiled twice on x86-64 glibc Linux
+ * (ifunc), for AVX2 and for the baseline, the loader picking one: the same
+ * operations in the same order, so identical results (AVX2 without FMA). */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define LASSO_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef LASSO_CLONES
+#define LASSO_CLONES
+#endif
+
 /* Relative accuracy to which the duality gap itself can be evaluated: a
  * requested tolerance below it could never be certified. */
 #define LASSO_TOL_FLOOR 2.220446049250313e-13
@@ -101,8 +113,8 @@ static void refresh_gradient(fedmm_blas_int K, const double *G, fedmm_blas_int l
  * additions of a plain loop over j, four columns per pass over y (one load
  * and store of y[i] per four terms, added in the same order, so the result
  * is the plain loop's bit for bit). */
-static void list_axpy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const int *S,
-                      fedmm_blas_int m, const double *a, int by_index, double sgn, double *y)
+LASSO_CLONES static void list_axpy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, const int *S,
+                                   fedmm_blas_int m, const double *a, int by_index, double sgn, double *y)
 {
     fedmm_blas_int j = 0;
     for (; j + 4 <= m; j += 4) {
@@ -114,9 +126,33 @@ static void list_axpy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, con
         const double a1 = sgn * (by_index ? a[s1] : a[j + 1]);
         const double a2 = sgn * (by_index ? a[s2] : a[j + 2]);
         const double a3 = sgn * (by_index ? a[s3] : a[j + 3]);
-        /* two rows per step, so that GCC -O2 (no -march flag) makes each
-         * pair one 2-wide vector operation; every row keeps its order */
+        /* four rows per step, then two, so that GCC -O2 makes them 4-wide
+         * (AVX2 clone) or 2-wide (baseline) vector operations; every row
+         * keeps its order */
         fedmm_blas_int i = 0;
+        for (; i + 4 <= K; i += 4) {
+            double v0 = y[i], v1 = y[i + 1], v2 = y[i + 2], v3 = y[i + 3];
+            v0 += a0 * G0[i];
+            v1 += a0 * G0[i + 1];
+            v2 += a0 * G0[i + 2];
+            v3 += a0 * G0[i + 3];
+            v0 += a1 * G1[i];
+            v1 += a1 * G1[i + 1];
+            v2 += a1 * G1[i + 2];
+            v3 += a1 * G1[i + 3];
+            v0 += a2 * G2[i];
+            v1 += a2 * G2[i + 1];
+            v2 += a2 * G2[i + 2];
+            v3 += a2 * G2[i + 3];
+            v0 += a3 * G3[i];
+            v1 += a3 * G3[i + 1];
+            v2 += a3 * G3[i + 2];
+            v3 += a3 * G3[i + 3];
+            y[i] = v0;
+            y[i + 1] = v1;
+            y[i + 2] = v2;
+            y[i + 3] = v3;
+        }
         for (; i + 2 <= K; i += 2) {
             double v = y[i], w = y[i + 1];
             v += a0 * G0[i];
@@ -137,6 +173,14 @@ static void list_axpy(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, con
         const double *Gj = G + (size_t)sj * ldg;
         const double aj = sgn * (by_index ? a[sj] : a[j]);
         fedmm_blas_int i = 0;
+        for (; i + 4 <= K; i += 4) {
+            const double v0 = y[i] + aj * Gj[i], v1 = y[i + 1] + aj * Gj[i + 1];
+            const double v2 = y[i + 2] + aj * Gj[i + 2], v3 = y[i + 3] + aj * Gj[i + 3];
+            y[i] = v0;
+            y[i + 1] = v1;
+            y[i + 2] = v2;
+            y[i + 3] = v3;
+        }
         for (; i + 2 <= K; i += 2) {
             const double v = y[i] + aj * Gj[i], w = y[i + 1] + aj * Gj[i + 1];
             y[i] = v;
@@ -406,9 +450,11 @@ static void active_remove(fedmm_blas_int m, fedmm_blas_int j, int *S, double *th
 #define INVERSE_MAX_K 64
 
 typedef struct lasso_inverse {
-    int state;   /* 0: not formed yet, 1: M holds G^{-1}, -1: unavailable */
+    int state;   /* 0: not formed yet, 1: Mr holds G^{-1}, -1: unavailable */
     int dense;   /* the previous column's solution had a nearly full support */
-    double *M;   /* K x K */
+    double *M;   /* K x K workspace inverse_form writes */
+    const double *Mr; /* G^{-1} once state == 1: M, or the caller's precomputed one */
+    const fedmm__gram_t *gram; /* NULL, or G^{-1} precomputed from the same G (fedmm__gram_form) */
     double *y;   /* K */
     double *Lr;  /* INVERSE_MAX_COMPLEMENT^2 */
     double *w;   /* INVERSE_MAX_COMPLEMENT */
@@ -472,7 +518,25 @@ static void inverse_form(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, 
     for (fedmm_blas_int j = 0; j < K; ++j)
         for (fedmm_blas_int i = j + 1; i < K; ++i)
             inv->M[(size_t)j * K + i] = inv->M[(size_t)i * K + j];
+    inv->Mr = inv->M;
     inv->state = 1;
+}
+
+/* The lazy formation point of G^{-1} (first column of a call that needs it):
+ * inverse_form, or, when the caller precomputed it from the same G with
+ * inverse_form (fedmm__gram_form), its result taken as it is, so that the
+ * columns see the same state and the same M bit for bit at the same point.
+ * inverse_form's scratch L is dead afterwards (every reader writes it
+ * first), so skipping it changes nothing else. */
+static void inverse_get(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, double *L,
+                        lasso_inverse_t *inv)
+{
+    if (inv->gram == NULL) {
+        inverse_form(K, G, ldg, L, inv);
+        return;
+    }
+    inv->state = inv->gram->M_state;
+    inv->Mr = inv->gram->M_state == 1 ? inv->gram->M : NULL;
 }
 
 /* x[0..m) <- (G_SS)^{-1} x[0..m) for the support S[0..m) from M = G^{-1};
@@ -481,7 +545,7 @@ static void inverse_form(fedmm_blas_int K, const double *G, fedmm_blas_int ldg, 
 static int inverse_solve(fedmm_blas_int K, fedmm_blas_int m, const int *S, lasso_inverse_t *inv,
                          double *x)
 {
-    const double *M = inv->M;
+    const double *M = inv->Mr;
     double *y = inv->y;
     memset(y, 0, (size_t)K * sizeof(double));
     list_axpy(K, M, K, S, m, x, 0, 1.0, y); /* y = M_{:,S} x_S */
@@ -538,7 +602,7 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
     /* Nearly full support: Newton steps from G^{-1} (formed at the first
      * such column of the call), no factor of G_SS; have_L says whether L
      * holds the factor of the current G_SS (then it is kept up to date). */
-    if (inv->state == 0 && K - m <= INVERSE_MAX_COMPLEMENT) inverse_form(K, G, ldg, L, inv);
+    if (inv->state == 0 && K - m <= INVERSE_MAX_COMPLEMENT) inverse_get(K, G, ldg, L, inv);
     const int use_inverse = inv->state == 1;
     int have_L = 0;
     if (m > 0 && !(use_inverse && K - m <= INVERSE_MAX_COMPLEMENT)) {
@@ -1030,9 +1094,9 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
              * least-squares point G^{-1} c (any point is a valid start; from
              * it the sign-change cuts drop the few atoms left out in a few
              * steps, instead of adding nearly K atoms one at a time from 0) */
-            if (inv->state == 0) inverse_form(K, G, ldg, work + 4 * (size_t)K, inv);
+            if (inv->state == 0) inverse_get(K, G, ldg, work + 4 * (size_t)K, inv);
             if (inv->state == 1) {
-                list_axpy(K, inv->M, K, NULL, K, c, 0, 1.0, h); /* h = 0 + M c */
+                list_axpy(K, inv->Mr, K, NULL, K, c, 0, 1.0, h); /* h = 0 + M c */
                 for (fedmm_blas_int k = 0; k < K; ++k)
                     if (inv_diag[k] == 0.0 || (positive && h[k] < 0.0)) h[k] = 0.0;
             }
@@ -1100,14 +1164,15 @@ size_t fedmm_lasso_gram_work(fedmm_blas_int K)
 }
 
 /* The solve loop shared by fedmm_lasso_gram and fedmm_dictionary_statistics;
- * arguments already checked, method already resolved (never AUTO).  Returns
- * FEDMM_OK, or FEDMM_EINTR when pl->intr asked to stop. */
+ * arguments already checked, method already resolved (never AUTO).  gram:
+ * NULL, or G^{-1} precomputed from this G (fedmm__gram_form; gram->G == G).
+ * Returns FEDMM_OK, or FEDMM_EINTR when pl->intr asked to stop. */
 static int lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                            fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                            const double *znorm2, double lam, int positive, double tol,
                            int max_iter, int warm_start, int method, double *H,
                            fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work,
-                           lasso_poll_t *pl)
+                           const fedmm__gram_t *gram, lasso_poll_t *pl)
 {
     if (tol < LASSO_TOL_FLOOR) tol = LASSO_TOL_FLOOR;
     /* the int support list lives after the doubles of the work area */
@@ -1116,6 +1181,8 @@ static int lasso_gram_run(fedmm_blas_int K, fedmm_blas_int b, const double *G,
     lasso_inverse_t inv;
     inv.state = method == FEDMM_LASSO_CD ? -1 : 0; /* formed on demand */
     inv.dense = 0;
+    inv.gram = gram;
+    inv.Mr = NULL;
     inv.M = inv_diag + K + ((size_t)K + 1) / 2;
     inv.y = inv.M + (size_t)K * K;
     inv.Lr = inv.y + K;
@@ -1179,7 +1246,7 @@ int fedmm_lasso_gram_interruptible(fedmm_blas_int K, fedmm_blas_int b, const dou
     lasso_poll_init(&pl, interrupt, K);
     return lasso_gram_run(K, b, G, ldg, C, ldc, znorm2, opts->lam, opts->positive, opts->tol,
                           opts->max_iter, opts->warm_start, method, H, ldh, n_iter,
-                          n_unconverged, work, &pl);
+                          n_unconverged, work, NULL, &pl);
 }
 
 /* ---- dictionary statistics ---------------------------------------------- */
@@ -1205,6 +1272,46 @@ int fedmm_dictionary_statistics(fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_i
                                                      n_unconverged, work, blas, NULL);
 }
 
+/* G = D^T D, both triangles (ld K): the upper triangle by dsyrk, mirrored so
+ * that every column is whole.  The one place that forms the Gram matrix of
+ * a dictionary (a call's own, or fedmm__gram_form's for many calls). */
+static void dictionary_gram(fedmm_blas_int p, fedmm_blas_int K, const double *D, fedmm_blas_int ldd,
+                            double *G, const fedmm_blas_t *blas)
+{
+    const double one = 1.0, zero = 0.0;
+    blas->dsyrk("U", "T", &K, &p, &one, D, &ldd, &zero, G, &K);
+    for (fedmm_blas_int j = 0; j < K; ++j)
+        for (fedmm_blas_int i = j + 1; i < K; ++i) G[(size_t)j * K + i] = G[(size_t)i * K + j];
+}
+
+size_t fedmm__gram_size(fedmm_blas_int K)
+{
+    /* G, the inverse's state, then M when K allows it */
+    return (size_t)K * K + 1 + (K <= INVERSE_MAX_K ? (size_t)K * K : 0);
+}
+
+int fedmm__gram_form(fedmm_blas_int p, fedmm_blas_int K, const double *D, fedmm_blas_int ldd,
+                     double *out, double *work, const fedmm_blas_t *blas)
+{
+    if (p < 1 || K < 1 || ldd < p || D == NULL || out == NULL || work == NULL || blas == NULL)
+        return FEDMM_EINVAL;
+    double *G = out;
+    dictionary_gram(p, K, D, ldd, G, blas);
+    lasso_inverse_t inv;
+    memset(&inv, 0, sizeof(inv));
+    inv.M = out + (size_t)K * K + 1;
+    inverse_form(K, G, K, work, &inv); /* the very computation a call would do (state -1 when K is too big) */
+    out[(size_t)K * K] = (double)inv.state;
+    return FEDMM_OK;
+}
+
+void fedmm__gram_view(fedmm_blas_int K, const double *buf, fedmm__gram_t *gram)
+{
+    gram->G = buf;
+    gram->M_state = buf[(size_t)K * K] == 1.0 ? 1 : -1;
+    gram->M = buf + (size_t)K * K + 1;
+}
+
 int fedmm_dictionary_statistics_interruptible(
     fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
     const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
@@ -1212,9 +1319,20 @@ int fedmm_dictionary_statistics_interruptible(
     int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
     const fedmm_interrupt_t *interrupt)
 {
+    return fedmm__dictionary_statistics_gram(p, K, b, D, ldd, Z, ldz, opts, n_segments, offsets, H, A, B,
+                                             objective, n_iter, n_unconverged, work, blas, interrupt, NULL);
+}
+
+int fedmm__dictionary_statistics_gram(
+    fedmm_blas_int p, fedmm_blas_int K, fedmm_blas_int b, const double *D, fedmm_blas_int ldd,
+    const double *Z, fedmm_blas_int ldz, const fedmm_lasso_options_t *opts, int64_t n_segments,
+    const int64_t *offsets, double *H, double *A, double *B, double *objective, int *n_iter,
+    int64_t *n_unconverged, double *work, const fedmm_blas_t *blas,
+    const fedmm_interrupt_t *interrupt, const fedmm__gram_t *gram)
+{
     if (p < 1 || K < 1 || b < 0 || ldd < p || ldz < p || n_segments < 0 || D == NULL ||
         H == NULL || work == NULL || blas == NULL || offsets == NULL ||
-        check_options(opts) != FEDMM_OK)
+        check_options(opts) != FEDMM_OK || (gram != NULL && gram->G == NULL))
         return FEDMM_EINVAL;
     const double lam = opts->lam;
     int method = opts->method;
@@ -1226,17 +1344,19 @@ int fedmm_dictionary_statistics_interruptible(
     }
     if (b > 0 && Z == NULL) return FEDMM_EINVAL;
 
-    double *G = work;
-    double *C = G + (size_t)K * K;
+    double *G_own = work;
+    double *C = G_own + (size_t)K * K;
     double *zn = C + (size_t)K * max_seg;
     double *lasso_work = zn + max_seg;
     double *R = lasso_work + fedmm_lasso_gram_work(K);
 
     const double one = 1.0, zero = 0.0, minus_one = -1.0;
-    /* G = D^T D (upper triangle by dsyrk, mirrored so every column is whole) */
-    blas->dsyrk("U", "T", &K, &p, &one, D, &ldd, &zero, G, &K);
-    for (fedmm_blas_int j = 0; j < K; ++j)
-        for (fedmm_blas_int i = j + 1; i < K; ++i) G[(size_t)j * K + i] = G[(size_t)i * K + j];
+    /* G = D^T D: the caller's (formed by the same dictionary_gram from the same D), or our own */
+    const double *G = G_own;
+    if (gram != NULL)
+        G = gram->G;
+    else
+        dictionary_gram(p, K, D, ldd, G_own, blas);
 
     if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(p, K);
     lasso_poll_t pl;
@@ -1268,7 +1388,8 @@ int fedmm_dictionary_statistics_interruptible(
         int64_t bad = 0;
         const int status = lasso_gram_run(K, bs, G, K, C, K, zn, lam, opts->positive, opts->tol,
                                           opts->max_iter, opts->warm_start, method, Hs, K,
-                                          n_iter ? n_iter + j0 : NULL, &bad, lasso_work, &pl);
+                                          n_iter ? n_iter + j0 : NULL, &bad, lasso_work,
+                                          gram != NULL && method != FEDMM_LASSO_CD ? gram : NULL, &pl);
         if (status != FEDMM_OK) return status;
         bad_total += bad;
         const double inv_b = 1.0 / (double)bs;

@@ -333,3 +333,19 @@ def test_full_statistics_rows_equal_the_model_statistic():
         np.testing.assert_array_equal(S[i], model.statistic(d, theta, None))
     with pytest.raises(ValueError, match="datas\\[1\\]"):
         kernels.full_statistics(compiled, model.compiled_theta(theta, compiled), [datas[0], datas[1][:, :2]])
+    # check_finite=False (the start exchange's data, already accepted by check_data): the same rows, the shapes
+    # still checked, and a NaN is not scanned for but reported by the kernel as its client's status
+    theta_c = model.compiled_theta(theta, compiled)
+    unchecked = [np.ascontiguousarray(d) for d in datas]
+    S2, status2, _ = kernels.full_statistics(compiled, theta_c, unchecked, check_finite=False)
+    np.testing.assert_array_equal(S2, S)
+    with pytest.raises(ValueError, match="datas\\[1\\]"):
+        kernels.full_statistics(compiled, theta_c, [datas[0], datas[1][:, :2]], check_finite=False)
+    unchecked[2] = unchecked[2].copy()
+    unchecked[2][1, 0] = np.nan
+    with pytest.raises(ValueError, match="datas\\[2\\]"):
+        kernels.full_statistics(compiled, theta_c, unchecked)
+    _, status3, _ = kernels.full_statistics(compiled, theta_c, unchecked, check_finite=False)
+    assert status3[2] != 0 and status3[[0, 1, 3]].tolist() == [0, 0, 0]
+    with pytest.raises(TypeError, match="check_finite"):
+        kernels.full_statistics(compiled, theta_c, unchecked, check_finite="no")

@@ -351,3 +351,55 @@ def test_dense_codes_on_an_ill_conditioned_dictionary_take_few_steps(method):
     assert (H != 0).sum(axis=0).mean() > 11
     assert n_iter[1:].mean() <= 6  # the first column, with no dense predecessor, starts from h = 0
     _check_against_sklearn(theta1, Z[:200].T, 0.1, H)
+
+
+def _duplicated_atom(rng, p, K):
+    D = rng.standard_normal((p, K))
+    D[:, 3] = D[:, 1]  # G singular: no inverse (the solver's G^{-1} path is unavailable)
+    return D
+
+
+@pytest.mark.parametrize("case", ["dense_codes", "well_conditioned", "ill_conditioned", "duplicated_atom",
+                                  "overcomplete"])
+def test_compiled_dictionary_model_reads_its_per_parameter_gram_bit_for_bit(case):
+    """The compiled dictionary model forms ``DᵀD`` and its inverse once per parameter (``T``, ``derive``)
+    and every client statistic reads them: the statistic and the updated warm-start memory equal those
+    of :func:`dictionary_statistics`, which forms them itself, bit for bit, whether the inverse is
+    available or not, on cold and warm columns alike."""
+    from fedmm import kernels
+
+    rng = np.random.default_rng(28)
+    p, K = {"overcomplete": (24, 70)}.get(case, (64, 15))
+    if case == "ill_conditioned":
+        D, Z = _problem(rng, p, K, 120, cond=3e3)
+    elif case == "dense_codes":  # nearly full supports: the columns take G^{-1} from the parameter
+        D, Z = rng.standard_normal((p, K)), 3.0 * rng.standard_normal((p, 120))
+    elif case == "duplicated_atom":
+        D = _duplicated_atom(rng, p, K)
+        Z = D @ sparse_codes(rng, K, 120) + 0.1 * rng.standard_normal((p, 120))
+    else:
+        D, Z = _problem(rng, p, K, 120)
+    data = np.ascontiguousarray(Z.T)
+    model = kernels.dictionary_model(p, K, 0.1, 0.2)
+    theta = model.derive(D.ravel())
+    assert theta.shape == (model.theta_size,)
+    gram = theta[2 * p * K:]
+    np.testing.assert_array_equal(gram[:K * K].reshape(K, K), gram[:K * K].reshape(K, K).T)
+    state = 1.0 if case in ("dense_codes", "well_conditioned") else -1.0
+    assert gram[K * K] == state  # the inverse is available exactly where the solver would form it
+    memory = np.zeros((data.shape[0], K))
+    reference = memory.copy()
+    for idx in (None, rng.choice(data.shape[0], 40, replace=False), rng.choice(data.shape[0], 60, replace=False)):
+        rows = np.arange(data.shape[0]) if idx is None else idx
+        S, _ = model.statistic(theta, data, idx, memory if idx is not None else None)
+        A, B, H = dictionary_statistics(D, data[rows].T, 0.1, H0=reference[rows].T if idx is not None else None,
+                                        return_codes=True)
+        np.testing.assert_array_equal(S, np.concatenate([A.ravel(), B.ravel()]))
+        if case == "dense_codes":
+            assert (H != 0).sum(axis=0).mean() > K - 2
+        if idx is not None:
+            reference[rows] = H.T
+            np.testing.assert_array_equal(memory, reference)
+    # T forms the same per-parameter data as derive does from T's dictionary
+    T_theta = model.T(S)
+    np.testing.assert_array_equal(T_theta, model.derive(T_theta[:p * K]))

@@ -77,10 +77,11 @@ def compiled_statistics(model: kernels.CompiledModel, theta: np.ndarray, datas: 
     compiled model's format) at once on ``pool`` (or a :class:`fedmm.kernels.WorkerPool` of
     ``n_threads`` made for the call), with the same numbers whatever the threads.  Returns one
     statistic per client, in order (None for a client whose statistic failed: the caller reruns
-    it in Python, which raises the error its fault policy handles).
+    it in Python, which raises the error its fault policy handles).  As in :func:`compiled_rounds`,
+    ``datas`` are data the model's ``check_data`` accepted: they are not scanned for NaN again.
     """
     S, status, n_bad = kernels.full_statistics(model, np.array(theta, dtype=np.float64), list(datas), n_threads,
-                                               pool)
+                                               pool, check_finite=False)
     total = int(n_bad[status == 0].sum())
     if total:
         warnings.warn(f"{total} inner-solver columns hit their iteration cap in the start exchange's statistics",
