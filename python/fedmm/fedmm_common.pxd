@@ -40,3 +40,9 @@ cdef extern from "fedmm_common.h" nogil:
         int64_t rows
         int64_t cols
         int64_t ld
+
+    ctypedef struct fedmm_matrix_mut_t:
+        double *data
+        int64_t rows
+        int64_t cols
+        int64_t ld

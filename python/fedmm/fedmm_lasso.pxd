@@ -6,7 +6,7 @@ One family of the public C API; ``fedmm.fedmm_kernels`` cimports every family.
 """
 from libc.stdint cimport int64_t
 from fedmm.fedmm_blas cimport fedmm_blas_int, fedmm_blas_t
-from fedmm.fedmm_common cimport fedmm_interrupt_t, fedmm_matrix_t
+from fedmm.fedmm_common cimport fedmm_interrupt_t, fedmm_matrix_mut_t, fedmm_matrix_t
 
 cdef extern from "fedmm_lasso.h" nogil:
     int FEDMM_LASSO_AUTO
@@ -21,6 +21,9 @@ cdef extern from "fedmm_lasso.h" nogil:
         int warm_start
         int method
     size_t fedmm_lasso_gram_work(fedmm_blas_int K)
+    int fedmm_lasso_gram_ex(const fedmm_matrix_t *G, const fedmm_matrix_t *C, const double *znorm2,
+                            const fedmm_lasso_options_t *opts, const fedmm_matrix_mut_t *H, int *n_iter,
+                            int64_t *n_unconverged, double *work, const fedmm_interrupt_t *interrupt)
     int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                          fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                          const double *znorm2, const fedmm_lasso_options_t *opts, double *H,

@@ -6,6 +6,7 @@ One family of the public C API; ``fedmm.fedmm_kernels`` cimports every family.
 """
 from libc.stdint cimport int64_t
 from fedmm.fedmm_blas cimport fedmm_blas_int, fedmm_blas_t
+from fedmm.fedmm_common cimport fedmm_matrix_mut_t, fedmm_matrix_t
 
 cdef extern from "fedmm_linalg.h" nogil:
     size_t fedmm_dictionary_update_ridge_work(fedmm_blas_int p, fedmm_blas_int K)
@@ -18,6 +19,9 @@ cdef extern from "fedmm_linalg.h" nogil:
                                           fedmm_blas_int ldb, double eta, double tol,
                                           int max_iter, double *D, fedmm_blas_int ldd,
                                           int *n_iter, double *work)
+    int fedmm_dictionary_update_unit_norm_ex(const fedmm_matrix_t *A, const fedmm_matrix_t *B, double eta,
+                                             double tol, int max_iter, const fedmm_matrix_mut_t *D,
+                                             int *n_iter, double *work)
     size_t fedmm_project_psd_work(fedmm_blas_int K)
     size_t fedmm_project_psd_iwork(fedmm_blas_int K)
     int fedmm_project_psd(fedmm_blas_int K, int64_t n_matrices, const double *A, double *out,

@@ -41,9 +41,9 @@ from fedmm._kernels_sparse import (  # noqa: F401
     fused_dictionary_statistics,
     lasso,
     lasso_gram,
-    project_psd,
     warn_unconverged,
 )
+from fedmm._kernels_linalg import project_psd  # noqa: F401
 from fedmm._kernels_nonsmooth import fedmls_local_round  # noqa: F401
 from fedmm._kernels_random import (  # noqa: F401
     philox_sample_without_replacement,

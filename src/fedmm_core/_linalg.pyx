@@ -102,14 +102,17 @@ def dictionary_update_unit_norm(const double[::1, :] A, const double[::1, :] B, 
     cdef double[::1] work = np.empty(p, dtype=np.float64)
     cdef int n_iter = 0, done = 0, chunk
     cdef int status = FEDMM_ENOCONV
+    cdef fedmm_matrix_t A_view = fedmm_matrix_t(&A[0, 0], K, K, K)
+    cdef fedmm_matrix_t B_view = fedmm_matrix_t(&B[0, 0], p, K, p)
+    cdef fedmm_matrix_mut_t D_view = fedmm_matrix_mut_t(&D[0, 0], p, K, p)
     # Sweeps in slices of ~2**22 multiply-adds with a check for Ctrl-C between them: a sweep
     # depends on D only, so the slices give the same D and sweep count bit for bit as one call.
     chunk = <int> max(1, min(max_iter, (1 << 22) // (2 * <Py_ssize_t> K * K * p + 1)))
     while done < max_iter:
         chunk = min(chunk, max_iter - done)
         with nogil:
-            status = fedmm_dictionary_update_unit_norm(p, K, &A[0, 0], K, &B[0, 0], p, eta, tol,
-                                                       chunk, &D[0, 0], p, &n_iter, &work[0])
+            status = fedmm_dictionary_update_unit_norm_ex(&A_view, &B_view, eta, tol, chunk, &D_view, &n_iter,
+                                                          &work[0])
         done += n_iter
         if status != FEDMM_ENOCONV:
             break

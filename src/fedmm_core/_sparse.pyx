@@ -104,10 +104,11 @@ def lasso_gram(const double[::1, :] G, const double[::1, :] C, double lam, bint 
     cdef int *it_ptr = &n_iter[0] if b > 0 else NULL
     cdef fedmm_lasso_options_t opts = _options(lam, positive, tol, max_iter, warm, method)
     cdef const fedmm_interrupt_t *interrupt = _interrupt()
+    cdef fedmm_matrix_t G_view = fedmm_matrix_t(&G[0, 0], K, K, G.strides[1] // sizeof(double) if K > 1 else K)
+    cdef fedmm_matrix_t C_view = fedmm_matrix_t(C_ptr, K, b, ldc)
+    cdef fedmm_matrix_mut_t H_view = fedmm_matrix_mut_t(H_ptr, K, b, K)
     with nogil:
-        status = fedmm_lasso_gram_interruptible(
-            K, b, &G[0, 0], G.strides[1] // sizeof(double) if K > 1 else K, C_ptr, ldc, zn_ptr,
-            &opts, H_ptr, K, it_ptr, &n_bad, &work[0], interrupt)
+        status = fedmm_lasso_gram_ex(&G_view, &C_view, zn_ptr, &opts, &H_view, it_ptr, &n_bad, &work[0], interrupt)
     check_status(status, "lasso_gram")
     return H_arr, n_iter_arr, int(n_bad)
 

@@ -61,14 +61,24 @@ typedef struct fedmm_bitgen {
 /* ---- dense matrix views -------------------------------------------------- */
 /* A read-only view of a rows x cols matrix of doubles, column-major with
  * leading dimension ld: entry (i, j) is data[i + j * ld].  The struct-taking
- * entry points (fedmm_dictionary_statistics_ex) take one in place of the
- * (rows, cols, pointer, leading dimension) arguments of a matrix. */
+ * entry points (fedmm_dictionary_statistics_ex, fedmm_lasso_gram_ex,
+ * fedmm_dictionary_update_unit_norm_ex) take one in place of the (rows,
+ * cols, pointer, leading dimension) arguments of a matrix. */
 typedef struct fedmm_matrix {
     const double *data;
     int64_t rows;
     int64_t cols;
     int64_t ld;
 } fedmm_matrix_t;
+
+/* The same view of a matrix the kernel writes (an output, or an input it
+ * updates in place, such as a warm start). */
+typedef struct fedmm_matrix_mut {
+    double *data;
+    int64_t rows;
+    int64_t cols;
+    int64_t ld;
+} fedmm_matrix_mut_t;
 
 #ifdef __cplusplus
 }

@@ -57,24 +57,34 @@ typedef struct fedmm_lasso_options {
 
 /* Batched LASSO on the Gram matrix: H[:,j] = argmin_h 1/2 h^T G h -
  * C[:,j]^T h + lam ||h||_1 with the options *opts, i.e. the LASSO above with
- * G = D^T D, C = D^T Z.  G: K x K symmetric (both triangles, ldg), C: K x b
- * (ldc), H: K x b (ldh), column-major.  Coordinate descent with the gradient
- * kept up to date and a Newton step on a stable support, or the active set
- * (opts->method).  znorm2[j] = ||z_j||^2 scales column j's stopping test;
- * znorm2 == NULL uses a certified bound from G, C alone.  n_iter[j]
- * (optional) receives the iterations used; *n_unconverged (optional) the
- * number of columns that hit max_iter.
+ * G = D^T D, C = D^T Z.  G: K x K symmetric (both triangles), C: K x b, H:
+ * K x b, column-major matrix views (fedmm_common.h): K = G->rows = G->cols =
+ * C->rows = H->rows >= 1, b = C->cols = H->cols, each leading dimension >=
+ * K.  Coordinate descent with the gradient kept up to date and a Newton step
+ * on a stable support, or the active set (opts->method).  znorm2[j] =
+ * ||z_j||^2 scales column j's stopping test; znorm2 == NULL uses a certified
+ * bound from G, C alone.  n_iter[j] (optional) receives the iterations used;
+ * *n_unconverged (optional) the number of columns that hit max_iter.
+ * interrupt may be NULL (never stopped); otherwise FEDMM_EINTR when
+ * interrupt->poll asked to stop: one column can run up to opts->max_iter
+ * iterations of about K^2 multiply-adds each (hours with tol = 0 and a large
+ * max_iter), so the check runs inside the column loops, every
+ * FEDMM_INTERRUPT_WORK multiply-adds.  FEDMM_EINVAL when G, C or H is NULL,
+ * the sizes disagree, or a size or leading dimension is negative or does not
+ * fit a fedmm_blas_int.
  * work: fedmm_lasso_gram_work(K) doubles. */
 size_t fedmm_lasso_gram_work(fedmm_blas_int K);
+int fedmm_lasso_gram_ex(const fedmm_matrix_t *G, const fedmm_matrix_t *C, const double *znorm2,
+                        const fedmm_lasso_options_t *opts, const fedmm_matrix_mut_t *H, int *n_iter,
+                        int64_t *n_unconverged, double *work, const fedmm_interrupt_t *interrupt);
+/* The flat forms of fedmm_lasso_gram_ex, kept for ABI compatibility (thin
+ * wrappers: the same computation, bit for bit): G (K x K, ldg), C (K x b,
+ * ldc) and H (K x b, ldh) passed as (pointer, leading dimension) with the
+ * sizes K and b; fedmm_lasso_gram never stops (interrupt NULL). */
 int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                      fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                      const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
                      fedmm_blas_int ldh, int *n_iter, int64_t *n_unconverged, double *work);
-/* fedmm_lasso_gram with an interrupt check (interrupt may be NULL: never
- * stopped): FEDMM_EINTR when interrupt->poll asked to stop.  One column can
- * run up to opts->max_iter iterations of about K^2 multiply-adds each (hours
- * with tol = 0 and a large max_iter), so the check runs inside the column
- * loops, every FEDMM_INTERRUPT_WORK multiply-adds. */
 int fedmm_lasso_gram_interruptible(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                                    fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                                    const double *znorm2, const fedmm_lasso_options_t *opts,

@@ -34,8 +34,20 @@ int fedmm_dictionary_update_ridge(fedmm_blas_int p, fedmm_blas_int K, const doub
  * d_j = u / max(1, ||u||), u = (b_j - sum_{k!=j} d_k A_kj) / (A_jj + 2 eta);
  * an unused atom (A_jj + 2 eta == 0) becomes v/||v|| or is kept.  Sweeps until
  * the largest column step max_j ||d_j^new - d_j^old|| <= tol; FEDMM_ENOCONV
- * after max_iter sweeps (D then holds the last iterate).  *n_iter: sweeps.
- * work: p doubles. */
+ * after max_iter sweeps (D then holds the last iterate).  *n_iter (optional):
+ * sweeps.  A: K x K, B: p x K, D: p x K, column-major matrix views
+ * (fedmm_common.h): K = A->rows = A->cols = B->cols = D->cols >= 1, p =
+ * B->rows = D->rows >= 1, leading dimensions lda >= K, ldb, ldd >= p.
+ * FEDMM_EINVAL when A, B or D is NULL, the sizes disagree, a size or leading
+ * dimension is negative or does not fit a fedmm_blas_int, eta or tol is
+ * negative or NaN, or max_iter < 0.  work: p doubles. */
+int fedmm_dictionary_update_unit_norm_ex(const fedmm_matrix_t *A, const fedmm_matrix_t *B, double eta,
+                                         double tol, int max_iter, const fedmm_matrix_mut_t *D, int *n_iter,
+                                         double *work);
+/* The flat form of fedmm_dictionary_update_unit_norm_ex, kept for ABI
+ * compatibility (a thin wrapper: the same computation, bit for bit): A (K x
+ * K, lda), B (p x K, ldb) and D (p x K, ldd) passed as (pointer, leading
+ * dimension) with the sizes p and K. */
 int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const double *A,
                                       fedmm_blas_int lda, const double *B,
                                       fedmm_blas_int ldb, double eta, double tol,

@@ -44,6 +44,14 @@ static inline double fedmm__dot4(fedmm_blas_int n, const double *restrict x, con
     return (s0 + s1) + (s2 + s3);
 }
 
+/* A size or leading dimension of a matrix view (fedmm_matrix_t) that is
+ * nonnegative and fits the BLAS integer: the struct-taking entry points
+ * refuse any other with FEDMM_EINVAL before converting it. */
+static inline int fedmm__fits_blas_int(int64_t v)
+{
+    return v >= 0 && (int64_t)(fedmm_blas_int)v == v;
+}
+
 /* A dictionary's Gram matrix G = D^T D and, when G allows it, its inverse M
  * = G^{-1}, formed once for many dictionary-statistics calls at the same D
  * (every client of a round, every client of the start exchange) instead of

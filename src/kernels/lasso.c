@@ -1221,6 +1221,40 @@ static int check_options(const fedmm_lasso_options_t *opts)
     return FEDMM_OK;
 }
 
+/* fedmm_lasso_gram_ex after its view checks: the entry checks of the Gram-form solve, then the loop. */
+static int lasso_gram_entry(fedmm_blas_int K, fedmm_blas_int b, const double *G, fedmm_blas_int ldg,
+                            const double *C, fedmm_blas_int ldc, const double *znorm2,
+                            const fedmm_lasso_options_t *opts, double *H, fedmm_blas_int ldh, int *n_iter,
+                            int64_t *n_unconverged, double *work, const fedmm_interrupt_t *interrupt)
+{
+    if (K < 1 || b < 0 || ldg < K || ldc < K || ldh < K || check_options(opts) != FEDMM_OK ||
+        G == NULL || H == NULL || work == NULL || (b > 0 && C == NULL))
+        return FEDMM_EINVAL;
+    int method = opts->method;
+    if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(0, K);
+    lasso_poll_t pl;
+    lasso_poll_init(&pl, interrupt, K);
+    return lasso_gram_run(K, b, G, ldg, C, ldc, znorm2, opts->lam, opts->positive, opts->tol,
+                          opts->max_iter, opts->warm_start, method, H, ldh, n_iter,
+                          n_unconverged, work, NULL, &pl);
+}
+
+int fedmm_lasso_gram_ex(const fedmm_matrix_t *G, const fedmm_matrix_t *C, const double *znorm2,
+                        const fedmm_lasso_options_t *opts, const fedmm_matrix_mut_t *H, int *n_iter,
+                        int64_t *n_unconverged, double *work, const fedmm_interrupt_t *interrupt)
+{
+    if (G == NULL || C == NULL || H == NULL || G->cols != G->rows || C->rows != G->rows ||
+        H->rows != G->rows || H->cols != C->cols || !fedmm__fits_blas_int(G->rows) ||
+        !fedmm__fits_blas_int(C->cols) || !fedmm__fits_blas_int(G->ld) || !fedmm__fits_blas_int(C->ld) ||
+        !fedmm__fits_blas_int(H->ld))
+        return FEDMM_EINVAL;
+    return lasso_gram_entry((fedmm_blas_int)G->rows, (fedmm_blas_int)C->cols, G->data, (fedmm_blas_int)G->ld,
+                            C->data, (fedmm_blas_int)C->ld, znorm2, opts, H->data, (fedmm_blas_int)H->ld,
+                            n_iter, n_unconverged, work, interrupt);
+}
+
+/* The flat forms, kept for ABI compatibility: each packs its arguments into
+ * the views of fedmm_lasso_gram_ex and calls it. */
 int fedmm_lasso_gram(fedmm_blas_int K, fedmm_blas_int b, const double *G,
                      fedmm_blas_int ldg, const double *C, fedmm_blas_int ldc,
                      const double *znorm2, const fedmm_lasso_options_t *opts, double *H,
@@ -1237,16 +1271,10 @@ int fedmm_lasso_gram_interruptible(fedmm_blas_int K, fedmm_blas_int b, const dou
                                    int64_t *n_unconverged, double *work,
                                    const fedmm_interrupt_t *interrupt)
 {
-    if (K < 1 || b < 0 || ldg < K || ldc < K || ldh < K || check_options(opts) != FEDMM_OK ||
-        G == NULL || H == NULL || work == NULL || (b > 0 && C == NULL))
-        return FEDMM_EINVAL;
-    int method = opts->method;
-    if (method == FEDMM_LASSO_AUTO) method = lasso_auto_method(0, K);
-    lasso_poll_t pl;
-    lasso_poll_init(&pl, interrupt, K);
-    return lasso_gram_run(K, b, G, ldg, C, ldc, znorm2, opts->lam, opts->positive, opts->tol,
-                          opts->max_iter, opts->warm_start, method, H, ldh, n_iter,
-                          n_unconverged, work, NULL, &pl);
+    const fedmm_matrix_t G_view = {G, K, K, ldg};
+    const fedmm_matrix_t C_view = {C, K, b, ldc};
+    const fedmm_matrix_mut_t H_view = {H, K, b, ldh};
+    return fedmm_lasso_gram_ex(&G_view, &C_view, znorm2, opts, &H_view, n_iter, n_unconverged, work, interrupt);
 }
 
 /* ---- dictionary statistics ---------------------------------------------- */
@@ -1420,19 +1448,15 @@ int fedmm__dictionary_statistics_gram(
 
 /* ---- the struct-taking entry point (matrix views, one output struct) ------- */
 
-static int fits_blas_int(int64_t v)
-{
-    return v >= 0 && (int64_t)(fedmm_blas_int)v == v;
-}
-
 int fedmm_dictionary_statistics_ex(const fedmm_matrix_t *D, const fedmm_matrix_t *Z,
                                    const fedmm_lasso_options_t *opts, int64_t n_segments,
                                    const int64_t *offsets,
                                    const fedmm_dictionary_statistics_out_t *out, double *work,
                                    const fedmm_blas_t *blas, const fedmm_interrupt_t *interrupt)
 {
-    if (D == NULL || Z == NULL || out == NULL || D->rows != Z->rows || !fits_blas_int(D->rows) ||
-        !fits_blas_int(D->cols) || !fits_blas_int(Z->cols) || !fits_blas_int(D->ld) || !fits_blas_int(Z->ld))
+    if (D == NULL || Z == NULL || out == NULL || D->rows != Z->rows || !fedmm__fits_blas_int(D->rows) ||
+        !fedmm__fits_blas_int(D->cols) || !fedmm__fits_blas_int(Z->cols) || !fedmm__fits_blas_int(D->ld) ||
+        !fedmm__fits_blas_int(Z->ld))
         return FEDMM_EINVAL;
     return fedmm_dictionary_statistics_interruptible(
         (fedmm_blas_int)D->rows, (fedmm_blas_int)D->cols, (fedmm_blas_int)Z->cols, D->data,

@@ -64,11 +64,10 @@ static void subtract_columns4(fedmm_blas_int p, const double *c, const double *c
     }
 }
 
-int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const double *A,
-                                      fedmm_blas_int lda, const double *B,
-                                      fedmm_blas_int ldb, double eta, double tol,
-                                      int max_iter, double *D, fedmm_blas_int ldd,
-                                      int *n_iter, double *work)
+/* fedmm_dictionary_update_unit_norm_ex after its view checks. */
+static int unit_norm_run(fedmm_blas_int p, fedmm_blas_int K, const double *A, fedmm_blas_int lda,
+                         const double *B, fedmm_blas_int ldb, double eta, double tol, int max_iter,
+                         double *D, fedmm_blas_int ldd, int *n_iter, double *work)
 {
     if (p < 1 || K < 1 || lda < K || ldb < p || ldd < p || !(eta >= 0.0) || !(tol >= 0.0) ||
         max_iter < 0 || A == NULL || B == NULL || D == NULL || work == NULL)
@@ -139,6 +138,34 @@ int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const 
     }
     if (n_iter) *n_iter = it;
     return converged ? FEDMM_OK : FEDMM_ENOCONV;
+}
+
+int fedmm_dictionary_update_unit_norm_ex(const fedmm_matrix_t *A, const fedmm_matrix_t *B, double eta,
+                                         double tol, int max_iter, const fedmm_matrix_mut_t *D, int *n_iter,
+                                         double *work)
+{
+    if (A == NULL || B == NULL || D == NULL || A->cols != A->rows || B->cols != A->rows ||
+        D->rows != B->rows || D->cols != A->rows || !fedmm__fits_blas_int(A->rows) ||
+        !fedmm__fits_blas_int(B->rows) || !fedmm__fits_blas_int(A->ld) || !fedmm__fits_blas_int(B->ld) ||
+        !fedmm__fits_blas_int(D->ld))
+        return FEDMM_EINVAL;
+    return unit_norm_run((fedmm_blas_int)B->rows, (fedmm_blas_int)A->rows, A->data, (fedmm_blas_int)A->ld,
+                         B->data, (fedmm_blas_int)B->ld, eta, tol, max_iter, D->data, (fedmm_blas_int)D->ld,
+                         n_iter, work);
+}
+
+/* The flat form, kept for ABI compatibility: packs its arguments into the
+ * views of fedmm_dictionary_update_unit_norm_ex and calls it. */
+int fedmm_dictionary_update_unit_norm(fedmm_blas_int p, fedmm_blas_int K, const double *A,
+                                      fedmm_blas_int lda, const double *B,
+                                      fedmm_blas_int ldb, double eta, double tol,
+                                      int max_iter, double *D, fedmm_blas_int ldd,
+                                      int *n_iter, double *work)
+{
+    const fedmm_matrix_t A_view = {A, K, K, lda};
+    const fedmm_matrix_t B_view = {B, p, K, ldb};
+    const fedmm_matrix_mut_t D_view = {D, p, K, ldd};
+    return fedmm_dictionary_update_unit_norm_ex(&A_view, &B_view, eta, tol, max_iter, &D_view, n_iter, work);
 }
 
 /* ---- projection onto the PSD cone ------------------------------------------ */

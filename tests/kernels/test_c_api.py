@@ -19,6 +19,8 @@ FUZZ_SOURCE = Path(__file__).parent / "c_api" / "decode_fuzz.c"
 LASSO_SOURCE = Path(__file__).parent / "c_api" / "lasso_demo.c"
 CHECK_RANGE_SOURCE = Path(__file__).parent / "c_api" / "check_range.c"
 FEDMLS_EX_SOURCE = Path(__file__).parent / "c_api" / "fedmls_ex.c"
+LASSO_GRAM_EX_SOURCE = Path(__file__).parent / "c_api" / "lasso_gram_ex.c"
+UNIT_NORM_EX_SOURCE = Path(__file__).parent / "c_api" / "unit_norm_ex.c"
 # kernels sources (the quantizer, the wire codec), present in a source checkout only
 KERNEL_SOURCES = [Path(__file__).parents[2] / "src" / "kernels" / name
                   for name in ("quantize.c", "wire.c", "common.c")]
@@ -130,6 +132,19 @@ def test_fedmls_struct_entry_point_equals_the_flat_one(tmp_path):
     # fedmm_fedmls_local_steps_ex (fedmm_nonsmooth_data_t, fedmm_minibatches_t): the Cython wrapper calls it,
     # and its numbers are the flat function's bit for bit
     assert _run_installed(FEDMLS_EX_SOURCE, tmp_path) == "OK"
+
+
+def test_lasso_gram_struct_entry_point_equals_the_flat_ones(tmp_path):
+    # fedmm_lasso_gram_ex (fedmm_matrix_t / fedmm_matrix_mut_t views): the Cython wrapper calls it; the flat
+    # fedmm_lasso_gram and fedmm_lasso_gram_interruptible give the same bits on padded leading dimensions,
+    # the codes meet the KKT conditions, and views that do not fit are refused
+    assert _run_installed(LASSO_GRAM_EX_SOURCE, tmp_path) == "OK"
+
+
+def test_unit_norm_struct_entry_point_equals_the_flat_one(tmp_path):
+    # fedmm_dictionary_update_unit_norm_ex (matrix views): the Cython wrapper calls it; the flat form gives the
+    # same bits and status, converged or capped, and views that do not fit are refused
+    assert _run_installed(UNIT_NORM_EX_SOURCE, tmp_path) == "OK"
 
 
 def _build_and_run(cmd, exe):
