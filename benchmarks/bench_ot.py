@@ -29,7 +29,7 @@ FedAdam's (``reference_ratio``, checked by ``benchmarks/regression.py``).  Besid
 - ``theta_flop_floor``: the 30 θ-directions alone over FedAdam's round, the ratio FedMM-OT
   would keep if its clients' steps and every overhead cost nothing;
 - ``theta_budget_ratio``: FedMM-OT's round over the round of FedAdam given the same 30
-  server θ-steps (``FedAdam(server_steps=30)``, the ablation's arm), timed in the same
+  server θ-steps (``FedAdam(theta_steps=30)``, the ablation's arm), timed in the same
   alternation.
 
 Every step of either round is one compiled JAX call (the 30 θ-steps are one ``lax.scan``,
@@ -108,8 +108,8 @@ def _flops(fn, *args):
     return float(cost["flops"])
 
 
-def _flop_ratios(problem, omega, theta, x, y, server_steps):
-    """XLA's flop count of FedMM-OT's round (10 ω-gradients, ``server_steps`` θ-directions) over FedAdam's
+def _flop_ratios(problem, omega, theta, x, y, theta_steps):
+    """XLA's flop count of FedMM-OT's round (10 ω-gradients, ``theta_steps`` θ-directions) over FedAdam's
     (10 joint gradients), and of the θ-directions alone over FedAdam's round."""
     import jax
 
@@ -120,7 +120,7 @@ def _flop_ratios(problem, omega, theta, x, y, server_steps):
         grad_both = _flops(jax.grad(problem.objective, argnums=(0, 1)), omega, theta, x, y)
         direction = _flops(jax.grad(problem.target_terms, argnums=1), omega, theta, y)
     fedadam = N_CLIENTS * grad_both
-    return (N_CLIENTS * grad_omega + server_steps * direction) / fedadam, server_steps * direction / fedadam
+    return (N_CLIENTS * grad_omega + theta_steps * direction) / fedadam, theta_steps * direction / fedadam
 
 
 @pytest.mark.benchmark(group="ot-round-ratio")
@@ -135,8 +135,8 @@ def test_ot_round_ratio(benchmark):
     init = problem.init(0, identity_steps=100)
     weights = [1.0 / N_CLIENTS] * N_CLIENTS
     algos = {"FedMMOT": FedMMOT(problem, weights=weights), "FedAdam": FedAdam(problem, weights=weights)}
-    server_steps = algos["FedMMOT"].server_steps
-    algos["FedAdam+theta"] = FedAdam(problem, weights=weights, server_steps=server_steps)
+    theta_steps = algos["FedMMOT"].theta_steps
+    algos["FedAdam+theta"] = FedAdam(problem, weights=weights, theta_steps=theta_steps)
     kwargs = {"target": target, "seed": 0, "init": init}
     seconds = {name: [] for name in algos}
     last = {}
@@ -155,8 +155,8 @@ def test_ot_round_ratio(benchmark):
     budget_ratio = float(np.median(np.divide(seconds["FedMMOT"][kept], seconds["FedAdam+theta"][kept])))
     rng = np.random.default_rng(0)
     x, y = datas[0][:BATCH], target[rng.choice(target.shape[0], BATCH, replace=False)]
-    flop_ratio, theta_floor = _flop_ratios(problem, init[0], init[1], x, y, server_steps)
-    info = {"dim": d, "n_clients": N_CLIENTS, "batch_size": BATCH, "server_steps": server_steps,
+    flop_ratio, theta_floor = _flop_ratios(problem, init[0], init[1], x, y, theta_steps)
+    info = {"dim": d, "n_clients": N_CLIENTS, "batch_size": BATCH, "theta_steps": theta_steps,
             "rounds": RATIO_ROUNDS, "device": last["FedMMOT"].config["device"], "round_ratio": ratio,
             "theta_budget_ratio": budget_ratio, "flop_ratio": flop_ratio, "theta_flop_floor": theta_floor}
     for name, sec in per_round.items():
@@ -167,5 +167,5 @@ def test_ot_round_ratio(benchmark):
         record_ratio(benchmark, ratio)
     print(f"\nd = {d}: FedMM-OT {per_round['FedMMOT'] * 1e3:.1f} ms/round, FedAdam {per_round['FedAdam'] * 1e3:.1f} "
           f"ms/round, ratio {ratio:.2f} (flop ratio {flop_ratio:.2f}, of which the θ-steps {theta_floor:.2f}); "
-          f"FedAdam with {server_steps} θ-steps {per_round['FedAdam+theta'] * 1e3:.1f} ms/round, "
+          f"FedAdam with {theta_steps} θ-steps {per_round['FedAdam+theta'] * 1e3:.1f} ms/round, "
           f"FedMM-OT / it {budget_ratio:.2f}")

@@ -124,8 +124,8 @@ def main(argv=None):
     print(f"{'algorithm':9} {'batch':>6} {'device':6} {'client-rounds/s':>16} {'final L2-UVP %':>15}")
     for batch in args.batch_sizes:
         common = {"weights": [1.0 / N_CLIENTS] * N_CLIENTS, "batch_size": batch, "local_lr": 0.003}
-        makers = {"FedMMOT": lambda dev: FedMMOT(problem, step=3e-3, omega_step="adam", server_steps=30,
-                                                 server_lr=1e-3, device=dev, **common),
+        makers = {"FedMMOT": lambda dev: FedMMOT(problem, step=3e-3, omega_step="adam", theta_steps=30,
+                                                 theta_lr=1e-3, device=dev, **common),
                   "FedAdam": lambda dev: FedAdam(problem, server_lr=3e-3, device=dev, **common)}
         for name, make in makers.items():
             runs = {}

@@ -87,7 +87,7 @@ def ot_algorithm(name, problem, partial, compressed):
 
     cls = FedMMOT if name == "FedMMOT" else FedAdam
     extra = {"control_variate_step": 0.5} if name == "FedMMOT" else {}
-    return cls(problem, local_lr=0.05, identity_steps=5, server_steps=1, compressor=q8(compressed),
+    return cls(problem, local_lr=0.05, identity_steps=5, theta_steps=1, compressor=q8(compressed),
                **sampling(partial, 2), **extra)
 
 

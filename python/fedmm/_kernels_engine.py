@@ -41,14 +41,15 @@ def dictionary_model_max_iter(n_components: int) -> int:
     return max(1, DICTIONARY_MODEL_MAX_WORK // (k * k + 4 * k))
 
 
-def dictionary_model(n_features: int, n_components: int, lam: float, eta: float = 0.0, *, tol: float = 1e-9,
+def dictionary_model(n_features: int, n_components: int, lam: float, ridge: float = 0.0, *, tol: float = 1e-9,
                      max_iter: int = 1000, method: str = "auto") -> CompiledModel:
     """Dictionary learning with the ridge ``T`` as a compiled model (``fedmm_dictionary_model``).
 
     Statistic ``[vec(H Hᵀ/b), vec(Z Hᵀ/b)]`` (FedMM paper eq. (18)) of the
     LASSO codes ``H`` (warm-started from the client's per-sample memory of
     ``n_components`` values), projection onto ``𝕄_K⁺ × ℝ^{p×K}``, and
-    ``T(s) = s⁽²⁾ (sym(s⁽¹⁾) + 2ηI)⁻¹``.  The compiled parameter is the
+    ``T(s) = s⁽²⁾ (sym(s⁽¹⁾) + 2ηI)⁻¹`` (``η = ridge``, as
+    :class:`fedmm.models.DictionaryLearning`'s).  The compiled parameter is the
     dictionary row-major, then column-major, then ``DᵀD`` and its inverse as the LASSO uses them,
     formed once per parameter (by ``T`` and :meth:`~CompiledModel.derive`) for every client's
     statistic (``theta_size = 2pK + K² + 1``, ``+ K²`` when ``K ≤ 64``).
@@ -65,7 +66,7 @@ def dictionary_model(n_features: int, n_components: int, lam: float, eta: float 
     p = check_int(n_features, "n_features", low=1, high=_BLAS_INT_MAX)
     k = check_int(n_components, "n_components", low=1, high=_BLAS_INT_MAX)
     lam = check_real(lam, "lam", low=0.0, low_open=True)
-    eta = check_real(eta, "eta", low=0.0)
+    ridge = check_real(ridge, "ridge", low=0.0)
     tol = check_real(tol, "tol", low=0.0)
     max_iter = check_count(max_iter, "max_iter", low=1)
     if max_iter > dictionary_model_max_iter(k):
@@ -75,7 +76,7 @@ def dictionary_model(n_features: int, n_components: int, lam: float, eta: float 
             f"multiply-adds; got max_iter={max_iter} (the Python backend accepts it)")
     if method not in LASSO_METHODS:
         raise ValueError(f"Expected 'method' in {sorted(LASSO_METHODS)}, got {method!r}")
-    return _engine.dictionary_model(p, k, lam, eta, tol, max_iter, LASSO_METHODS[method])
+    return _engine.dictionary_model(p, k, lam, ridge, tol, max_iter, LASSO_METHODS[method])
 
 
 def sample_model(q: int, d: int, sample_size: int, statistic: int, T: int, project: int = 0,

@@ -452,7 +452,7 @@ def dictionary_update(
     D0: Any = None,
     *,
     constraint: str | None = "ridge",
-    eta: float = 0.0,
+    ridge: float = 0.0,
     tol: float = 1e-10,
     max_iter: int = 500,
 ) -> np.ndarray:
@@ -489,8 +489,9 @@ def dictionary_update(
         Warm start for ``"unit_norm"`` (default: the columns of ``B``
         normalized); ignored by ``"ridge"``.
     constraint : {"ridge", None, "unit_norm"}
-    eta : float, default 0.0
-        Ridge weight :math:`\eta \ge 0` of :math:`g(D) = \eta\|D\|_F^2`.
+    ridge : float, default 0.0
+        Ridge weight :math:`\eta \ge 0` of :math:`g(D) = \eta\|D\|_F^2` (the paper's
+        :math:`\eta`, :class:`fedmm.models.DictionaryLearning`'s ``ridge``).
     tol : float, default 1e-10
         Column-step tolerance of ``"unit_norm"``.
     max_iter : int, default 500
@@ -509,11 +510,11 @@ def dictionary_update(
     --------
     >>> import numpy as np
     >>> from fedmm.kernels import dictionary_update
-    >>> dictionary_update(np.eye(2), np.array([[1.0, 2.0]]), eta=0.5)
+    >>> dictionary_update(np.eye(2), np.array([[1.0, 2.0]]), ridge=0.5)
     array([[0.5, 1. ]])
     """
     constraint = check_in(constraint, "constraint", ("ridge", None, "unit_norm"))
-    eta = check_real(eta, "eta", low=0.0)
+    ridge = check_real(ridge, "ridge", low=0.0)
     A = as_array(A, "A", ndim=2)
     B = _as_fortran_matrix(B, "B")
     p, K = B.shape
@@ -528,11 +529,11 @@ def dictionary_update(
         if D0.shape != (p, K):
             raise ValueError(f"Expected 'D0' of shape (p, K) = ({p}, {K}), got {D0.shape}")
     if constraint in ("ridge", None):
-        return _linalg.dictionary_update_ridge(A, B, eta)
+        return _linalg.dictionary_update_ridge(A, B, ridge)
     if D0 is None:
         norms = np.linalg.norm(B, axis=0)
         D0 = B / np.where(norms > 0, norms, 1.0)
-    D, n_iter, converged = _linalg.dictionary_update_unit_norm(A, B, D0, eta, tol, max_iter)
+    D, n_iter, converged = _linalg.dictionary_update_unit_norm(A, B, D0, ridge, tol, max_iter)
     if not converged:
         warnings.warn(
             f"dictionary_update: unit_norm block-coordinate descent reached max_iter={max_iter} "
@@ -590,10 +591,10 @@ def fused_dictionary_statistics(D: np.ndarray, Z: np.ndarray, lam: float, segmen
     return A, B, H, n_bad
 
 
-def dictionary_update_ridge_flat(s: np.ndarray, n_components: int, n_features: int, eta: float) -> np.ndarray:
+def dictionary_update_ridge_flat(s: np.ndarray, n_components: int, n_features: int, ridge: float) -> np.ndarray:
     """The ridge dictionary update ``T(s) = B (sym(A) + 2ηI)⁻¹`` of a flat statistic ``s = [vec(A), vec(B)]``.
 
-    The numbers of ``dictionary_update(sym(A), B, eta=eta)`` (:func:`dictionary_update`)
+    The numbers of ``dictionary_update(sym(A), B, ridge=ridge)`` (:func:`dictionary_update`)
     read straight from the flat statistic (C order): the server's per-round
     ``T`` of :class:`fedmm.models.DictionaryLearning`.
 
@@ -604,7 +605,8 @@ def dictionary_update_ridge_flat(s: np.ndarray, n_components: int, n_features: i
         ``K``.
     n_features : int
         ``p``.
-    eta : float >= 0
+    ridge : float >= 0
+        ``η``.
 
     Returns
     -------
@@ -617,11 +619,11 @@ def dictionary_update_ridge_flat(s: np.ndarray, n_components: int, n_features: i
     numpy.linalg.LinAlgError
         ``sym(A) + 2ηI`` not positive definite.
     """
-    return _linalg.dictionary_update_ridge_flat(s, n_components, n_features, eta)
+    return _linalg.dictionary_update_ridge_flat(s, n_components, n_features, ridge)
 
 
 def dictionary_sa_step(S: np.ndarray, H: np.ndarray, gamma: float, n_components: int, n_features: int,
-                       eta: float, project: bool) -> tuple[np.ndarray, np.ndarray]:
+                       ridge: float, project: bool) -> tuple[np.ndarray, np.ndarray]:
     """The server's stochastic-approximation step of the ridge dictionary model in one compiled call.
 
     ``S_new = Π(S + γH)`` (``Π`` the projection onto ``𝕄_K⁺ × ℝ^{p×K}`` when
@@ -634,7 +636,8 @@ def dictionary_sa_step(S: np.ndarray, H: np.ndarray, gamma: float, n_components:
     gamma : float
     n_components, n_features : int
         ``K`` and ``p``.
-    eta : float >= 0
+    ridge : float >= 0
+        ``η``.
     project : bool
 
     Returns
@@ -649,4 +652,4 @@ def dictionary_sa_step(S: np.ndarray, H: np.ndarray, gamma: float, n_components:
     numpy.linalg.LinAlgError
         The eigensolver failed or ``sym(A) + 2ηI`` is not positive definite.
     """
-    return _linalg.dictionary_sa_step(S, H, gamma, n_components, n_features, eta, project)
+    return _linalg.dictionary_sa_step(S, H, gamma, n_components, n_features, ridge, project)

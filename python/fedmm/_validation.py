@@ -194,7 +194,7 @@ MAX_INT = 2**63 - 1
 
 #: Documented upper bound of every iteration count of the public API (``2**31 − 1``): rounds,
 #: iterations of a solver (``max_iter``), restarts (``n_init``), local and inner steps
-#: (``n_steps``, ``local_steps``, ``k_in``, ``server_steps``, ...).  A count above it is refused by
+#: (``n_steps``, ``local_steps``, ``k_in``, ``theta_steps``, ...).  A count above it is refused by
 #: :func:`check_count` with the argument named, instead of running for centuries or wrapping a
 #: 32-bit counter of the C kernels; every loop below the bound stops on Ctrl-C.
 MAX_ITERATIONS = 2**31 - 1

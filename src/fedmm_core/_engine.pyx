@@ -244,14 +244,14 @@ cdef class CompiledModel:
         return self.model.project_theta != NULL
 
 
-def dictionary_model(fedmm_blas_int p, fedmm_blas_int K, double lam, double eta, double tol, int max_iter,
+def dictionary_model(fedmm_blas_int p, fedmm_blas_int K, double lam, double ridge, double tol, int max_iter,
                      int method):
     """Dictionary learning with the ridge ``T`` as a :class:`CompiledModel` (``fedmm_dictionary_model``)."""
     cdef CompiledModel m = CompiledModel.__new__(CompiledModel)
     cdef fedmm_dictionary_model_t *ctx = <fedmm_dictionary_model_t *>m.alloc_ctx(sizeof(fedmm_dictionary_model_t))
     ctx.p = p
     ctx.K = K
-    ctx.eta = eta
+    ctx.eta = ridge
     ctx.lasso.lam = lam
     ctx.lasso.positive = 0
     ctx.lasso.tol = tol
@@ -260,7 +260,7 @@ def dictionary_model(fedmm_blas_int p, fedmm_blas_int K, double lam, double eta,
     ctx.lasso.method = method
     ctx.blas = &_BLAS
     if fedmm_dictionary_model(ctx, &m.model) != FEDMM_OK:
-        raise ValueError(f"Invalid dictionary model: p={p}, K={K}, lam={lam}, eta={eta}, tol={tol}, "
+        raise ValueError(f"Invalid dictionary model: p={p}, K={K}, lam={lam}, ridge={ridge}, tol={tol}, "
                          f"max_iter={max_iter}")
     m.name = "dictionary"
     return m

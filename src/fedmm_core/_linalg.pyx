@@ -21,12 +21,12 @@ cnp.import_array()
 
 
 cdef dict _RIDGE_MESSAGES = {
-    FEDMM_ELAPACK: ("{what}: A + 2*eta*I is not positive definite (Cholesky failed); "
-                    "use eta > 0 or a positive definite A"),
+    FEDMM_ELAPACK: ("{what}: A + 2*ridge*I is not positive definite (Cholesky failed); "
+                    "use ridge > 0 or a positive definite A"),
 }
 cdef dict _SA_STEP_MESSAGES = {
     FEDMM_ENONFINITE: "Expected a finite statistic S + gamma * H (NaN or inf in the server step)",
-    FEDMM_ELAPACK: "{what}: LAPACK failed (eigensolver, or A + 2*eta*I not positive definite)",
+    FEDMM_ELAPACK: "{what}: LAPACK failed (eigensolver, or A + 2*ridge*I not positive definite)",
 }
 
 
@@ -35,8 +35,8 @@ cdef int _raise_ridge(int status) except -1:
     return check_status(status, "dictionary_update", _RIDGE_MESSAGES)
 
 
-def dictionary_update_ridge(const double[::1, :] A, const double[::1, :] B, double eta):
-    """Return D = B (A + 2 eta I)^{-1}, F-ordered (p, K)."""
+def dictionary_update_ridge(const double[::1, :] A, const double[::1, :] B, double ridge):
+    """Return D = B (A + 2 ridge I)^{-1}, F-ordered (p, K)."""
     cdef fedmm_blas_int K = A.shape[0]
     cdef fedmm_blas_int p = B.shape[0]
     if A.shape[1] != K or B.shape[1] != K:
@@ -46,14 +46,14 @@ def dictionary_update_ridge(const double[::1, :] A, const double[::1, :] B, doub
     cdef double[::1] work = np.empty(fedmm_dictionary_update_ridge_work(p, K), dtype=np.float64)
     cdef int status
     with nogil:
-        status = fedmm_dictionary_update_ridge(p, K, &A[0, 0], K, &B[0, 0], p, eta, &D[0, 0], p,
+        status = fedmm_dictionary_update_ridge(p, K, &A[0, 0], K, &B[0, 0], p, ridge, &D[0, 0], p,
                                                &work[0], &_BLAS)
     _raise_ridge(status)
     return D_arr
 
 
-def dictionary_update_ridge_flat(const double[::1] s, fedmm_blas_int K, fedmm_blas_int p, double eta):
-    """``dictionary_update_ridge(asfortranarray(0.5 * (A + A.T)), asfortranarray(B), eta)`` for the flat
+def dictionary_update_ridge_flat(const double[::1] s, fedmm_blas_int K, fedmm_blas_int p, double ridge):
+    """``dictionary_update_ridge(asfortranarray(0.5 * (A + A.T)), asfortranarray(B), ridge)`` for the flat
     statistic ``s = [vec(A), vec(B)]`` (C order), with the same arithmetic: the server's per-round ``T``."""
     if s.shape[0] != K * K + p * K:
         raise ValueError(f"Expected a statistic of length K*K + p*K = {K * K + p * K}, got {s.shape[0]}")
@@ -62,13 +62,13 @@ def dictionary_update_ridge_flat(const double[::1] s, fedmm_blas_int K, fedmm_bl
     cdef double[::1] work = np.empty(fedmm_dictionary_update_ridge_flat_work(p, K), dtype=np.float64)
     cdef int status
     with nogil:
-        status = fedmm_dictionary_update_ridge_flat(p, K, &s[0], eta, &D[0, 0], p, &work[0], &_BLAS)
+        status = fedmm_dictionary_update_ridge_flat(p, K, &s[0], ridge, &D[0, 0], p, &work[0], &_BLAS)
     _raise_ridge(status)
     return D_arr
 
 
 def dictionary_sa_step(const double[::1] S, const double[::1] H, double gamma, fedmm_blas_int K,
-                       fedmm_blas_int p, double eta, bint project):
+                       fedmm_blas_int p, double ridge, bint project):
     """``(S_new, D)`` of ``fedmm_dictionary_sa_step``: ``S_new = Π(S + γH)`` and ``D = T(S_new)`` (ridge),
     D a fresh F-ordered (p, K) array."""
     cdef Py_ssize_t q = K * K + p * K
@@ -82,13 +82,13 @@ def dictionary_sa_step(const double[::1] S, const double[::1] H, double gamma, f
     cdef fedmm_blas_int[::1] iwork = np.empty(max(<Py_ssize_t>fedmm_project_psd_iwork(K), 1), dtype=np.intc)
     cdef int status
     with nogil:
-        status = fedmm_dictionary_sa_step(p, K, &S[0], &H[0], gamma, eta, project, &S_new[0], &D[0, 0],
+        status = fedmm_dictionary_sa_step(p, K, &S[0], &H[0], gamma, ridge, project, &S_new[0], &D[0, 0],
                                           &work[0], &iwork[0], &_BLAS)
     check_status(status, "dictionary SA step", _SA_STEP_MESSAGES)
     return S_new_arr, D_arr
 
 
-def dictionary_update_unit_norm(const double[::1, :] A, const double[::1, :] B, D0, double eta,
+def dictionary_update_unit_norm(const double[::1, :] A, const double[::1, :] B, D0, double ridge,
                                 double tol, int max_iter):
     """Return ``(D, n_iter, converged)``; D is a fresh F-ordered (p, K) array."""
     cdef fedmm_blas_int K = A.shape[0]
@@ -111,7 +111,7 @@ def dictionary_update_unit_norm(const double[::1, :] A, const double[::1, :] B, 
     while done < max_iter:
         chunk = min(chunk, max_iter - done)
         with nogil:
-            status = fedmm_dictionary_update_unit_norm_ex(&A_view, &B_view, eta, tol, chunk, &D_view, &n_iter,
+            status = fedmm_dictionary_update_unit_norm_ex(&A_view, &B_view, ridge, tol, chunk, &D_view, &n_iter,
                                                           &work[0])
         done += n_iter
         if status != FEDMM_ENOCONV:

@@ -235,9 +235,9 @@ def _ot_algorithm(kind, problem):
     from fedmm.algorithms import FedAdam, FedMMOT
 
     if kind == "FedMMOT":  # partial participation, control variates, Adam on ω and θ: all in the state
-        return FedMMOT(problem, local_lr=0.05, identity_steps=5, server_steps=2, clients_per_round=2,
+        return FedMMOT(problem, local_lr=0.05, identity_steps=5, theta_steps=2, clients_per_round=2,
                        control_variate_step=0.5)
-    return FedAdam(problem, local_lr=0.05, identity_steps=5, server_steps=1, participation_prob=0.7)
+    return FedAdam(problem, local_lr=0.05, identity_steps=5, theta_steps=1, participation_prob=0.7)
 
 
 def _mean_norm(target):

@@ -338,7 +338,7 @@ def test_fedmmot_recovers_the_gaussian_map():
         return {"l2_uvp": 100 * np.mean(np.sum((m(test_x) - truth) ** 2, axis=1)) / np.trace(S2)}
 
     problem = TransportProblem(d, hidden_sizes=[16, 16], batch_size=128)
-    algo = FedMMOT(problem, local_lr=0.05, server_steps=10, identity_steps=200, step=0.02)  # omega_step='adam'
+    algo = FedMMOT(problem, local_lr=0.05, theta_steps=10, identity_steps=200, step=0.02)  # omega_step='adam'
     h = algo.run(np.array_split(source, 4), 60, target=target, seed=0, evaluate=l2_uvp, evaluate_every=10)
     assert h.config["initial_evaluation"]["l2_uvp"] > 10  # the warm start (identity) is far from the map
     assert h["l2_uvp"][-1] <= 1.0
@@ -368,8 +368,7 @@ def test_fedmmot_one_client_equals_centralized_alternating_scheme():
     x, y = rng.standard_normal((30, 2)), rng.standard_normal((25, 2)) + 1.0
     lr, K, T = 0.05, 3, 4
     init = problem.init(7, identity_steps=50)
-    h = FedMMOT(problem, local_lr=lr, server_steps=K, omega_step="sgd").run([x], T, target=y, seed=7,
-                                                                                    init=init)
+    h = FedMMOT(problem, local_lr=lr, theta_steps=K, omega_step="sgd").run([x], T, target=y, seed=7, init=init)
     omega, theta = init
     project = problem.potential.project
     state = (0, np.zeros_like(theta), np.zeros_like(theta))
@@ -387,10 +386,10 @@ def test_fedmmot_adaptive_omega_step_one_client_equals_alternating_adam():
     problem = TransportProblem(2, hidden_sizes=[6, 5], batch_size=None)
     rng = np.random.default_rng(2)
     x, y = rng.standard_normal((30, 2)), rng.standard_normal((25, 2)) + 0.5
-    lr, gamma, K, T = 0.05, 0.02, 2, 4
+    lr, gamma, theta_lr, K, T = 0.05, 0.02, 0.01, 2, 4
     init = problem.init(3, identity_steps=50)
-    h = FedMMOT(problem, local_lr=lr, omega_step="adam", step=gamma, server_steps=K).run([x], T, target=y, seed=3,
-                                                                                         init=init)
+    h = FedMMOT(problem, local_lr=lr, omega_step="adam", step=gamma, theta_steps=K, theta_lr=theta_lr).run(
+        [x], T, target=y, seed=3, init=init)
     omega, theta = init
     project = problem.potential.project
     omega_state = (0, np.zeros_like(omega), np.zeros_like(omega))
@@ -399,10 +398,12 @@ def test_fedmmot_adaptive_omega_step_one_client_equals_alternating_adam():
         H = project(omega - lr * problem.grad_omega(omega, theta, x, y)) - omega
         omega, omega_state = _adam_reference(omega, lambda _o, g=-H: g, 1, omega_state, lr=gamma, project=project)
         theta, theta_state = _adam_reference(theta, lambda th, o=omega: problem.grad_theta(o, th, y), K,
-                                             theta_state, project=project)
+                                             theta_state, lr=theta_lr, project=project)
     np.testing.assert_allclose(h.state["omega"], omega, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(h.state["theta"], theta, rtol=1e-9, atol=1e-12)
     assert h.config["omega_step"] == "adam" and h.config["step"] == "0.02"
+    assert h.config["theta_steps"] == K and h.config["theta_lr"] == theta_lr and "server_lr" not in h.config
+
 
 
 def test_fedadam_one_client_equals_its_definition():
@@ -427,16 +428,16 @@ def test_fedadam_one_client_equals_its_definition():
 
 
 def test_fedadam_server_theta_steps_equal_their_definition(small_problem, small_data):
-    # server_steps=K: after its Adam step on (ω, θ), the server takes K Adam steps on θ alone along the
+    # theta_steps=K: after its Adam step on (ω, θ), the server takes K Adam steps on θ alone along the
     # θ-direction at ω_{t+1} (learning rate theta_lr, its own Adam state kept across rounds), as FedMM-OT's.
     problem = TransportProblem(2, hidden_sizes=[6, 5], batch_size=None)
     rng = np.random.default_rng(5)
     x, y = rng.standard_normal((30, 2)), rng.standard_normal((25, 2)) - 1.0
     lr, server_lr, theta_lr, K, T = 0.05, 0.01, 0.02, 3, 3
     omega, theta = problem.init(2, identity_steps=50)
-    h = FedAdam(problem, local_lr=lr, server_lr=server_lr, server_steps=K, theta_lr=theta_lr).run(
+    h = FedAdam(problem, local_lr=lr, server_lr=server_lr, theta_steps=K, theta_lr=theta_lr).run(
         [x], T, target=y, seed=2, init=(omega, theta))
-    assert h.config["server_steps"] == K and h.config["theta_lr"] == theta_lr
+    assert h.config["theta_steps"] == K and h.config["theta_lr"] == theta_lr
     project = problem.potential.project
     n = problem.n_params
     params = np.concatenate([omega, theta])
@@ -456,7 +457,7 @@ def test_fedadam_server_theta_steps_equal_their_definition(small_problem, small_
     np.testing.assert_allclose(h.state["theta"], params[n:], rtol=1e-9, atol=1e-12)
     # The θ-steps' Adam state is part of the server's state: restoring it replays a round bit for bit.
     datas, target = small_data
-    server, clients = FedAdam(small_problem, server_steps=2, identity_steps=0).build(datas, target=target, seed=1)
+    server, clients = FedAdam(small_problem, theta_steps=2, identity_steps=0).build(datas, target=target, seed=1)
     payloads = {i: clients[i].step(server.broadcast(0)) for i in server.select(0)}
     saved = server.export_state().to_arrays()
     assert {k for k in saved if k.startswith("theta_adam_")} == {"theta_adam_0", "theta_adam_1", "theta_adam_2"}
@@ -468,8 +469,8 @@ def test_fedadam_server_theta_steps_equal_their_definition(small_problem, small_
         np.testing.assert_array_equal(v, first[k], err_msg=k)
     assert not any(k.startswith("theta_adam_") for k in FedAdam(small_problem).build(
         datas, target=target, seed=1, init=(server.omega, server.theta))[0].export_state().to_arrays())
-    with pytest.raises(ValueError, match="server_steps"):
-        FedAdam(small_problem, server_steps=-1)
+    with pytest.raises(ValueError, match="theta_steps"):
+        FedAdam(small_problem, theta_steps=-1)
     with pytest.raises(ValueError, match="theta_lr"):
         FedAdam(small_problem, theta_lr=0.0)
 
@@ -478,7 +479,7 @@ def test_fedadam_server_theta_steps_equal_their_definition(small_problem, small_
 def _full_config(problem, **kw):
     return FedMMOT(problem, clients_per_round=3, control_variate_step=0.5, step=0.8, omega_step="sgd", local_steps=2,
                    local_lr=0.05,
-                   server_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20, **kw)
+                   theta_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20, **kw)
 
 
 def test_same_seed_same_history(small_problem, small_data):
@@ -510,7 +511,7 @@ def test_participation_rules(small_problem, small_data):
         datas, 6, target=target, seed=0)
     assert all(len(r["active"]) == 2 for r in h.records)
     T, p = 40, 0.5
-    h = FedMMOT(small_problem, participation_prob=p, identity_steps=0, local_lr=0.01, server_steps=0).run(
+    h = FedMMOT(small_problem, participation_prob=p, identity_steps=0, local_lr=0.01, theta_steps=0).run(
         datas, T, target=target, seed=0)
     counts = np.array([len(r["active"]) for r in h.records])
     # mean of T Binomial(4, p) counts: within 4 standard deviations of 4p
@@ -536,7 +537,7 @@ def test_default_control_variate_step_is_positive_and_cancels_with_full_particip
     datas, target = small_data
     assert FedMMOT(small_problem).control_variate_step > 0
     init = small_problem.init(0)
-    runs = {a: FedMMOT(small_problem, control_variate_step=a, server_steps=2).run(datas, 12, target=target,
+    runs = {a: FedMMOT(small_problem, control_variate_step=a, theta_steps=2).run(datas, 12, target=target,
                                                                                   seed=2, init=init)
             for a in (0.0, FedMMOT(small_problem).control_variate_step)}
     h0, h1 = runs.values()
@@ -545,7 +546,7 @@ def test_default_control_variate_step_is_positive_and_cancels_with_full_particip
         assert np.abs(h1.state[key] - init[0]).max() > 1e-3  # the run moved
         np.testing.assert_allclose(h1.state[key], h0.state[key], rtol=0, atol=1e-12)
     # ... while with sampled clients α matters (the control variates no longer cancel).
-    sampled = {a: FedMMOT(small_problem, control_variate_step=a, clients_per_round=2, server_steps=2).run(
+    sampled = {a: FedMMOT(small_problem, control_variate_step=a, clients_per_round=2, theta_steps=2).run(
         datas, 12, target=target, seed=2, init=init).state["omega"] for a in (0.0, 0.5)}
     assert np.abs(sampled[0.0] - sampled[0.5]).max() > 1e-6
 
@@ -559,13 +560,13 @@ def test_defaults_are_the_ot_experiments_settings():
     assert problem.batch_size == DEFAULTS["batch_size"] == 128
     assert fedmm.batch_size == fedadam.batch_size == 128
     assert fedmm.local_lr == fedadam.local_lr == DEFAULTS["local_lr"] == 0.003
-    assert fedmm.server_steps == DEFAULTS["server_steps"] == 30
-    assert fedmm.server_lr == DEFAULTS["server_lr"]
+    assert fedmm.theta_steps == DEFAULTS["theta_steps"] == 30
+    assert fedmm.theta_lr == fedadam.theta_lr == DEFAULTS["theta_lr"] == 1e-3
     assert fedmm.omega_step == DEFAULTS["omega_step"] == "adam"
     assert problem.cycle_weight == DEFAULTS["cycle_weight"] and problem.conjugate_step == DEFAULTS["conjugate_step"]
     # the tuned steps (docs/figures/README.md): γ = 9e-3 at every d, FedAdam's lr 3e-3 at d = 32 and 64
     assert fedmm.schedule(1) == 9e-3 and FedMMOT(problem, omega_step="sgd").schedule(1) == 1.0
-    assert fedadam.server_lr == 3e-3 and fedadam.server_steps == 0
+    assert fedadam.server_lr == 3e-3 and fedadam.theta_steps == 0
 
 def test_server_validates_payloads_before_changing_state(small_problem, small_data):
     datas, target = small_data
@@ -613,7 +614,7 @@ class _AbsurdClient:
 
 def _failing_step_algorithms(problem):
     # FedMM-OT's θ-steps and Adam's moments overflow; FedAdam's moments overflow
-    return [FedMMOT(problem, identity_steps=0, server_steps=2, omega_step="sgd", step=0.8, control_variate_step=0.5,
+    return [FedMMOT(problem, identity_steps=0, theta_steps=2, omega_step="sgd", step=0.8, control_variate_step=0.5,
                     clients_per_round=3),
             FedAdam(problem, identity_steps=0, server_lr=0.01)]
 
@@ -695,7 +696,7 @@ def test_a_client_whose_messages_make_the_ot_step_fail_is_dropped_and_the_run_go
 def test_adaptive_omega_step_state_round_trip(small_problem, small_data):
     # The server's Adam state on ω is part of its state: restoring it replays a round bit for bit.
     datas, target = small_data
-    algo = FedMMOT(small_problem, omega_step="adam", step=0.01, identity_steps=0, server_steps=1)
+    algo = FedMMOT(small_problem, omega_step="adam", step=0.01, identity_steps=0, theta_steps=1)
     server, clients = algo.build(datas, target=target, seed=4)
     for c in clients:
         c.setup(server.setup_message())
@@ -753,7 +754,7 @@ problem = TransportProblem(2, hidden_sizes=[8, 8], batch_size=16)
 with local_ray(num_cpus=2):  # Ray starts before JAX runs in this process
     for algo in (FedMMOT(problem, clients_per_round=3, control_variate_step=0.5, step=0.8, omega_step="sgd",
                          local_steps=2, local_lr=0.05,
-                         server_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20),
+                         theta_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20),
                  FedAdam(problem, clients_per_round=3, server_lr=0.01, identity_steps=20)):
         got = algo.run(datas, 3, target=target, seed=4, runtime=RayRuntime(1))
         ref = algo.run(datas, 3, target=target, seed=4)
@@ -822,6 +823,39 @@ def test_the_ot_parties_keep_the_model_as_model(small_problem, small_data):
         server = algo.remote_server(len(datas), descriptions=descriptions, seed=0, public_data=target)
         assert server.model is small_problem and server.steps.model is small_problem
         assert not hasattr(server, "problem") and not hasattr(server.steps, "problem")
+
+
+def test_one_name_for_the_server_theta_steps_in_both_classes(small_problem, small_data):
+    # theta_steps/theta_lr: the server's Adam steps on θ in FedMM-OT and FedAdam alike; server_lr: only
+    # FedAdam's Adam step on the averaged (ω, θ) update (FedMM-OT's server step on ω is `step`).
+    from fedmm.algorithms.ot import OTSteps
+
+    datas, target = small_data
+    for cls in (FedMMOT, FedAdam):
+        algo = cls(small_problem, theta_steps=4, theta_lr=0.02, identity_steps=0)
+        assert (algo.theta_steps, algo.theta_lr) == (4, 0.02)
+        assert algo.config()["theta_steps"] == 4 and algo.config()["theta_lr"] == 0.02
+        assert "server_steps" not in algo.config() and not hasattr(algo, "server_steps")
+        server = algo.build(datas, target=target, seed=0)[0]
+        assert server.theta_steps == 4
+    fedmm_server = FedMMOT(small_problem, theta_lr=0.02, identity_steps=0).build(datas, target=target, seed=0)[0]
+    assert fedmm_server.steps.lr == 0.02  # FedMM-OT's steps: its θ-steps' rate
+    fedadam = FedAdam(small_problem, server_lr=0.05, theta_steps=2, theta_lr=0.02, identity_steps=0)
+    assert fedadam.config()["server_lr"] == 0.05 and "server_lr" not in FedMMOT(small_problem).config()
+    server = fedadam.build(datas, target=target, seed=0)[0]
+    assert (server.steps.lr, server.theta_lr) == (0.05, 0.02)  # the step on (ω, θ), the θ-steps
+    with pytest.raises(TypeError, match="server_lr"):
+        FedMMOT(small_problem, server_lr=1e-3)
+    for cls in (FedMMOT, FedAdam):
+        with pytest.raises(TypeError, match="server_steps"):
+            cls(small_problem, server_steps=3)
+    # OTSteps(lr=) was OTSteps(server_lr=): a copy pickled before the rename still loads
+    steps = OTSteps(small_problem, lr=0.02, b1=0.9, b2=0.999, eps=1e-8)
+    old = steps.__getstate__()
+    old["server_lr"] = old.pop("lr")
+    loaded = OTSteps.__new__(OTSteps)
+    loaded.__setstate__(old)
+    assert loaded.lr == 0.02 and not hasattr(loaded, "server_lr")
 
 
 @pytest.mark.parametrize("cls", [FedMMOT, FedAdam])

@@ -29,7 +29,7 @@ def data():
 
 
 def _algorithms(problem, device=None):
-    return [FedMMOT(problem, clients_per_round=2, control_variate_step=0.5, server_steps=3, local_lr=0.02,
+    return [FedMMOT(problem, clients_per_round=2, control_variate_step=0.5, theta_steps=3, local_lr=0.02,
                     identity_steps=10, device=device),
             FedAdam(problem, participation_prob=0.7, server_lr=0.01, local_lr=0.02, identity_steps=10,
                     device=device)]

@@ -188,6 +188,8 @@ def test_config_file_is_typed_before_the_command_line(tmp_path, capsys):
     (["experiment", "fig1", "--objective-every", "4"], "--objective-every", "--evaluate-every", "evaluate_every", 4),
     (["experiment", "ot", "--eval-every", "4"], "--eval-every", "--evaluate-every", "evaluate_every", 4),
     (["experiment", "ot-ablation", "--eval-every", "4"], "--eval-every", "--evaluate-every", "evaluate_every", 4),
+    (["experiment", "ot", "--server-steps", "7"], "--server-steps", "--theta-steps", "theta_steps", 7),
+    (["experiment", "ot", "--server-lr", "0.02"], "--server-lr", "--theta-lr", "theta_lr", 0.02),
     (["experiment", "ablation", "--eta-sweep", "0,0.2"], "--eta-sweep", "--ridge-sweep", "ridge_sweep", (0.0, 0.2)),
     (["experiment", "ablation", "--alpha", "0.1"], "--alpha", "--control-variate-step", "control_variate_step", 0.1),
     (["experiment", "fedmls", "--batch-fraction", "0.5"], "--batch-fraction", "--batch-size", "batch_size", 0.5),

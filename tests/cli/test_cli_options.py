@@ -192,6 +192,8 @@ def test_a_config_list_is_the_same_comma_separated_value(command, toml, dest, va
     (("experiment", "fig1"), "alpha = 0.2", "control_variate_step", 0.2),
     (("experiment", "ablation"), "eta_sweep = [0.0, 0.5]", "ridge_sweep", (0.0, 0.5)),
     (("experiment", "fedmls"), "step_grid = 0.01\nbatch_fraction = 0.5", "local_lr_grid", (0.01,)),
+    (("experiment", "ot"), "server_steps = 7\nserver_lr = 0.02", "theta_steps", 7),
+    (("experiment", "ot"), "server_lr = 0.02", "theta_lr", 0.02),
 ])
 def test_a_config_key_of_the_old_vocabulary_is_read_with_a_note(command, toml, dest, value, tmp_path, capsys):
     config = tmp_path / "c.toml"

@@ -40,15 +40,15 @@ def test_tiny_ablation_writes_runs_table_and_figure(tiny_run):
         assert {f"d=4/{arm}(step=0.001)/seed=1", f"d=4/{arm}(step=0.01)/seed=1"} <= set(runs)
     # what each arm is: Algorithm 3's SGD step, Adam on ω, θ-steps, FedAdam's θ budget
     assert runs["d=4/alg3/seed=1"].config["omega_step"] == "sgd"
-    assert runs["d=4/alg3/seed=1"].config["server_steps"] == 1
+    assert runs["d=4/alg3/seed=1"].config["theta_steps"] == 1
     assert runs["d=4/adam-omega/seed=1"].config["omega_step"] == "adam"
-    assert runs["d=4/adam-omega/seed=1"].config["server_steps"] == 1
-    assert runs["d=4/adam-omega-theta/seed=1"].config["server_steps"] == 4
-    assert runs["d=4/fedadam/seed=1"].config["server_steps"] == 0
-    assert runs["d=4/fedadam-theta/seed=1"].config["server_steps"] == 4
+    assert runs["d=4/adam-omega/seed=1"].config["theta_steps"] == 1
+    assert runs["d=4/adam-omega-theta/seed=1"].config["theta_steps"] == 4
+    assert runs["d=4/fedadam/seed=1"].config["theta_steps"] == 0
+    assert runs["d=4/fedadam-theta/seed=1"].config["theta_steps"] == 4
     # centralized: one client with all 2 x 30 samples, 2 iterations per round with 4 / 2 θ-steps each
     central = runs["d=4/central/seed=1"]
-    assert central.config["n_clients"] == 1 and len(central) == 3 * 2 and central.config["server_steps"] == 2
+    assert central.config["n_clients"] == 1 and len(central) == 3 * 2 and central.config["theta_steps"] == 2
     for arm in ARMS:
         if arm != "central":
             assert runs[f"d=4/{arm}/seed=1"].config["n_clients"] == 2 and len(runs[f"d=4/{arm}/seed=1"]) == 3

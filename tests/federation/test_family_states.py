@@ -188,7 +188,7 @@ def _ot_algorithms():
     return {"FedMMOT": lambda m: FedMMOT(m, compressor=StochasticRounding(bits=8), participation_prob=0.7,
                                          omega_step="sgd"),
             "FedMMOT-adam": lambda m: FedMMOT(m, omega_step="adam"),
-            "FedAdam": lambda m: FedAdam(m, server_steps=2)}
+            "FedAdam": lambda m: FedAdam(m, theta_steps=2)}
 
 
 def _ot_parties(ot_case, name, n_rounds):

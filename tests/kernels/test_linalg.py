@@ -20,23 +20,23 @@ def _statistics(rng, p, K, b=None, rank_deficient=False):
     return H @ H.T / b, Z @ H.T / b
 
 
-@pytest.mark.parametrize("p, K, eta", [(10, 4, 0.2), (64, 15, 0.2), (30, 50, 0.1)])
-def test_ridge_update_equals_dense_solve(p, K, eta):
+@pytest.mark.parametrize("p, K, ridge", [(10, 4, 0.2), (64, 15, 0.2), (30, 50, 0.1)])
+def test_ridge_update_equals_dense_solve(p, K, ridge):
     rng = np.random.default_rng(0)
     A, B = _statistics(rng, p, K, b=2 * K)
-    D = dictionary_update(A, B, eta=eta)
-    reference = np.linalg.solve(A + 2 * eta * np.eye(K), B.T).T
+    D = dictionary_update(A, B, ridge=ridge)
+    reference = np.linalg.solve(A + 2 * ridge * np.eye(K), B.T).T
     np.testing.assert_allclose(D, reference, rtol=1e-12, atol=1e-12 * np.abs(reference).max())
-    # the gradient of the surrogate vanishes: D (A + 2 eta I) = B
-    np.testing.assert_allclose(D @ (A + 2 * eta * np.eye(K)), B, atol=1e-12)
+    # the gradient of the surrogate vanishes: D (A + 2 ridge I) = B
+    np.testing.assert_allclose(D @ (A + 2 * ridge * np.eye(K)), B, atol=1e-12)
 
 
 def test_ridge_update_singular_raises_linalgerror():
     rng = np.random.default_rng(1)
     A, B = _statistics(rng, 8, 5, rank_deficient=True)
     with pytest.raises(np.linalg.LinAlgError, match="positive definite"):
-        dictionary_update(A, B, eta=0.0)
-    dictionary_update(A, B, eta=0.1)  # regularized: fine
+        dictionary_update(A, B, ridge=0.0)
+    dictionary_update(A, B, ridge=0.1)  # regularized: fine
 
 
 @pytest.mark.parametrize("rank_deficient", [False, True])
@@ -68,13 +68,13 @@ def test_unit_norm_update_monotone_and_feasible(rank_deficient):
     assert dictionary_surrogate(D_conv, A, B) <= values[-1] + 1e-12
 
 
-def test_unit_norm_with_eta_and_inactive_constraint_matches_ridge():
+def test_unit_norm_with_ridge_and_inactive_constraint_matches_ridge():
     rng = np.random.default_rng(3)
     A, B = _statistics(rng, 10, 5)
     B *= 1e-3  # tiny columns: the norm constraint is inactive
-    D = dictionary_update(A, B, np.zeros((10, 5)), constraint="unit_norm", eta=0.3, tol=1e-14,
+    D = dictionary_update(A, B, np.zeros((10, 5)), constraint="unit_norm", ridge=0.3, tol=1e-14,
                           max_iter=100_000)
-    np.testing.assert_allclose(D, dictionary_update(A, B, eta=0.3), atol=1e-12)
+    np.testing.assert_allclose(D, dictionary_update(A, B, ridge=0.3), atol=1e-12)
 
 
 def test_dictionary_update_bad_inputs():
@@ -83,8 +83,10 @@ def test_dictionary_update_bad_inputs():
         dictionary_update(np.eye(2), B)
     with pytest.raises(ValueError, match="'constraint'"):
         dictionary_update(A, B, constraint="l1")
-    with pytest.raises(ValueError, match="'eta'"):
-        dictionary_update(A, B, eta=-1.0)
+    with pytest.raises(ValueError, match="'ridge'"):
+        dictionary_update(A, B, ridge=-1.0)
+    with pytest.raises(TypeError, match="eta"):  # the kernels say 'ridge', as DictionaryLearning does
+        dictionary_update(A, B, eta=0.1)
     with pytest.raises(ValueError, match="'D0' of shape"):
         dictionary_update(A, B, np.ones((3, 3)), constraint="unit_norm")
     with pytest.raises(ValueError, match="'B' to contain only finite"):
@@ -199,10 +201,10 @@ def test_linalg_threads_equal_serial():
     rng = np.random.default_rng(5)
     mats = [rng.standard_normal((40, 40)) for _ in range(8)]
     stats = [_statistics(rng, 30, 12) for _ in range(8)]
-    serial = [project_psd(m) for m in mats], [dictionary_update(A, B, eta=0.2) for A, B in stats]
+    serial = [project_psd(m) for m in mats], [dictionary_update(A, B, ridge=0.2) for A, B in stats]
     with ThreadPoolExecutor(max_workers=4) as pool:
         parallel = (list(pool.map(project_psd, mats)),
-                    list(pool.map(lambda s: dictionary_update(*s, eta=0.2), stats)))
+                    list(pool.map(lambda s: dictionary_update(*s, ridge=0.2), stats)))
     for a, b in zip(serial[0] + serial[1], parallel[0] + parallel[1]):
         np.testing.assert_array_equal(a, b)
 

@@ -265,8 +265,8 @@ COUNTS = [
     ("dictionary_model.max_iter", "max_iter", lambda n: kernels.dictionary_model(2, 2, 0.1, max_iter=n)),
     ("LocalRuntime.run.n_rounds", "n_rounds", lambda n: LocalRuntime().run(None, [], n, history=None)),
     ("FedMMOT.local_steps", "local_steps", lambda n: FedMMOT(TransportProblem(2, hidden_sizes=[4]), local_steps=n)),
-    ("FedMMOT.server_steps", "server_steps",
-     lambda n: FedMMOT(TransportProblem(2, hidden_sizes=[4]), server_steps=n)),
+    ("FedMMOT.theta_steps", "theta_steps",
+     lambda n: FedMMOT(TransportProblem(2, hidden_sizes=[4]), theta_steps=n)),
     ("FedAdam.identity_steps", "identity_steps",
      lambda n: FedAdam(TransportProblem(2, hidden_sizes=[4]), identity_steps=n)),
     ("FedMMOT.run.n_rounds", "n_rounds",
@@ -424,18 +424,19 @@ TABLE = [
     ("FedMMOT", _ot(FedMMOT), dict(
         model=[None, "x"], control_variate_step=REAL_BAD + [-1.0, 2.0, 1e308], step=REAL_BAD + [0.0],
                                    local_steps=COUNT_BAD + [0],
-        local_lr=REAL_BAD + [0.0], server_steps=COUNT_BAD, server_lr=REAL_BAD + [0.0], b1=REAL_BAD + [1.0],
+        local_lr=REAL_BAD + [0.0], theta_steps=COUNT_BAD, theta_lr=REAL_BAD + [0.0], b1=REAL_BAD + [1.0],
         b2=REAL_BAD + [1.0], eps=REAL_BAD + [0.0], batch_size=INT_BAD + [0], target_batch_size=INT_BAD + [0],
         identity_steps=COUNT_BAD, n_threads=INT_BAD + [0], omega_step=CHOICE_BAD, weights=["x", [NAN], [-1.0]],
         compressor=["x"], clients_per_round=INT_BAD + [0], participation_prob=REAL_BAD + [0.0]),
-     dict(server_steps=[0], batch_size=[BIG])),
+     dict(theta_steps=[0], batch_size=[BIG])),
     ("FedMMOT.run", _ot(FedMMOT, run=True), dict(
         datas=[None, [], "x", [np.ones((3, 3))] * 2, [np.full((3, 2), NAN)] * 2], n_rounds=COUNT_BAD,
         target=[None, "x", np.ones((3, 3)), np.full((3, 2), NAN)], init=["x", (np.ones(2), np.ones(2))],
         evaluate=["x"], evaluate_every=INT_BAD + [0], runtime=["bogus"], on_client_error=CHOICE_BAD,
         callback=["x"], seed=[-1, "x"]), {}),
     ("FedAdam", _ot(FedAdam), dict(
-        local_steps=COUNT_BAD + [0], local_lr=REAL_BAD + [0.0], server_lr=REAL_BAD + [0.0], b1=REAL_BAD + [1.0],
+        local_steps=COUNT_BAD + [0], local_lr=REAL_BAD + [0.0], server_lr=REAL_BAD + [0.0],
+        theta_steps=COUNT_BAD, theta_lr=REAL_BAD + [0.0], b1=REAL_BAD + [1.0],
         b2=REAL_BAD + [1.0], eps=REAL_BAD + [0.0], batch_size=INT_BAD + [0], identity_steps=COUNT_BAD,
         n_threads=INT_BAD + [0], weights=["x"], compressor=["x"]), {}),
     ("FedAdam.run", _ot(FedAdam, run=True), dict(n_rounds=COUNT_BAD, runtime=["bogus"], on_client_error=CHOICE_BAD,
@@ -596,7 +597,7 @@ TABLE = [
     ("dictionary_update", _kw(kernels.dictionary_update, A=np.eye(3), B=np.ones((4, 3))), dict(
         A=ARRAY_BAD + [np.ones((2, 2))], B=ARRAY_BAD + [np.ones((4, 2))], D0=["x", np.ones((4, 2)),
                                                                             np.full((4, 3), NAN)],
-        constraint=CHOICE_BAD, eta=NONNEG_BAD, tol=NONNEG_BAD, max_iter=COUNT_BAD + [0]), dict(eta=[1e308])),
+        constraint=CHOICE_BAD, ridge=NONNEG_BAD, tol=NONNEG_BAD, max_iter=COUNT_BAD + [0]), dict(ridge=[1e308])),
     ("project_psd", _kw(kernels.project_psd, A=np.eye(3)), dict(
         A=ARRAY_BAD[:4] + [np.ones(0), np.ones((2, 3)), np.ones((2, 2, 2, 2))],
         out=["x", np.ones((2, 2)), np.ones((3, 3), dtype=np.float32)]),
@@ -623,7 +624,7 @@ TABLE = [
         payload=[b"", None, "x", 3, b"\0" * 40], out=["x", np.ones(3), np.ones(8, dtype=np.float32)]), {}),
     ("wire_header", kernels.wire_header, dict(payload=[b"", None, "x", 3, b"\0" * 31]), {}),
     ("dictionary_model", _kw(kernels.dictionary_model, n_features=3, n_components=2, lam=0.1), dict(
-        n_features=INT_BAD + [0], n_components=INT_BAD + [0], lam=REAL_BAD + [0.0], eta=NONNEG_BAD, tol=NONNEG_BAD,
+        n_features=INT_BAD + [0], n_components=INT_BAD + [0], lam=REAL_BAD + [0.0], ridge=NONNEG_BAD, tol=NONNEG_BAD,
         max_iter=COUNT_BAD + [0], method=CHOICE_BAD), dict(n_features=[BIG], n_components=[BIG])),
     ("gaussian_mixture_model", _kw(kernels.gaussian_mixture_model, n_components=2, n_features=2), dict(
         n_components=INT_BAD + [0], n_features=INT_BAD + [0], covariance=CHOICE_BAD, reg_covar=NONNEG_BAD,

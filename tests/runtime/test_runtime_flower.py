@@ -680,7 +680,7 @@ runs = [
     # FedMM-OT: 2 of 3 clients per round, control variates (alpha > 0), 8-bit stochastic rounding; two
     # strategies in turn in one Flower run (seeds 4, 6): the second ignores the client state of the first
     (FedMMOT(problem, clients_per_round=2, control_variate_step=0.5, step=0.8, omega_step="sgd", local_steps=2,
-             local_lr=0.05, server_steps=2,
+             local_lr=0.05, theta_steps=2,
              compressor=StochasticRounding(bits=8), identity_steps=20), [4, 6], []),
     # FedAdam: every client, client 2 sends NaN payloads: dropped with the server's reason, as in process
     (FedAdam(problem, server_lr=0.01, local_lr=0.05, identity_steps=20,

@@ -124,17 +124,18 @@ class OTSteps:
     Parameters
     ----------
     model : TransportProblem
-    server_lr, b1, b2, eps : float
-        The server's Adam (``optax.adam(server_lr, b1, b2, eps)``).
+    lr, b1, b2, eps : float
+        Adam's hyper-parameters (``optax.adam(lr, b1, b2, eps)``): ``lr`` is the learning
+        rate of :meth:`theta_adam` and :meth:`adam_step` unless a call gives its own.
     device : jax.Device, str or None
         Where the steps run (:func:`fedmm.models.ot.check_device`); pickled as its platform
         and index, and looked up again where it is unpickled.
     """
 
-    def __init__(self, model: TransportProblem, *, server_lr: float, b1: float, b2: float, eps: float,
+    def __init__(self, model: TransportProblem, *, lr: float, b1: float, b2: float, eps: float,
                  device: Any = None) -> None:
         self.model = model
-        self.server_lr, self.b1, self.b2, self.eps = server_lr, b1, b2, eps
+        self.lr, self.b1, self.b2, self.eps = lr, b1, b2, eps
         self.device = check_device(device)
         self._adam_treedef: Any = None
 
@@ -148,6 +149,8 @@ class OTSteps:
 
     def __setstate__(self, state: dict) -> None:
         state = {"device": None, **state, "_adam_treedef": None}  # also a copy pickled before 'device' existed
+        if "server_lr" in state:  # a copy pickled before 'server_lr' became 'lr'
+            state["lr"] = state.pop("server_lr")
         device = state["device"]
         if isinstance(device, tuple):
             jax, _ = require_jax()
@@ -163,8 +166,8 @@ class OTSteps:
         """The context of every step: float64 (:func:`fedmm.models.ot.x64`) on :attr:`device`."""
         return x64(self.device)
 
-    def _hyper(self) -> tuple[float, float, float, float]:
-        return self.server_lr, self.b1, self.b2, self.eps
+    def _hyper(self, lr: float | None = None) -> tuple[float, float, float, float]:
+        return (self.lr if lr is None else float(lr)), self.b1, self.b2, self.eps
 
     def _build(self, name: str) -> Any:
         jax, jnp = require_jax()
@@ -266,14 +269,14 @@ class OTSteps:
         return [np.array(leaf, copy=True) for leaf in jax.tree_util.tree_leaves(state)]
 
     def theta_adam(self, omega: np.ndarray, theta: np.ndarray, adam: Sequence[np.ndarray],
-                   ys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+                   ys: np.ndarray, lr: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         """``len(ys)`` Adam steps along the θ-direction (target minibatches ``ys[k]``), each followed by ``Π``.
 
         The θ-direction is :meth:`TransportProblem.grad_theta` (``λ ∇_θ R_Q`` by default, ``∇_θ W`` with
-        ``conjugate_step='joint'``).
+        ``conjugate_step='joint'``).  ``lr``: the steps' learning rate (default :attr:`lr`).
         """
         with self.on_device():
-            theta_new, state = self._fn("theta_adam")(omega, theta, self._state(adam), ys, self._hyper())
+            theta_new, state = self._fn("theta_adam")(omega, theta, self._state(adam), ys, self._hyper(lr))
             return np.asarray(theta_new, dtype=np.float64), self._leaves(state)
 
     def adam_step(self, params: np.ndarray, adam: Sequence[np.ndarray], direction: np.ndarray,
@@ -281,10 +284,9 @@ class OTSteps:
         """One Adam step along ``direction`` (the gradient is ``−direction``) on ``ω`` or on ``(ω, θ)``
         (``params`` of length ``n_params`` or ``2 n_params``), then ``Π`` (or ``Π × Π``).
 
-        ``lr``: the step's learning rate (default ``server_lr``)."""
-        hyper = self._hyper() if lr is None else (float(lr), self.b1, self.b2, self.eps)
+        ``lr``: the step's learning rate (default :attr:`lr`)."""
         with self.on_device():
-            p, state = self._fn("adam_step")(params, self._state(adam), direction, hyper)
+            p, state = self._fn("adam_step")(params, self._state(adam), direction, self._hyper(lr))
             return np.asarray(p, dtype=np.float64), self._leaves(state)
 
 
@@ -533,14 +535,15 @@ class OTServer(_OTServerBase):
     of the ``ω`` updates).  Round ``t``: ``H = V_t + p⁻¹ Σ μ_i Quant(Δ_i)``,
     ``ω_{t+1} = Π(ω_t + γ_{t+1} H)`` (``omega_step='sgd'``) or one Adam step of
     learning rate ``γ_{t+1}`` fed the gradient ``−H``, then projected
-    (``'adam'``), then ``server_steps`` Adam steps on
+    (``'adam'``), then ``theta_steps`` Adam steps on
     ``θ ↦ W(ω_{t+1}, θ)`` (along the problem's θ-direction,
-    :meth:`TransportProblem.grad_theta`) with target minibatches (each projected on ``Θ``), and
+    :meth:`TransportProblem.grad_theta`; learning rate ``steps.lr``) with target minibatches
+    (each projected on ``Θ``), and
     ``V_{t+1} = V_t + (α/p) Σ μ_i Quant(Δ_i)``.
     """
 
     def __init__(self, steps: OTSteps, n_clients: int, *, weights: np.ndarray, p: float, count: int | None,
-                 schedule: StepSchedule, control_variate_step: float, server_steps: int, target: np.ndarray,
+                 schedule: StepSchedule, control_variate_step: float, theta_steps: int, target: np.ndarray,
                  target_batch_size: int | None, omega: np.ndarray, theta: np.ndarray,
                  seed: np.random.SeedSequence, decoders: Sequence[Any], omega_step: str = "sgd") -> None:
         super().__init__(steps, n_clients, weights=weights, p=p, count=count, omega=omega, theta=theta, seed=seed,
@@ -549,7 +552,7 @@ class OTServer(_OTServerBase):
         self.omega_adam = steps.adam_init(self.size) if self.omega_step == "adam" else None
         self.schedule = schedule
         self.control_variate_step = float(control_variate_step)
-        self.server_steps = int(server_steps)
+        self.theta_steps = int(theta_steps)
         self.target = target
         self.target_batch_size = target_batch_size
         self.target_stream = RoundStream(party_seed(seed, SERVER_PARTY, _TARGET_STREAM))
@@ -588,9 +591,9 @@ class OTServer(_OTServerBase):
         else:
             omega, omega_adam = self.steps.adam_step(self.omega, omega_adam, self.V + acc, lr=gamma)
         theta, adam = self.theta, self.adam
-        if self.server_steps:
+        if self.theta_steps:
             rng = self.target_stream.at(t)
-            ys = self.target[_draw(rng, self.target.shape[0], self.target_batch_size, self.server_steps)]
+            ys = self.target[_draw(rng, self.target.shape[0], self.target_batch_size, self.theta_steps)]
             theta, adam = self.steps.theta_adam(omega, self.theta, self.adam, ys)
         return {"omega": omega, "theta": theta, "V": control_variate_update(self.V, acc, self.control_variate_step),
                 "adam": adam, "omega_adam": omega_adam}
@@ -622,26 +625,25 @@ class FedAdamServer(_OTServerBase):
 
     Round ``t``: ``Δ̄ = p⁻¹ Σ_{active} μ_i Quant(Δ_i)`` (the average pseudo-gradient,
     ``Δ_i = (ω_i − ω_t, θ_i − θ_t)``), one Adam step along ``Δ̄`` (gradient ``−Δ̄``)
-    with the server's learning rate, then the projection onto ``Θ × Θ``; with
-    ``server_steps > 0``, then that many Adam steps on ``θ`` alone, as FedMM-OT's
-    server takes them (``theta_steps``: an :class:`OTSteps` whose ``server_lr`` is their
-    learning rate; target minibatches of ``target_batch_size``; their Adam state carried
-    over rounds).
+    with the server's learning rate (``steps.lr``), then the projection onto ``Θ × Θ``; with
+    ``theta_steps > 0``, then that many Adam steps on ``θ`` alone, as FedMM-OT's
+    server takes them (learning rate ``theta_lr``; target minibatches of ``target_batch_size``;
+    their Adam state carried over rounds).
     """
 
     def __init__(self, steps: OTSteps, n_clients: int, *, weights: np.ndarray, p: float, count: int | None,
                  omega: np.ndarray, theta: np.ndarray, seed: np.random.SeedSequence,
-                 decoders: Sequence[Any], server_steps: int = 0, theta_steps: OTSteps | None = None,
+                 decoders: Sequence[Any], theta_steps: int = 0, theta_lr: float | None = None,
                  target: np.ndarray | None = None, target_batch_size: int | None = None) -> None:
         super().__init__(steps, n_clients, weights=weights, p=p, count=count, omega=omega, theta=theta, seed=seed,
                          decoders=decoders, size=2 * steps.model.n_params)
         self.adam = steps.adam_init(self.size)
-        self.server_steps = int(server_steps)
-        if self.server_steps and (theta_steps is None or target is None):
-            raise ValueError("Expected 'theta_steps' and 'target' with server_steps > 0")
-        self.theta_steps, self.target, self.target_batch_size = theta_steps, target, target_batch_size
+        self.theta_steps = int(theta_steps)
+        if self.theta_steps and (theta_lr is None or target is None):
+            raise ValueError("Expected 'theta_lr' and 'target' with theta_steps > 0")
+        self.theta_lr, self.target, self.target_batch_size = theta_lr, target, target_batch_size
         self.target_stream = RoundStream(party_seed(seed, SERVER_PARTY, _TARGET_STREAM))
-        self.theta_adam = steps.adam_init(steps.model.n_params) if self.server_steps else None
+        self.theta_adam = steps.adam_init(steps.model.n_params) if self.theta_steps else None
 
     def aggregate(self, t: int, payloads: Mapping[int, Any],
                   on_invalid: Callable[[int, str], None] | None = None) -> dict[str, Any]:
@@ -653,26 +655,26 @@ class FedAdamServer(_OTServerBase):
         """
         new = self.server_step(t, payloads, on_invalid)
         omega, theta = new["omega"], new["theta"]
-        record = {"gamma": self.steps.server_lr, "E_omega": squared_distance(omega, self.omega),
+        record = {"gamma": self.steps.lr, "E_omega": squared_distance(omega, self.omega),
                   "E_theta": squared_distance(theta, self.theta)}
         self.omega, self.theta, self.adam, self.theta_adam = omega, theta, new["adam"], new["theta_adam"]
         return record
 
     def step_from(self, t: int, acc: np.ndarray) -> dict[str, Any]:
         """The Adam step along ``acc`` (and the ``θ`` steps) into new arrays: ``omega``, ``theta``, ``adam``
-        and ``theta_adam`` (None without ``server_steps``)."""
+        and ``theta_adam`` (None without ``theta_steps``)."""
         n = self.model.n_params
         params, adam = self.steps.adam_step(np.concatenate([self.omega, self.theta]), self.adam, acc)
         omega, theta = params[:n], params[n:]
         theta_adam = self.theta_adam
-        if self.server_steps:
+        if self.theta_steps:
             rng = self.target_stream.at(t)
-            ys = self.target[_draw(rng, self.target.shape[0], self.target_batch_size, self.server_steps)]
-            theta, theta_adam = self.theta_steps.theta_adam(omega, theta, theta_adam, ys)
+            ys = self.target[_draw(rng, self.target.shape[0], self.target_batch_size, self.theta_steps)]
+            theta, theta_adam = self.steps.theta_adam(omega, theta, theta_adam, ys, lr=self.theta_lr)
         return {"omega": omega, "theta": theta, "adam": adam, "theta_adam": theta_adam}
 
     def export_state(self) -> OTServerState:
-        """``omega``, ``theta`` and the Adam state (``adam``; with ``server_steps``, also ``theta_adam``) as a
+        """``omega``, ``theta`` and the Adam state (``adam``; with ``theta_steps``, also ``theta_adam``) as a
         frozen value (read-only copies)."""
         return OTServerState(omega=self.omega, theta=self.theta, adam=tuple(self.adam),
                              theta_adam=None if self.theta_adam is None else tuple(self.theta_adam))
@@ -685,7 +687,7 @@ class FedAdamServer(_OTServerBase):
                 raise ValueError(f"Expected a FedAdamServer state without {name!r} (FedMM-OT's), got one")
         if (state.theta_adam is None) != (self.theta_adam is None):
             raise ValueError(f"Expected a FedAdamServer state {'without' if self.theta_adam is None else 'with'} "
-                             f"'theta_adam' (server_steps={self.server_steps})")
+                             f"'theta_adam' (theta_steps={self.theta_steps})")
         theta_adam = None if self.theta_adam is None else _adam_leaves(state.theta_adam, "theta_adam", self.theta_adam)
         adam = _adam_leaves(state.adam, "adam", self.adam)
         self.omega, self.theta, self.adam, self.theta_adam = values["omega"], values["theta"], adam, theta_adam
@@ -748,7 +750,8 @@ class _FederatedOT(FederatedAlgorithm):
         "weights": Rule(_check_weights, "None or non-negative numbers, one per client"),
         "identity_steps": Integer(0, count=True),
         "n_threads": Integer(1),
-        "server_lr": Real(0.0, low_open=True),
+        "theta_steps": Integer(0, count=True),
+        "theta_lr": Real(0.0, low_open=True),
         "b1": Real(0.0, 1.0, high_open=True),
         "b2": Real(0.0, 1.0, high_open=True),
         "eps": Real(0.0, low_open=True),
@@ -757,7 +760,10 @@ class _FederatedOT(FederatedAlgorithm):
     def _common(self, model: TransportProblem, clients_per_round: int | None, participation_prob: float | None,
                 compressor: Any, local_steps: int, local_lr: float, batch_size: int | None,
                 target_batch_size: int | None, weights: Sequence[float] | None, identity_steps: int,
-                n_threads: int, server_lr: float, b1: float, b2: float, eps: float, device: Any = None) -> None:
+                n_threads: int, theta_steps: int, theta_lr: float, b1: float, b2: float, eps: float,
+                device: Any = None, steps_lr: float | None = None) -> None:
+        """Check and set the shared parameters; :attr:`steps` takes Adam steps at ``steps_lr`` (FedAdam's
+        checked ``server_lr``), by default at ``theta_lr`` (FedMM-OT's θ-steps)."""
         self.set_parameters(model=model)
         self.clients_per_round, self.participation_prob = check_participation(clients_per_round,
                                                                                participation_prob)
@@ -767,8 +773,9 @@ class _FederatedOT(FederatedAlgorithm):
         if self.target_batch_size is None:
             self.target_batch_size = self.batch_size
         self.set_parameters(weights=weights, identity_steps=identity_steps, n_threads=n_threads,
-                            server_lr=server_lr, b1=b1, b2=b2, eps=eps)
-        self.steps = OTSteps(model, server_lr=self.server_lr, b1=self.b1, b2=self.b2, eps=self.eps, device=device)
+                            theta_steps=theta_steps, theta_lr=theta_lr, b1=b1, b2=b2, eps=eps)
+        self.steps = OTSteps(model, lr=self.theta_lr if steps_lr is None else steps_lr, b1=self.b1, b2=self.b2,
+                             eps=self.eps, device=device)
 
     @property
     def device(self) -> Any:
@@ -783,8 +790,8 @@ class _FederatedOT(FederatedAlgorithm):
                 "compressor": [repr(c) for c in comp] if isinstance(comp, (list, tuple)) else repr(comp),
                 "local_steps": self.local_steps, "local_lr": self.local_lr, "batch_size": self.batch_size,
                 "target_batch_size": self.target_batch_size, "identity_steps": self.identity_steps,
-                "server_lr": self.server_lr, "b1": self.b1, "b2": self.b2, "eps": self.eps,
-                "n_threads": self.n_threads, "device": device_info(self.steps.device)}
+                "theta_steps": self.theta_steps, "theta_lr": self.theta_lr, "b1": self.b1, "b2": self.b2,
+                "eps": self.eps, "n_threads": self.n_threads, "device": device_info(self.steps.device)}
 
     # -- validation ----------------------------------------------------------------
     def _check_datas(self, datas: Sequence[Any]) -> list[np.ndarray]:
@@ -1100,11 +1107,11 @@ class FedMMOT(_FederatedOT):
       ``ω_{t+1} = Π(ω_t + γ_{t+1} H)`` (lines 13-15; with ``omega_step='adam'``
       ``ω_{t+1} = Π(ω_t + γ_{t+1} m̂/(√v̂ + ε))``, Adam's direction of ``H``
       with the moments ``m̂``, ``v̂`` of the successive ``H``), then ``θ_{t+1}`` from
-      ``server_steps`` Adam steps on ``θ ↦ W(ω_{t+1}, θ)`` (along the
+      ``theta_steps`` Adam steps on ``θ ↦ W(ω_{t+1}, θ)`` (along the
       problem's θ-direction, :meth:`TransportProblem.grad_theta`) with target
       minibatches, each projected on ``Θ``, the Adam state carried over
       rounds (line 16, relaxed as in §7.3: the paper takes ten steps, the
-      default here is thirty, see ``server_steps``), and
+      default here is thirty, see ``theta_steps``), and
       ``V_{t+1} = V_t + (α/p) Σ_{active} μ_i Quant(Δ_i)`` (line 17).
 
     Parameters
@@ -1150,13 +1157,16 @@ class FedMMOT(_FederatedOT):
         ``'adam'`` the server's direction does not depend on the scale of
         ``H``; ``η`` matters only through the clients' projection on ``Θ``
         (and Adam's ``eps``).
-    server_steps : int >= 0
-        Adam steps on ``θ`` per round.  The default 30 is ``fedmm experiment ot``'s:
+    theta_steps : int >= 0
+        The server's Adam steps on ``θ`` per round.  The default 30 is ``fedmm experiment ot``'s:
         the paper's ten leave ``θ`` behind ``ω`` at the tuned ``γ`` (L2-UVP spikes,
         docs/figures/README.md).
-    server_lr, b1, b2, eps : float
-        The server's Adam (``optax.adam``); defaults are those of Korotin et
-        al.'s centralized runs (PyTorch's Adam defaults with ``lr = 1e-3``).
+    theta_lr : float > 0
+        Learning rate of those Adam steps on ``θ``.
+    b1, b2, eps : float
+        Adam's other hyper-parameters (``optax.adam``, for ``θ`` and, with ``omega_step='adam'``,
+        ``ω``); ``theta_lr``, ``b1``, ``b2`` and ``eps`` default to Korotin et al.'s centralized
+        runs (PyTorch's Adam defaults with ``lr = 1e-3``).
     batch_size : int, optional
         Source samples per local step, a count (default ``model.batch_size``;
         if that is None, the full local data).
@@ -1197,36 +1207,33 @@ class FedMMOT(_FederatedOT):
     kind = "fedmm"
     parameter_constraints = {**_FederatedOT.parameter_constraints,
                              "omega_step": Options(*OMEGA_STEPS),
-                             "control_variate_step": Rule(check_control_variate_step, "a real number in [0, 1]"),
-                             "server_steps": Integer(0, count=True)}
+                             "control_variate_step": Rule(check_control_variate_step, "a real number in [0, 1]")}
 
     def __init__(self, model: TransportProblem, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None, control_variate_step: float = 0.01,
-                 step: Any = None, local_steps: int = 1, local_lr: float = 0.003, server_steps: int = 30,
-                 server_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+                 step: Any = None, local_steps: int = 1, local_lr: float = 0.003, theta_steps: int = 30,
+                 theta_lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                  batch_size: int | None = None, target_batch_size: int | None = None,
                  weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1,
                  omega_step: str = "adam", device: Any = None) -> None:
         self._common(model, clients_per_round, participation_prob, compressor, local_steps, local_lr,
-                     batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps,
-                     device)
+                     batch_size, target_batch_size, weights, identity_steps, n_threads, theta_steps, theta_lr,
+                     b1, b2, eps, device)
         self.set_parameters(omega_step=omega_step, control_variate_step=control_variate_step)
         if step is None:
             step = 1.0 if self.omega_step == "sgd" else 9e-3
         self.schedule = StepSchedule(step)
-        self.set_parameters(server_steps=server_steps)
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "control_variate_step": self.control_variate_step,
-                "step": self.schedule.description,
-                "server_steps": self.server_steps, "omega_step": self.omega_step}
+                "step": self.schedule.description, "omega_step": self.omega_step}
 
     def _server(self, n: int, weights: np.ndarray, count: int | None, p: float, omega: np.ndarray,
                 theta: np.ndarray, target: np.ndarray, seed: np.random.SeedSequence,
                 comps: list[Any]) -> OTServer:
         return OTServer(self.steps, n, weights=weights, p=p, count=count, schedule=self.schedule,
                         control_variate_step=self.control_variate_step,
-                        server_steps=self.server_steps, target=target, target_batch_size=self.target_batch_size,
+                        theta_steps=self.theta_steps, target=target, target_batch_size=self.target_batch_size,
                         omega=omega, theta=theta, seed=seed, decoders=comps, omega_step=self.omega_step)
 
 
@@ -1254,40 +1261,37 @@ class FedAdam(_FederatedOT):
     b1, b2, eps : float
         Adam's other hyper-parameters: Korotin et al.'s centralized ones
         (PyTorch defaults: 0.9, 0.999, 1e-8).
-    server_steps : int >= 0
+    theta_steps : int >= 0
         Extra Adam steps on ``θ`` alone that the server takes after its step on
         ``(ω, θ)``, on target minibatches and along the problem's θ-direction,
         exactly as :class:`FedMMOT`'s server does (line 16 of Algorithm 3):
         FedAdam given FedMM-OT's server-side θ budget (an ablation; 0, the
         default, is FedAdam of Reddi et al.).
     theta_lr : float > 0
-        Learning rate of those steps (:class:`FedMMOT`'s ``server_lr``).
+        Learning rate of those steps (as :class:`FedMMOT`'s ``theta_lr``).
     """
 
     name = "FedAdam"
     kind = "fedadam"
-    parameter_constraints = {**_FederatedOT.parameter_constraints,
-                             "server_steps": Integer(0, count=True), "theta_lr": Real(0.0, low_open=True)}
+    parameter_constraints = {**_FederatedOT.parameter_constraints, "server_lr": Real(0.0, low_open=True)}
 
     def __init__(self, model: TransportProblem, *, clients_per_round: int | None = None,
                  participation_prob: float | None = None, compressor: Any = None, local_steps: int = 1,
                  local_lr: float = 0.003, server_lr: float = 3e-3, b1: float = 0.9, b2: float = 0.999,
                  eps: float = 1e-8, batch_size: int | None = None, target_batch_size: int | None = None,
                  weights: Sequence[float] | None = None, identity_steps: int = 500, n_threads: int = 1,
-                 device: Any = None, server_steps: int = 0, theta_lr: float = 1e-3) -> None:
+                 device: Any = None, theta_steps: int = 0, theta_lr: float = 1e-3) -> None:
+        self.set_parameters(server_lr=server_lr)
         self._common(model, clients_per_round, participation_prob, compressor, local_steps, local_lr,
-                     batch_size, target_batch_size, weights, identity_steps, n_threads, server_lr, b1, b2, eps,
-                     device)
-        self.set_parameters(server_steps=server_steps, theta_lr=theta_lr)
-        self.theta_steps = OTSteps(model, server_lr=self.theta_lr, b1=self.b1, b2=self.b2, eps=self.eps,
-                                   device=device)
+                     batch_size, target_batch_size, weights, identity_steps, n_threads, theta_steps, theta_lr,
+                     b1, b2, eps, device, steps_lr=self.server_lr)
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), "server_steps": self.server_steps, "theta_lr": self.theta_lr}
+        return {**super().config(), "server_lr": self.server_lr}
 
     def _server(self, n: int, weights: np.ndarray, count: int | None, p: float, omega: np.ndarray,
                 theta: np.ndarray, target: np.ndarray, seed: np.random.SeedSequence,
                 comps: list[Any]) -> FedAdamServer:
         return FedAdamServer(self.steps, n, weights=weights, p=p, count=count, omega=omega, theta=theta,
-                             seed=seed, decoders=comps, server_steps=self.server_steps, theta_steps=self.theta_steps,
+                             seed=seed, decoders=comps, theta_steps=self.theta_steps, theta_lr=self.theta_lr,
                              target=target, target_batch_size=self.target_batch_size)

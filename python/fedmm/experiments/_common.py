@@ -409,7 +409,8 @@ def seed_list(args: argparse.Namespace) -> list[int]:
 #: is read as the new one after a note on stderr, where the command has the new one.
 RENAMED_CONFIG_KEYS = {"alpha": "control_variate_step", "eta": "ridge", "objective_every": "evaluate_every",
                        "eta_sweep": "ridge_sweep", "step_grid": "local_lr_grid", "batch_fraction": "batch_size",
-                       "alpha_convention": "control_variate_convention"}
+                       "alpha_convention": "control_variate_convention",
+                       "server_steps": "theta_steps", "server_lr": "theta_lr"}
 
 
 def _config_tokens(parser: CommandParser, values: dict[str, Any], source: str) -> list[str]:

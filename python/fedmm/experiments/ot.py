@@ -13,8 +13,8 @@ samples of ``Q_d``.  Both algorithms learn dense ICNN potentials
 ``--hidden-sizes``) from the same warm start per seed (``--identity-steps``
 Adam steps fitting ``∇f ≈`` identity): FedMM-OT (Algorithm 3: one local
 gradient step on ``ω`` per client, the server's step ``γ`` on ``ω`` along
-Adam's direction of the aggregate (``--omega-step``), ``--server-steps`` Adam
-steps on ``θ``) and FedAdam (one local step on ``(ω, θ)``, server Adam on the
+Adam's direction of the aggregate (``--omega-step``), ``--theta-steps`` Adam
+steps on ``θ`` at ``--theta-lr``) and FedAdam (one local step on ``(ω, θ)``, server Adam on the
 averaged update).  Each algorithm's step on ``ω`` is tuned on the first seed
 over its own grid (``--fedmm-steps``, ``--fedadam-lrs``) with the same score,
 the mean L2-UVP over the last tenth of the evaluations; the winner's tuning
@@ -48,7 +48,7 @@ Measured on the easy benchmark at d = 16 (seed 0, MMv2 sizes 64,64,32, batch 128
 the linear map leaves 8.2% of ``Var(Q)`` unexplained, and an ICNN of these sizes
 fitted directly to the true map (supervised, 2000 Adam steps) leaves 2.4%.
 The paper's ten θ-steps per round leave the conjugate behind ``ω`` at the
-larger ``γ`` (L2-UVP spikes), hence ``--server-steps 30`` by default; results
+larger ``γ`` (L2-UVP spikes), hence ``--theta-steps 30`` by default; results
 per dimension are on docs/figures/README.md.
 
 Outputs in ``--out``: ``ot_histories.json`` (a :class:`fedmm.RunSet` of every
@@ -128,8 +128,8 @@ DEFAULTS: dict[str, Any] = {
     "local_lr": _same_default("local_lr"),  # 0.003: 0.01 made omega_step='sgd' unstable at d = 16..64
     "omega_step": _default(FedMMOT, "omega_step"),
     "fedmm_steps": (1e-3, 3e-3),
-    "server_steps": _default(FedMMOT, "server_steps"),  # 30: the paper's 10 leave θ behind ω (L2-UVP spikes)
-    "server_lr": _default(FedMMOT, "server_lr"),
+    "theta_steps": _default(FedMMOT, "theta_steps"),  # 30: the paper's 10 leave θ behind ω (L2-UVP spikes)
+    "theta_lr": _default(FedMMOT, "theta_lr"),
     "fedadam_lrs": (1e-3, 3e-3),
     "extend_grid": 1,
     "identity_steps": 300,
@@ -211,8 +211,8 @@ def _algorithm_task(task: dict, tick: Callable[[int], None]) -> dict:
 
     def run(value, seed):
         if name == "FedMMOT":
-            algo = FedMMOT(problem, step=value, omega_step=cfg["omega_step"], server_steps=cfg["server_steps"],
-                           server_lr=cfg["server_lr"], **common)
+            algo = FedMMOT(problem, step=value, omega_step=cfg["omega_step"], theta_steps=cfg["theta_steps"],
+                           theta_lr=cfg["theta_lr"], **common)
         else:
             algo = FedAdam(problem, server_lr=value, **common)
         return _one_run(algo, datas, target, inits[seed], seed, rounds, every, evaluator, tick)
@@ -311,7 +311,7 @@ def run_ot_experiment(
         :class:`fedmm.models.TransportProblem`), ``batch_size``, ``local_lr`` (clients' gradient step,
         both algorithms), ``omega_step`` (FedMM-OT's server step on ``ω``,
         ``'sgd'`` or ``'adam'``), ``fedmm_steps`` (grid of its ``γ``),
-        ``server_steps`` and ``server_lr`` (FedMM-OT's Adam on ``θ``),
+        ``theta_steps`` and ``theta_lr`` (FedMM-OT's Adam on ``θ``),
         ``fedadam_lrs`` (grid), ``extend_grid`` (extensions past
         the grid's edge, :func:`fedmm.experiments._common.tune_on_grid`), ``identity_steps``,
         ``evaluate_every``, ``n_eval``, ``benchmark_seed``, ``benchmark`` (``'hard'`` or ``'easy'``,
@@ -335,8 +335,8 @@ def run_ot_experiment(
     for key in ("n_rounds", "n_clients", "n_per_client", "n_target", "batch_size", "evaluate_every", "n_eval"):
         cfg[key] = check_int(cfg[key], key, low=2 if key == "n_eval" else 1)
     cfg["identity_steps"] = check_count(cfg["identity_steps"], "identity_steps", low=0)
-    cfg["server_steps"] = check_count(cfg["server_steps"], "server_steps", low=0)
-    for key in ("local_lr", "server_lr"):
+    cfg["theta_steps"] = check_count(cfg["theta_steps"], "theta_steps", low=0)
+    for key in ("local_lr", "theta_lr"):
         cfg[key] = check_real(cfg[key], key, low=0.0, low_open=True)
     cfg["cycle_weight"] = check_real(cfg["cycle_weight"], "cycle_weight", low=0.0)
     cfg["conjugate_step"] = check_in(cfg["conjugate_step"], "conjugate_step", CONJUGATE_STEPS)
@@ -393,7 +393,7 @@ def run_ot_experiment(
              f"{hardness}. "
              f"L2-UVP = 100 E_P||m(X) - grad psi(X)||^2 / tr Cov(Q) on {cfg['n_eval']} fixed points of P. "
              f"FedMM-OT: server step gamma on omega ({cfg['omega_step']}) tuned over {grid('fedmm_steps')}, "
-             f"{cfg['server_steps']} Adam steps on theta per round (lr {cfg['server_lr']:g}); FedAdam: server lr "
+             f"{cfg['theta_steps']} Adam steps on theta per round (lr {cfg['theta_lr']:g}); FedAdam: server lr "
              f"tuned over {grid('fedadam_lrs')}; both on seed {seeds[0]} (grids extended past an edge up to "
              f"{cfg['extend_grid']} time(s); values tried per d in ot_summary.json), score = mean L2-UVP over "
              "the last tenth of the evaluations.")
@@ -433,8 +433,10 @@ def plot_ot_curves(summary: dict, path: str | os.PathLike) -> None:
             with np.errstate(all="ignore"):
                 mean, low, high = np.nanmean(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
             cfg = summary["config"]
-            label = (f"FedMM-OT (server step on ω: {cfg['omega_step']}, γ tuned per d; {cfg['server_steps']} "
-                     f"θ-Adam steps per round, lr {cfg['server_lr']:g})"
+            theta_steps = cfg.get("theta_steps", cfg.get("server_steps"))  # a summary written before the rename
+            theta_lr = cfg.get("theta_lr", cfg.get("server_lr"))
+            label = (f"FedMM-OT (server step on ω: {cfg['omega_step']}, γ tuned per d; {theta_steps} "
+                     f"θ-Adam steps per round, lr {theta_lr:g})"
                      if name == "FedMMOT" else "FedAdam (server lr tuned per d)")
             line, = ax.plot(x, mean, color=colors[name], lw=1.6, label=label)
             if curves.shape[0] > 1:
@@ -515,10 +517,12 @@ def add_ot_parser(subparsers: Any) -> Any:
     opt("--batch-size", d["batch_size"], "source and target samples per gradient step", type=positive_int,
         metavar="B")
     opt("--local-lr", d["local_lr"], "clients' gradient step (both algorithms)", type=positive_float, metavar="LR")
-    opt("--server-steps", d["server_steps"], "FedMM-OT: server Adam steps on theta per round", type=nonneg_int,
+    opt("--theta-steps", d["theta_steps"], "FedMM-OT: server Adam steps on theta per round", type=nonneg_int,
         metavar="N")
-    opt("--server-lr", d["server_lr"], "FedMM-OT: server Adam learning rate on theta", type=positive_float,
-        metavar="LR")
+    add_deprecated_alias(parser, "--server-steps", dest="theta_steps", replacement="--theta-steps", type=nonneg_int)
+    opt("--theta-lr", d["theta_lr"], "FedMM-OT: learning rate of the server's Adam steps on theta",
+        type=positive_float, metavar="LR")
+    add_deprecated_alias(parser, "--server-lr", dest="theta_lr", replacement="--theta-lr", type=positive_float)
     opt("--omega-step", d["omega_step"], "FedMM-OT: the server's step on omega, 'sgd' = omega + gamma H "
         "(Algorithm 3 line 14), 'adam' = gamma times Adam's direction of H", choices=list(OMEGA_STEPS))
     opt("--fedmm-steps", d["fedmm_steps"],
@@ -569,7 +573,7 @@ def _main(args: Any) -> int:
         conjugate_step=args.conjugate_step,
         local_lr=args.local_lr,
         omega_step=args.omega_step, fedmm_steps=args.fedmm_steps,
-        server_steps=args.server_steps, server_lr=args.server_lr, fedadam_lrs=args.fedadam_lrs,
+        theta_steps=args.theta_steps, theta_lr=args.theta_lr, fedadam_lrs=args.fedadam_lrs,
         extend_grid=args.extend_grid,
         identity_steps=args.identity_steps, evaluate_every=args.evaluate_every, n_eval=args.n_eval,
         benchmark_seed=args.benchmark_seed, benchmark=args.benchmark,

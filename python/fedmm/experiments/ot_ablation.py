@@ -18,7 +18,7 @@ split, public target samples and warm start as ``fedmm experiment ot``
     FedAdam (one Adam step on the averaged ``(ω, θ)`` update);
 ``fedadam-theta``
     FedAdam whose server also takes ``--theta-steps`` Adam steps on ``θ`` per round, as FedMM-OT's
-    (:class:`fedmm.algorithms.FedAdam` ``server_steps``): the same server-side ``θ`` budget;
+    (:class:`fedmm.algorithms.FedAdam` ``theta_steps``): the same server-side ``θ`` budget;
 ``central``
     the same ICNN pair trained centrally with the same number of gradient
     evaluations: one client holding all clients' data, ``n`` iterations per
@@ -224,16 +224,16 @@ def _algorithm(arm: str, step: float, problem: Any, c: OTAblationConfig) -> tupl
     common = {"batch_size": c.batch_size, "local_lr": c.local_lr}
     fed = {"weights": [1.0 / n] * n, **common}
     if arm == "alg3":
-        return FedMMOT(problem, omega_step="sgd", step=step, server_steps=c.few_theta_steps,
-                       server_lr=c.theta_lr, **fed), 1
+        return FedMMOT(problem, omega_step="sgd", step=step, theta_steps=c.few_theta_steps,
+                       theta_lr=c.theta_lr, **fed), 1
     if arm in ("adam-omega", "adam-omega-theta"):
         steps = c.few_theta_steps if arm == "adam-omega" else c.theta_steps
-        return FedMMOT(problem, omega_step="adam", step=step, server_steps=steps, server_lr=c.theta_lr, **fed), 1
+        return FedMMOT(problem, omega_step="adam", step=step, theta_steps=steps, theta_lr=c.theta_lr, **fed), 1
     if arm in ("fedadam", "fedadam-theta"):
         extra = c.theta_steps if arm == "fedadam-theta" else 0
-        return FedAdam(problem, server_lr=step, server_steps=extra, theta_lr=c.theta_lr, **fed), 1
-    return FedMMOT(problem, omega_step="adam", step=step, server_steps=c.theta_steps // n,
-                   server_lr=c.theta_lr, **common), n
+        return FedAdam(problem, server_lr=step, theta_steps=extra, theta_lr=c.theta_lr, **fed), 1
+    return FedMMOT(problem, omega_step="adam", step=step, theta_steps=c.theta_steps // n,
+                   theta_lr=c.theta_lr, **common), n
 
 
 def _run(algo: Any, per_round: int, datas: list, target: np.ndarray, init: Any, seed: int, c: OTAblationConfig,

@@ -661,7 +661,7 @@ class OTServerState:
     omega_adam : tuple of ndarray, or None
         FedMM-OT's Adam state of ``ω`` (``omega_step='adam'``).
     theta_adam : tuple of ndarray, or None
-        FedAdam's Adam state of its extra server steps on ``θ`` (``server_steps > 0``).
+        FedAdam's Adam state of its extra server steps on ``θ`` (``theta_steps > 0``).
     """
 
     omega: np.ndarray

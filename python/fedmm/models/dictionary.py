@@ -261,7 +261,7 @@ class DictionaryLearning(SurrogateModel):
                                                         self.n_features, self.ridge)
         A, B = self._split(s)
         constraint = "ridge" if self.constraint is None else "unit_norm"
-        return kernels.dictionary_update(A, B, constraint=constraint, eta=self.ridge, tol=self.update_tol,
+        return kernels.dictionary_update(A, B, constraint=constraint, ridge=self.ridge, tol=self.update_tol,
                                          max_iter=self.update_max_iter)
 
     def sa_step(self, S: np.ndarray, H: np.ndarray, gamma: float, project: bool = True) -> tuple[np.ndarray, Any]:
