@@ -36,15 +36,15 @@ def _setup(name, partial, compressed, request):
     return (lambda: factory(partial, compressed)), data(), kw
 
 
-@pytest.mark.parametrize("name, partial, compressed", list(_cases()))
-def test_in_process_faulty_client_interrupt_and_resume(name, partial, compressed, request, tmp_path):
-    make, datas, kw = _setup(name, partial, compressed, request)
+def _interrupt_and_resume_in_process(make, datas, kw, path, partial=False):
+    """The uninterrupted in-process run with client :data:`FAULTY` raising, then the same run interrupted after
+    round :data:`STOP` and resumed from its checkpoint at ``path``: both Histories (the resumed one is checked
+    equal to the uninterrupted one bit for bit, final state included)."""
     full = make().run(datas, N_ROUNDS, seed=11, runtime=FaultyLocalRuntime(compiled=False), **kw)
     assert len(full) == N_ROUNDS
     assert_faulty_client_dropped(full)
     if partial:
         assert any(len(r["active"]) + len(r["dropped"]) < len(datas) for r in full.records)
-    path = tmp_path / "run.ckpt"
     with pytest.raises(KeyboardInterrupt) as info:
         make().run(datas, N_ROUNDS, seed=11, runtime=FaultyLocalRuntime(compiled=False), callback=stop_callback,
                    checkpoint_path=path, **kw)
@@ -53,6 +53,13 @@ def test_in_process_faulty_client_interrupt_and_resume(name, partial, compressed
     assert resumed.equals(full)
     for key in full.state:
         assert np.array_equal(np.asarray(resumed.state[key]), np.asarray(full.state[key])), key
+    return full, resumed
+
+
+@pytest.mark.parametrize("name, partial, compressed", list(_cases()))
+def test_in_process_faulty_client_interrupt_and_resume(name, partial, compressed, request, tmp_path):
+    make, datas, kw = _setup(name, partial, compressed, request)
+    _interrupt_and_resume_in_process(make, datas, kw, tmp_path / "run.ckpt", partial)
 
 
 @pytest.mark.parametrize("partial", [False, True])
@@ -86,18 +93,9 @@ def test_fedmls_python_backend_faulty_client_interrupt_and_resume(compressed, tm
     def make():
         return factory(False, compressed, backend="python")
 
-    full = make().run(datas, N_ROUNDS, seed=11, runtime=FaultyLocalRuntime(compiled=False), **kw)
-    assert full.config["backend"] == "python"
-    assert_faulty_client_dropped(full)
     path = tmp_path / "run.ckpt"
-    with pytest.raises(KeyboardInterrupt) as info:
-        make().run(datas, N_ROUNDS, seed=11, runtime=FaultyLocalRuntime(compiled=False), callback=stop_callback,
-                   checkpoint_path=path, **kw)
-    assert len(info.value.history) == STOP + 1
-    resumed = make().run(datas, N_ROUNDS, runtime=FaultyLocalRuntime(compiled=False), resume=path, **kw)
-    assert resumed.config["backend"] == "python" and resumed.equals(full)
-    for key in full.state:
-        assert np.array_equal(np.asarray(resumed.state[key]), np.asarray(full.state[key])), key
+    full, resumed = _interrupt_and_resume_in_process(make, datas, kw, path)
+    assert full.config["backend"] == "python" and resumed.config["backend"] == "python"
     # a checkpoint of one backend does not resume on the other (their numbers differ by rounding)
     compiled = factory(False, compressed, backend="compiled")
     with pytest.raises(ValueError, match="backend"):

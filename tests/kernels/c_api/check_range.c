@@ -15,12 +15,8 @@ static int reference(size_t n, const double *x, double bound)
     return FEDMM_OK;
 }
 
-static uint64_t state = 0x9E3779B97F4A7C15u;
-static double uniform(void) /* in [-1, 1) */
-{
-    state = state * 6364136223846793005u + 1442695040888963407u;
-    return (double)(state >> 11) * 0x1.0p-52 - 1.0;
-}
+#define LCG_SEED 0x9E3779B97F4A7C15u
+#include "lcg.h"
 
 int main(void)
 {

@@ -13,12 +13,8 @@
 #define STEPS 5
 #define BATCH 2
 
-static uint64_t state = 12345u;
-static double uniform(void) /* in [-1, 1) */
-{
-    state = state * 6364136223846793005u + 1442695040888963407u;
-    return (double)(state >> 11) * 0x1.0p-52 - 1.0;
-}
+#define LCG_SEED 12345u
+#include "lcg.h"
 
 int main(void)
 {

@@ -16,12 +16,8 @@
 #define LDC (K + 1)
 #define LDH (K + 3)
 
-static uint64_t state = 20240611u;
-static double uniform(void) /* in [-1, 1) */
-{
-    state = state * 6364136223846793005u + 1442695040888963407u;
-    return (double)(state >> 11) * 0x1.0p-52 - 1.0;
-}
+#define LCG_SEED 20240611u
+#include "lcg.h"
 
 static int polls;
 static int count_poll(void *arg)

@@ -15,12 +15,8 @@
 #define LDB (P + 2)
 #define LDD (P + 3)
 
-static uint64_t state = 777u;
-static double uniform(void) /* in [-1, 1) */
-{
-    state = state * 6364136223846793005u + 1442695040888963407u;
-    return (double)(state >> 11) * 0x1.0p-52 - 1.0;
-}
+#define LCG_SEED 777u
+#include "lcg.h"
 
 int main(void)
 {
