@@ -149,7 +149,6 @@ def warn_unconverged(n_bad: int, total: int, what: str, max_iter: int) -> None:
         )
 
 
-
 def lasso(
     D: Any,
     Z: Any,

@@ -405,7 +405,6 @@ def test_fedmmot_adaptive_omega_step_one_client_equals_alternating_adam():
     assert h.config["theta_steps"] == K and h.config["theta_lr"] == theta_lr and "server_lr" not in h.config
 
 
-
 def test_fedadam_one_client_equals_its_definition():
     problem = TransportProblem(2, hidden_sizes=[6, 5], batch_size=None)
     rng = np.random.default_rng(1)
@@ -528,7 +527,6 @@ def test_control_variates_stay_consistent(small_problem, small_data):
     LocalRuntime(compiled=False).run(server, clients, 3, history=History())
     assert np.abs(server.V).max() > 0
     np.testing.assert_allclose(server.V, sum(w * c.V for w, c in zip(server.weights, clients)), atol=1e-12)
-
 
 
 def test_default_control_variate_step_is_positive_and_cancels_with_full_participation(small_problem, small_data):
@@ -736,46 +734,6 @@ def test_evaluate_cadence(small_problem, small_data):
 
 
 # --------------------------------------------------------------------------- runtimes
-_RAY_SCRIPT = """
-import os
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-import warnings
-import numpy as np
-from fedmm.algorithms import FedAdam, FedMMOT
-from fedmm.compression import StochasticRounding
-from fedmm.models import TransportProblem
-from fedmm.runtime.ray import RayRuntime, local_ray
-
-warnings.simplefilter("ignore", ResourceWarning)
-rng = np.random.default_rng(3)
-datas = [rng.normal(loc=i, size=(40 + 5 * i, 2)) for i in range(4)]
-target = rng.normal(loc=1.0, scale=0.7, size=(60, 2))
-problem = TransportProblem(2, hidden_sizes=[8, 8], batch_size=16)
-with local_ray(num_cpus=2):  # Ray starts before JAX runs in this process
-    for algo in (FedMMOT(problem, clients_per_round=3, control_variate_step=0.5, step=0.8, omega_step="sgd",
-                         local_steps=2, local_lr=0.05,
-                         theta_steps=2, compressor=StochasticRounding(bits=8), identity_steps=20),
-                 FedAdam(problem, clients_per_round=3, server_lr=0.01, identity_steps=20)):
-        got = algo.run(datas, 3, target=target, seed=4, runtime=RayRuntime(1))
-        ref = algo.run(datas, 3, target=target, seed=4)
-        assert got.equals(ref), algo.name
-        assert np.array_equal(got.state["omega"], ref.state["omega"]), algo.name
-        assert all(r["dropped"] == [] for r in got.records), algo.name
-print("ok")
-"""
-
-
-@pytest.mark.integration
-def test_ray_runtime_carries_fedmmot_and_fedadam():
-    # The actors hold the clients (data, target, control variates, streams) and compile their own loops;
-    # the History equals the in-process one.  Run in a fresh process: Ray must start before JAX runs
-    # (JAX's threads and fork do not mix) and Ray's leftover handles stay out of this process.
-    pytest.importorskip("ray", reason="the 'ray' extra is not installed: pip install 'fedmm[ray]'")
-    out = subprocess.run([sys.executable, "-c", _RAY_SCRIPT], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().endswith("ok")
-
-
 def test_parties_satisfy_the_protocols(small_problem, small_data):
     from protocol_check import assert_satisfies
 

@@ -123,23 +123,6 @@ def test_ray_drops_and_reports_a_failing_client(ray_session):
     assert all("simulated client failure" in e for *_, e in errors)
 
 
-def test_ray_carries_the_nonsmooth_family(ray_session):
-    # FedAvg, Scaffold, Scaffnew and FedMLS run through the same Server/Client split as FedMM: the
-    # actors hold the clients' control variates and minibatch streams; the History is the in-process one.
-    from reference import nonsmooth_toy_data
-
-    from fedmm.algorithms import FedAvg, FedMLS, Scaffnew, Scaffold
-    from fedmm.models.nonsmooth import HingeSVM
-
-    problem = HingeSVM()
-    datas = nonsmooth_toy_data("hinge", n_clients=5, m=20, d=3, seed=3)
-    for algo in [FedAvg(problem, local_lr=0.05), Scaffold(problem, local_lr=0.05), Scaffnew(problem, local_lr=0.05),
-                 FedMLS(problem, prox_weight=("inverse", 1.0), radius=5.0)]:
-        ref = algo.run(datas, 5, seed=2, evaluate_every=1)
-        got = algo.run(datas, 5, seed=2, evaluate_every=1, runtime=RayRuntime(2))
-        assert got.equals(ref), algo.name
-
-
 # --------------------------------------------------------------------------- checkpoint and resume (issue 24 item 4)
 def _interrupt_at(stop, before=None):
     def callback(t, state):

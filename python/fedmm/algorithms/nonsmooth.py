@@ -1787,7 +1787,6 @@ class ScaffnewServer(SubgradientServer):
         return {"x": mean_aggregate(rows, self.x.shape[0]) if len(rows) else self.x}
 
 
-
 class ScaffnewClient(SubgradientClient):
     r"""A Scaffnew client with control variate :math:`h_i`.
 

@@ -619,7 +619,6 @@ class OTServer(_OTServerBase):
         self.omega_adam = omega_adam
 
 
-
 class FedAdamServer(_OTServerBase):
     """The FedAdam server (Reddi et al. 2021, Algorithm 2 with Adam) on ``(ω, θ)``.
 
@@ -691,7 +690,6 @@ class FedAdamServer(_OTServerBase):
         theta_adam = None if self.theta_adam is None else _adam_leaves(state.theta_adam, "theta_adam", self.theta_adam)
         adam = _adam_leaves(state.adam, "adam", self.adam)
         self.omega, self.theta, self.adam, self.theta_adam = values["omega"], values["theta"], adam, theta_adam
-
 
 
 # --------------------------------------------------------------------------- monitoring

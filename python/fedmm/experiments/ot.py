@@ -97,7 +97,6 @@ _TUNED = {"FedMMOT": ("fedmm_steps", "step", "--fedmm-steps"),
 __all__ = ["run_ot_experiment", "plot_ot_curves", "add_ot_parser", "DEFAULTS"]
 
 
-
 def _default(cls: Any, name: str) -> Any:
     """The default of ``cls``'s constructor argument ``name``: the classes' defaults are the experiment's
     settings (one source of truth)."""
