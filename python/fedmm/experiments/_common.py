@@ -369,7 +369,8 @@ def add_common_options(parser: argparse.ArgumentParser, *, name: str, seeds: int
                        help=rounds_help + (" (default: %(default)s)" if rounds is not None else ""))
     if jobs:
         add("--jobs", type=positive_int, default=1, metavar="N",
-                           help="worker processes running seeds in parallel (default: %(default)s)")
+            help="worker processes running the command's independent tasks (seeds, arms, dimensions) in "
+            "parallel (default: %(default)s)")
     add("--out", metavar="DIR", type=output_dir, default=os.path.join("results", name),
         help="output directory for the JSON runs, PNG figures and summary, created if absent; an existing "
         "file or a directory you cannot write into is refused (default: %(default)s)")
