@@ -223,13 +223,17 @@ def _gmm_clients(n_clients):
             for i in range(n_clients)]
 
 
+def _gmm_fedmm(**oracle):
+    """FedMM on the Gaussian mixture (EM surrogate): block quantization, a fixed count of 3 of 4 clients,
+    control variates initialized by the oracle (set-up exchange); ``oracle``: the oracle's keywords."""
+    return FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, control_variate_step=0.3, step=0.5,
+                 batch_size=8, control_variates="oracle", compressor=BlockQuantizer(4), **oracle)
+
+
 def _gmm_spider_case():
-    # Gaussian mixture (EM surrogate) with SPIDER memory and V_i in context.state, block quantization,
-    # a fixed count of 3 of 4 clients, control variates initialized by the oracle (set-up exchange).
+    # SPIDER memory and V_i in context.state
     datas = _gmm_clients(4)
-    algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, control_variate_step=0.3, step=0.5,
-                 batch_size=8,
-                 oracle="spider", k_in=2, control_variates="oracle", compressor=BlockQuantizer(4))
+    algo = _gmm_fedmm(oracle="spider", k_in=2)
     S0 = GaussianMixture(3).init_statistic(datas, init_generator(9))
     return _Case(algo, datas, 4, 9, init=S0)
 
@@ -251,10 +255,7 @@ def test_flower_simulation_reproduces_in_process_history(simulated):
 
 def _gmm_mean_statistic_case():
     datas = _gmm_clients(4)
-    algo = FedMM(GaussianMixture(3, n_features=2), clients_per_round=3, control_variate_step=0.3, step=0.5,
-                 batch_size=8,
-                 control_variates="oracle", compressor=BlockQuantizer(4))
-    return _Case(algo, datas, 3, 9, init_datas=datas)
+    return _Case(_gmm_fedmm(), datas, 3, 9, init_datas=datas)
 
 
 CASES["gmm-mean-statistic"] = _gmm_mean_statistic_case

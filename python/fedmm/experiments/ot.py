@@ -233,10 +233,10 @@ def _algorithm_task(task: dict, tick: Callable[[int], None]) -> dict:
                          option=option, warn=warnings.append)
     best = tuned["best"]
     runs = {s: (tried[best] if s == first else run(best, s)) for s in task["seeds"]}
-    histories, notes = {}, []
+    tuning_histories, histories, notes = {}, {}, []
     for value, (h, _, failure) in tried.items():
         if h is not None:
-            histories[f"d={d}/{name}({param}={value:g})/seed={first}"] = h.to_dict()
+            tuning_histories[f"d={d}/{name}({param}={value:g})/seed={first}"] = h.to_dict()
         if failure:
             notes.append(f"d={d} {name} {param}={value:g} seed={first}: {failure}")
     for s, (h, _, failure) in runs.items():
@@ -245,18 +245,17 @@ def _algorithm_task(task: dict, tick: Callable[[int], None]) -> dict:
         if failure and s != first:
             notes.append(f"d={d} {name} seed={s}: {failure}")
     out.update(curves={str(s): r[1] for s, r in runs.items()}, tuning=tuned, best=best, warnings=warnings,
-               notes=notes, histories=histories, hidden_sizes=list(problem.potential.hidden_sizes),
-               elapsed_seconds=time.perf_counter() - started)
+               notes=notes, tuning_histories=tuning_histories, histories=histories,
+               hidden_sizes=list(problem.potential.hidden_sizes), elapsed_seconds=time.perf_counter() - started)
     return out
 
 
 def _dimension_result(d: int, parts: dict[str, dict], rounds: int, every: int) -> dict:
     """Merge the two algorithms' task results of dimension ``d`` into its summary entry."""
     fedmm, fedadam = parts["FedMMOT"], parts["FedAdam"]
-    histories = {**{k: v for k, v in fedmm["histories"].items() if "(" in k},
-                 **{k: v for k, v in fedadam["histories"].items() if "(" in k},
-                 **{k: v for k, v in fedmm["histories"].items() if "(" not in k},
-                 **{k: v for k, v in fedadam["histories"].items() if "(" not in k}}  # tuning runs first
+    # the RunSet's order: every tuning run, then the final runs (FedMM-OT's first in each)
+    histories = {**fedmm["tuning_histories"], **fedadam["tuning_histories"], **fedmm["histories"],
+                 **fedadam["histories"]}
     return {
         "dim": d,
         "rounds": _evaluated_rounds(rounds, every),
