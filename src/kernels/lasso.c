@@ -753,8 +753,13 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
             --m;
         }
         need_step = changed && m > 0;
-        refresh_gradient_list(K, G, ldg, c, h, S, m, g);
-        g_valid = 1;
+        /* g = c - G h is read by the KKT test, which runs only when no
+         * further Newton step is due, and by the line search over several
+         * breakpoints, which refreshes it itself from the same (h, S): a
+         * step that leads to another step leaves it stale (one K x m
+         * product less per cut, same numbers) */
+        g_valid = !need_step;
+        if (g_valid) refresh_gradient_list(K, G, ldg, c, h, S, m, g);
     }
     return -1 - max_iter;
 }
