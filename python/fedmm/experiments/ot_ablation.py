@@ -432,7 +432,7 @@ def plot_ot_ablation(summary: dict, path: str | os.PathLike) -> None:
             with np.errstate(all="ignore"):
                 mean, low, high = np.nanmean(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
             line, = ax.plot(x, mean, color=color, ls=style, lw=1.5,
-                            label=f"{arm} (step {a['step']:g}): {ARMS[arm]}")
+                            label=f"{arm} (step {a['step']:.3g}): {ARMS[arm]}")
             if curves.shape[0] > 1:
                 ax.fill_between(x, low, high, color=color, alpha=0.12, lw=0)
             handles[arm] = line
