@@ -628,7 +628,7 @@ def tidy_log_axis(ax: Any) -> None:
                                   (ScalarFormatter(), ax.yaxis.set_minor_formatter)):
             formatter.set_scientific(False)
             setter(formatter)
-        ax.yaxis.set_minor_locator(LogLocator(subs=(2, 3, 5, 7)))
+        ax.yaxis.set_minor_locator(LogLocator(subs=(2, 3, 4, 5, 7)))
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
