@@ -355,3 +355,29 @@ def test_bad_hard_benchmark_arguments(kwargs, match):
         clustered_map_benchmark(kwargs.pop("dim"), **kwargs)
     with pytest.raises(ValueError, match="n_fit"):
         gaussian_benchmark(3, seed=0).best_affine_map(n_fit=4)
+
+
+@pytest.mark.parametrize("make", [clustered_map_benchmark, known_map_benchmark], ids=["hard", "easy"])
+def test_benchmark_numbers_do_not_depend_on_blas_threads(make):
+    """Draws, targets, maps and references are the same bits whatever BLAS thread count the caller runs.
+
+    A multi-threaded BLAS splits products by thread count, which changes their last bits (measured: the
+    hard pair's target draws at d = 64 moved by 2e-14 between one and two OpenBLAS threads), and a solver
+    trained on the draws amplifies them; the module computes on one BLAS thread.
+    """
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def numbers(threads: int) -> list[np.ndarray]:
+        with threadpoolctl.threadpool_limits(limits=threads, user_api="blas"):
+            b = make(64, seed=0)
+            evaluate = b.l2_uvp_evaluator(n_eval=4096, seed=3)
+            affine = b.best_affine_map(n_fit=2**13, seed=4)
+            x = b.sample_source(4096, seed=5)
+            return [b.sample_target(5000, seed=2), b.true_map(x), affine(x), b.linear_map()(x),
+                    np.array([evaluate(m).value for m in (b.identity_map(), b.linear_map(), affine)]),
+                    client_datasets(b, 10, 500, seed=1)[0]]
+
+    one = numbers(1)
+    for threads in (2, 4):
+        for a, b in zip(one, numbers(threads)):
+            np.testing.assert_array_equal(a, b)

@@ -38,7 +38,8 @@ reference for maps learned by :mod:`fedmm.algorithms`' OT solvers.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+import functools
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import numpy as np
 import scipy.linalg
@@ -68,6 +69,29 @@ __all__ = [
 MOMENT_SAMPLES = 2**17
 #: Default Monte Carlo size of :meth:`KnownMapBenchmark.l2_uvp`.
 DEFAULT_EVAL_SAMPLES = 2**14
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _one_blas_thread(func: _F) -> _F:
+    """Run ``func`` with one BLAS thread.
+
+    A multi-threaded BLAS splits a product differently for different thread
+    counts, which changes its last bits; the benchmarks' draws, maps and
+    references must be the same numbers on every machine (the solvers trained
+    on them amplify the last bits), so everything here that multiplies
+    matrices runs on one thread (``threadpoolctl``, a scikit-learn
+    dependency; nested calls are cheap).
+    """
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 #: Draws of P on which :func:`clustered_map_benchmark` balances its cells and calibrates its scale.
 BALANCE_SAMPLES, CALIBRATION_SAMPLES = 2**14, 2**16
 
@@ -144,11 +168,13 @@ class AffineMap:
         self.matrix, self.offset, self.center = matrix.copy(), offset.copy(), center.copy()
         self.dim = dim
 
+    @_one_blas_thread
     def __call__(self, x: Any) -> np.ndarray:
         """Map the rows of ``x`` (shape (n, d)) to an (n, d) float64 array."""
         x = _check_points(x, self.dim)
         return (x - self.center) @ self.matrix.T + self.offset
 
+    @_one_blas_thread
     def inverse(self, y: Any) -> np.ndarray:
         """Solve ``A (x - c) + b = y`` for the rows of ``y`` (shape (n, d)).
 
@@ -161,6 +187,7 @@ class AffineMap:
         return f"AffineMap(dim={self.dim})"
 
 
+@_one_blas_thread
 def gaussian_ot_map(mean_p: Any, cov_p: Any, mean_q: Any, cov_q: Any) -> AffineMap:
     r"""The quadratic-cost OT map from :math:`N(m_P, Σ_P)` to :math:`N(m_Q, Σ_Q)`.
 
@@ -238,6 +265,7 @@ class _Benchmark:
     seed: Any
 
     # -- to provide: _sample_source(n, rng), _grad(x), _potential(x), source_moments(), target_moments()
+    @_one_blas_thread
     def sample_source(self, n: int, seed: Any) -> np.ndarray:
         """Draw ``n`` points of ``P``.
 
@@ -256,6 +284,7 @@ class _Benchmark:
         n = check_int(n, "n", low=1)
         return self._sample_source(n, _stream(seed, 0))
 
+    @_one_blas_thread
     def sample_target(self, n: int, seed: Any) -> np.ndarray:
         """Draw ``n`` points of ``Q = ∇ψ # P``: ``∇ψ(X')`` for fresh ``X' ~ P``.
 
@@ -270,14 +299,17 @@ class _Benchmark:
         n = check_int(n, "n", low=1)
         return self._grad(self._sample_source(n, _stream(seed, 1)))
 
+    @_one_blas_thread
     def true_map(self, x: Any) -> np.ndarray:
         """The OT map ``∇ψ`` applied to the rows of ``x`` (shape (n, d)) → (n, d) float64."""
         return self._grad(_check_points(x, self.dim))
 
+    @_one_blas_thread
     def potential(self, x: Any) -> np.ndarray:
         """The potential ``ψ`` at the rows of ``x`` (shape (n, d)) → (n,) float64."""
         return self._potential(_check_points(x, self.dim))
 
+    @_one_blas_thread
     def target_variance(self) -> float:
         """``Var(Q) = tr Cov(Q)``, the denominator of :math:`L_2^{UVP}` (see the module docstring)."""
         return float(np.trace(self.target_moments()[1]))
@@ -286,6 +318,7 @@ class _Benchmark:
         """The identity map, a reference row (its :math:`L_2^{UVP}` says how far ``Q`` is from ``P``)."""
         return AffineMap(np.eye(self.dim), np.zeros(self.dim))
 
+    @_one_blas_thread
     def linear_map(self) -> AffineMap:
         """The best linear (Gaussian) OT map, fitted from the moments of ``P`` and ``Q``.
 
@@ -297,6 +330,7 @@ class _Benchmark:
         (mean_p, cov_p), (mean_q, cov_q) = self.source_moments(), self.target_moments()
         return gaussian_ot_map(mean_p, cov_p, mean_q, cov_q)
 
+    @_one_blas_thread
     def best_affine_map(self, *, n_fit: int = MOMENT_SAMPLES, seed: Any = 0) -> AffineMap:
         """The least-squares affine regression of ``∇ψ(X)`` on ``X``, fitted on ``n_fit`` draws of ``P``.
 
@@ -350,6 +384,7 @@ class _Benchmark:
         """
         return self.l2_uvp_evaluator(n_eval=n_eval, seed=seed)(m)
 
+    @_one_blas_thread
     def l2_uvp_evaluator(self, *, n_eval: int = DEFAULT_EVAL_SAMPLES, seed: Any = 0) -> Callable[[Any], L2UVP]:
         """A function ``m ↦`` :meth:`l2_uvp` ``(m)`` on points drawn once (cheaper when called every round).
 
@@ -362,6 +397,7 @@ class _Benchmark:
         variance = self.target_variance()
         dim = self.dim
 
+        @_one_blas_thread
         def evaluate(m: Callable[[np.ndarray], Any]) -> L2UVP:
             if not callable(m):
                 raise TypeError(f"Expected 'm' to be a callable map of (n, {dim}) arrays, got {type(m).__name__}")
@@ -394,6 +430,7 @@ class _MixtureSource(_Benchmark):
             x[rows] = z[rows] @ self._chol[k].T + self.means[k]
         return x
 
+    @_one_blas_thread
     def source_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Exact mean (d,) and covariance (d, d) of the mixture ``P``."""
         mean = self.weights @ self.means
@@ -401,6 +438,7 @@ class _MixtureSource(_Benchmark):
         cov = np.einsum("k,kij->ij", self.weights, self.covariances) + (centered.T * self.weights) @ centered
         return mean, 0.5 * (cov + cov.T)
 
+    @_one_blas_thread
     def target_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean (d,) and covariance (d, d) of ``Q``, estimated once from ``MOMENT_SAMPLES`` = 2¹⁷ draws.
 
@@ -498,6 +536,7 @@ class KnownMapBenchmark(_MixtureSource):
         return f"KnownMapBenchmark(dim={self.dim}, seed={self.seed!r}, hidden_sizes={self.hidden_sizes})"
 
 
+@_one_blas_thread
 def known_map_benchmark(
     dim: int,
     *,
@@ -748,6 +787,7 @@ def default_affine_unexplained(dim: int) -> float:
     return float(min(0.52, max(0.02, 0.12 + 0.08 * np.log2(dim / 2.0))))
 
 
+@_one_blas_thread
 def clustered_map_benchmark(
     dim: int,
     *,
@@ -905,10 +945,12 @@ class GaussianBenchmark(_Benchmark):
         c = x - self.mean_p
         return 0.5 * np.einsum("ij,ij->i", c @ self.map.matrix, c) + x @ self.mean_q
 
+    @_one_blas_thread
     def source_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Exact ``(m_P, Σ_P)``."""
         return self.mean_p.copy(), self.cov_p.copy()
 
+    @_one_blas_thread
     def target_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Exact ``(m_Q, Σ_Q)``."""
         return self.mean_q.copy(), self.cov_q.copy()
@@ -925,6 +967,7 @@ def _random_spd(rng: np.random.Generator, dim: int, low: float, high: float) -> 
     return 0.5 * (cov + cov.T)
 
 
+@_one_blas_thread
 def gaussian_benchmark(dim: int, *, seed: Any) -> GaussianBenchmark:
     """Gaussian-to-Gaussian benchmark with a closed-form (affine) OT map, same interface as :class:`KnownMapBenchmark`.
 
@@ -957,6 +1000,7 @@ def gaussian_benchmark(dim: int, *, seed: Any) -> GaussianBenchmark:
                              mean_p, cov_p, mean_q, cov_q)
 
 
+@_one_blas_thread
 def client_datasets(
     benchmark: _Benchmark,
     n_clients: int = 10,
