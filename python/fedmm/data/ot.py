@@ -70,6 +70,9 @@ MOMENT_SAMPLES = 2**17
 #: Default Monte Carlo size of :meth:`KnownMapBenchmark.l2_uvp`.
 DEFAULT_EVAL_SAMPLES = 2**14
 
+#: Draws of P on which :func:`clustered_map_benchmark` balances its cells and calibrates its scale.
+BALANCE_SAMPLES, CALIBRATION_SAMPLES = 2**14, 2**16
+
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -82,7 +85,8 @@ def _one_blas_thread(func: _F) -> _F:
     references must be the same numbers on every machine (the solvers trained
     on them amplify the last bits), so everything here that multiplies
     matrices runs on one thread (``threadpoolctl``, a scikit-learn
-    dependency; nested calls are cheap).
+    dependency; about a millisecond per call, which looks up the loaded
+    BLAS libraries).
     """
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -92,8 +96,6 @@ def _one_blas_thread(func: _F) -> _F:
             return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
-#: Draws of P on which :func:`clustered_map_benchmark` balances its cells and calibrates its scale.
-BALANCE_SAMPLES, CALIBRATION_SAMPLES = 2**14, 2**16
 
 
 def _stream(seed: Any, key: int, name: str = "seed") -> np.random.Generator:
