@@ -379,5 +379,5 @@ def test_benchmark_numbers_do_not_depend_on_blas_threads(make):
 
     one = numbers(1)
     for threads in (2, 4):
-        for a, b in zip(one, numbers(threads)):
-            np.testing.assert_array_equal(a, b)
+        for mine, theirs in zip(one, numbers(threads)):
+            np.testing.assert_array_equal(mine, theirs)
