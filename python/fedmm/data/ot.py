@@ -311,7 +311,6 @@ class _Benchmark:
         """The potential ``ψ`` at the rows of ``x`` (shape (n, d)) → (n,) float64."""
         return self._potential(_check_points(x, self.dim))
 
-    @_one_blas_thread
     def target_variance(self) -> float:
         """``Var(Q) = tr Cov(Q)``, the denominator of :math:`L_2^{UVP}` (see the module docstring)."""
         return float(np.trace(self.target_moments()[1]))
@@ -399,7 +398,6 @@ class _Benchmark:
         variance = self.target_variance()
         dim = self.dim
 
-        @_one_blas_thread
         def evaluate(m: Callable[[np.ndarray], Any]) -> L2UVP:
             if not callable(m):
                 raise TypeError(f"Expected 'm' to be a callable map of (n, {dim}) arrays, got {type(m).__name__}")
