@@ -148,6 +148,8 @@ def test_help_shows_every_option_with_its_default(capsys):
     (["--hidden-sizes", "8,0"], "--hidden-sizes"),
     (["--n-eval", "1"], "--n-eval"),
     (["--config", "/nonexistent/ot.toml"], "--config"),
+    (["--benchmark", "icnn", "--dims", "16,20"], "--dims"),
+    (["--benchmark", "icnn", "--dims", "16", "--benchmark-seed", "1"], "--benchmark-seed"),
 ])
 def test_bad_values_exit_2_naming_the_option(argv, option, tmp_path, capsys):
     assert cli_status(["experiment", "ot", *argv, "--out", str(tmp_path)]) == 2
@@ -205,7 +207,25 @@ def test_easy_benchmark_option(tmp_path):
     assert main(["experiment", "ot", *tiny, "--seeds", "1", "--benchmark", "easy", "--no-plot", "--quiet",
                  "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "ot_summary.json").read_text())
-    assert summary["config"]["benchmark"] == "easy" and set(KNOWN_MAP_BENCHMARKS) == {"easy", "hard"}
+    assert summary["config"]["benchmark"] == "easy" and set(KNOWN_MAP_BENCHMARKS) == {"easy", "hard", "icnn"}
     r = summary["dimensions"]["2"]
     assert r["references"]["linear"] == r["linear_map_l2_uvp"]["easy"]
     assert "Benchmark: easy" in (tmp_path / "ot_summary.txt").read_text()
+
+
+def test_icnn_benchmark_option(tmp_path):
+    """``--benchmark icnn`` runs on the shipped trained-ICNN pair; its reference rows match an independent
+    evaluation of :func:`fedmm.data.icnn_map_benchmark` on the same points."""
+    from fedmm.data import icnn_map_benchmark
+
+    tiny = [a for a in TINY if a != "2,3"]
+    tiny[tiny.index("--dims") + 1:tiny.index("--dims") + 1] = ["16"]
+    assert main(["experiment", "ot", *tiny, "--rounds", "2", "--seeds", "1", "--benchmark", "icnn", "--no-plot",
+                 "--quiet", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "ot_summary.json").read_text())
+    r = summary["dimensions"]["16"]
+    bench = icnn_map_benchmark(16)
+    ref = bench.l2_uvp(bench.linear_map(), n_eval=50, seed=[0, 3])
+    assert r["references"]["linear"]["l2_uvp"] == pytest.approx(ref.value, rel=1e-12)
+    assert r["references"]["linear"] == r["linear_map_l2_uvp"]["icnn"]
+    assert set(r["linear_map_l2_uvp"]) == {"easy", "hard", "icnn"}

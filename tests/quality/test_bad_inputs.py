@@ -560,6 +560,10 @@ TABLE = [
         dim=INT_BAD + [0], n_components=INT_BAD + [0], n_pieces=INT_BAD + [0],
         temperature=REAL_BAD + [0.0, -1.0, 1e-308], affine_unexplained=REAL_BAD + [-0.1, 1.5], seed=[-1, "x"]),
         dict(dim=[BIG], n_components=[BIG], n_pieces=[BIG], temperature=[1e308], affine_unexplained=[0.0, 1.0])),
+    ("icnn_map_benchmark", _kw(fdata.icnn_map_benchmark, dim=4, params=np.full(66, 0.1), hidden_sizes=[3, 3]),
+     dict(dim=INT_BAD + [0], params=ARRAY_BAD[1:] + [np.ones(65), -np.ones(66)],
+          hidden_sizes=["x", 3, [], [0], [HUGE], [3, 1.5]], rank=INT_BAD + [0], activation=CHOICE_BAD,
+          strong_convexity=REAL_BAD + [-1.0], seed=[-1, "x"]), {}),
     ("default_affine_unexplained", fdata.default_affine_unexplained, dict(dim=INT_BAD + [0]), dict(dim=[BIG])),
     ("client_datasets", _kw(fdata.client_datasets, benchmark=fdata.gaussian_benchmark(2, seed=0), n_clients=2,
                             n_per_client=5, seed=0), dict(
@@ -736,6 +740,7 @@ def test_the_table_covers_every_public_family_and_module():
     for mod, skip in ((kernels, {"ConvergenceWarning", "CompiledModel", "WorkerPool", "run_rounds",
                                  "gaussian_mixture_responsibilities", "sample_model", *hot_paths}),
                       (fdata, {"AffineMap", "GaussianBenchmark", "KnownMapBenchmark", "ClusteredMapBenchmark", "L2UVP",
+                               "ICNNMapBenchmark", "DenseICNN", "ICNN_PAIR_DIMS",
                                "LowRankProblem", "SAMPLE_IMAGES", "KNOWN_MAP_BENCHMARKS"})):
         missing = [n for n in mod.__all__ if n not in skip and n not in covered]
         assert not missing, f"{mod.__name__} entries without bad-input cases: {missing}"

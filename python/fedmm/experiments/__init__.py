@@ -22,6 +22,7 @@ and a summary table (``<name>_summary.txt`` and ``<name>_summary.json``).
 - :mod:`fedmm.experiments.fedmls` — FedMLS paper §4, Figure 1.
 - :mod:`fedmm.experiments.ot` — FedMM paper §7.3, Figure 3 (needs the ``ot`` extra to run).
 - :mod:`fedmm.experiments.ot_ablation` — where FedMM-OT's advantage in Figure 3 comes from (``ot`` extra).
+- :mod:`fedmm.experiments.ot_pair` — trains the weights of the trained-ICNN known-map pair (``ot`` extra).
 
 The command-line machinery every command (and ``fedmm demo``) shares is
 exported here: the common option set (:func:`add_common_options`,

@@ -3,8 +3,9 @@
 
 For every dimension ``d`` (default 16, 32, 64) the benchmark chosen by
 ``--benchmark`` (seed ``--benchmark-seed``): ``hard`` (the default,
-:func:`fedmm.data.clustered_map_benchmark`) or ``easy``
-(:func:`fedmm.data.known_map_benchmark`), gives the
+:func:`fedmm.data.clustered_map_benchmark`), ``easy``
+(:func:`fedmm.data.known_map_benchmark`) or ``icnn``
+(:func:`fedmm.data.icnn_map_benchmark`, a trained ICNN's map), gives the
 source ``P_d`` (3-component Gaussian mixture, the same for both), the target ``Q_d = ∇ψ # P_d``
 and the true map ``∇ψ``; ``n = 10`` clients hold ``P_d``'s samples split by
 equal-size k-means (``μ_i = 1/n``), everyone holds ``--n-target`` public
@@ -67,7 +68,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fedmm._validation import check_count, check_in, check_int, check_real
-from fedmm.data.ot import KNOWN_MAP_BENCHMARKS, client_datasets
+from fedmm.data.ot import ICNN_PAIR_DIMS, KNOWN_MAP_BENCHMARKS, client_datasets
 from fedmm.experiments._common import (
     ExperimentError,
     add_common_options,
@@ -94,7 +95,7 @@ _LABELS = {"FedMMOT": "FedMM-OT", "FedAdam": "FedAdam"}
 _TUNED = {"FedMMOT": ("fedmm_steps", "step", "--fedmm-steps"),
           "FedAdam": ("fedadam_lrs", "server_lr", "--fedadam-lrs")}
 
-__all__ = ["run_ot_experiment", "plot_ot_curves", "add_ot_parser", "DEFAULTS"]
+__all__ = ["run_ot_experiment", "plot_ot_curves", "add_ot_parser", "check_icnn_pair", "DEFAULTS"]
 
 
 def _default(cls: Any, name: str) -> Any:
@@ -177,6 +178,19 @@ def _score(curve: Sequence[float]) -> float:
     return float(tail.mean()) if tail.size and np.isfinite(tail).all() else float("inf")
 
 
+def check_icnn_pair(benchmark: str, dims: Sequence[int], seed: int) -> None:
+    """``ValueError`` unless the ``'icnn'`` pair has shipped weights for every dimension and the seed."""
+    if benchmark != "icnn":
+        return
+    missing = [d for d in dims if d not in ICNN_PAIR_DIMS]
+    if missing:
+        raise ValueError(f"Expected 'dims' in {list(ICNN_PAIR_DIMS)} with benchmark='icnn' (the dimensions with "
+                         f"shipped weights), got {missing}")
+    if seed != 0:
+        raise ValueError(f"Expected benchmark_seed=0 with benchmark='icnn' (the shipped weights were trained on P "
+                         f"of seed 0), got {seed}")
+
+
 def _algorithm_task(task: dict, tick: Callable[[int], None]) -> dict:
     """One algorithm at one dimension: its grid on the first seed, then the other seeds at the tuned
     step (the benchmark, split and warm starts are rebuilt from their seeds, so tasks run in any
@@ -195,6 +209,8 @@ def _algorithm_task(task: dict, tick: Callable[[int], None]) -> dict:
                                                            seed=[cfg["benchmark_seed"], 4])))}
         linear_by_benchmark = {}  # how hard each pair is: its linear map's L2-UVP on its own evaluation points
         for other_name, make in KNOWN_MAP_BENCHMARKS.items():
+            if other_name == "icnn" and (d not in ICNN_PAIR_DIMS or cfg["benchmark_seed"] != 0):
+                continue  # weights shipped for these dimensions and seed 0 only
             other = bench if other_name == cfg["benchmark"] else make(d, seed=cfg["benchmark_seed"])
             value = references["linear"] if other is bench else other.l2_uvp(
                 other.linear_map(), n_eval=cfg["n_eval"], seed=[cfg["benchmark_seed"], 3])
@@ -312,8 +328,9 @@ def run_ot_experiment(
         ``theta_steps`` and ``theta_lr`` (FedMM-OT's Adam on ``θ``),
         ``fedadam_lrs`` (grid), ``extend_grid`` (extensions past
         the grid's edge, :func:`fedmm.experiments._common.tune_on_grid`), ``identity_steps``,
-        ``evaluate_every``, ``n_eval``, ``benchmark_seed``, ``benchmark`` (``'hard'`` or ``'easy'``,
-        :data:`fedmm.data.KNOWN_MAP_BENCHMARKS`).
+        ``evaluate_every``, ``n_eval``, ``benchmark_seed``, ``benchmark`` (``'hard'``, ``'easy'`` or
+        ``'icnn'``, :data:`fedmm.data.KNOWN_MAP_BENCHMARKS`; ``'icnn'`` needs ``dims`` in 16, 32, 64 and
+        ``benchmark_seed=0``).
 
     Returns
     -------
@@ -342,6 +359,8 @@ def run_ot_experiment(
         raise ValueError("Expected 'cycle_weight' > 0 with conjugate_step='cycle'")
     cfg["omega_step"] = check_in(cfg["omega_step"], "omega_step", OMEGA_STEPS)
     cfg["benchmark"] = check_in(cfg["benchmark"], "benchmark", tuple(KNOWN_MAP_BENCHMARKS))
+    cfg["benchmark_seed"] = check_int(cfg["benchmark_seed"], "benchmark_seed", low=0)
+    check_icnn_pair(cfg["benchmark"], dims, cfg["benchmark_seed"])
     for key in ("fedadam_lrs", "fedmm_steps"):
         cfg[key] = [check_real(v, key, low=0.0, low_open=True) for v in cfg[key]]
         if not cfg[key]:
@@ -387,7 +406,7 @@ def run_ot_experiment(
     grid = lambda key: [float(f"{v:g}") for v in cfg[key]]  # noqa: E731
     hardness = "; ".join(f"d={r['dim']}: " + ", ".join(f"{k} {v['l2_uvp']:.3g}%" for k, v in
                                                          r["linear_map_l2_uvp"].items()) for r in results)
-    notes = (f"Benchmark: {cfg['benchmark']} (seed {cfg['benchmark_seed']}); linear-map L2-UVP of both pairs: "
+    notes = (f"Benchmark: {cfg['benchmark']} (seed {cfg['benchmark_seed']}); linear-map L2-UVP of every pair: "
              f"{hardness}. "
              f"L2-UVP = 100 E_P||m(X) - grad psi(X)||^2 / tr Cov(Q) on {cfg['n_eval']} fixed points of P. "
              f"FedMM-OT: server step gamma on omega ({cfg['omega_step']}) tuned over {grid('fedmm_steps')}, "
@@ -543,7 +562,9 @@ def add_ot_parser(subparsers: Any) -> Any:
     opt("--benchmark", d["benchmark"], "known-map pair: 'hard' = fedmm.data.clustered_map_benchmark (the linear "
         "map leaves about 42/53/64%% of Var(Q) unexplained at d = 16/32/64, like Korotin et al.'s Mix3toMix10 "
         "pairs, so solvers can be ranked), 'easy' = fedmm.data.known_map_benchmark (the linear map leaves about "
-        "8%%; the pair of the earlier results)", choices=list(KNOWN_MAP_BENCHMARKS))
+        "8%%; the pair of the earlier results), 'icnn' = fedmm.data.icnn_map_benchmark (Korotin et al.'s "
+        "construction: the gradient of a trained ICNN of the solvers' architecture; d = 16, 32, 64 and "
+        "benchmark seed 0 only)", choices=list(KNOWN_MAP_BENCHMARKS))
     parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
                         help="write ot_curves.png (default: %(default)s)")
     parser.set_defaults(func=_main)
@@ -558,6 +579,10 @@ def _main(args: Any) -> int:
         import optax  # noqa: F401
     except ImportError as exc:
         raise ExperimentError(f"fedmm experiment ot needs the 'ot' extra (pip install 'fedmm[ot]'): {exc}") from None
+    try:
+        check_icnn_pair(args.benchmark, args.dims, args.benchmark_seed)
+    except ValueError as exc:
+        raise ExperimentError(str(exc), option="--benchmark-seed" if "seed" in str(exc) else "--dims") from None
     hidden = None if args.hidden_sizes == "MMv2" else list(args.hidden_sizes)
     summary = run_ot_experiment(
         args.out,

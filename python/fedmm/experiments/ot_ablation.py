@@ -4,7 +4,8 @@
 ``fedmm experiment ot-ablation`` runs, on the same known-map benchmark, client
 split, public target samples and warm start as ``fedmm experiment ot``
 (:func:`fedmm.data.clustered_map_benchmark` by default; ``--benchmark easy`` for
-:func:`fedmm.data.known_map_benchmark`), one ingredient at a time:
+:func:`fedmm.data.known_map_benchmark`, ``--benchmark icnn`` for
+:func:`fedmm.data.icnn_map_benchmark`), one ingredient at a time:
 
 ``alg3``
     FedMM-OT as Algorithm 3 is written: the server's step on ``ω`` is
@@ -74,6 +75,7 @@ from fedmm.experiments._common import (
     tune_on_grid,
     write_summary,
 )
+from fedmm.experiments.ot import check_icnn_pair
 from fedmm.history import History, RunSet
 
 __all__ = ["ARMS", "OTAblationConfig", "run_ot_ablation", "plot_ot_ablation", "add_ot_ablation_parser"]
@@ -104,7 +106,7 @@ class OTAblationConfig:
         Communication rounds per run (the centralized arm: ``rounds × n_clients`` iterations).
     dims : tuple of int
         Dimensions ``d``.
-    benchmark : {'hard', 'easy'}
+    benchmark : {'hard', 'easy', 'icnn'}
         :data:`fedmm.data.KNOWN_MAP_BENCHMARKS`.
     n_clients, n_per_client, n_target : int
         k-means clients, samples of ``P`` per client, public samples of ``Q``.
@@ -179,6 +181,7 @@ class OTAblationConfig:
         c.dims = tuple(checked("dims", lambda v=v: check_int(v, "dims entry", low=1)) for v in c.dims)
         if not c.dims:
             raise ExperimentError("expected at least one dimension", option="--dims")
+        checked("benchmark", lambda: check_icnn_pair(c.benchmark, c.dims, c.benchmark_seed))
         if c.hidden_sizes is not None:
             c.hidden_sizes = tuple(checked("hidden_sizes", lambda v=v: check_int(v, "hidden_sizes entry", low=1))
                                    for v in c.hidden_sizes)
@@ -488,7 +491,8 @@ def add_ot_ablation_parser(subparsers: Any) -> None:
     opt("--dims", "dims", positive_int_list, "D,...", "dimensions d, comma-separated")
     parser.add_argument("--benchmark", choices=list(KNOWN_MAP_BENCHMARKS), default=d.benchmark,
                         help="known-map benchmark: 'hard' = fedmm.data.clustered_map_benchmark, 'easy' = "
-                             "fedmm.data.known_map_benchmark (default: %(default)s)")
+                             "fedmm.data.known_map_benchmark, 'icnn' = fedmm.data.icnn_map_benchmark (d = 16, "
+                             "32, 64, benchmark seed 0) (default: %(default)s)")
     opt("--arms", "arms", _arm_list, "ARM,...", "arms to run, comma-separated")
     opt("--clients", "n_clients", positive_int, "N", "number of k-means clients n")
     opt("--per-client", "n_per_client", positive_int, "N", "samples of P per client")
