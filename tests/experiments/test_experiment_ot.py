@@ -16,9 +16,9 @@ from reference import cli_status  # noqa: E402
 from fedmm.data import KNOWN_MAP_BENCHMARKS, clustered_map_benchmark, known_map_benchmark  # noqa: E402
 from fedmm.experiments.ot import _evaluated_rounds, _score  # noqa: E402  (own module's helpers, tested directly)
 
-TINY = ["--dims", "2,3", "--rounds", "3", "--clients", "3", "--per-client", "20", "--n-target", "60",
-        "--hidden-sizes", "8,8", "--batch-size", "16", "--fedadam-lrs", "1e-3,1e-2", "--fedmm-steps", "1e-3,1e-2",
-        "--extend-grid", "0", "--identity-steps", "5", "--evaluate-every", "2", "--n-eval", "50"]
+TINY = ["--benchmark", "hard", "--dims", "2,3", "--rounds", "3", "--clients", "3", "--per-client", "20",
+        "--n-target", "60", "--hidden-sizes", "8,8", "--batch-size", "16", "--fedadam-lrs", "1e-3,1e-2",
+        "--fedmm-steps", "1e-3,1e-2", "--extend-grid", "0", "--identity-steps", "5", "--evaluate-every", "2", "--n-eval", "50"]
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +97,9 @@ def test_summary_curves_and_references_are_consistent(tiny_run):
                 assert curve[0] == h.config["initial_evaluation"]["l2_uvp"]
                 np.testing.assert_array_equal(curve[1:], np.asarray(h["l2_uvp"])[[1, 2]])
         # reference rows against an independent evaluation of the same benchmark on the same points; the
-        # summary records both pairs' linear-map L2-UVP (the default pair is the hard one)
+        # summary records the linear-map L2-UVP of every pair built at d (no icnn weights at d = 2, 3)
         assert summary["config"]["benchmark"] == "hard"
+        assert set(r["linear_map_l2_uvp"]) == {"hard", "easy"}
         for name, make in (("hard", clustered_map_benchmark), ("easy", known_map_benchmark)):
             bench = make(int(d), seed=0)
             ref = bench.l2_uvp(bench.linear_map(), n_eval=50, seed=[0, 3])
@@ -109,7 +110,8 @@ def test_summary_curves_and_references_are_consistent(tiny_run):
 def test_grid_edge_warning_and_config_file(tmp_path, capsys):
     config = tmp_path / "ot.toml"
     config.write_text('rounds = 2\ndims = "2"\nfedadam_lrs = "1e-3"\n')
-    argv = ["experiment", "ot", *TINY[4:], "--config", str(config), "--no-progress", "--out", str(tmp_path / "o")]
+    argv = ["experiment", "ot", *TINY[:2], *TINY[6:], "--config", str(config), "--no-progress",
+            "--out", str(tmp_path / "o")]
     argv[argv.index("--fedadam-lrs") + 1:argv.index("--fedadam-lrs") + 1] = []
     del argv[argv.index("--fedadam-lrs"):argv.index("--fedadam-lrs") + 2]
     assert main(argv) == 0

@@ -15,7 +15,7 @@ from fedmm.cli import main  # noqa: E402
 from fedmm.experiments.ot_ablation import ARMS, OTAblationConfig  # noqa: E402
 from reference import cli_status  # noqa: E402
 
-TINY = ["--dims", "4", "--rounds", "3", "--clients", "2", "--per-client", "30", "--n-target", "60",
+TINY = ["--benchmark", "hard", "--dims", "4", "--rounds", "3", "--clients", "2", "--per-client", "30", "--n-target", "60",
         "--hidden-sizes", "8,8", "--batch-size", "16", "--few-theta-steps", "1", "--theta-steps", "4",
         "--identity-steps", "5", "--evaluate-every", "2", "--n-eval", "50", "--sgd-steps", "1",
         "--fedmm-steps", "1e-3,1e-2", "--fedadam-lrs", "1e-3", "--central-steps", "1e-3"]
@@ -87,5 +87,5 @@ def test_bad_values_exit_2_naming_the_option(argv, option, tmp_path, capsys):
 def test_config_defaults_are_the_experiments():
     c = OTAblationConfig()
     assert (c.benchmark, c.dims, c.n_clients, c.batch_size, c.theta_steps, c.few_theta_steps) == \
-        ("hard", (16,), 10, 128, 30, 10)
+        ("icnn", (16,), 10, 128, 30, 10)
     assert c.validated().arms == tuple(ARMS)

@@ -1132,8 +1132,9 @@ class FedMMOT(_FederatedOT):
     step : float, '1/t', ('sqrt', beta) or callable, optional
         ``γ_t``, the server's step on ``ω`` (:class:`~fedmm.algorithms.StepSchedule`);
         default 1 with ``omega_step='sgd'`` (Algorithm 3's largest step, the best of
-        ``fedmm experiment ot-ablation``'s grid), 9e-3 with ``'adam'`` (the step
-        ``fedmm experiment ot`` tuned at d = 16, 32 and 64, docs/figures/README.md).
+        ``fedmm experiment ot-ablation``'s grid), 3e-3 with ``'adam'`` (the step
+        ``fedmm experiment ot`` tuned at d = 16, 32 and 64 on its default pair,
+        :func:`fedmm.data.icnn_map_benchmark`; docs/figures/README.md).
     omega_step : {'sgd', 'adam'}
         The server's step on ``ω``: ``'sgd'`` is line 14 of Algorithm 3,
         ``ω + γ H``; ``'adam'`` moves along Adam's direction of the aggregated
@@ -1219,7 +1220,7 @@ class FedMMOT(_FederatedOT):
                      b1, b2, eps, device)
         self.set_parameters(omega_step=omega_step, control_variate_step=control_variate_step)
         if step is None:
-            step = 1.0 if self.omega_step == "sgd" else 9e-3
+            step = 1.0 if self.omega_step == "sgd" else 3e-3
         self.schedule = StepSchedule(step)
 
     def config(self) -> dict[str, Any]:
@@ -1254,8 +1255,8 @@ class FedAdam(_FederatedOT):
         As :class:`FedMMOT`.
     server_lr : float > 0
         The server's Adam learning rate (tuned in §7.3); the default 3e-3 is the
-        rate ``fedmm experiment ot`` tuned at d = 32 and 64 (9e-3 won at d = 16,
-        docs/figures/README.md).
+        rate ``fedmm experiment ot`` tuned at d = 16, 32 and 64 on its default pair
+        (:func:`fedmm.data.icnn_map_benchmark`; docs/figures/README.md).
     b1, b2, eps : float
         Adam's other hyper-parameters: Korotin et al.'s centralized ones
         (PyTorch defaults: 0.9, 0.999, 1e-8).

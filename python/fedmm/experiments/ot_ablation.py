@@ -3,9 +3,9 @@
 
 ``fedmm experiment ot-ablation`` runs, on the same known-map benchmark, client
 split, public target samples and warm start as ``fedmm experiment ot``
-(:func:`fedmm.data.clustered_map_benchmark` by default; ``--benchmark easy`` for
-:func:`fedmm.data.known_map_benchmark`, ``--benchmark icnn`` for
-:func:`fedmm.data.icnn_map_benchmark`), one ingredient at a time:
+(:func:`fedmm.data.icnn_map_benchmark` by default, d = 16, 32, 64; ``--benchmark hard`` for
+:func:`fedmm.data.clustered_map_benchmark`, ``--benchmark easy`` for
+:func:`fedmm.data.known_map_benchmark`), one ingredient at a time:
 
 ``alg3``
     FedMM-OT as Algorithm 3 is written: the server's step on ``ω`` is
@@ -137,7 +137,7 @@ class OTAblationConfig:
     first_seed: int = 0
     rounds: int = 1000
     dims: tuple[int, ...] = (16,)
-    benchmark: str = "hard"
+    benchmark: str = "icnn"
     n_clients: int = 10
     n_per_client: int = 500
     n_target: int = 5000
@@ -490,9 +490,9 @@ def add_ot_ablation_parser(subparsers: Any) -> None:
 
     opt("--dims", "dims", positive_int_list, "D,...", "dimensions d, comma-separated")
     parser.add_argument("--benchmark", choices=list(KNOWN_MAP_BENCHMARKS), default=d.benchmark,
-                        help="known-map benchmark: 'hard' = fedmm.data.clustered_map_benchmark, 'easy' = "
-                             "fedmm.data.known_map_benchmark, 'icnn' = fedmm.data.icnn_map_benchmark (d = 16, "
-                             "32, 64, benchmark seed 0) (default: %(default)s)")
+                        help="known-map benchmark: 'icnn' = fedmm.data.icnn_map_benchmark (d = 16, 32, 64, "
+                             "benchmark seed 0), 'hard' = fedmm.data.clustered_map_benchmark, 'easy' = "
+                             "fedmm.data.known_map_benchmark (default: %(default)s)")
     opt("--arms", "arms", _arm_list, "ARM,...", "arms to run, comma-separated")
     opt("--clients", "n_clients", positive_int, "N", "number of k-means clients n")
     opt("--per-client", "n_per_client", positive_int, "N", "samples of P per client")
