@@ -14,9 +14,11 @@ are) sets how far from affine the map becomes.
 The parameters are rounded to float32 before they are written (a non-negative
 entry stays non-negative, so the rounded network is still input-convex and
 its gradient still an OT map); the package ships the files this command wrote
-for d = 16, 32, 64 with the defaults in ``fedmm/data/ot_pairs/``.  Retraining
-reproduces them bit for bit on the same machine and core count (JAX on CPU
-reproduces at a fixed core count only; docs/guide/reproducibility.rst).
+for d = 16, 32, 64 with the defaults in ``fedmm/data/ot_pairs/`` (each trained
+on one core of a 2-core x86-64 machine).  Retraining elsewhere gives nearby but
+not identical weights (JAX on CPU reproduces bit for bit only within one
+environment and core count; docs/guide/reproducibility.rst), which is why the
+benchmark reads the shipped files instead of training at run time.
 """
 from __future__ import annotations
 
