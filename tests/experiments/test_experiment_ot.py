@@ -18,7 +18,8 @@ from fedmm.experiments.ot import _evaluated_rounds, _score  # noqa: E402  (own m
 
 TINY = ["--benchmark", "hard", "--dims", "2,3", "--rounds", "3", "--clients", "3", "--per-client", "20",
         "--n-target", "60", "--hidden-sizes", "8,8", "--batch-size", "16", "--fedadam-lrs", "1e-3,1e-2",
-        "--fedmm-steps", "1e-3,1e-2", "--extend-grid", "0", "--identity-steps", "5", "--evaluate-every", "2", "--n-eval", "50"]
+        "--fedmm-steps", "1e-3,1e-2", "--extend-grid", "0", "--identity-steps", "5", "--evaluate-every", "2",
+        "--n-eval", "50"]
 
 
 @pytest.fixture(scope="module")

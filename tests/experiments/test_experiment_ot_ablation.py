@@ -15,9 +15,9 @@ from fedmm.cli import main  # noqa: E402
 from fedmm.experiments.ot_ablation import ARMS, OTAblationConfig  # noqa: E402
 from reference import cli_status  # noqa: E402
 
-TINY = ["--benchmark", "hard", "--dims", "4", "--rounds", "3", "--clients", "2", "--per-client", "30", "--n-target", "60",
-        "--hidden-sizes", "8,8", "--batch-size", "16", "--few-theta-steps", "1", "--theta-steps", "4",
-        "--identity-steps", "5", "--evaluate-every", "2", "--n-eval", "50", "--sgd-steps", "1",
+TINY = ["--benchmark", "hard", "--dims", "4", "--rounds", "3", "--clients", "2", "--per-client", "30",
+        "--n-target", "60", "--hidden-sizes", "8,8", "--batch-size", "16", "--few-theta-steps", "1",
+        "--theta-steps", "4", "--identity-steps", "5", "--evaluate-every", "2", "--n-eval", "50", "--sgd-steps", "1",
         "--fedmm-steps", "1e-3,1e-2", "--fedadam-lrs", "1e-3", "--central-steps", "1e-3"]
 
 
@@ -77,6 +77,8 @@ def test_tiny_ablation_writes_runs_table_and_figure(tiny_run):
     (["--benchmark", "korotin"], "--benchmark"),
     (["--dims", "0"], "--dims"),
     (["--n-eval", "1"], "--n-eval"),
+    (["--benchmark", "icnn"], "--dims"),  # TINY's d = 4 has no shipped weights
+    (["--benchmark", "icnn", "--dims", "16", "--benchmark-seed", "2"], "--benchmark-seed"),
 ])
 def test_bad_values_exit_2_naming_the_option(argv, option, tmp_path, capsys):
     assert cli_status(["experiment", "ot-ablation", *TINY, *argv, "--quiet", "--out", str(tmp_path)]) == 2

@@ -977,6 +977,7 @@ class DenseICNN:
             shapes.append((f"C{k}", (self.hidden_sizes[k + 1], self.hidden_sizes[k])))
         shapes.append(("w", (self.hidden_sizes[-1],)))
         self.n_params = int(sum(int(np.prod(shape)) for _, shape in shapes))
+        params = as_array(params, "params", ndim=1)  # finite float64
         if params.shape != (self.n_params,):
             raise ValueError(f"Expected 'params' of shape ({self.n_params},) for dim={dim}, hidden_sizes="
                              f"{list(self.hidden_sizes)}, rank={rank}, got {params.shape}")

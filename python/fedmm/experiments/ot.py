@@ -189,7 +189,7 @@ def check_icnn_pair(benchmark: str, dims: Sequence[int], seed: int) -> None:
     missing = [d for d in dims if d not in ICNN_PAIR_DIMS]
     if missing:
         raise ValueError(f"Expected 'dims' in {list(ICNN_PAIR_DIMS)} with benchmark='icnn' (the dimensions with "
-                         f"shipped weights), got {missing}")
+                         f"shipped weights; --benchmark hard takes any), got {missing}")
     if seed != 0:
         raise ValueError(f"Expected benchmark_seed=0 with benchmark='icnn' (the shipped weights were trained on P "
                          f"of seed 0), got {seed}")

@@ -181,7 +181,10 @@ class OTAblationConfig:
         c.dims = tuple(checked("dims", lambda v=v: check_int(v, "dims entry", low=1)) for v in c.dims)
         if not c.dims:
             raise ExperimentError("expected at least one dimension", option="--dims")
-        checked("benchmark", lambda: check_icnn_pair(c.benchmark, c.dims, c.benchmark_seed))
+        try:
+            check_icnn_pair(c.benchmark, c.dims, c.benchmark_seed)
+        except ValueError as exc:
+            raise ExperimentError(str(exc), option="--benchmark-seed" if "seed" in str(exc) else "--dims") from None
         if c.hidden_sizes is not None:
             c.hidden_sizes = tuple(checked("hidden_sizes", lambda v=v: check_int(v, "hidden_sizes entry", low=1))
                                    for v in c.hidden_sizes)

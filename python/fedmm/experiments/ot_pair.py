@@ -48,8 +48,8 @@ __all__ = ["DEFAULT_SPREAD", "target_mixture", "train_icnn_pair", "write_icnn_pa
            "add_ot_pair_parser"]
 
 #: The spread of the ten target means: with it the best affine map leaves at least 30 / 40 / 45% of Var(Q)
-#: unexplained at d = 16 / 32 / 64 (issue 26's calibration; measured values are on the results page and
-#: checked by the tests).
+#: unexplained at d = 16 / 32 / 64, the floor the hard pair was calibrated to (measured values are on the
+#: results page and checked by the tests).
 DEFAULT_SPREAD = 3.0
 #: Components of the target mixture (Korotin et al.'s Mix10).
 TARGET_COMPONENTS = 10
