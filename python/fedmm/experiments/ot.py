@@ -586,7 +586,8 @@ def _main(args: Any) -> int:
     try:
         check_icnn_pair(args.benchmark, args.dims, args.benchmark_seed)
     except ValueError as exc:
-        raise ExperimentError(str(exc), option="--benchmark-seed" if "seed" in str(exc) else "--dims") from None
+        option = "--benchmark-seed" if "benchmark_seed" in str(exc) else "--dims"
+        raise ExperimentError(str(exc), option=option) from None
     hidden = None if args.hidden_sizes == "MMv2" else list(args.hidden_sizes)
     summary = run_ot_experiment(
         args.out,

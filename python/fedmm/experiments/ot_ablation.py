@@ -184,7 +184,8 @@ class OTAblationConfig:
         try:
             check_icnn_pair(c.benchmark, c.dims, c.benchmark_seed)
         except ValueError as exc:
-            raise ExperimentError(str(exc), option="--benchmark-seed" if "seed" in str(exc) else "--dims") from None
+            option = "--benchmark-seed" if "benchmark_seed" in str(exc) else "--dims"
+            raise ExperimentError(str(exc), option=option) from None
         if c.hidden_sizes is not None:
             c.hidden_sizes = tuple(checked("hidden_sizes", lambda v=v: check_int(v, "hidden_sizes entry", low=1))
                                    for v in c.hidden_sizes)
