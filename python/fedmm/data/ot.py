@@ -1153,7 +1153,8 @@ def icnn_map_benchmark(
         Flat ICNN parameters in ``fedmm.models.ICNN``'s layout (e.g. a
         ``History.params['omega']`` of the package's OT solvers); default: the
         shipped weights for ``dim``.  With ``params`` the architecture comes
-        from the next four arguments.
+        from the next four arguments; without it, from the shipped file (the
+        four arguments are then not used).
     hidden_sizes : sequence of int, optional
         Default ``[max(2d, 64), max(2d, 64), max(d, 32)]`` (MMv2).
     rank : int
