@@ -473,3 +473,14 @@ def test_icnn_pair_shipped_weights_and_calibration(dim, floor):
 def test_bad_icnn_benchmark_arguments(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):
         icnn_map_benchmark(kwargs.pop("dim"), **kwargs)
+
+
+def test_reference_maps_are_the_three_reference_rows(gauss):
+    refs = gauss.reference_maps(seed=4)
+    assert list(refs) == ["identity", "linear", "best affine"]
+    x = gauss.sample_source(200, seed=1)
+    np.testing.assert_array_equal(refs["identity"](x), x)
+    np.testing.assert_array_equal(refs["linear"](x), gauss.linear_map()(x))
+    np.testing.assert_array_equal(refs["best affine"](x), gauss.best_affine_map(seed=4)(x))
+    # on a Gaussian pair all but the identity are the true (affine) map
+    assert gauss.l2_uvp(refs["linear"]).value < 1e-12 and gauss.l2_uvp(refs["best affine"]).value < 1e-12

@@ -44,6 +44,8 @@ reference for maps learned by :mod:`fedmm.algorithms`' OT solvers.
 from __future__ import annotations
 
 import functools
+import importlib.resources
+import json
 from typing import Any, Callable, NamedTuple, TypeVar
 
 import numpy as np
@@ -371,6 +373,15 @@ class _Benchmark:
         mean_x, mean_y = x.mean(axis=0), y.mean(axis=0)
         matrix = np.linalg.lstsq(x - mean_x, y - mean_y, rcond=None)[0].T
         return AffineMap(matrix, mean_y, mean_x)
+
+    def reference_maps(self, *, seed: Any = 0) -> dict[str, AffineMap]:
+        """The reference rows of every experiment: ``{"identity", "linear", "best affine"}`` → map.
+
+        :meth:`identity_map`, :meth:`linear_map` and :meth:`best_affine_map` (fitted on
+        ``sample_source(2¹⁷, seed)``), in that order.
+        """
+        return {"identity": self.identity_map(), "linear": self.linear_map(),
+                "best affine": self.best_affine_map(seed=seed)}
 
     def l2_uvp(self, m: Callable[[np.ndarray], Any], *, n_eval: int = DEFAULT_EVAL_SAMPLES,
                seed: Any = 0) -> L2UVP:
@@ -1092,9 +1103,6 @@ class ICNNMapBenchmark(_MixtureSource):
 
 def _shipped_icnn(dim: int) -> tuple[np.ndarray, dict, dict]:
     """The shipped weights for ``dim`` (validated: untrusted bytes), their architecture and provenance."""
-    import importlib.resources
-    import json
-
     resource = importlib.resources.files("fedmm.data").joinpath("ot_pairs", f"icnn_d{dim}.npz")
     with resource.open("rb") as fh, np.load(fh, allow_pickle=False) as npz:
         if set(npz.files) != {"params", "architecture", "provenance"}:

@@ -183,16 +183,17 @@ def _score(curve: Sequence[float]) -> float:
 
 
 def check_icnn_pair(benchmark: str, dims: Sequence[int], seed: int) -> None:
-    """``ValueError`` unless the ``'icnn'`` pair has shipped weights for every dimension and the seed."""
+    """:class:`ExperimentError` (a ``ValueError`` naming ``--dims`` or ``--benchmark-seed``) unless the ``'icnn'``
+    pair has shipped weights for every dimension and the seed."""
     if benchmark != "icnn":
         return
     missing = [d for d in dims if d not in ICNN_PAIR_DIMS]
     if missing:
-        raise ValueError(f"Expected 'dims' in {list(ICNN_PAIR_DIMS)} with benchmark='icnn' (the dimensions with "
-                         f"shipped weights; --benchmark hard takes any), got {missing}")
+        raise ExperimentError(f"Expected 'dims' in {list(ICNN_PAIR_DIMS)} with benchmark='icnn' (the dimensions "
+                              f"with shipped weights; --benchmark hard takes any), got {missing}", option="--dims")
     if seed != 0:
-        raise ValueError(f"Expected benchmark_seed=0 with benchmark='icnn' (the shipped weights were trained on P "
-                         f"of seed 0), got {seed}")
+        raise ExperimentError(f"Expected benchmark_seed=0 with benchmark='icnn' (the shipped weights were trained "
+                              f"on P of seed 0), got {seed}", option="--benchmark-seed")
 
 
 def _algorithm_task(task: dict, tick: Callable[[int], None]) -> dict:
@@ -207,10 +208,7 @@ def _algorithm_task(task: dict, tick: Callable[[int], None]) -> dict:
     evaluator = bench.l2_uvp_evaluator(n_eval=cfg["n_eval"], seed=[cfg["benchmark_seed"], 3])
     out: dict[str, Any] = {"dim": d, "algorithm": name}
     if task["references"]:
-        references = {ref: evaluator(m) for ref, m in (("identity", bench.identity_map()),
-                                                       ("linear", bench.linear_map()),
-                                                       ("best affine", bench.best_affine_map(
-                                                           seed=[cfg["benchmark_seed"], 4])))}
+        references = {ref: evaluator(m) for ref, m in bench.reference_maps(seed=[cfg["benchmark_seed"], 4]).items()}
         linear_by_benchmark = {}  # how hard each pair is: its linear map's L2-UVP on its own evaluation points
         for other_name, make in KNOWN_MAP_BENCHMARKS.items():
             if other_name == "icnn" and (d not in ICNN_PAIR_DIMS or cfg["benchmark_seed"] != 0):
@@ -583,11 +581,7 @@ def _main(args: Any) -> int:
         import optax  # noqa: F401
     except ImportError as exc:
         raise ExperimentError(f"fedmm experiment ot needs the 'ot' extra (pip install 'fedmm[ot]'): {exc}") from None
-    try:
-        check_icnn_pair(args.benchmark, args.dims, args.benchmark_seed)
-    except ValueError as exc:
-        option = "--benchmark-seed" if "benchmark_seed" in str(exc) else "--dims"
-        raise ExperimentError(str(exc), option=option) from None
+    check_icnn_pair(args.benchmark, args.dims, args.benchmark_seed)
     hidden = None if args.hidden_sizes == "MMv2" else list(args.hidden_sizes)
     summary = run_ot_experiment(
         args.out,

@@ -181,11 +181,7 @@ class OTAblationConfig:
         c.dims = tuple(checked("dims", lambda v=v: check_int(v, "dims entry", low=1)) for v in c.dims)
         if not c.dims:
             raise ExperimentError("expected at least one dimension", option="--dims")
-        try:
-            check_icnn_pair(c.benchmark, c.dims, c.benchmark_seed)
-        except ValueError as exc:
-            option = "--benchmark-seed" if "benchmark_seed" in str(exc) else "--dims"
-            raise ExperimentError(str(exc), option=option) from None
+        check_icnn_pair(c.benchmark, c.dims, c.benchmark_seed)
         if c.hidden_sizes is not None:
             c.hidden_sizes = tuple(checked("hidden_sizes", lambda v=v: check_int(v, "hidden_sizes entry", low=1))
                                    for v in c.hidden_sizes)
@@ -216,9 +212,7 @@ def _setting(d: int, c: OTAblationConfig) -> dict:
     datas = client_datasets(bench, c.n_clients, c.n_per_client, seed=[c.benchmark_seed, 1])
     target = bench.sample_target(c.n_target, seed=[c.benchmark_seed, 2])
     evaluator = bench.l2_uvp_evaluator(n_eval=c.n_eval, seed=[c.benchmark_seed, 3])
-    references = {name: evaluator(m) for name, m in (
-        ("identity", bench.identity_map()), ("linear", bench.linear_map()),
-        ("best affine", bench.best_affine_map(seed=[c.benchmark_seed, 4])))}
+    references = {name: evaluator(m) for name, m in bench.reference_maps(seed=[c.benchmark_seed, 4]).items()}
     return {"datas": datas, "target": target, "evaluator": evaluator,
             "references": {k: {"l2_uvp": v.value, "stderr": v.stderr} for k, v in references.items()}}
 
