@@ -14,7 +14,9 @@
  * support solves G_SS h_S = c_S - lam sign(h_S) exactly), which ends the
  * linear convergence tail of coordinate descent.  Every column stops on its
  * own duality gap, never on the size of the last step.  Also a feature-sign
- * active-set search (small supports), and for overcomplete dictionaries a
+ * active-set search (small supports, and dense ones through G^{-1}, with a
+ * short path for a column whose support is every atom and whose Newton step
+ * keeps every sign), and for overcomplete dictionaries a
  * homotopy (LARS-lasso) path from h = 0 with Cholesky up- and downdates of
  * the support's Gram block, ending exactly at lam.
  */
@@ -590,7 +592,8 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                             const double *c, double znorm2, double lam, int positive,
                             double tol, int max_iter, fedmm_blas_int max_support,
                             const double *inv_diag, double *h, double *g, double *x, double *L,
-                            double *theta, int *S, lasso_inverse_t *inv, lasso_poll_t *pl)
+                            double *theta, int *S, lasso_inverse_t *inv, int first_step_ready,
+                            lasso_poll_t *pl)
 {
     fedmm_blas_int m = 0;
     for (fedmm_blas_int k = 0; k < K; ++k) { /* branch-free: position m < K is always free */
@@ -672,14 +675,16 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
                 continue;
             }
         }
-        for (fedmm_blas_int j = 0; j < m; ++j) x[j] = c[S[j]] - lam * theta[j];
-        if (!(use_inverse && K - m <= INVERSE_MAX_COMPLEMENT && inverse_solve(K, m, S, inv, x))) {
-            if (!have_L) {
-                lasso_poll(pl, pl->solve); /* charged only: the loop head stops */
-                if (!chol_factor(m, S, G, ldg, L, K)) return -1 - it;
-                have_L = 1;
+        if (!(it == 0 && first_step_ready)) { /* else x holds it: lasso_full_support_step's, same operations */
+            for (fedmm_blas_int j = 0; j < m; ++j) x[j] = c[S[j]] - lam * theta[j];
+            if (!(use_inverse && K - m <= INVERSE_MAX_COMPLEMENT && inverse_solve(K, m, S, inv, x))) {
+                if (!have_L) {
+                    lasso_poll(pl, pl->solve); /* charged only: the loop head stops */
+                    if (!chol_factor(m, S, G, ldg, L, K)) return -1 - it;
+                    have_L = 1;
+                }
+                chol_solve(m, L, K, x);
             }
-            chol_solve(m, L, K, x);
         }
         /* Where x changes the sign of coefficients of S, move to the lowest
          * of the breakpoints h + t_j (x - h) at which one of them reaches 0
@@ -762,6 +767,43 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
         if (g_valid) refresh_gradient_list(K, G, ldg, c, h, S, m, g);
     }
     return -1 - max_iter;
+}
+
+/* lasso_active_set's first two iterations from a start h whose support is
+ * all K atoms, when G^{-1} is at hand (inv->state == 1) and the Newton step
+ * changes no sign: the step x = G^{-1}(c - lam sign(h)) (inverse_solve's
+ * product with an empty complement), g = c - G x, then the KKT test (no zero
+ * coefficient, so no violator) and the gap.  The same operations on the same
+ * values as the general loop, without its bookkeeping, which is most of a
+ * column's time when the codes are dense (every column of a round at a
+ * well-conditioned dictionary, half of them at one fitted to the data).
+ * Returns what lasso_active_set returns (1, or -2 when the gap hands over to
+ * coordinate descent, or -1 - it when the poll stops the run), or
+ * FULL_STEP_NONE with h untouched and the step in x when the step changes
+ * a sign (x_j = 0 included): the general loop then starts from the same h
+ * and takes that x as its first step. */
+#define FULL_STEP_NONE (-0x40000000)
+
+static int lasso_full_support_step(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
+                                   const double *c, double znorm2, double lam, int positive,
+                                   double tol, const lasso_inverse_t *inv, double *h, double *g,
+                                   double *x, double *theta, lasso_poll_t *pl)
+{
+    for (fedmm_blas_int k = 0; k < K; ++k) {
+        theta[k] = h[k] > 0.0 ? 1.0 : -1.0;
+        g[k] = c[k] - lam * theta[k]; /* the Newton right-hand side, in g until x is formed */
+    }
+    memset(x, 0, (size_t)K * sizeof(double));
+    list_axpy(K, inv->Mr, K, NULL, K, g, 0, 1.0, x);
+    int crossed = 0;
+    for (fedmm_blas_int k = 0; k < K; ++k) crossed |= !(theta[k] * x[k] > 0.0);
+    if (crossed) return FULL_STEP_NONE; /* x is the general loop's first step (first_step_ready) */
+    if (lasso_poll(pl, pl->step)) return -1; /* the charge of iteration 0, after the fact */
+    memcpy(h, x, (size_t)K * sizeof(double));
+    memcpy(g, c, (size_t)K * sizeof(double));
+    list_axpy(K, G, ldg, NULL, K, h, 1, -1.0, g);
+    if (lasso_poll(pl, pl->step)) return -2;
+    return lasso_gap(K, c, h, g, znorm2, lam, positive) <= tol ? 1 : -2;
 }
 
 /* a = G_{:,S} x over the index list S[0..m), eight columns per pass over a
@@ -1128,9 +1170,22 @@ static int lasso_column(fedmm_blas_int K, const double *G, fedmm_blas_int ldg,
          * many steps but few sweeps */
         const fedmm_blas_int max_support =
             method == LASSO_HYBRID ? lasso_hybrid_max_support(K) : K;
-        const int it = lasso_active_set(K, G, ldg, c, znorm2, lam, positive, tol,
-                                        max_iter - used, max_support, inv_diag, h, g, x, L,
-                                        theta, support, inv, pl);
+        int it = FULL_STEP_NONE, first_step_ready = 0;
+        if (max_iter - used >= 2) {
+            int full = 1;
+            for (fedmm_blas_int k = 0; k < K; ++k) full &= h[k] != 0.0;
+            /* G^{-1} formed where lasso_active_set would form it (K - m = 0) */
+            if (full && inv->state == 0) inverse_get(K, G, ldg, L, inv);
+            if (full && inv->state == 1) {
+                it = lasso_full_support_step(K, G, ldg, c, znorm2, lam, positive, tol, inv, h, g, x,
+                                             theta, pl);
+                first_step_ready = it == FULL_STEP_NONE;
+            }
+        }
+        if (it == FULL_STEP_NONE)
+            it = lasso_active_set(K, G, ldg, c, znorm2, lam, positive, tol, max_iter - used,
+                                  max_support, inv_diag, h, g, x, L, theta, support, inv,
+                                  first_step_ready, pl);
         if (it >= 0) return used + it;
         if (pl->stopped) return -1 - max_iter;
         used += -1 - it; /* hand over to coordinate descent from where it stopped */

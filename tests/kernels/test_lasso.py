@@ -353,6 +353,34 @@ def test_dense_codes_on_an_ill_conditioned_dictionary_take_few_steps(method):
     _check_against_sklearn(theta1, Z[:200].T, 0.1, H)
 
 
+@pytest.mark.parametrize("method", ["auto", "active_set"])
+@pytest.mark.parametrize("max_iter", [2, 1000])
+def test_full_support_codes_are_one_newton_step_from_the_least_squares_point(method, max_iter):
+    # Dense codes at a well-conditioned dictionary (the codes of a dictionary-learning round near a random
+    # start: every atom active): after the first column, a cold column starts at the least-squares point
+    # G⁻¹c and, when the Newton step x = G⁻¹(c − λ sign) keeps every sign, x is the solution in one step.
+    # Checked against NumPy's solve of that system and the KKT conditions, with the iteration cap at the
+    # smallest value that certifies such a column (2: the step, then the KKT test) and at the default.
+    rng = np.random.default_rng(3)
+    D = rng.standard_normal((64, 15))
+    Z = D @ rng.standard_normal((15, 300)) + 0.1 * rng.standard_normal((64, 300))
+    lam = 0.1
+    if max_iter == 2:  # only the first column (cold from h = 0, 15 atoms to add) needs more steps
+        with pytest.warns(ConvergenceWarning, match="1 of 300 columns"):
+            H, n_iter = lasso(D, Z, lam, method=method, max_iter=max_iter, return_n_iter=True)
+        H, n_iter = H[:, 1:], n_iter[1:]
+        Z = Z[:, 1:]
+    else:
+        H, n_iter = lasso(D, Z, lam, method=method, max_iter=max_iter, return_n_iter=True)
+    G, C = D.T @ D, D.T @ Z
+    full = (H != 0).all(axis=0)
+    assert full[1:].mean() > 0.9
+    closed = np.linalg.solve(G, C - lam * np.sign(H))
+    np.testing.assert_allclose(H[:, full], closed[:, full], rtol=1e-10, atol=1e-12)
+    assert (n_iter[1:][full[1:]] == 1).all()
+    assert lasso_kkt_violation(D, Z, H, lam).max() <= KKT_TOL
+
+
 def _duplicated_atom(rng, p, K):
     D = rng.standard_normal((p, K))
     D[:, 3] = D[:, 1]  # G singular: no inverse (the solver's G^{-1} path is unavailable)
