@@ -775,8 +775,8 @@ static int lasso_active_set(fedmm_blas_int K, const double *G, fedmm_blas_int ld
  * product with an empty complement), g = c - G x, then the KKT test (no zero
  * coefficient, so no violator) and the gap.  The same operations on the same
  * values as the general loop, without its bookkeeping, which is most of a
- * column's time when the codes are dense (every column of a round at a
- * well-conditioned dictionary, half of them at one fitted to the data).
+ * column's time when the codes are dense and the step keeps every sign
+ * (nearly every column of a round at a well-conditioned dictionary).
  * Returns what lasso_active_set returns (1, or -2 when the gap hands over to
  * coordinate descent, or -1 - it when the poll stops the run), or
  * FULL_STEP_NONE with h untouched and the step in x when the step changes

@@ -448,7 +448,6 @@ def test_icnn_pair_shipped_weights_and_calibration(dim, floor):
     bench = icnn_map_benchmark(dim)
     assert list(bench.network.hidden_sizes) == MMV2[dim] and bench.network.activation == "celu"
     assert "fedmm experiment ot-pair" in bench.provenance["command"]
-    assert bench.l2_uvp(bench.true_map).value == 0.0
     assert bench.target_variance() == pytest.approx(dim, rel=1e-9)
     affine = bench.l2_uvp(bench.best_affine_map(n_fit=2**15, seed=1), n_eval=2**15, seed=2)
     linear = bench.l2_uvp(bench.linear_map(), n_eval=2**15, seed=2)

@@ -50,6 +50,7 @@ from fedmm.experiments._common import (
     make_log,
     plot_band,
     positive_int,
+    require_ot_extra,
     resolve_progress,
     run_tasks,
     seed_list,
@@ -60,8 +61,8 @@ from fedmm.experiments._common import (
 __all__ = ["add_experiment_subcommands", "experiment_modules",
            # the machinery the commands share
            "CommandParser", "ExperimentError", "add_common_options", "add_deprecated_alias", "apply_config",
-           "make_log", "plot_band", "positive_int", "resolve_progress", "run_tasks", "seed_list", "tidy_log_axis",
-           "write_summary"]
+           "make_log", "plot_band", "positive_int", "require_ot_extra", "resolve_progress", "run_tasks", "seed_list",
+           "tidy_log_axis", "write_summary"]
 
 
 def experiment_modules() -> list[str]:

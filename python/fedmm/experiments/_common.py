@@ -46,6 +46,7 @@ __all__ = [
     "positive_int",
     "positive_float_list",
     "positive_int_list",
+    "require_ot_extra",
     "nonneg_float_list",
     "comma_list",
     "choice",
@@ -81,6 +82,16 @@ class ExperimentError(ValueError):
     def __init__(self, message: str, option: str | None = None) -> None:
         super().__init__(message)
         self.option = option
+
+
+def require_ot_extra(command: str) -> None:
+    """:class:`ExperimentError` unless the ``ot`` extra (JAX and optax) imports: ``command`` is what the user typed
+    (``"fedmm experiment ot"``)."""
+    try:
+        import jax  # noqa: F401
+        import optax  # noqa: F401
+    except ImportError as exc:
+        raise ExperimentError(f"{command} needs the 'ot' extra (pip install 'fedmm[ot]'): {exc}") from None
 
 
 # --------------------------------------------------------------------------- argparse value types

@@ -84,6 +84,7 @@ from fedmm.experiments._common import (
     positive_float_list,
     positive_int,
     positive_int_list,
+    require_ot_extra,
     resolve_progress,
     run_tasks,
     seed_list,
@@ -576,12 +577,7 @@ def add_ot_parser(subparsers: Any) -> Any:
 def _main(args: Any) -> int:
     if args.n_eval < 2:
         raise ExperimentError(f"expected at least 2 evaluation points, got {args.n_eval}", option="--n-eval")
-    try:
-        import jax  # noqa: F401
-        import optax  # noqa: F401
-    except ImportError as exc:
-        raise ExperimentError(f"fedmm experiment ot needs the 'ot' extra (pip install 'fedmm[ot]'): {exc}") from None
-    check_icnn_pair(args.benchmark, args.dims, args.benchmark_seed)
+    require_ot_extra("fedmm experiment ot")
     hidden = None if args.hidden_sizes == "MMv2" else list(args.hidden_sizes)
     summary = run_ot_experiment(
         args.out,

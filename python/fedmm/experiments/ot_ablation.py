@@ -69,6 +69,7 @@ from fedmm.experiments._common import (
     positive_float_list,
     positive_int,
     positive_int_list,
+    require_ot_extra,
     resolve_progress,
     run_tasks,
     tidy_log_axis,
@@ -526,12 +527,7 @@ _OPTION_KEYS = tuple(f.name for f in dataclasses.fields(OTAblationConfig))
 
 
 def _command(args: Any) -> int:
-    try:
-        import jax  # noqa: F401
-        import optax  # noqa: F401
-    except ImportError as exc:
-        raise ExperimentError(f"fedmm experiment ot-ablation needs the 'ot' extra (pip install 'fedmm[ot]'): "
-                              f"{exc}") from None
+    require_ot_extra("fedmm experiment ot-ablation")
     values = {key: getattr(args, key) for key in _OPTION_KEYS if hasattr(args, key)}
     for key in ("dims", "sgd_steps", "fedmm_steps", "fedadam_lrs", "central_steps", "arms", "hidden_sizes"):
         if values.get(key) is not None:

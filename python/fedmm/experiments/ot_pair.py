@@ -32,13 +32,13 @@ import numpy as np
 
 from fedmm.data import icnn_map_benchmark, known_map_benchmark
 from fedmm.experiments._common import (
-    ExperimentError,
     make_log,
     nonneg_int,
     output_dir,
     positive_float,
     positive_int,
     positive_int_list,
+    require_ot_extra,
     resolve_progress,
     run_tasks,
     write_summary,
@@ -193,12 +193,7 @@ def add_ot_pair_parser(subparsers: Any) -> None:
 
 
 def _command(args: Any) -> int:
-    try:
-        import jax  # noqa: F401
-        import optax  # noqa: F401
-    except ImportError as exc:
-        raise ExperimentError(f"fedmm experiment ot-pair needs the 'ot' extra (pip install 'fedmm[ot]'): "
-                              f"{exc}") from None
+    require_ot_extra("fedmm experiment ot-pair")
     os.makedirs(args.out, exist_ok=True)
     tasks = [{"dim": d, "spread": args.spread,
               "iterations": args.iterations, "step": args.step, "n_samples": args.samples,
