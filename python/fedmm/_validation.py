@@ -71,6 +71,30 @@ def as_array(
     -------
     ndarray
     """
+    if (type(x) is np.ndarray and x.dtype == _FLOAT64 and not copy and (dtype is None or dtype is np.float64)
+            and (order is None or (order == "C" and x.flags.c_contiguous) or (order == "F" and x.flags.f_contiguous))):
+        # what the general path returns for a float64 ndarray already in the layout asked for: x itself, checked
+        # (building a run checks every client's data this way, so its Python overhead counts per client)
+        arr = x
+    else:
+        arr = _converted(x, name, dtype, allowed_dtypes, order, copy)
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if arr.ndim not in allowed:
+            want = " or ".join(str(a) for a in allowed)
+            raise ValueError(
+                f"Expected '{name}' with {want} dimension(s), got shape {arr.shape}"
+            )
+    if finite and arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
+    return arr
+
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _converted(x: Any, name: str, dtype: Any, allowed_dtypes: tuple, order: str | None, copy: bool) -> np.ndarray:
+    """:func:`as_array`'s conversion: ``x`` as an ndarray of the target dtype and layout (real numbers only)."""
     try:
         arr = np.asarray(x)
     except Exception as exc:  # pragma: no cover - numpy message is kept
@@ -91,15 +115,6 @@ def as_array(
         arr = np.array(arr, dtype=target, order=order, copy=True) if copy else np.asarray(
             arr, dtype=target, order=order
         )
-    if ndim is not None:
-        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
-        if arr.ndim not in allowed:
-            want = " or ".join(str(a) for a in allowed)
-            raise ValueError(
-                f"Expected '{name}' with {want} dimension(s), got shape {arr.shape}"
-            )
-    if finite and np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
-        raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
     return arr
 
 

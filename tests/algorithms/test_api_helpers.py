@@ -11,7 +11,8 @@ from fedmm import History
 from fedmm._validation import as_rng
 from fedmm.algorithms import Cadence, Schedule, StepSchedule, check_seed, seed_from_repr, seed_repr
 from fedmm.algorithms._random import check_seed as random_check_seed
-from fedmm.algorithms._random import derive_seed, party_seed
+import fedmm.algorithms._random as random_streams
+from fedmm.algorithms._random import RoundStream, derive_seed, party_keys, party_seed
 
 
 # -- seeds ------------------------------------------------------------------------------------------------------
@@ -75,6 +76,51 @@ def test_derive_seed_is_spawn_without_mutation():
     for a, b in zip(children, spawned):
         assert a.spawn_key == b.spawn_key and np.array_equal(a.generate_state(4), b.generate_state(4))
     assert derive_seed(5, 1, 2).spawn_key == (1, 2) and derive_seed(5, 1, 2).entropy == 5
+
+
+SEEDS = [0, 1, 12345, 2**40 + 7, 2**200 + 3, [1, 2, 3, 4, 5, 6], np.random.SeedSequence(5, spawn_key=(3,)),
+         np.random.SeedSequence(9, pool_size=8), np.random.SeedSequence(np.arange(7, dtype=np.uint32)),
+         np.random.SeedSequence()]
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=range(len(SEEDS)))
+def test_party_keys_are_numpys_keys_from_one_vectorized_pass(seed, monkeypatch):
+    root = check_seed(seed)
+    calls = []
+
+    def counted(*args):
+        calls.append(args)
+        return party_seed(*args)
+
+    monkeypatch.setattr(random_streams, "party_seed", counted)
+    for party, n in [(0, 3), (1, 257), (2**33, 5)]:
+        calls.clear()
+        keys = party_keys(root, party, n)
+        # NumPy's own derivation, one SeedSequence per party
+        reference = np.stack([party_seed(root, party, i).generate_state(2, np.uint64) for i in range(n)])
+        assert keys.dtype == np.uint64 and keys.shape == (n, 2) and keys.flags.c_contiguous
+        np.testing.assert_array_equal(keys, reference)
+        np.testing.assert_array_equal(keys[n - 1], RoundStream(party_seed(root, party, n - 1)).key)
+        # the vectorized pass, not the one-at-a-time fallback: NumPy is asked only for the two rows it checks
+        assert len(calls) == 2
+
+
+def test_party_keys_falls_back_to_numpy_when_its_check_fails(monkeypatch):
+    root = check_seed(3)
+    reference = np.stack([party_seed(root, 1, i).generate_state(2, np.uint64) for i in range(40)])
+    monkeypatch.setattr(random_streams, "_MULT_B", random_streams._MULT_B ^ 2)  # a hash NumPy does not use
+    np.testing.assert_array_equal(party_keys(root, 1, 40), reference)
+    assert party_keys(root, 1, 0).shape == (0, 2)
+    for bad in (-1, 2**32):
+        with pytest.raises(ValueError, match=r"Expected 0 <= n < 2\*\*32 parties"):
+            party_keys(root, 1, bad)
+
+
+def test_round_stream_from_a_key_draws_as_from_its_seed_sequence():
+    seq = party_seed(8, 1, 4)
+    a, b = RoundStream(seq), RoundStream.from_key(party_keys(8, 1, 5)[4])
+    assert type(b) is RoundStream
+    np.testing.assert_array_equal(a.at(3).random(4), b.at(3).random(4))
 
 
 # -- schedules and cadence -----------------------------------------------------------------------------------

@@ -253,6 +253,25 @@ def test_bad_configuration_raises(kwargs, exc, match):
         FedMM(InverseToy(), **kwargs)
 
 
+def test_build_makes_the_clients_build_client_makes():
+    """A remote worker builds its one client with build_client; the in-process build derives every client's key
+    in one pass and checks the data once: the same clients (streams, compressors, participation)."""
+    rng = np.random.default_rng(0)
+    datas = [rng.exponential(size=5 + i % 3) + 0.5 for i in range(23)]
+    compressors = [StochasticRounding(bits=4 + i % 3) for i in range(23)]
+    algo = FedMM(InverseToy(), clients_per_round=7, compressor=compressors)
+    _, clients = algo.build(datas, seed=11)
+    for i, c in enumerate(clients):
+        alone = algo.build_client(i, datas[i], n_clients=23, seed=11)
+        np.testing.assert_array_equal(c.stream.key, alone.stream.key)
+        assert c.compressor is alone.compressor is compressors[i]
+        assert (c.index, c.p, c.control_variate_step) == (alone.index, alone.p, alone.control_variate_step) == (
+            i, 7 / 23, algo.control_variate_step)
+        np.testing.assert_array_equal(c.stream.at(2).random(3), alone.stream.at(2).random(3))
+    with pytest.raises(ValueError, match=r"one compressor per client \(n_clients=22\), got 23"):
+        algo.build_client(0, datas[0], n_clients=22, seed=11)
+
+
 def test_bad_run_arguments_raise(toy_datas):
     with pytest.raises(ValueError, match="one compressor per client"):
         FedMM(InverseToy(), compressor=[Identity()] * 2).run(toy_datas, 1)

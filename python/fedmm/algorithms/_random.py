@@ -20,7 +20,7 @@ import numpy as np
 from fedmm._validation import check_seed
 from fedmm.federation.skeleton import PhiloxRounds
 
-__all__ = ["RoundStream", "derive_seed", "party_seed", "check_seed", "seed_repr", "seed_from_repr",
+__all__ = ["RoundStream", "derive_seed", "party_seed", "party_keys", "check_seed", "seed_repr", "seed_from_repr",
            "init_generator"]
 
 SERVER_PARTY = 0
@@ -68,6 +68,92 @@ class RoundStream(PhiloxRounds):
 
     def __init__(self, seed_seq: np.random.SeedSequence) -> None:
         super().__init__(seed_seq.generate_state(2, np.uint64))
+
+    @classmethod
+    def from_key(cls, key: np.ndarray) -> "RoundStream":
+        """The stream whose key is ``key`` (a row of :func:`party_keys`: ``RoundStream(party_seed(...))``'s key)."""
+        stream = cls.__new__(cls)
+        PhiloxRounds.__init__(stream, key)
+        return stream
+
+
+# NumPy's SeedSequence constants (numpy/random/bit_generator.pyx, after O'Neill's seed_seq): 32-bit words
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_MULT_L, _MIX_MULT_R, _XSHIFT, _MASK32 = 0xCA01F9DD, 0x4973F715, 16, 0xFFFFFFFF
+
+
+def party_keys(seed: int | np.random.SeedSequence, party: int, n: int) -> np.ndarray:
+    """The Philox keys of the parties ``(party, 0)``, ..., ``(party, n − 1)``, all at once.
+
+    Row ``i`` is ``party_seed(seed, party, i).generate_state(2, np.uint64)``,
+    the key of ``RoundStream(party_seed(seed, party, i))``.  A ``SeedSequence``
+    hashes its entropy words one after the other into a pool of 32-bit words
+    with multipliers that do not depend on the data; the words of
+    ``(seed, party)`` are common to every ``i``, so NumPy's own pool of the
+    ``SeedSequence`` with spawn key ``(..., party)`` is the pool before the
+    last word ``i``, and only that word's mixing and the output hash run
+    here, as uint32 array operations over every ``i`` (building a run of
+    10,000 clients one ``SeedSequence`` each costs about 0.1 s).  Rows 0 and
+    ``n − 1`` are checked against NumPy's derivation; should they differ (a
+    NumPy that changed the algorithm, which its stability policy excludes),
+    every key is derived one at a time instead.
+
+    Parameters
+    ----------
+    seed : SeedSequence or int
+        The run seed (normalized by :func:`check_seed`).
+    party : int
+        The party number (``0`` server, ``1`` clients).
+    n : int
+        Number of keys, ``0 <= n < 2**32`` (an index is one 32-bit word of the spawn key).
+
+    Returns
+    -------
+    ndarray of shape (n, 2), dtype uint64
+    """
+    root = seed if isinstance(seed, np.random.SeedSequence) else check_seed(int(seed))
+    n = int(n)
+    if not 0 <= n < 2**32:
+        raise ValueError(f"Expected 0 <= n < 2**32 parties, got {n}")
+    if n == 0:
+        return np.empty((0, 2), dtype=np.uint64)
+    prefix = derive_seed(root, party)
+    size = prefix.pool_size
+    pool = np.tile(np.asarray(prefix.pool, dtype=np.uint32), (n, 1))
+    # hashmix calls before the last word: the pool's first words, the pool's all-pairs mixing, then `size`
+    # per remaining word of the prefix's entropy (the run entropy padded to the pool size, the spawn key)
+    n_words = max(_word_count(root.entropy), size) + _word_count(tuple(prefix.spawn_key))
+    calls = size + size * (size - 1) + (n_words - size) * size
+    hash_const = (_INIT_A * pow(_MULT_A, calls, 2**32)) & _MASK32
+    index = np.arange(n, dtype=np.uint32)
+    for dst in range(size):  # mix(pool[dst], hashmix(i)) for the last word i
+        value = index ^ np.uint32(hash_const)
+        hash_const = (hash_const * _MULT_A) & _MASK32
+        value = value * np.uint32(hash_const)
+        value ^= value >> np.uint32(_XSHIFT)
+        mixed = pool[:, dst] * np.uint32(_MIX_MULT_L) - value * np.uint32(_MIX_MULT_R)
+        pool[:, dst] = mixed ^ (mixed >> np.uint32(_XSHIFT))
+    words = np.empty((n, 4), dtype=np.uint32)  # generate_state(2, uint64): four 32-bit words, pool in cycle
+    hash_const = _INIT_B
+    for dst in range(4):
+        value = pool[:, dst % size] ^ np.uint32(hash_const)
+        hash_const = (hash_const * _MULT_B) & _MASK32
+        value = value * np.uint32(hash_const)
+        words[:, dst] = value ^ (value >> np.uint32(_XSHIFT))
+    keys = np.ascontiguousarray(words.astype("<u4").view("<u8").astype(np.uint64))
+    for i in {0, n - 1}:
+        if not np.array_equal(keys[i], party_seed(root, party, i).generate_state(2, np.uint64)):
+            return np.stack([party_seed(root, party, j).generate_state(2, np.uint64) for j in range(n)])
+    return keys
+
+
+def _word_count(value: Any) -> int:
+    """How many 32-bit words a ``SeedSequence`` makes of an entropy or spawn-key value (an int: at least one)."""
+    if isinstance(value, (int, np.integer)):
+        return max(1, (int(value).bit_length() + 31) // 32)
+    if isinstance(value, np.ndarray) and value.dtype == np.uint32:
+        return value.size
+    return sum(_word_count(v) for v in value)
 
 
 _DEFAULT_POOL_SIZE = np.random.SeedSequence(0).pool_size

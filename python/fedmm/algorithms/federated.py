@@ -39,6 +39,7 @@ from fedmm.algorithms._random import (
     RoundStream,
     check_seed,
     init_generator,
+    party_keys,
     party_seed,
 )
 from fedmm.algorithms._schedule import StepSchedule
@@ -48,7 +49,7 @@ from fedmm.algorithms._setup import (
     check_datas_list,
     check_weights,
     checked_compressors,
-    compressor_list,
+    client_compressor,
     normalized_weights,
     participation,
 )
@@ -182,6 +183,11 @@ class Client:
         Run seed; the client's stream at round ``t`` is ``Philox(key_i, t)``.
     control_variates : {'zero', 'oracle'}
         Initial ``V_{0,i}`` (see :meth:`setup`).
+    stream : RoundStream, optional
+        The client's round stream when the caller derived it with the
+        others (:meth:`FedMM.build` derives every client's Philox key at
+        once); it must be ``RoundStream(party_seed(seed, 1, index))``'s.
+        None derives it from ``seed``.
 
     Notes
     -----
@@ -191,7 +197,8 @@ class Client:
 
     def __init__(self, index: int, data: Any, model: SurrogateModel, *, space: str, compressor: Any,
                  control_variate_step: float, p: float, mode: str, oracle: str, batch_size: int | None,
-                 k_in: int | None, seed: int | np.random.SeedSequence, control_variates: str = "zero") -> None:
+                 k_in: int | None, seed: int | np.random.SeedSequence, control_variates: str = "zero",
+                 stream: RoundStream | None = None) -> None:
         self.index = int(index)
         self.control_variates = control_variates
         self.data = data
@@ -202,7 +209,7 @@ class Client:
         self.p = float(p)
         self.mode = mode
         self.oracle = LocalOracle(model, data, oracle, batch_size, k_in)
-        self.stream = RoundStream(party_seed(seed, CLIENT_PARTY, index))
+        self.stream = RoundStream(party_seed(seed, CLIENT_PARTY, index)) if stream is None else stream
         self.V: np.ndarray | None = None  # V_{t,i}, set by setup()
         self.theta_like: Any = None  # θ_0 of the set-up broadcast (the parameter's structure)
         self._state: ClientState | None = None  # the last state imported or exported (export_state reuses it)
@@ -615,11 +622,19 @@ class Server:
     def _make_round_config(self, clients: Sequence[Client], memory_key: str | None = None) -> RoundConfig:
         msg = self._size
         quantizers = np.full((len(clients), 4), -1, dtype=np.int64)
+        payload_nbytes = np.empty(len(clients), dtype=np.int64)
+        # (quantizer spec, payload size) of each distinct compressor object: one shared by every client is
+        # asked once, not once per client
+        known: dict[int, tuple[Any, int]] = {}
         for k, c in enumerate(clients):
-            spec = getattr(c.compressor, "quantizer_spec", None)  # a compressor written in Python has none
-            spec = None if spec is None else spec(msg)
-            if spec is not None:
-                quantizers[k] = spec
+            answer = known.get(id(c.compressor))
+            if answer is None:
+                spec = getattr(c.compressor, "quantizer_spec", None)  # a compressor written in Python has none
+                answer = known[id(c.compressor)] = (None if spec is None else spec(msg),
+                                                    int(c.compressor.payload_nbytes(msg)))
+            if answer[0] is not None:
+                quantizers[k] = answer[0]
+            payload_nbytes[k] = answer[1]
         oracle = clients[0].oracle.kind
         return RoundConfig(
             space=self.space, mode=self.mode, oracle=oracle, project=self.projection == "euclidean",
@@ -630,7 +645,7 @@ class Server:
             broadcast_nbytes=self.broadcast_nbytes, server_key=self.stream.key,
             client_keys=np.stack([c.stream.key for c in clients]),
             n_samples=np.array([c.oracle.n_samples for c in clients], dtype=np.int64), quantizers=quantizers,
-            payload_nbytes=np.array([int(c.compressor.payload_nbytes(msg)) for c in clients], dtype=np.int64),
+            payload_nbytes=payload_nbytes,
             memory_key=memory_key)
 
     def round_config(self, clients: Sequence[Client]) -> RoundConfig:
@@ -1172,10 +1187,18 @@ class FedMM(FederatedAlgorithm):
         if check:
             data = self.model.check_data(data, f"datas[{index}]")
         _, p = participation(self.clients_per_round, self.participation_prob, n)
-        return Client(index, data, self.model, space=self.space, compressor=compressor_list(self.compressor, n)[index],
+        return self._new_client(index, data, n, p, seed)
+
+    def _new_client(self, index: int, data: Any, n: int, p: float, seed: np.random.SeedSequence,
+                    key: np.ndarray | None = None) -> Client:
+        """:meth:`build_client` on arguments it has checked (``p``: the participation of ``n`` clients; ``key``:
+        the client's row of :func:`party_keys`, or None to derive it)."""
+        return Client(index, data, self.model, space=self.space,
+                      compressor=client_compressor(self.compressor, n, index),
                       control_variate_step=self.effective_control_variate_step(p), p=p, mode=self.participation_mode,
                       oracle=self.oracle, batch_size=self.batch_size, k_in=self.k_in, seed=seed,
-                      control_variates=self.control_variates)
+                      control_variates=self.control_variates,
+                      stream=None if key is None else RoundStream.from_key(key))
 
     def build(self, datas: Sequence[Any], *, seed: int | np.random.SeedSequence = 0,
               init: np.ndarray | None = None, on_client_error: str = "drop") -> tuple[Server, list[Client]]:
@@ -1207,7 +1230,10 @@ class FedMM(FederatedAlgorithm):
         if init is None:
             init = model.init_statistic(datas, init_generator(seed))
         server = self.build_server(n, weights=weights, init=init, seed=seed)
-        clients = [self.build_client(i, d, n_clients=n, seed=seed, check=False) for i, d in enumerate(datas)]
+        # build_client's checks hold for every client at once: the data were checked above, seed is checked
+        _, p = participation(self.clients_per_round, self.participation_prob, n)
+        keys = party_keys(seed, CLIENT_PARTY, n)  # every client's stream key in one pass
+        clients = [self._new_client(i, d, n, p, seed, keys[i]) for i, d in enumerate(datas)]
         if start_from_mean:
             # the start exchange of every runtime: one uncompressed full pass per client at θ_0 = T(init)
             message = server.start_message()

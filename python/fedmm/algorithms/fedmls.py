@@ -56,7 +56,7 @@ from fedmm.algorithms.nonsmooth import (
     scalar_from_array,
     vector_from_array,
 )
-from fedmm.algorithms._setup import checked_compressors, compressor_list
+from fedmm.algorithms._setup import checked_compressors, client_compressor
 from fedmm.federation.skeleton import mean_aggregate
 from fedmm.models.nonsmooth import NonsmoothProblem, StackedClients
 
@@ -234,7 +234,7 @@ class FedMLS(FederatedSubgradientMethod):
     def build_client(self, index: int, data: StackedClients, oracle: SubgradientOracle, x0: np.ndarray,
                      n_clients: int) -> "FedMLSClient":
         return FedMLSClient(index, self.model, data, oracle, x0, n_clients, self.radius, self.backend,
-                            compressor_list(self.compressor, n_clients)[index])
+                            client_compressor(self.compressor, n_clients, index))
 
     def final_state(self, server: "FedMLSServer", clients: Sequence["FedMLSClient"]) -> dict:
         """``x`` (:math:`x_K`) and ``z_clients`` (the clients' :math:`z_K^i`, shape (n, p))."""

@@ -72,7 +72,7 @@ from fedmm._validation import (
 from fedmm.algorithms._monitor import Cadence
 from fedmm.algorithms._random import RoundStream, derive_seed
 from fedmm.algorithms._schedule import Schedule
-from fedmm.algorithms._setup import check_compressor, checked_compressors, compressor_list, participation
+from fedmm.algorithms._setup import check_compressor, checked_compressors, client_compressor, participation
 from fedmm.algorithms.base import Boolean, FederatedAlgorithm, Integer, OptionalConstraint, Options, Real, Rule
 from fedmm.compression import Identity
 from fedmm.federation.checkpoint import data_digest
@@ -1499,7 +1499,7 @@ class FedAvg(FederatedSubgradientMethod):
 
     def build_client(self, index, data, oracle, x0, n_clients):
         return self.client_class(index, self.model, data, oracle, n_clients,
-                                 compressor_list(self.compressor, n_clients)[index])
+                                 client_compressor(self.compressor, n_clients, index))
 
     def message_class(self) -> type:
         """:class:`FedAvgMessage`."""
@@ -1720,7 +1720,7 @@ class Scaffold(FederatedSubgradientMethod):
 
     def build_client(self, index, data, oracle, x0, n_clients):
         return ScaffoldClient(index, self.model, data, oracle, n_clients, x0, self.local_lr_schedule(n_clients),
-                              compressor_list(self.compressor, n_clients)[index])
+                              client_compressor(self.compressor, n_clients, index))
 
     def message_class(self) -> type:
         """:class:`ScaffoldMessage`."""
@@ -1945,7 +1945,7 @@ class Scaffnew(FederatedSubgradientMethod):
 
     def build_client(self, index, data, oracle, x0, n_clients):
         return ScaffnewClient(index, self.model, data, oracle, n_clients, x0, self.local_lr, self.communication_prob,
-                              compressor_list(self.compressor, n_clients)[index])
+                              client_compressor(self.compressor, n_clients, index))
 
     def message_class(self) -> type:
         """:class:`ScaffnewMessage`."""

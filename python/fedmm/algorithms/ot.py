@@ -42,7 +42,7 @@ from fedmm.algorithms._setup import (
     check_datas_list,
     check_weights,
     checked_compressors,
-    compressor_list,
+    client_compressor,
     normalized_weights,
     participation,
 )
@@ -869,7 +869,7 @@ class _FederatedOT(FederatedAlgorithm):
             target = self.model.check_target(target)
         _, p = participation(self.clients_per_round, self.participation_prob, n)
         return OTClient(index, data, target, self.steps, kind=self.kind,
-                        compressor=compressor_list(self.compressor, n)[index],
+                        compressor=client_compressor(self.compressor, n, index),
                         control_variate_step=getattr(self, "control_variate_step", 0.0), p=p,
                         local_steps=self.local_steps,
                         local_lr=self.local_lr, batch_size=self.batch_size,

@@ -160,7 +160,7 @@ class ClientSelection:
         stream's first :math:`n` uniform doubles :math:`u_0, \dots, u_{n-1}` (independent
         Bernoulli(:math:`p`) coins; :math:`p = 1` contacts every client and draws nothing).
     key : array_like of 2 uint64, optional
-        The server stream's 128-bit Philox key (:attr:`fedmm.algorithms.RoundStream.key`).  Needed
+        The server stream's 128-bit Philox key (:attr:`PhiloxRounds.key`).  Needed
         unless every client takes part in every round.
     mode : {'select', 'compress', 'compress-local'}
         See :data:`SELECTION_MODES`.
