@@ -80,7 +80,7 @@ def test_derive_seed_is_spawn_without_mutation():
 
 SEEDS = [0, 1, 12345, 2**40 + 7, 2**200 + 3, [1, 2, 3, 4, 5, 6], np.random.SeedSequence(5, spawn_key=(3,)),
          np.random.SeedSequence(9, pool_size=8), np.random.SeedSequence(np.arange(7, dtype=np.uint32)),
-         np.random.SeedSequence()]
+         np.random.SeedSequence(np.array([1, 2, 2**40]), spawn_key=[np.uint64(3)]), np.random.SeedSequence()]
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=range(len(SEEDS)))

@@ -119,10 +119,13 @@ def party_keys(seed: int | np.random.SeedSequence, party: int, n: int) -> np.nda
         return np.empty((0, 2), dtype=np.uint64)
     prefix = derive_seed(root, party)
     size = prefix.pool_size
+    run_words, spawn_words = _word_count(root.entropy), _word_count(tuple(prefix.spawn_key))
+    if run_words is None or spawn_words is None:
+        return np.stack([party_seed(root, party, j).generate_state(2, np.uint64) for j in range(n)])
     pool = np.tile(np.asarray(prefix.pool, dtype=np.uint32), (n, 1))
     # hashmix calls before the last word: the pool's first words, the pool's all-pairs mixing, then `size`
     # per remaining word of the prefix's entropy (the run entropy padded to the pool size, the spawn key)
-    n_words = max(_word_count(root.entropy), size) + _word_count(tuple(prefix.spawn_key))
+    n_words = max(run_words, size) + spawn_words
     calls = size + size * (size - 1) + (n_words - size) * size
     hash_const = (_INIT_A * pow(_MULT_A, calls, 2**32)) & _MASK32
     index = np.arange(n, dtype=np.uint32)
@@ -147,13 +150,17 @@ def party_keys(seed: int | np.random.SeedSequence, party: int, n: int) -> np.nda
     return keys
 
 
-def _word_count(value: Any) -> int:
-    """How many 32-bit words a ``SeedSequence`` makes of an entropy or spawn-key value (an int: at least one)."""
+def _word_count(value: Any) -> int | None:
+    """How many 32-bit words a ``SeedSequence`` makes of an entropy or spawn-key value (an int: at least one),
+    or None for a value of another kind (the keys are then derived one at a time)."""
     if isinstance(value, (int, np.integer)):
         return max(1, (int(value).bit_length() + 31) // 32)
     if isinstance(value, np.ndarray) and value.dtype == np.uint32:
         return value.size
-    return sum(_word_count(v) for v in value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, np.ndarray)):
+        return None
+    counts = [_word_count(v) for v in value]
+    return None if None in counts else sum(counts)
 
 
 _DEFAULT_POOL_SIZE = np.random.SeedSequence(0).pool_size

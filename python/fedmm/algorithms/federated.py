@@ -186,8 +186,8 @@ class Client:
     stream : RoundStream, optional
         The client's round stream when the caller derived it with the
         others (:meth:`FedMM.build` derives every client's Philox key at
-        once); it must be ``RoundStream(party_seed(seed, 1, index))``'s.
-        None derives it from ``seed``.
+        once), holding the key of ``RoundStream(party_seed(seed, 1,
+        index))``.  None derives it from ``seed``.
 
     Notes
     -----
