@@ -5,7 +5,8 @@ A researcher's simulation of tens of thousands of clients pays the set-up of
 every client at each ``FedMM.run`` call: its data checked, its Philox key
 derived from the run seed, its objects built.  With FedEM Fig. 1's mixture
 (100 samples per client, 2-D), a round of 7,500 active clients takes about
-15 ms, so a per-client set-up of 50 µs is half a second, more than 20 rounds.
+14 ms on one thread, so a per-client set-up of 50 µs (this project's machine,
+before ``build`` derived the keys at once) is half a second, over 30 rounds.
 
 - ``test_build``: ``FedMM.build`` (every check, the model's global moments,
   the server, the clients with their keys derived at once) against the
