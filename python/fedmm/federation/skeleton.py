@@ -96,13 +96,11 @@ class PhiloxRounds:
         if key.shape != (2,):
             raise ValueError(f"Expected 'key' to be 2 uint64 (a 128-bit Philox key), got shape {key.shape}")
         self._key = key
-        # the NumPy generator is built at the first at(): compiled rounds only need the key
+        # the NumPy generator and its state dict are built at the first at(): compiled rounds only need the key
+        # (and a run builds one stream per client)
         self._bitgen: np.random.Philox | None = None
         self.generator: np.random.Generator | None = None
-        # reused state dict: only the round word of the counter changes; the buffer is empty (a fresh block)
-        self._state = {"bit_generator": "Philox",
-                       "state": {"counter": np.zeros(4, dtype=np.uint64), "key": self._key},
-                       "buffer": np.zeros(4, dtype=np.uint64), "buffer_pos": 4, "has_uint32": 0, "uinteger": 0}
+        self._state: dict | None = None
 
     @property
     def key(self) -> np.ndarray:
@@ -122,6 +120,10 @@ class PhiloxRounds:
         if self._bitgen is None:
             self._bitgen = np.random.Philox(key=self._key)
             self.generator = np.random.Generator(self._bitgen)
+            # reused state dict: only the round word of the counter changes; the buffer is empty (a fresh block)
+            self._state = {"bit_generator": "Philox",
+                           "state": {"counter": np.zeros(4, dtype=np.uint64), "key": self._key},
+                           "buffer": np.zeros(4, dtype=np.uint64), "buffer_pos": 4, "has_uint32": 0, "uinteger": 0}
         counter = self._state["state"]["counter"]
         counter[:] = 0
         counter[1] = t

@@ -226,16 +226,14 @@ class SurrogateModel(ABC):
 
     def n_samples(self, data: Any) -> int:
         """Number of samples in a client's data (first axis by default)."""
-        return int(np.shape(data)[0])
+        return int(data.shape[0]) if type(data) is np.ndarray else int(np.shape(data)[0])
 
     def check_data(self, data: Any, name: str = "data") -> Any:
         """Validate one client's data (shape, dtype, finiteness, non-empty) and return it (C-contiguous
         float64, what :meth:`statistic`'s fast path and the compiled kernels read)."""
-        arr = as_array(data, name, order="C")
+        arr = as_array(data, name, order="C")  # finite values checked there
         if arr.ndim < 1 or arr.shape[0] == 0:
             raise ValueError(f"Expected '{name}' to hold at least one sample, got shape {arr.shape}")
-        if not np.isfinite(arr).all():
-            raise ValueError(f"Expected '{name}' to contain only finite values (no NaN or inf)")
         return arr
 
     #: Number(s) of dimensions of a float64 ndarray that :meth:`statistic` accepts without
