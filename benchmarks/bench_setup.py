@@ -8,16 +8,12 @@ derived from the run seed, its objects built.  With FedEM Fig. 1's mixture
 14 ms on one thread, so a per-client set-up of 50 µs (this project's machine,
 before ``build`` derived the keys at once) is half a second, over 30 rounds.
 
-- ``test_build``: ``FedMM.build`` (every check, the model's global moments,
-  the server, the clients with their keys derived at once) against the
-  reference, the same clients built one at a time through
-  ``FedMM.build_client`` (each checks its data and derives its own
-  ``SeedSequence``; what ``build`` did per client before, and what a remote
-  worker does for its one client), alternated call by call.
-- ``test_party_keys``: the 10,000 clients' Philox keys (``party_keys``, one
-  NumPy pass over the last spawn-key word) against NumPy's way, one
-  ``SeedSequence(..., spawn_key=(1, i)).generate_state(2, np.uint64)`` per
-  client; the keys are checked equal.
+``test_build``: ``FedMM.build`` (every check, the model's global moments, the
+server, the clients with their keys derived at once) against the reference, the
+same clients built one at a time through ``FedMM.build_client`` (each checks its
+data and derives its own ``SeedSequence``; what ``build`` did per client before,
+and what a remote worker does for its one client), alternated call by call.  The
+keys are checked equal.
 
 ``extra_info["reference_ratio"]`` is fedmm's median time over the reference's
 (lower is better), ``per_client_us`` fedmm's median per client.
@@ -30,7 +26,6 @@ import numpy as np
 import pytest
 
 from fedmm.algorithms import FedMM
-from fedmm.algorithms._random import CLIENT_PARTY, check_seed, party_keys
 from fedmm.compression import BlockQuantizer
 from fedmm.models import GaussianMixture
 
@@ -84,21 +79,3 @@ def test_build(benchmark, fig1):
     benchmark.extra_info["per_client_us"] = ours / N_CLIENTS * 1e6
     benchmark.extra_info["reference_per_client_us"] = ref / N_CLIENTS * 1e6
 
-
-@pytest.mark.benchmark(group="setup")
-def test_party_keys(benchmark):
-    seed = check_seed(0)
-
-    def ours():
-        return party_keys(seed, CLIENT_PARTY, N_CLIENTS)
-
-    def numpy_way():
-        return np.stack([np.random.SeedSequence(seed.entropy, spawn_key=(CLIENT_PARTY, i)).generate_state(2, np.uint64)
-                         for i in range(N_CLIENTS)])
-
-    assert np.array_equal(ours(), numpy_way())
-    t_ours, t_ref = _alternate(ours, numpy_way)
-    benchmark.pedantic(ours, rounds=1, iterations=1)
-    record_ratio(benchmark, t_ours / t_ref)
-    benchmark.extra_info["per_client_us"] = t_ours / N_CLIENTS * 1e6
-    benchmark.extra_info["reference_per_client_us"] = t_ref / N_CLIENTS * 1e6

@@ -196,3 +196,4 @@ def test_lasso_dense_codes(benchmark, impl):
             H = benchmark.pedantic(_sklearn, args=(D, Z, LAM), rounds=3)
     _record(benchmark, D, Z, H, b)
     benchmark.extra_info["full_support_share"] = float((H != 0).all(axis=0).mean())
+    tag_ratio(benchmark, "fedmm" if impl == "fedmm" else "reference")

@@ -13,6 +13,7 @@ pytest.importorskip("optax")
 from fedmm.cli import main  # noqa: E402
 from fedmm.data import icnn_map_benchmark  # noqa: E402
 from fedmm.experiments.ot_pair import pair_hardness, target_mixture  # noqa: E402
+from fedmm.models import ICNN  # noqa: E402
 from reference import cli_status  # noqa: E402
 
 
@@ -34,8 +35,6 @@ def test_tiny_training_writes_weights_the_benchmark_reads(tmp_path):
     summary = json.loads((out / "ot_pair_summary.json").read_text())
     assert summary["pairs"][0]["hardness"] == pair_hardness(bench)
     # the rounded weights are the trained network's: the gradient equals JAX's on the float32 parameters
-    from fedmm.models import ICNN
-
     x = bench.sample_source(50, seed=1)
     np.testing.assert_allclose(bench.true_map(x) / bench.output_scale,
                                ICNN(2).gradient(params.astype(np.float64), x), rtol=1e-12, atol=1e-12)

@@ -168,22 +168,24 @@ def participation(clients_per_round: int | None, participation_prob: float | Non
     return None, 1.0 if participation_prob is None else participation_prob
 
 
+def _per_client(compressor: Any, n: int) -> bool:
+    """True for a sequence of compressors (one per client: checked to have ``n``), False for one shared."""
+    if not isinstance(compressor, (list, tuple)):
+        return False
+    if len(compressor) != n:
+        raise ValueError(f"Expected one compressor per client (n_clients={n}), got {len(compressor)}")
+    return True
+
+
 def compressor_list(compressor: Any, n: int) -> list[Any]:
     """One compressor per client: ``compressor`` repeated, or the sequence itself (length ``n``)."""
-    comps = list(compressor) if isinstance(compressor, (list, tuple)) else [compressor] * n
-    if len(comps) != n:
-        raise ValueError(f"Expected one compressor per client (n_clients={n}), got {len(comps)}")
-    return comps
+    return list(compressor) if _per_client(compressor, n) else [compressor] * n
 
 
 def client_compressor(compressor: Any, n: int, index: int) -> Any:
     """Client ``index``'s entry of :func:`compressor_list` (same checks), without building the list: building
     every client of a run costs O(n) instead of O(n²)."""
-    if isinstance(compressor, (list, tuple)):
-        if len(compressor) != n:
-            raise ValueError(f"Expected one compressor per client (n_clients={n}), got {len(compressor)}")
-        return compressor[index]
-    return compressor
+    return compressor[index] if _per_client(compressor, n) else compressor
 
 
 def checked_compressors(compressor: Any, n: int, size: int) -> list[Any]:
